@@ -1,0 +1,70 @@
+"""stablerules: type-stable, shape-specialized, compiled differentiation rules.
+
+This module only re-exports; the implementation lives in private modules.
+"""
+
+from ._arrays import ArraySpec as ArraySpec
+from ._cache import CacheInfo as CacheInfo
+from ._cache import ShapeSignature as ShapeSignature
+from ._cache import cache_info as cache_info
+from ._cache import clear_caches as clear_caches
+from ._cache import no_compile as no_compile
+from ._cache import no_fallback as no_fallback
+from ._dispatch import explain as explain
+from ._dispatch import frule as frule
+from ._dispatch import precompile as precompile
+from ._dispatch import register_frule as register_frule
+from ._dispatch import register_rrule as register_rrule
+from ._dispatch import rrule as rrule
+from ._errors import DynamicFallbackError as DynamicFallbackError
+from ._errors import RecompileError as RecompileError
+from ._tangents import Fill as Fill
+from ._tangents import NoTangent as NoTangent
+from ._tangents import Thunk as Thunk
+from ._tangents import ZeroTangent as ZeroTangent
+from ._tangents import materialize as materialize
+from ._tangents import unthunk as unthunk
+from ._val import Val as Val
+from ._version import __version__ as __version__
+from .rules.concatenate import cat as cat
+from .rules.concatenate import concatenate as concatenate
+from .rules.concatenate import hstack as hstack
+from .rules.concatenate import stack as stack
+from .rules.concatenate import vstack as vstack
+from .rules.kron import kron as kron
+from .rules.repeat import repeat as repeat
+from .rules.repeat import tile as tile
+
+__all__ = [
+    "ArraySpec",
+    "CacheInfo",
+    "DynamicFallbackError",
+    "Fill",
+    "NoTangent",
+    "RecompileError",
+    "ShapeSignature",
+    "Thunk",
+    "Val",
+    "ZeroTangent",
+    "__version__",
+    "cache_info",
+    "cat",
+    "clear_caches",
+    "concatenate",
+    "explain",
+    "frule",
+    "hstack",
+    "kron",
+    "materialize",
+    "no_compile",
+    "no_fallback",
+    "precompile",
+    "register_frule",
+    "register_rrule",
+    "repeat",
+    "rrule",
+    "stack",
+    "tile",
+    "unthunk",
+    "vstack",
+]

@@ -1,0 +1,193 @@
+"""Array facts computed in one place: device, namespace, dtype checks, static arguments, shapes.
+
+CuPy is optional and never imported here unless an argument already is a CuPy array, so
+``import stablerules`` stays cheap and works without it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import types as pytypes
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from ._cache import CACHE
+from ._val import Val
+
+ArrayLike: TypeAlias = npt.NDArray[np.generic]
+
+FLOATING = frozenset({"float32", "float64", "complex64", "complex128"})
+_NUMERIC_KINDS = "biufc"
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """An array's shape, dtype and device, standing in for the array in ``precompile``."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype[np.generic]
+    device: str = "cpu"
+
+    def __init__(self, shape: Sequence[int] | int, dtype: npt.DTypeLike, device: str = "cpu") -> None:
+        if isinstance(shape, int):
+            shape = (shape,)
+        object.__setattr__(self, "shape", tuple(int(extent) for extent in shape))
+        object.__setattr__(self, "dtype", np.dtype(dtype))
+        object.__setattr__(self, "device", device)
+        if any(extent < 0 for extent in self.shape):
+            raise ValueError(f"ArraySpec: shape must be non-negative, got {self.shape}")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+def is_array(value: object) -> bool:
+    """True for a NumPy array or a CuPy array (anything with shape, dtype and __array__-ish)."""
+    if isinstance(value, np.ndarray):
+        return True
+    module = type(value).__module__
+    return module.startswith("cupy") and hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def _cupy() -> pytypes.ModuleType | None:
+    return sys.modules.get("cupy")
+
+
+def array_namespace(value: object) -> pytypes.ModuleType:
+    """``numpy`` or ``cupy``, whichever owns ``value``."""
+    if not isinstance(value, np.ndarray):
+        cupy = _cupy()
+        if cupy is not None and isinstance(value, cupy.ndarray):
+            return cupy
+    return np
+
+
+def device_of(value: object) -> str:
+    """``"cpu"`` for NumPy arrays, scalars and CPU specs; ``"cuda"`` for CuPy arrays."""
+    if isinstance(value, ArraySpec):
+        return "cuda" if value.device.startswith("cuda") else "cpu"
+    if isinstance(value, np.ndarray):
+        return "cpu"
+    cupy = _cupy()
+    if cupy is not None and isinstance(value, cupy.ndarray):
+        return "cuda"
+    return "cpu"
+
+
+def common_device(values: Sequence[object], names: Sequence[str]) -> str:
+    """The one device all array arguments live on; ``TypeError`` naming them if mixed."""
+    devices = [(name, device_of(value)) for name, value in zip(names, values) if is_array(value) or isinstance(value, ArraySpec)]
+    kinds = {device for _, device in devices}
+    if len(kinds) > 1:
+        described = ", ".join(f"{name} on {device}" for name, device in devices)
+        raise TypeError(f"arrays on mixed devices: {described}; move them to one device first")
+    return kinds.pop() if kinds else "cpu"
+
+
+def kernel_target(device: str) -> str:
+    """Which kernel family runs for arrays on ``device``: ``"cpu"`` or ``"cuda"``.
+
+    ``STABLERULES_DEVICE=cuda`` sends NumPy arrays to the CUDA kernels too: with
+    ``NUMBA_ENABLE_CUDASIM=1`` that runs them in Numba's simulator (how CI tests them).
+    """
+    if device == "cuda":
+        return "cuda"
+    return "cuda" if os.environ.get("STABLERULES_DEVICE", "cpu").strip().lower() == "cuda" else "cpu"
+
+
+def check_dtype(dtype: np.dtype[np.generic], name: str) -> None:
+    """``TypeError`` naming the argument for dtypes no rule handles (object, str, structured,
+    datetime, float16...)."""
+    if dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None or dtype.name in {"float16", "longdouble", "clongdouble"}:
+        raise TypeError(
+            f"argument {name!r} has dtype {dtype}, which stablerules does not support; "
+            f"use bool, an integer dtype, float32, float64, complex64 or complex128"
+        )
+
+
+def is_differentiable(dtype: np.dtype[np.generic]) -> bool:
+    return dtype.name in FLOATING
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    return str(tuple(int(extent) for extent in shape))
+
+
+def as_array(value: object, name: str) -> ArrayLike:
+    """Arrays pass through; Python scalars become 0-d NumPy arrays; anything else is an error."""
+    if is_array(value):
+        array = value
+    elif isinstance(value, (bool, int, float, complex, np.generic)):
+        array = np.asarray(value)
+    else:
+        raise TypeError(f"argument {name!r} must be an array, got {type(value).__name__}")
+    check_dtype(array.dtype, name)  # type: ignore[union-attr]
+    return array  # type: ignore[return-value]
+
+
+def contiguous(array: ArrayLike) -> ArrayLike:
+    """C-contiguous view or, for strided / negative-stride / Fortran inputs, one copy.
+
+    The kernels read flat C-ordered memory; this is the one place a layout is normalized.
+    """
+    return array_namespace(array).ascontiguousarray(array)  # type: ignore[no-any-return]
+
+
+def static_int(value: object, name: str) -> int:
+    """The ``int`` inside a ``Val``; a plain int is accepted and counted as dynamic."""
+    if isinstance(value, Val):
+        inner = value.value
+        if isinstance(inner, int):
+            return inner
+        raise TypeError(f"argument {name!r} must be Val(int), got {value!r}")
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        CACHE.note_dynamic_argument(name, value)
+        return int(value)
+    raise TypeError(f"argument {name!r} must be Val(int), got {type(value).__name__}: {value!r}")
+
+
+def static_ints(value: object, name: str) -> tuple[int, ...]:
+    """The ints inside ``Val(int)`` or ``Val(tuple)``, as a tuple; plain values count as dynamic."""
+    if isinstance(value, Val):
+        inner = value.value
+        return (inner,) if isinstance(inner, int) else tuple(inner)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        CACHE.note_dynamic_argument(name, value)
+        return (int(value),)
+    if isinstance(value, (tuple, list)) and all(
+        isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)) for item in value
+    ):
+        CACHE.note_dynamic_argument(name, value)
+        return tuple(int(item) for item in value)
+    raise TypeError(
+        f"argument {name!r} must be Val(int) or Val(tuple of ints), got "
+        f"{type(value).__name__}: {value!r}"
+    )
+
+
+def normalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{name} {axis} is out of bounds for an array of dimension {ndim}")
+    return axis % ndim
+
+
+def checked_size(shape: Sequence[int], itemsize: int, what: str) -> int:
+    """The element count of ``shape``; ``ValueError`` if it or its byte size overflows int64."""
+    size = math.prod(int(extent) for extent in shape)
+    if size * max(itemsize, 1) >= 2**62:
+        raise ValueError(
+            f"{what}: an array of shape {shape_text(shape)} ({size} elements of {itemsize} bytes) "
+            f"is too large to allocate"
+        )
+    return size

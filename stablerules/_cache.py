@@ -1,0 +1,419 @@
+"""The kernel cache: one object, one key type, memory -> disk -> compile.
+
+A rule hands the cache a :class:`ShapeSignature` and a function that renders the kernel's
+source; it gets back a :class:`Kernel`. The cache knows no op.
+
+Disk layout (``$STABLERULES_CACHE_DIR``, default ``~/.cache/stablerules``, mode 0700)::
+
+    kernels/<hash>.py            generated source, written atomically, imported as
+                                 module ``_stablerules_k_<hash>``
+    kernels/__pycache__/...      Numba's own cache (index + object code) for that module
+
+Numba can only cache a function that lives in a real, importable file and is always imported
+under the same module name, hence one file per kernel named by a hash of its source, of
+stablerules' version and of numba's version (Numba's index adds the CPU name and features).
+
+Faults: a cache entry that fails to load is deleted and recompiled with one warning; a cache
+directory that cannot be written, or that other users can write (a Numba cache file is a
+pickle, so loading one runs code), is not used: kernels then live in memory only, with one
+warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import os
+import stat
+import sys
+import tempfile
+import threading
+import time
+import types as pytypes
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple, Protocol
+
+from ._errors import DynamicFallbackError, RecompileError
+from ._version import __version__
+
+KernelFunction = Callable[..., object]
+
+
+class ShapeSignature(NamedTuple):
+    """Everything a compiled kernel is specialized on; the cache's one key type.
+
+    ``static`` holds the ``Val`` values (and other compile-time constants), ``extents`` only
+    the array extents that the kernel bakes in (most kernels take extents as arguments).
+    """
+
+    op: str
+    kind: str
+    static: tuple[object, ...]
+    dtypes: tuple[str, ...]
+    ndims: tuple[int, ...]
+    device: str = "cpu"
+    extents: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """Generated source of one kernel module; ``entry`` names the function to call.
+
+    The text holds the token ``{CACHE}`` where ``cache=True``/``False`` goes, so the hash
+    (and the file) does not depend on whether the disk cache is on.
+    """
+
+    text: str
+    entry: str = "kernel"
+
+    def render(self, cache: bool) -> str:
+        return self.text.replace("{CACHE}", "True" if cache else "False")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A compiled kernel: the callable, the signature it was built for and its source."""
+
+    function: KernelFunction
+    signature: ShapeSignature
+    source: KernelSource
+    module_name: str
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """A snapshot of the cache counters (``sr.cache_info()``)."""
+
+    compiles: int
+    memory_hits: int
+    disk_hits: int
+    entries: int
+    compile_seconds: float
+    load_seconds: float
+    dynamic_arguments: int
+    fallbacks: int
+    disk_enabled: bool
+    directory: str | None
+
+
+def default_cache_dir() -> Path:
+    configured = os.environ.get("STABLERULES_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".cache" / "stablerules"
+
+
+def _numba_version() -> str:
+    # Read the installed version without importing numba (import costs ~0.2 s).
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("numba")
+    except PackageNotFoundError:  # pragma: no cover - numba is a hard dependency
+        return "unknown"
+
+
+def source_hash(source: KernelSource) -> str:
+    digest = hashlib.sha256()
+    for part in (__version__, _numba_version(), source.entry, source.text):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:24]
+
+
+def _dispatcher_disk_hits(function: object) -> int:
+    stats = getattr(function, "stats", None)
+    hits = getattr(stats, "cache_hits", None)
+    if hits is None:
+        return 0
+    return int(sum(hits.values()))
+
+
+class KernelStore(Protocol):
+    """Where kernel modules come from: files on disk, or memory only."""
+
+    directory: Path | None
+
+    def load(self, name: str, source: KernelSource) -> tuple[pytypes.ModuleType, bool]:
+        """Import the module; return it and whether its kernel came from Numba's disk cache."""
+        ...
+
+    def clear(self) -> None: ...
+
+
+class MemoryStore:
+    """The disabled disk cache: modules are executed from memory and compiled each process."""
+
+    directory: Path | None = None
+
+    def load(self, name: str, source: KernelSource) -> tuple[pytypes.ModuleType, bool]:
+        module = pytypes.ModuleType(name)
+        code = compile(source.render(cache=False), f"<stablerules kernel {name}>", "exec")
+        exec(code, module.__dict__)
+        return module, False
+
+    def clear(self) -> None:
+        return None
+
+
+class DiskStore:
+    """Kernel modules as files under ``directory/kernels``, cached by Numba beside them."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._kernels = directory / "kernels"
+
+    def _write_atomically(self, path: Path, text: str) -> None:
+        fd, temporary = tempfile.mkstemp(dir=self._kernels, prefix=".tmp-", suffix=".py")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+    def _ensure_source(self, path: Path, text: str) -> None:
+        # Rewriting a file changes its mtime, which invalidates Numba's index: write only
+        # when the file is missing or differs (a truncated or corrupted file).
+        try:
+            if path.read_text(encoding="utf-8") == text:
+                return
+        except (OSError, UnicodeDecodeError):
+            pass
+        self._write_atomically(path, text)
+
+    def _drop_numba_files(self, stem: str) -> None:
+        pycache = self._kernels / "__pycache__"
+        for leftover in pycache.glob(f"{stem}.*"):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+    def _import(self, name: str, path: Path) -> pytypes.ModuleType:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:  # pragma: no cover - a .py path always has one
+            raise ImportError(f"cannot import kernel module from {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        return module
+
+    def load(self, name: str, source: KernelSource) -> tuple[pytypes.ModuleType, bool]:
+        text = source.render(cache=True)
+        stem = name.removeprefix("_stablerules_k_")
+        path = self._kernels / f"{stem}.py"
+        self._ensure_source(path, text)
+        try:
+            module = self._import(name, path)
+        except (RecompileError, KeyboardInterrupt):
+            raise
+        except Exception as error:
+            warnings.warn(
+                f"stablerules: cache entry {path.name} could not be loaded "
+                f"({type(error).__name__}: {error}); recompiling it",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            self._drop_numba_files(stem)
+            self._write_atomically(path, text)
+            module = self._import(name, path)
+        function = getattr(module, source.entry)
+        return module, _dispatcher_disk_hits(function) > 0
+
+    def clear(self) -> None:
+        if not self._kernels.is_dir():
+            return
+        for path in sorted(self._kernels.rglob("*"), reverse=True):
+            with contextlib.suppress(OSError):
+                path.rmdir() if path.is_dir() else path.unlink()
+
+
+def _open_store() -> KernelStore:
+    if os.environ.get("STABLERULES_DISK_CACHE", "1").strip().lower() in {"0", "false", "no", "off"}:
+        return MemoryStore()
+    directory = default_cache_dir()
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = directory.stat()
+        if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            warnings.warn(
+                f"stablerules: cache directory {directory} is writable by other users or not "
+                f"owned by this user (mode {stat.filemode(info.st_mode)}); a cache file is a "
+                f"pickle, so it is not loaded from: kernels are kept in memory only",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            return MemoryStore()
+        kernels = directory / "kernels"
+        kernels.mkdir(mode=0o700, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=kernels, prefix=".probe-", delete=True)
+        probe.close()
+    except OSError as error:
+        warnings.warn(
+            f"stablerules: cache directory {directory} is not usable ({error}); "
+            f"kernels are kept in memory only",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return MemoryStore()
+    return DiskStore(directory)
+
+
+class KernelCache:
+    """Memory, then disk, then compile; counts each. One instance per process (``CACHE``)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[ShapeSignature, Kernel] = {}
+        self._by_module: dict[str, Kernel] = {}
+        self._locks: dict[ShapeSignature, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self._store: KernelStore | None = None
+        self.compiles = 0
+        self.memory_hits = 0
+        self.disk_hits = 0
+        self.compile_seconds = 0.0
+        self.load_seconds = 0.0
+        self.dynamic_arguments = 0
+        self.fallbacks = 0
+        self.no_compile_depth = 0
+        self.no_fallback_depth = 0
+
+    @property
+    def store(self) -> KernelStore:
+        if self._store is None:
+            with self._guard:
+                if self._store is None:
+                    self._store = _open_store()
+        return self._store
+
+    def reset_store(self) -> None:
+        """Re-read the environment (cache dir, disk switch) on the next lookup."""
+        with self._guard:
+            self._store = None
+
+    def get(self, signature: ShapeSignature, render: Callable[[], KernelSource]) -> Kernel:
+        kernel = self._entries.get(signature)
+        if kernel is not None:
+            self.memory_hits += 1
+            return kernel
+        with self._guard:
+            lock = self._locks.setdefault(signature, threading.Lock())
+        with lock:
+            kernel = self._entries.get(signature)
+            if kernel is not None:
+                self.memory_hits += 1
+                return kernel
+            kernel = self._build(signature, render())
+            self._entries[signature] = kernel
+            return kernel
+
+    def source(self, signature: ShapeSignature, render: Callable[[], KernelSource]) -> str:
+        kernel = self._entries.get(signature)
+        return (kernel.source if kernel is not None else render()).render(cache=True)
+
+    def _build(self, signature: ShapeSignature, source: KernelSource) -> Kernel:
+        name = f"_stablerules_k_{source_hash(source)}"
+        shared = self._by_module.get(name)
+        if shared is not None:
+            # Another signature rendered the same source: reuse its compiled function.
+            self.memory_hits += 1
+            return Kernel(shared.function, signature, source, name)
+        if self.no_compile_depth:
+            raise RecompileError(
+                f"stablerules: no_compile() is active but signature {signature} is not compiled "
+                f"in this process (it would be compiled or loaded from disk)"
+            )
+        started = time.perf_counter()
+        module, from_disk = self.store.load(name, source)
+        elapsed = time.perf_counter() - started
+        if from_disk:
+            self.disk_hits += 1
+            self.load_seconds += elapsed
+        else:
+            self.compiles += 1
+            self.compile_seconds += elapsed
+        function: KernelFunction = getattr(module, source.entry)
+        kernel = Kernel(function, signature, source, name)
+        self._by_module[name] = kernel
+        return kernel
+
+    def info(self) -> CacheInfo:
+        store = self._store
+        return CacheInfo(
+            compiles=self.compiles,
+            memory_hits=self.memory_hits,
+            disk_hits=self.disk_hits,
+            entries=len(self._entries),
+            compile_seconds=self.compile_seconds,
+            load_seconds=self.load_seconds,
+            dynamic_arguments=self.dynamic_arguments,
+            fallbacks=self.fallbacks,
+            disk_enabled=isinstance(store, DiskStore),
+            directory=None if store is None or store.directory is None else str(store.directory),
+        )
+
+    def clear(self, disk: bool = False) -> None:
+        with self._guard:
+            self._entries.clear()
+            self._by_module.clear()
+            self._locks.clear()
+            for name in [name for name in sys.modules if name.startswith("_stablerules_k_")]:
+                del sys.modules[name]
+        if disk:
+            self.store.clear()
+
+    def note_dynamic_argument(self, name: str, value: object) -> None:
+        self.dynamic_arguments += 1
+        if self.no_fallback_depth:
+            raise DynamicFallbackError(
+                f"stablerules: argument {name!r} was given as a plain {type(value).__name__} "
+                f"({value!r}); inside no_fallback() static arguments must be Val(...)"
+            )
+
+    def note_fallback(self, reason: str) -> None:
+        self.fallbacks += 1
+        if self.no_fallback_depth:
+            raise DynamicFallbackError(f"stablerules: fallback path taken: {reason}")
+
+
+CACHE = KernelCache()
+
+
+def cache_info() -> CacheInfo:
+    """The compile-cache counters: compiles, memory and disk hits, entries, seconds spent."""
+    return CACHE.info()
+
+
+def clear_caches(disk: bool = False) -> None:
+    """Empty the in-memory kernel cache; with ``disk=True`` also delete the disk cache."""
+    CACHE.clear(disk=disk)
+
+
+@contextlib.contextmanager
+def no_compile() -> Iterator[None]:
+    """Raise ``RecompileError`` if any kernel is compiled or loaded from disk in the block."""
+    CACHE.no_compile_depth += 1
+    try:
+        yield
+    finally:
+        CACHE.no_compile_depth -= 1
+
+
+@contextlib.contextmanager
+def no_fallback() -> Iterator[None]:
+    """Raise ``DynamicFallbackError`` if a call in the block takes any path other than its
+    signature's specialized implementation, or gets a non-``Val`` static argument."""
+    CACHE.no_fallback_depth += 1
+    try:
+        yield
+    finally:
+        CACHE.no_fallback_depth -= 1

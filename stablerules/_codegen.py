@@ -1,0 +1,104 @@
+"""Kernel source generation: small templates in, readable Python modules out.
+
+A rule family writes the body of a kernel with :class:`SourceWriter`; :func:`cpu_kernel`
+wraps it in a module that Numba compiles eagerly for exactly one signature, with compilation
+disabled afterwards (so a call with other types is a ``TypeError``, never a silent recompile).
+The text is what ``sr.explain`` prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from ._cache import KernelSource, ShapeSignature
+
+_NUMBA_SCALARS = {
+    "bool": "types.boolean",
+    "int8": "types.int8",
+    "int16": "types.int16",
+    "int32": "types.int32",
+    "int64": "types.int64",
+    "uint8": "types.uint8",
+    "uint16": "types.uint16",
+    "uint32": "types.uint32",
+    "uint64": "types.uint64",
+    "float32": "types.float32",
+    "float64": "types.float64",
+    "complex64": "types.complex64",
+    "complex128": "types.complex128",
+}
+
+
+def numba_scalar(dtype: np.dtype[np.generic] | str) -> str:
+    """Source text of the Numba scalar type for a dtype (``types.float64``)."""
+    return _NUMBA_SCALARS[np.dtype(dtype).name]
+
+
+def readonly_array(dtype: np.dtype[np.generic] | str, ndim: int = 1) -> str:
+    """A C-contiguous read-only array parameter; writable arrays convert to it for free."""
+    return f"types.Array({numba_scalar(dtype)}, {ndim}, 'C', readonly=True)"
+
+
+def writable_array(dtype: np.dtype[np.generic] | str, ndim: int = 1) -> str:
+    return f"types.Array({numba_scalar(dtype)}, {ndim}, 'C')"
+
+
+INDEX = "types.intp"
+
+
+def conj(expression: str, dtype: np.dtype[np.generic] | str) -> str:
+    """``expression.conjugate()`` for complex dtypes, the expression itself for real ones."""
+    return f"({expression}).conjugate()" if np.dtype(dtype).kind == "c" else expression
+
+
+class SourceWriter:
+    """Lines with indentation, for kernel bodies."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._depth = 0
+
+    def line(self, text: str = "") -> None:
+        self._lines.append(("    " * self._depth + text) if text else "")
+
+    @contextlib.contextmanager
+    def block(self, header: str) -> Iterator[None]:
+        self.line(header)
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+
+    def text(self) -> str:
+        return "\n".join(self._lines) + "\n"
+
+
+def cpu_kernel(
+    signature: ShapeSignature,
+    parameters: Sequence[tuple[str, str]],
+    body: SourceWriter,
+    description: str,
+) -> KernelSource:
+    """A module defining ``kernel(*parameters)`` compiled by Numba for that one signature.
+
+    ``parameters`` pairs each name with its Numba type's source text. The kernel returns
+    nothing: outputs are written into arrays the caller allocated.
+    """
+    names = ", ".join(name for name, _ in parameters)
+    types_text = ",\n    ".join(kind for _, kind in parameters)
+    body_text = "".join("    " + line + "\n" if line else "\n" for line in body.text().splitlines())
+    text = (
+        f'"""stablerules kernel: {description}\n\n'
+        f"signature: {signature!r}\n"
+        f'"""\n'
+        f"from numba import njit, types\n\n"
+        f"SIGNATURE = types.void(\n    {types_text},\n)\n\n\n"
+        f"@njit(SIGNATURE, cache={{CACHE}}, nogil=True, boundscheck=False, error_model='numpy')\n"
+        f"def kernel({names}):\n"
+        f"{body_text}"
+    )
+    return KernelSource(text)
