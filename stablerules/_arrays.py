@@ -12,7 +12,7 @@ import sys
 import types as pytypes
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TypeAlias, TypeGuard
 
 import numpy as np
 import numpy.typing as npt
@@ -52,7 +52,7 @@ class ArraySpec:
         return math.prod(self.shape)
 
 
-def is_array(value: object) -> bool:
+def is_array(value: object) -> TypeGuard[ArrayLike]:
     """True for a NumPy array or a CuPy array (anything with shape, dtype and __array__-ish)."""
     if isinstance(value, np.ndarray):
         return True
@@ -126,14 +126,15 @@ def shape_text(shape: Sequence[int]) -> str:
 
 def as_array(value: object, name: str) -> ArrayLike:
     """Arrays pass through; Python scalars become 0-d NumPy arrays; anything else is an error."""
+    array: ArrayLike
     if is_array(value):
         array = value
     elif isinstance(value, (bool, int, float, complex, np.generic)):
         array = np.asarray(value)
     else:
         raise TypeError(f"argument {name!r} must be an array, got {type(value).__name__}")
-    check_dtype(array.dtype, name)  # type: ignore[union-attr]
-    return array  # type: ignore[return-value]
+    check_dtype(array.dtype, name)
+    return array
 
 
 def contiguous(array: ArrayLike) -> ArrayLike:

@@ -164,7 +164,7 @@ class DiskStore:
     """Kernel modules as files under ``directory/kernels``, cached by Numba beside them."""
 
     def __init__(self, directory: Path) -> None:
-        self.directory = directory
+        self.directory: Path | None = directory
         self._kernels = directory / "kernels"
 
     def _write_atomically(self, path: Path, text: str) -> None:

@@ -84,8 +84,9 @@ class Fill:
         shape = tuple(int(extent) for extent in shape)
         if any(extent < 0 for extent in shape):
             raise ValueError(f"Fill: shape must be non-negative, got {shape}")
-        scalar = resolved.type(value)
-        object.__setattr__(self, "value", complex(scalar) if resolved.kind == "c" else float(scalar.real))  # type: ignore[arg-type]
+        # Round the value to the dtype's precision so Fill(v) equals its dense equivalent.
+        rounded = complex(np.asarray(complex(value)).astype(resolved).item())
+        object.__setattr__(self, "value", rounded if resolved.kind == "c" else rounded.real)
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", resolved)
 
@@ -173,8 +174,10 @@ def materialize(tangent: object, like: ArrayLike) -> ArrayLike:
     """
     xp = array_namespace(like)
     tangent = unthunk(tangent)
+    result: ArrayLike
     if isinstance(tangent, (ZeroTangent, NoTangent)):
-        return xp.zeros(like.shape, dtype=like.dtype)
+        result = xp.zeros(like.shape, dtype=like.dtype)
+        return result
     if isinstance(tangent, Fill):
         value: complex = tangent.value
         if like.dtype.kind != "c":
@@ -184,11 +187,13 @@ def materialize(tangent: object, like: ArrayLike) -> ArrayLike:
                 f"materialize: Fill of shape {shape_text(tangent.shape)} does not match "
                 f"the primal's shape {shape_text(like.shape)}"
             )
-        return xp.full(like.shape, value, dtype=like.dtype)
-    dense = xp.asarray(tangent)
+        result = xp.full(like.shape, value, dtype=like.dtype)
+        return result
+    dense: ArrayLike = xp.asarray(tangent)
     if tuple(dense.shape) != tuple(like.shape):
         dense = xp.broadcast_to(dense, like.shape)
-    return xp.array(project(dense, like.dtype), copy=True) if dense.dtype.kind in "fc" else dense.astype(like.dtype)
+    result = xp.array(project(dense, like.dtype), copy=True)
+    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,14 +228,13 @@ def prepare_cotangent(
             )
         value = dy.value if dtype.kind == "c" else complex(dy.value).real
         return Fill(value, shape, dtype)
+    if isinstance(dy, (int, float, complex, np.number)) and not isinstance(dy, bool) and shape == ():
+        dy = np.asarray(dy)
     if not is_array(dy):
-        if isinstance(dy, (int, float, complex)) and not isinstance(dy, bool) and shape == ():
-            dy = np.asarray(dy)
-        else:
-            raise TypeError(
-                f"pullback: cotangent dy must be an array, Fill, ZeroTangent or Thunk, "
-                f"got {type(dy).__name__}"
-            )
+        raise TypeError(
+            f"pullback: cotangent dy must be an array, Fill, ZeroTangent or Thunk, "
+            f"got {type(dy).__name__}"
+        )
     if like is not None and array_namespace(dy) is not array_namespace(like):
         raise TypeError(
             f"pullback: cotangent dy lives on {type(dy).__module__.split('.')[0]} but the primal "
@@ -245,11 +249,8 @@ def prepare_cotangent(
     xp = array_namespace(dy)
     if dy.dtype.kind == "c" and dtype.kind != "c":
         dy = dy.real
-    return DenseCotangent(xp.ascontiguousarray(dy, dtype=dtype))
-
-
-def zeros_like_tangent(like: ArrayLike) -> ArrayLike:
-    return array_namespace(like).zeros(like.shape, dtype=like.dtype)
+    dense: ArrayLike = xp.ascontiguousarray(dy, dtype=dtype)
+    return DenseCotangent(dense)
 
 
 __all__ = [

@@ -4,10 +4,24 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar, final
 
+import numpy as np
+
 _T = TypeVar("_T", int, tuple[int, ...])
 
-StaticInt = int
-StaticTuple = tuple[int, ...]
+
+def _integer(item: object, whole: object) -> int:
+    # NumPy integers are accepted (shapes often come as np.int64); bools are not counts.
+    if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+        raise TypeError(
+            f"Val takes an int or a tuple of ints, got {type(whole).__name__}: {whole!r}"
+        )
+    return int(item)
+
+
+def _static_value(value: object) -> int | tuple[int, ...]:
+    if isinstance(value, tuple):
+        return tuple(_integer(item, value) for item in value)
+    return _integer(value, value)
 
 
 @final
@@ -22,21 +36,7 @@ class Val(Generic[_T]):
     _value: _T
 
     def __init__(self, value: _T) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, tuple)):
-            raise TypeError(
-                f"Val takes an int or a tuple of ints, got {type(value).__name__}: {value!r}"
-            )
-        if isinstance(value, tuple):
-            for item in value:
-                if isinstance(item, bool) or not isinstance(item, int):
-                    raise TypeError(
-                        f"Val takes an int or a tuple of ints, got a tuple holding "
-                        f"{type(item).__name__}: {value!r}"
-                    )
-            value = tuple(int(item) for item in value)  # type: ignore[assignment]
-        else:
-            value = int(value)  # type: ignore[assignment]
-        object.__setattr__(self, "_value", value)
+        object.__setattr__(self, "_value", _static_value(value))
 
     @property
     def value(self) -> _T:

@@ -1,0 +1,310 @@
+"""The kernel cache: memory, disk, compile; counters; guards; faults.
+
+Each test builds its own ``KernelCache`` over its own directory, with a kernel whose source
+carries a unique salt, so tests never share compiled state with each other or the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import uuid
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stablerules as sr
+from stablerules._cache import (
+    CACHE,
+    DiskStore,
+    KernelCache,
+    KernelSource,
+    MemoryStore,
+    ShapeSignature,
+)
+from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def doubling_kernel(salt: str, dtype: str = "float64") -> tuple[ShapeSignature, Callable[[], KernelSource]]:
+    """A signature and a renderer of ``out[i] = 2 * x[i]``; ``salt`` makes the source unique."""
+    signature = ShapeSignature("double", "forward", (salt,), (dtype,), (1,))
+
+    def render() -> KernelSource:
+        body = SourceWriter()
+        body.line(f"# salt {salt}")
+        with body.block("for i in range(lo, hi):"):
+            body.line("out[i] = 2 * x[i]")
+        parameters = [("x", readonly_array(dtype)), ("out", writable_array(dtype)), ("lo", INDEX), ("hi", INDEX)]
+        return cpu_kernel(signature, parameters, body, "test kernel: out = 2 x")
+
+    return signature, render
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("STABLERULES_CACHE_DIR", str(directory))
+    monkeypatch.delenv("STABLERULES_DISK_CACHE", raising=False)
+    return directory
+
+
+def run_kernel(cache: KernelCache, salt: str) -> np.ndarray:
+    signature, render = doubling_kernel(salt)
+    kernel = cache.get(signature, render)
+    x = np.arange(6.0)
+    out = np.empty_like(x)
+    kernel.function(x, out, 0, x.size)
+    return out
+
+
+def test_compile_then_memory_hit(cache_dir: Path) -> None:
+    cache = KernelCache()
+    salt = uuid.uuid4().hex
+    np.testing.assert_array_equal(run_kernel(cache, salt), 2 * np.arange(6.0))
+    assert (cache.compiles, cache.disk_hits, cache.memory_hits) == (1, 0, 0)
+    np.testing.assert_array_equal(run_kernel(cache, salt), 2 * np.arange(6.0))
+    assert (cache.compiles, cache.disk_hits, cache.memory_hits) == (1, 0, 1)
+    info = cache.info()
+    assert info.entries == 1 and info.compile_seconds > 0 and info.disk_enabled
+    assert info.directory == str(cache_dir)
+
+
+def test_cache_dir_created_private(cache_dir: Path) -> None:
+    run_kernel(KernelCache(), uuid.uuid4().hex)
+    assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700
+    assert list((cache_dir / "kernels").glob("*.py"))
+
+
+def test_disk_hit_in_fresh_process(cache_dir: Path) -> None:
+    salt = uuid.uuid4().hex
+    run_kernel(KernelCache(), salt)
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        sys.path.insert(0, {str(REPO / 'tests')!r})
+        from test_cache import run_kernel
+        from stablerules._cache import KernelCache
+        cache = KernelCache()
+        out = run_kernel(cache, {salt!r})
+        print(json.dumps([cache.compiles, cache.disk_hits, out.tolist()]))
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=os.environ.copy())
+    compiles, disk_hits, out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (compiles, disk_hits) == (0, 1)
+    assert out == (2 * np.arange(6.0)).tolist()
+
+
+def test_signature_is_part_of_the_key(cache_dir: Path) -> None:
+    cache = KernelCache()
+    salt = uuid.uuid4().hex
+    cache.get(*doubling_kernel(salt, "float64"))
+    cache.get(*doubling_kernel(salt, "float32"))
+    assert cache.compiles == 2 and cache.info().entries == 2
+
+
+def test_compiled_kernel_refuses_other_types(cache_dir: Path) -> None:
+    signature, render = doubling_kernel(uuid.uuid4().hex)
+    kernel = KernelCache().get(signature, render)
+    x = np.arange(4, dtype=np.float32)
+    with pytest.raises(TypeError):
+        kernel.function(x, np.empty_like(x), 0, 4)
+
+
+def test_readonly_input_accepted(cache_dir: Path) -> None:
+    signature, render = doubling_kernel(uuid.uuid4().hex)
+    kernel = KernelCache().get(signature, render)
+    x = np.arange(4.0)
+    x.setflags(write=False)
+    out = np.empty(4)
+    kernel.function(x, out, 0, 4)
+    np.testing.assert_array_equal(out, 2 * x)
+
+
+def test_no_compile_raises_on_new_signature_and_is_silent_when_warm(cache_dir: Path) -> None:
+    cache = KernelCache()
+    warm = uuid.uuid4().hex
+    run_kernel(cache, warm)
+    cache.no_compile_depth += 1
+    try:
+        run_kernel(cache, warm)
+        with pytest.raises(sr.RecompileError, match="no_compile"):
+            run_kernel(cache, uuid.uuid4().hex)
+    finally:
+        cache.no_compile_depth -= 1
+
+
+def test_public_no_compile_guards_the_global_cache() -> None:
+    signature, render = doubling_kernel(uuid.uuid4().hex)
+    with sr.no_compile(), pytest.raises(sr.RecompileError):
+        CACHE.get(signature, render)
+    CACHE.get(signature, render)
+    with sr.no_compile():
+        CACHE.get(signature, render)
+
+
+def test_no_fallback_flags_dynamic_arguments() -> None:
+    from stablerules._arrays import static_int
+
+    before = sr.cache_info().dynamic_arguments
+    assert static_int(sr.Val(3), "axis") == 3
+    assert sr.cache_info().dynamic_arguments == before
+    assert static_int(3, "axis") == 3
+    assert sr.cache_info().dynamic_arguments == before + 1
+    with sr.no_fallback():
+        assert static_int(sr.Val(2), "axis") == 2
+        with pytest.raises(sr.DynamicFallbackError, match="'axis'"):
+            static_int(2, "axis")
+
+
+def test_disabled_disk_cache_is_a_memory_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("STABLERULES_DISK_CACHE", "0")
+    monkeypatch.setenv("STABLERULES_CACHE_DIR", str(tmp_path / "unused"))
+    cache = KernelCache()
+    np.testing.assert_array_equal(run_kernel(cache, uuid.uuid4().hex), 2 * np.arange(6.0))
+    assert isinstance(cache.store, MemoryStore)
+    assert not (tmp_path / "unused").exists()
+    assert cache.info().disk_enabled is False
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncate"])
+def test_corrupted_cache_file_recompiles_with_one_warning(cache_dir: Path, damage: str) -> None:
+    salt = uuid.uuid4().hex
+    run_kernel(KernelCache(), salt)
+    numba_files = sorted((cache_dir / "kernels" / "__pycache__").glob("*.nb*"))
+    assert numba_files
+    for path in numba_files:
+        data = path.read_bytes()
+        path.write_bytes(b"\x80\x04garbage" * 8 if damage == "garbage" else data[: len(data) // 3])
+    for name in [name for name in sys.modules if name.startswith("_stablerules_k_")]:
+        del sys.modules[name]
+    cache = KernelCache()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = run_kernel(cache, salt)
+    np.testing.assert_array_equal(out, 2 * np.arange(6.0))
+    messages = [str(w.message) for w in caught if "could not be loaded" in str(w.message)]
+    assert len(messages) == 1, [str(w.message) for w in caught]
+    assert cache.compiles == 1
+
+
+def test_corrupted_source_file_is_rewritten(cache_dir: Path) -> None:
+    salt = uuid.uuid4().hex
+    run_kernel(KernelCache(), salt)
+    (source,) = [p for p in (cache_dir / "kernels").glob("*.py")]
+    source.write_text("this is not python (")
+    for name in [name for name in sys.modules if name.startswith("_stablerules_k_")]:
+        del sys.modules[name]
+    np.testing.assert_array_equal(run_kernel(KernelCache(), salt), 2 * np.arange(6.0))
+    assert "def kernel" in source.read_text()
+
+
+def test_unwritable_cache_dir_falls_back_to_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("STABLERULES_CACHE_DIR", str(blocker / "cache"))
+    cache = KernelCache()
+    with pytest.warns(RuntimeWarning, match="not usable"):
+        np.testing.assert_array_equal(run_kernel(cache, uuid.uuid4().hex), 2 * np.arange(6.0))
+    assert isinstance(cache.store, MemoryStore)
+
+
+def test_cache_dir_writable_by_others_is_not_loaded_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    directory = tmp_path / "shared-cache"
+    directory.mkdir()
+    directory.chmod(0o777)
+    monkeypatch.setenv("STABLERULES_CACHE_DIR", str(directory))
+    cache = KernelCache()
+    with pytest.warns(RuntimeWarning, match="writable by other users"):
+        run_kernel(cache, uuid.uuid4().hex)
+    assert isinstance(cache.store, MemoryStore)
+    assert not (directory / "kernels").exists()
+
+
+def test_eight_threads_compile_one_signature_once(cache_dir: Path) -> None:
+    cache = KernelCache()
+    signature, render = doubling_kernel(uuid.uuid4().hex)
+    barrier = threading.Barrier(8)
+    functions: list[object] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            barrier.wait()
+            functions.append(cache.get(signature, render).function)
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert cache.compiles == 1 and cache.memory_hits == 7
+    assert len({id(function) for function in functions}) == 1
+
+
+@pytest.mark.slow
+def test_four_processes_fill_one_empty_cache_dir(cache_dir: Path) -> None:
+    salt = uuid.uuid4().hex
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(REPO / 'tests')!r})
+        from test_cache import run_kernel
+        from stablerules._cache import KernelCache
+        for extra in range(3):
+            assert run_kernel(KernelCache(), {salt!r} + str(extra)).tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+        print("ok")
+        """
+    )
+    processes = [
+        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+        for _ in range(4)
+    ]
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr
+        assert stdout.strip().endswith("ok")
+    # The filled cache serves a fresh process from disk.
+    cache = KernelCache()
+    for extra in range(3):
+        run_kernel(cache, salt + str(extra))
+    assert cache.compiles == 0 and cache.disk_hits == 3
+
+
+def test_clear_caches_empties_memory_and_disk(cache_dir: Path) -> None:
+    cache = KernelCache()
+    salt = uuid.uuid4().hex
+    run_kernel(cache, salt)
+    cache.clear()
+    assert cache.info().entries == 0
+    run_kernel(cache, salt)
+    assert cache.disk_hits == 1
+    cache.clear(disk=True)
+    assert not list((cache_dir / "kernels").glob("*.py"))
+    run_kernel(cache, salt)
+    assert cache.compiles == 2
+
+
+def test_shared_source_is_compiled_once_for_two_signatures(cache_dir: Path) -> None:
+    cache = KernelCache()
+    signature, render = doubling_kernel(uuid.uuid4().hex)
+    cache.get(signature, render)
+    cache.get(signature._replace(op="double-alias"), render)
+    assert cache.compiles == 1 and cache.info().entries == 2
+
+
+def test_disk_store_type(cache_dir: Path) -> None:
+    assert isinstance(KernelCache().store, DiskStore)

@@ -1,0 +1,171 @@
+"""Val, tangent types, projection, materialize, cotangent preparation and the rule registry."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import stablerules as sr
+from stablerules._tangents import DenseCotangent, prepare_cotangent, project
+
+# --- Val ---------------------------------------------------------------------------------
+
+
+def test_val_semantics() -> None:
+    assert sr.Val(3) == sr.Val(3)
+    assert sr.Val(3) != sr.Val((3,))
+    assert sr.Val((1, 2)) == sr.Val((1, 2))
+    assert sr.Val(3) != 3
+    assert hash(sr.Val(3)) == hash(sr.Val(3))
+    assert len({sr.Val(3), sr.Val(3), sr.Val((3,))}) == 2
+    assert sr.Val((7, 1, 10)).value == (7, 1, 10)
+    from_numpy: object = sr.Val(np.int64(4)).value  # type: ignore[type-var]
+    assert from_numpy == 4 and type(from_numpy) is int
+    assert repr(sr.Val(2)) == "Val(2)"
+    assert pickle.loads(pickle.dumps(sr.Val((1, 2)))) == sr.Val((1, 2))
+
+
+def test_val_is_frozen() -> None:
+    value = sr.Val(1)
+    with pytest.raises(AttributeError):
+        value._value = 2
+    with pytest.raises(AttributeError):
+        del value._value
+
+
+@pytest.mark.parametrize("bad", [1.5, "3", None, True, (1, 2.0), (1, True), [1, 2]])
+def test_val_rejects_non_integers(bad: object) -> None:
+    with pytest.raises(TypeError, match="Val takes an int or a tuple of ints"):
+        sr.Val(bad)  # type: ignore[type-var]
+
+
+# --- tangent types -----------------------------------------------------------------------
+
+
+def test_singleton_tangents() -> None:
+    assert sr.NoTangent() == sr.NoTangent() and sr.ZeroTangent() == sr.ZeroTangent()
+    assert sr.NoTangent() != sr.ZeroTangent()
+    assert repr(sr.ZeroTangent()) == "ZeroTangent()"
+
+
+def test_fill() -> None:
+    fill = sr.Fill(2.5, (2, 3), np.float32)
+    assert fill.shape == (2, 3) and fill.dtype == np.float32 and fill.size == 6 and fill.ndim == 2
+    dense = np.asarray(fill)
+    assert dense.dtype == np.float32 and dense.shape == (2, 3) and np.all(dense == 2.5)
+    assert sr.Fill(1.0, 3) == sr.Fill(1.0, (3,))
+    complex_fill = np.asarray(sr.Fill(1 + 2j, (2,), np.complex128))
+    np.testing.assert_array_equal(complex_fill, [1 + 2j, 1 + 2j])
+    with pytest.raises(TypeError, match="floating"):
+        sr.Fill(1, (2,), np.int64)
+    with pytest.raises(ValueError, match="non-negative"):
+        sr.Fill(1.0, (-1,))
+
+
+def test_thunk_runs_once() -> None:
+    calls = []
+
+    def make() -> np.ndarray:
+        calls.append(1)
+        return np.ones(3)
+
+    thunk = sr.Thunk(make)
+    assert sr.unthunk(thunk) is sr.unthunk(thunk)
+    assert len(calls) == 1
+    assert sr.unthunk(5) == 5
+    nested = sr.Thunk(lambda: sr.Thunk(lambda: 7))
+    assert sr.unthunk(nested) == 7
+
+
+def test_materialize() -> None:
+    like = np.zeros((2, 2), dtype=np.float32)
+    for tangent, expected in [
+        (sr.ZeroTangent(), np.zeros((2, 2))),
+        (sr.NoTangent(), np.zeros((2, 2))),
+        (sr.Fill(3.0, (2, 2)), np.full((2, 2), 3.0)),
+        (sr.Thunk(lambda: sr.Fill(1.0, (2, 2))), np.ones((2, 2))),
+        (np.full((2, 2), 1 + 5j), np.ones((2, 2))),
+    ]:
+        dense = sr.materialize(tangent, like)
+        assert dense.dtype == np.float32 and dense.shape == (2, 2)
+        np.testing.assert_array_equal(dense, expected)
+    with pytest.raises(ValueError, match=r"\(3,\)"):
+        sr.materialize(sr.Fill(1.0, (3,)), like)
+
+
+def test_project() -> None:
+    z = np.array([1 + 2j, 3 - 1j])
+    real = project(z, np.dtype(np.float32))
+    assert real.dtype == np.float32
+    np.testing.assert_array_equal(real, [1, 3])
+    same = np.ones(3)
+    assert project(same, np.dtype(np.float64)) is same
+
+
+def test_prepare_cotangent() -> None:
+    shape, dtype = (2, 3), np.dtype(np.float32)
+    dense = prepare_cotangent(np.ones((2, 3), dtype=np.float64), shape, dtype)
+    assert isinstance(dense, DenseCotangent) and dense.array.dtype == np.float32
+    fortran = np.asfortranarray(np.arange(6.0).reshape(2, 3))
+    normalized = prepare_cotangent(fortran, shape, np.dtype(np.float64))
+    assert isinstance(normalized, DenseCotangent) and normalized.array.flags.c_contiguous
+    np.testing.assert_array_equal(normalized.array, fortran)
+    integer = prepare_cotangent(np.ones((2, 3), dtype=np.int64), shape, dtype)
+    assert isinstance(integer, DenseCotangent) and integer.array.dtype == np.float32
+    assert prepare_cotangent(sr.ZeroTangent(), shape, dtype) == sr.ZeroTangent()
+    fill = prepare_cotangent(sr.Thunk(lambda: sr.Fill(2 + 1j, shape, np.complex128)), shape, dtype)
+    assert fill == sr.Fill(2.0, shape, np.float32)
+    with pytest.raises(ValueError, match=r"\(3, 2\).*\(2, 3\)"):
+        prepare_cotangent(np.ones((3, 2)), shape, dtype)
+    with pytest.raises(ValueError, match=r"\(4,\)"):
+        prepare_cotangent(sr.Fill(1.0, (4,)), shape, dtype)
+    with pytest.raises(TypeError, match="object"):
+        prepare_cotangent(np.empty((2, 3), dtype=object), shape, dtype)
+    with pytest.raises(TypeError, match="NoTangent"):
+        prepare_cotangent(sr.NoTangent(), shape, dtype)
+
+
+# --- registry ----------------------------------------------------------------------------
+
+
+def test_register_user_rules_and_refuse_duplicates() -> None:
+    def triple(x: np.ndarray) -> np.ndarray:
+        return 3 * x
+
+    def triple_rrule(x: np.ndarray) -> tuple[np.ndarray, Callable[[object], tuple[object, ...]]]:
+        def triple_pullback(dy: object) -> tuple[object, ...]:
+            return (3 * np.asarray(dy),)
+
+        return triple(x), triple_pullback
+
+    def triple_frule(tangents: tuple[object, ...], x: np.ndarray) -> tuple[np.ndarray, object]:
+        return triple(x), 3 * np.asarray(tangents[0])
+
+    sr.register_rrule(triple, triple_rrule)
+    sr.register_frule(triple, triple_frule)
+    y, back = sr.rrule(triple, np.ones(2))
+    np.testing.assert_array_equal(y, [3, 3])
+    np.testing.assert_array_equal(back(np.ones(2))[0], [3, 3])
+    _, dy = sr.frule(triple, (np.ones(2),), np.ones(2))
+    np.testing.assert_array_equal(dy, [3, 3])
+    with pytest.raises(ValueError, match="already has an rrule"):
+        sr.register_rrule(triple, triple_rrule)
+    sr.register_rrule(triple, triple_rrule, replace=True)
+
+
+def test_unregistered_function() -> None:
+    def nothing(x: np.ndarray) -> np.ndarray:
+        return x
+
+    with pytest.raises(TypeError, match="no rrule is registered"):
+        sr.rrule(nothing, np.ones(1))
+    with pytest.raises(TypeError, match="no frule is registered"):
+        sr.frule(nothing, (np.ones(1),), np.ones(1))
+
+
+def test_library_ops_cannot_be_registered_twice() -> None:
+    with pytest.raises(ValueError, match="replace=True"):
+        sr.register_rrule(sr.kron, lambda a, b: (a, b))

@@ -1,0 +1,17 @@
+"""The README's two commands exist, and CI runs the test command exactly as written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/python -m pytest"
+MAIN_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[bench]' && .venv/bin/python bench/run.py --quick"
+
+
+def test_readme_commands_and_ci_agree() -> None:
+    readme = (REPO / "README.md").read_text()
+    ci = (REPO / ".ci" / "run").read_text()
+    assert TEST_COMMAND in readme
+    assert MAIN_COMMAND in readme
+    assert TEST_COMMAND in ci.splitlines()
