@@ -215,6 +215,10 @@ def prepare_cotangent(
     C-contiguous with at most one copy), a ``Fill`` of ``shape``, a ``ZeroTangent``, or a
     ``Thunk`` of any of those. Raises ``ValueError`` naming both shapes before any kernel runs.
     """
+    # The steady-state case (a dense C-contiguous cotangent of the right shape and dtype) is
+    # answered first: it is on every pullback's hot path.
+    if type(dy) is np.ndarray and dy.dtype == dtype and dy.shape == shape and dy.flags.c_contiguous:
+        return DenseCotangent(dy)
     dy = unthunk(dy)
     if isinstance(dy, ZeroTangent):
         return dy
