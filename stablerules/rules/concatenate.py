@@ -1,49 +1,947 @@
-"""Placeholder for the concatenate family (replaced by its implementation)."""
+"""The concatenate family: ``concatenate``, ``stack``, ``hstack``, ``vstack`` and Julia's ``cat``.
 
-from .._registry import Op
+No compiled kernels, on purpose
+-------------------------------
+A concatenation moves bytes and does no arithmetic. The forward is one allocation of NumPy's
+result dtype and block copies (``concatenate`` itself, or slice assignment for ``cat``'s
+block-diagonal form); the pullback is a slicing of the cotangent, so each tangent is a *view*
+into ``dy`` (zero copy) and is copied only when its input's dtype differs from the output's;
+the pushforward is one allocation and block copies. A generated kernel would copy what a view
+gives for free, and on the forward NumPy's (or CuPy's) copy loops are already memory-bound.
+So ``kernel_requests`` lists no kernels: ``precompile`` only validates the signature and warms
+its plan, and ``explain`` has no source to print. Every path is the same for NumPy and CuPy
+arrays (the namespace comes from the inputs).
 
-class _Concatenate(Op):
+Plans
+-----
+Everything that depends on the signature alone (output shape and dtype, the index tuple that
+cuts each input's block out of the output, per-input tangent dtypes, whether a block needs a
+reshape or a cast) is computed once, validated, and kept in a :class:`ConcatenationPlan`. Plans
+live in a small dict keyed by a :class:`ShapeSignature` whose ``extents`` are the input shapes
+(a plan's slices depend on them), so a repeated call skips validation and index arithmetic;
+the dict is bounded (emptied when it reaches ``_PLAN_LIMIT`` signatures). A pullback closure
+holds its plan, nothing else: it never sees the primal arrays.
+
+The pullback has one quick entry: a cotangent that already *is* an array of the output's
+array type, shape and dtype is sliced as it is (this is what ``prepare_cotangent`` would hand
+back, minus a copy for a non-contiguous ``dy``, which slicing does not need). Any other form
+(another dtype, ``Fill``, ``ZeroTangent``, ``Thunk``, a wrong shape) goes through
+``prepare_cotangent``. Both give the same tangents; which one runs depends on the cotangent's
+type, never on the data.
+
+Decisions where SPEC is silent
+------------------------------
+- ``concatenate``/``stack``/``hstack``/``vstack`` take a tuple or list of arrays (NumPy or
+  CuPy); Python scalars, nested lists and a single array standing for a sequence are refused
+  with a ``TypeError``. ``cat`` also takes Python scalars and NumPy scalars.
+- Output dtype: NumPy's ``result_type`` with NEP 50 rules, so a Python scalar in ``cat`` is
+  "weak": ``cat(float32_array, 1.0, dims=...)`` is float32.
+- The tangent of a Python ``float``/``complex`` given to ``cat`` is a 0-d array of NumPy's
+  default dtype (float64 / complex128); a Python ``int``/``bool`` gets ``NoTangent()``.
+- ``cat``'s ``dims`` must be non-negative and distinct; ``Val(k)`` and ``Val((k,))`` mean
+  the same. With several dims, input ``i`` starts, along each of them, where input ``i-1``
+  ended (Julia's block diagonal); everything outside the blocks is zero.
+- ``frule`` returns a dense tangent of the output's dtype; a tangent for a non-differentiable
+  input is ignored (read as zero); an output of integer/bool dtype gets ``NoTangent()``.
+"""
+
+from __future__ import annotations
+
+import math
+import types as pytypes
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import reduce
+from typing import TypeAlias, TypeVar, cast, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from .._arrays import (
+    ArrayLike,
+    ArraySpec,
+    array_namespace,
+    check_dtype,
+    checked_size,
+    common_device,
+    device_of,
+    is_array,
+    is_differentiable,
+    normalize_axis,
+    shape_text,
+    static_int,
+    static_ints,
+)
+from .._cache import ShapeSignature
+from .._registry import KernelRequest, Op, Pullback, frule_rule, rrule_rule
+from .._tangents import Fill, NoTangent, ZeroTangent, prepare_cotangent, project, unthunk
+from .._val import Val
+
+_DT = TypeVar("_DT", bound=np.generic)
+
+Shape: TypeAlias = tuple[int, ...]
+Index: TypeAlias = tuple["slice | int | pytypes.EllipsisType", ...]
+DType: TypeAlias = np.dtype[np.generic]
+Scalar: TypeAlias = "bool | int | float | complex"
+
+_AXIS0: Val[int] = Val(0)
+_PLAN_LIMIT = 4096
+_PYTHON_SCALARS: dict[type, str] = {bool: "weak-bool", int: "weak-int", float: "weak-float", complex: "weak-complex"}
+_FLOAT64: DType = np.dtype(np.float64)
+_NUMPY_LIKE: ArrayLike = np.empty((0,))
+
+
+# ======================================================================================
+# Plans: everything a signature fixes, computed and validated once
+# ======================================================================================
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ConcatenationPlan:
+    """Where each input lives in the output, for one signature.
+
+    ``indices[i]`` cuts input ``i``'s block out of the output, already of input ``i``'s
+    shape (padded axes are integer indices), except for ``axis=None`` where ``reshapes[i]``
+    gives the shape to view the flat block as. ``forward_axis`` is the one axis the forward
+    concatenates along, or ``None`` for ``cat``'s block-diagonal form (zeros, then blocks);
+    ``forward_shapes[i]`` is the shape input ``i`` is viewed as before that concatenation;
+    ``flatten`` (``axis=None``) hands the inputs to the namespace's own flattening concatenate.
+    ``tangent_dtypes[i]`` is ``None`` for a non-differentiable input. ``views_only`` says
+    that every tangent is a plain view of a cotangent of the output's dtype (the pullback's
+    quick entry); ``zero_tangents`` is what a ``ZeroTangent`` cotangent gives.
+    """
+
+    op: str
+    out_shape: Shape
+    out_dtype: DType
+    differentiable: bool
+    input_shapes: tuple[Shape, ...]
+    tangent_dtypes: tuple[DType | None, ...]
+    indices: tuple[Index, ...]
+    reshapes: tuple[Shape | None, ...]
+    forward_axis: int | None
+    forward_shapes: tuple[Shape | None, ...]
+    python_scalars: tuple[bool, ...]
+    flatten: bool
+    views_only: bool
+    zero_tangents: tuple[ZeroTangent | NoTangent, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Input:
+    """One input as validation sees it: an array, an ``ArraySpec`` or a Python scalar."""
+
+    name: str
+    shape: Shape
+    dtype: DType
+    python_scalar: bool
+    value: object
+
+
+_PLANS: dict[ShapeSignature, ConcatenationPlan] = {}
+
+
+def _plan_key(op: str, static: tuple[object, ...], values: Sequence[object]) -> ShapeSignature | None:
+    """The plan-cache key, or ``None`` when an input is not something a plan is built for
+    (then validation runs and names the problem)."""
+    dtypes: list[str] = []
+    ndims: list[int] = []
+    extents: list[int] = []
+    device = "cpu"
+    for value in values:
+        kind = type(value)
+        shape: Shape
+        if kind is np.ndarray:
+            array: ArrayLike = value  # type: ignore[assignment]
+            dtypes.append(_dtype_token(array.dtype))
+            shape = array.shape
+        elif kind in _PYTHON_SCALARS:
+            dtypes.append(_PYTHON_SCALARS[kind])
+            shape = ()
+        elif kind is ArraySpec or is_array(value):
+            described = cast(ArraySpec, value)
+            where = device_of(value)
+            dtypes.append(described.dtype.str if where == "cpu" else f"{where}:{described.dtype.str}")
+            if where != "cpu":
+                device = where
+            shape = tuple(described.shape)
+        else:
+            return None
+        ndims.append(len(shape))
+        extents.extend(shape)
+    return ShapeSignature(op, "plan", static, tuple(dtypes), tuple(ndims), device, tuple(extents))
+
+
+_DTYPE_TOKENS: dict[DType, str] = {}
+
+
+def _dtype_token(dtype: DType) -> str:
+    # ``dtype.str`` ('<f4') names dtype, size and byte order; memoized, it costs a dict lookup.
+    token = _DTYPE_TOKENS.get(dtype)
+    if token is None:
+        token = _DTYPE_TOKENS.setdefault(dtype, dtype.str)
+    return token
+
+
+def _cached_plan(key: ShapeSignature | None) -> ConcatenationPlan | None:
+    return None if key is None else _PLANS.get(key)
+
+
+def _remember(key: ShapeSignature | None, plan: ConcatenationPlan) -> ConcatenationPlan:
+    if key is not None:
+        if len(_PLANS) >= _PLAN_LIMIT:
+            _PLANS.clear()  # atomic under concurrent callers; a plan costs microseconds to rebuild
+        _PLANS[key] = plan
+    return plan
+
+
+def _sequence(arrays: object, op: str) -> tuple[object, ...]:
+    """The inputs of a sequence-taking op, as a tuple; ``TypeError`` for anything else."""
+    if isinstance(arrays, (tuple, list)):
+        if not arrays:
+            raise ValueError(f"{op}: need at least one array, got an empty sequence")
+        return tuple(arrays)
+    raise TypeError(
+        f"{op}: arrays must be a tuple or list of arrays, got {type(arrays).__name__}"
+    )
+
+
+def _inputs(values: Sequence[object], names: Sequence[str], op: str, allow_scalars: bool) -> list[_Input]:
+    """Validate each input's kind and dtype (``TypeError`` naming it) and their device."""
+    described: list[_Input] = []
+    for name, value in zip(names, values):
+        if type(value) in _PYTHON_SCALARS and allow_scalars:
+            described.append(_Input(name, (), np.asarray(value).dtype, True, value))
+        elif is_array(value) or isinstance(value, ArraySpec):
+            spec = cast(ArraySpec, value)
+            try:
+                check_dtype(spec.dtype, name)
+            except TypeError as error:
+                raise TypeError(f"{op}: {error}") from None
+            described.append(_Input(name, tuple(int(n) for n in spec.shape), spec.dtype, False, value))
+        else:
+            wanted = "an array or a Python scalar" if allow_scalars else "an array"
+            raise TypeError(f"{op}: {name} must be {wanted}, got {type(value).__name__}")
+    common_device(values, names)
+    return described
+
+
+def _result_dtype(inputs: Sequence[_Input]) -> DType:
+    """NumPy's result dtype, Python scalars weak (NEP 50); no 32/64-argument limit."""
+    strong = [item.dtype for item in inputs if not item.python_scalar]
+    weak = [item.value for item in inputs if item.python_scalar]
+    if strong:
+        dtype: DType = reduce(np.promote_types, strong)
+        for scalar in weak:
+            dtype = np.result_type(dtype, cast(Scalar, scalar))
+        return dtype
+    return reduce(np.promote_types, [item.dtype for item in inputs])
+
+
+def _tangent_dtype(item: _Input) -> DType | None:
+    if item.python_scalar:
+        return item.dtype if item.dtype.kind in "fc" else None
+    return item.dtype if is_differentiable(item.dtype) else None
+
+
+def _layout(
+    op: str,
+    inputs: Sequence[_Input],
+    block_shapes: Sequence[Shape],
+    kept_axes: Sequence[tuple[int, ...]],
+    joined_axes: tuple[int, ...],
+    along: str,
+) -> ConcatenationPlan:
+    """The plan for inputs placed as blocks of ``block_shapes`` (all of the output's ndim).
+
+    ``kept_axes[i]`` are the block axes that are input ``i``'s own axes (the others are
+    size-1 padding, indexed by an integer so each block view has the input's shape);
+    ``joined_axes`` are the axes the blocks follow each other along. ``along`` phrases them
+    for error messages.
+    """
+    ndim = len(block_shapes[0])
+    first = inputs[0]
+    out_shape = list(block_shapes[0])
+    for item, block in zip(inputs[1:], block_shapes[1:]):
+        for axis in range(ndim):
+            if axis not in joined_axes and block[axis] != block_shapes[0][axis]:
+                raise ValueError(
+                    f"{op}: {first.name} has shape {shape_text(first.shape)} and {item.name} has "
+                    f"shape {shape_text(item.shape)}; they differ along axis {axis}, but input "
+                    f"shapes must match except {along}"
+                )
+    for axis in joined_axes:
+        out_shape[axis] = sum(block[axis] for block in block_shapes)
+    out_dtype = _result_dtype(inputs)
+    checked_size(out_shape, out_dtype.itemsize, op)
+
+    offsets = dict.fromkeys(joined_axes, 0)
+    indices: list[Index] = []
+    for block, kept in zip(block_shapes, kept_axes):
+        index: list[slice | int | pytypes.EllipsisType] = []
+        for axis in range(ndim):
+            if axis in offsets:
+                start = offsets[axis]
+                index.append(slice(start, start + block[axis]) if axis in kept else start)
+            else:
+                index.append(slice(None) if axis in kept else 0)
+        if not kept:
+            index.append(Ellipsis)  # an all-integer index would give a scalar, not a 0-d view
+        indices.append(tuple(index))
+        for axis in joined_axes:
+            offsets[axis] += block[axis]
+
+    block_diagonal = len(joined_axes) > 1
+    forward_shapes = tuple(
+        None if block == item.shape else block for item, block in zip(inputs, block_shapes)
+    )
+    return _finish(
+        op, inputs, tuple(out_shape), out_dtype, tuple(indices), (None,) * len(inputs),
+        None if block_diagonal else joined_axes[0], forward_shapes,
+    )
+
+
+def _flat_layout(op: str, inputs: Sequence[_Input]) -> ConcatenationPlan:
+    """``axis=None``: every input flattened (C order), then joined into one vector."""
+    sizes = [math.prod(item.shape) for item in inputs]
+    out_dtype = _result_dtype(inputs)
+    checked_size((sum(sizes),), out_dtype.itemsize, op)
+    indices: list[Index] = []
+    start = 0
+    for size in sizes:
+        indices.append((slice(start, start + size),))
+        start += size
+    reshapes = tuple(None if len(item.shape) == 1 else item.shape for item in inputs)
+    no_views = (None,) * len(inputs)
+    return _finish(op, inputs, (start,), out_dtype, tuple(indices), reshapes, 0, no_views, flatten=True)
+
+
+def _finish(
+    op: str,
+    inputs: Sequence[_Input],
+    out_shape: Shape,
+    out_dtype: DType,
+    indices: tuple[Index, ...],
+    reshapes: tuple[Shape | None, ...],
+    forward_axis: int | None,
+    forward_shapes: tuple[Shape | None, ...],
+    flatten: bool = False,
+) -> ConcatenationPlan:
+    tangent_dtypes = tuple(_tangent_dtype(item) for item in inputs)
+    differentiable = is_differentiable(out_dtype)
+    views_only = differentiable and all(
+        # `is not None` first: NumPy reads `dtype == None` as `dtype == float64`.
+        dtype is not None and dtype == out_dtype and reshape is None
+        for dtype, reshape in zip(tangent_dtypes, reshapes)
+    )
+    return ConcatenationPlan(
+        op=op,
+        out_shape=out_shape,
+        out_dtype=out_dtype,
+        differentiable=differentiable,
+        input_shapes=tuple(item.shape for item in inputs),
+        tangent_dtypes=tangent_dtypes,
+        indices=indices,
+        reshapes=reshapes,
+        forward_axis=forward_axis,
+        forward_shapes=forward_shapes,
+        python_scalars=tuple(item.python_scalar for item in inputs),
+        flatten=flatten,
+        views_only=views_only,
+        zero_tangents=tuple(NoTangent() if dtype is None else ZeroTangent() for dtype in tangent_dtypes),
+    )
+
+
+# ======================================================================================
+# Validation, one function per op
+# ======================================================================================
+
+
+def _names(count: int) -> list[str]:
+    return [f"arrays[{position}]" for position in range(count)]
+
+
+def _check_concatenate(values: Sequence[object], axis: int | None) -> ConcatenationPlan:
+    inputs = _inputs(values, _names(len(values)), "concatenate", allow_scalars=False)
+    if axis is None:
+        return _flat_layout("concatenate", inputs)
+    first = inputs[0]
+    for item in inputs:
+        if not item.shape:
+            raise ValueError(
+                f"concatenate: zero-dimensional arrays cannot be concatenated, but {item.name} "
+                f"has shape (); use axis=None, stack or cat"
+            )
+        if len(item.shape) != len(first.shape):
+            raise ValueError(
+                f"concatenate: all arrays must have the same number of dimensions, but "
+                f"{first.name} has shape {shape_text(first.shape)} and {item.name} has shape "
+                f"{shape_text(item.shape)}"
+            )
+    ndim = len(first.shape)
+    normalized = normalize_axis(axis, ndim, "concatenate: axis")
+    shapes = [item.shape for item in inputs]
+    kept = [tuple(range(ndim))] * len(inputs)
+    return _layout("concatenate", inputs, shapes, kept, (normalized,), f"along axis {normalized}")
+
+
+def _check_stack(values: Sequence[object], axis: int) -> ConcatenationPlan:
+    inputs = _inputs(values, _names(len(values)), "stack", allow_scalars=False)
+    first = inputs[0]
+    for item in inputs:
+        if item.shape != first.shape:
+            raise ValueError(
+                f"stack: all arrays must have the same shape, but {first.name} has shape "
+                f"{shape_text(first.shape)} and {item.name} has shape {shape_text(item.shape)}"
+            )
+    ndim = len(first.shape)
+    normalized = normalize_axis(axis, ndim + 1, "stack: axis")
+    block = first.shape[:normalized] + (1,) + first.shape[normalized:]
+    kept = tuple(position for position in range(ndim + 1) if position != normalized)
+    return _layout(
+        "stack", inputs, [block] * len(inputs), [kept] * len(inputs), (normalized,),
+        f"along the new axis {normalized}",
+    )
+
+
+def _check_hstack(values: Sequence[object]) -> ConcatenationPlan:
+    inputs = _inputs(values, _names(len(values)), "hstack", allow_scalars=False)
+    blocks = [item.shape if item.shape else (1,) for item in inputs]  # np.atleast_1d
+    kept = [tuple(range(len(item.shape))) for item in inputs]
+    _check_same_ndim("hstack", inputs, blocks, "after np.atleast_1d")
+    axis = 0 if len(blocks[0]) == 1 else 1
+    return _layout("hstack", inputs, blocks, kept, (axis,), f"along axis {axis}")
+
+
+def _check_vstack(values: Sequence[object]) -> ConcatenationPlan:
+    inputs = _inputs(values, _names(len(values)), "vstack", allow_scalars=False)
+    blocks: list[Shape] = []
+    kept: list[tuple[int, ...]] = []
+    for item in inputs:  # np.atleast_2d: () -> (1, 1), (n,) -> (1, n)
+        if not item.shape:
+            blocks.append((1, 1))
+            kept.append(())
+        elif len(item.shape) == 1:
+            blocks.append((1,) + item.shape)
+            kept.append((1,))
+        else:
+            blocks.append(item.shape)
+            kept.append(tuple(range(len(item.shape))))
+    _check_same_ndim("vstack", inputs, blocks, "after np.atleast_2d")
+    return _layout("vstack", inputs, blocks, kept, (0,), "along axis 0")
+
+
+def _check_same_ndim(op: str, inputs: Sequence[_Input], blocks: Sequence[Shape], how: str) -> None:
+    for item, block in zip(inputs, blocks):
+        if len(block) != len(blocks[0]):
+            raise ValueError(
+                f"{op}: all arrays must have the same number of dimensions {how}, but "
+                f"{inputs[0].name} has shape {shape_text(inputs[0].shape)} and {item.name} has "
+                f"shape {shape_text(item.shape)}"
+            )
+
+
+def _check_cat(values: Sequence[object], dims: tuple[int, ...]) -> ConcatenationPlan:
+    if not values:
+        raise ValueError("cat: need at least one array or scalar")
+    if not dims:
+        raise ValueError("cat: dims must name at least one axis, got Val(())")
+    if any(dim < 0 for dim in dims):
+        raise ValueError(f"cat: dims are 0-based axes and must be non-negative, got {dims}")
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"cat: dims must be distinct, got {dims}")
+    names = [f"arrays[{position}]" for position in range(len(values))]
+    inputs = _inputs(values, names, "cat", allow_scalars=True)
+    ndim = max(max(len(item.shape) for item in inputs), max(dims) + 1)
+    blocks = [item.shape + (1,) * (ndim - len(item.shape)) for item in inputs]  # Julia's padding
+    kept = [tuple(range(len(item.shape))) for item in inputs]
+    joined = tuple(sorted(dims))
+    along = f"along axis {joined[0]}" if len(joined) == 1 else f"along axes {joined}"
+    return _layout("cat", inputs, blocks, kept, joined, along + " (inputs padded with trailing size-1 axes)")
+
+
+# ======================================================================================
+# The three computations every op shares
+# ======================================================================================
+
+
+def _namespace(values: Sequence[object]) -> pytypes.ModuleType:
+    for value in values:
+        if type(value) is np.ndarray:
+            return np
+        if is_array(value):
+            return array_namespace(value)
+    return np
+
+
+def _forward(plan: ConcatenationPlan, xp: pytypes.ModuleType, values: Sequence[object]) -> ArrayLike:
+    """One allocation of the output's dtype, then block copies."""
+    if plan.flatten:
+        return cast(ArrayLike, xp.concatenate(values, axis=None, dtype=plan.out_dtype))
+    if plan.forward_axis is None:
+        out = xp.zeros(plan.out_shape, dtype=plan.out_dtype)
+        for index, value in zip(plan.indices, values):
+            out[index] = value
+        return cast(ArrayLike, out)
+    parts: list[ArrayLike] = []
+    for value, shape, python_scalar in zip(values, plan.forward_shapes, plan.python_scalars):
+        part = cast(ArrayLike, xp.asarray(value, dtype=plan.out_dtype) if python_scalar else value)
+        parts.append(part if shape is None else part.reshape(shape))
+    return cast(ArrayLike, xp.concatenate(parts, axis=plan.forward_axis, dtype=plan.out_dtype))
+
+
+def _pullback(plan: ConcatenationPlan, dy: object, array_type: type, like: ArrayLike) -> tuple[object, ...]:
+    """One tangent per input: views of the cotangent, cast only where an input's dtype differs."""
+    array: ArrayLike = dy  # type: ignore[assignment]  # checked at once below, cast() costs a call
+    if (
+        plan.views_only
+        and type(array) is array_type
+        and array.shape == plan.out_shape
+        and array.dtype == plan.out_dtype
+    ):
+        return tuple(map(array.__getitem__, plan.indices))
+    if not plan.differentiable:
+        prepare_cotangent(dy, plan.out_shape, _FLOAT64, like)  # validates dy's shape
+        return plan.zero_tangents
+    cotangent = prepare_cotangent(dy, plan.out_shape, plan.out_dtype, like)
+    if isinstance(cotangent, ZeroTangent):
+        return plan.zero_tangents
+    if isinstance(cotangent, Fill):
+        value = cotangent.value
+        return tuple(
+            NoTangent() if dtype is None else Fill(value if dtype.kind == "c" else complex(value).real, shape, dtype)
+            for dtype, shape in zip(plan.tangent_dtypes, plan.input_shapes)
+        )
+    array = cotangent.array
+    tangents: list[object] = []
+    for index, reshape, dtype in zip(plan.indices, plan.reshapes, plan.tangent_dtypes):
+        if dtype is None:
+            tangents.append(NoTangent())
+            continue
+        view = array[index]
+        if reshape is not None:
+            view = view.reshape(reshape)
+        tangents.append(view if dtype == plan.out_dtype else project(view, dtype))
+    return tuple(tangents)
+
+
+def _pushforward(plan: ConcatenationPlan, xp: pytypes.ModuleType, tangents: Sequence[object]) -> object:
+    """One allocation of the output's dtype; each input's tangent copied into its block."""
+    if not plan.differentiable:
+        return NoTangent()
+    block_diagonal = plan.forward_axis is None
+    out = (xp.zeros if block_diagonal else xp.empty)(plan.out_shape, dtype=plan.out_dtype)
+    for position, (index, reshape, dtype, shape, tangent) in enumerate(
+        zip(plan.indices, plan.reshapes, plan.tangent_dtypes, plan.input_shapes, tangents)
+    ):
+        target = out[index]
+        if reshape is not None:
+            target = target.reshape(reshape)
+        tangent = unthunk(tangent)
+        if dtype is None or isinstance(tangent, (ZeroTangent, NoTangent)):
+            if not block_diagonal:
+                target[...] = 0
+            continue
+        if isinstance(tangent, Fill):
+            if tangent.shape != shape:
+                raise ValueError(
+                    f"{plan.op} frule: tangent {position} is a Fill of shape "
+                    f"{shape_text(tangent.shape)} but its input has shape {shape_text(shape)}"
+                )
+            target[...] = tangent.value if dtype.kind == "c" else complex(tangent.value).real
+            continue
+        if type(tangent) in _PYTHON_SCALARS and not shape:
+            dense = xp.asarray(tangent)
+        elif is_array(tangent):
+            dense = tangent
+            if array_namespace(dense) is not xp:
+                raise TypeError(
+                    f"{plan.op} frule: tangent {position} lives on "
+                    f"{type(dense).__module__.split('.')[0]} but the inputs do not: mixed devices"
+                )
+        else:
+            raise TypeError(
+                f"{plan.op} frule: tangent {position} must be an array, Fill, ZeroTangent, "
+                f"NoTangent or Thunk, got {type(tangent).__name__}"
+            )
+        if tuple(dense.shape) != shape:
+            raise ValueError(
+                f"{plan.op} frule: tangent {position} has shape {shape_text(tuple(dense.shape))} "
+                f"but its input has shape {shape_text(shape)}"
+            )
+        target[...] = dense.real if dense.dtype.kind == "c" and dtype.kind != "c" else dense
+    return out
+
+
+def _unpack_tangents(op: str, tangents: object, positional: int, count: int, sequence: bool) -> Sequence[object]:
+    """The per-input tangents from ``frule``'s ``tangents`` (one entry per positional)."""
+    if not isinstance(tangents, (tuple, list)) or len(tangents) != positional:
+        got = len(tangents) if isinstance(tangents, (tuple, list)) else type(tangents).__name__
+        raise ValueError(f"{op} frule: tangents must have one entry per positional argument ({positional}), got {got}")
+    inner: object = unthunk(tangents[0]) if sequence else tangents
+    if isinstance(inner, (ZeroTangent, NoTangent)):
+        return (inner,) * count
+    if not isinstance(inner, (tuple, list)) or len(inner) != count:
+        got = len(inner) if isinstance(inner, (tuple, list)) else type(inner).__name__
+        raise ValueError(f"{op} frule: the tangent of arrays must hold one tangent per array ({count}), got {got}")
+    return inner
+
+
+def _array_type(xp: pytypes.ModuleType) -> type:
+    return cast(type, xp.ndarray)
+
+
+def _like(xp: pytypes.ModuleType) -> ArrayLike:
+    return _NUMPY_LIKE if xp is np else cast(ArrayLike, xp.empty((0,)))
+
+
+# ======================================================================================
+# concatenate
+# ======================================================================================
+
+
+def _concatenate_arguments(arrays: object, axis: object = _AXIS0) -> tuple[object, object]:
+    return arrays, axis
+
+
+def _concatenate_plan(arrays: object, axis: object) -> tuple[tuple[object, ...], ConcatenationPlan]:
+    values = _sequence(arrays, "concatenate")
+    static = None if axis is None else static_int(axis, "axis")
+    key = _plan_key("concatenate", (static,), values)
+    plan = _cached_plan(key)
+    if plan is None:
+        plan = _remember(key, _check_concatenate(values, static))
+    return values, plan
+
+
+class Concatenate(Op):
+    """``np.concatenate(arrays, axis)``; ``axis`` is ``Val(int)`` (negative allowed) or ``None``.
+
+    ``None`` flattens each input (C order) first. The output dtype is NumPy's result dtype.
+    Rules: ``back(dy)`` is ``((da, db, ...),)`` (plus ``NoTangent()`` for an ``axis`` passed
+    positionally); each tangent is a view into ``dy`` when its input has ``dy``'s dtype, a
+    projected copy otherwise, ``NoTangent()`` for integer/bool inputs. A ``Fill`` cotangent
+    gives ``Fill`` tangents, a ``ZeroTangent`` gives ``ZeroTangent``s. The axis is static.
+    """
+
     name = "concatenate"
 
-    def __call__(self, *args: object, **kwargs: object) -> object:
-        raise NotImplementedError("concatenate is not implemented yet")
+    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] | int | None = _AXIS0) -> npt.NDArray[_DT]:
+        values, plan = _concatenate_plan(arrays, axis)
+        return cast("npt.NDArray[_DT]", _forward(plan, _namespace(values), values))
+
+    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
+        """No kernels (see the module docstring); validates the signature and warms its plan."""
+        _concatenate_plan(*_bind(_concatenate_arguments, "concatenate", args, kwargs))
+        return []
 
 
-concatenate = _Concatenate()
+concatenate = Concatenate()
 
-class _Stack(Op):
+
+@rrule_rule(concatenate)
+def concatenate_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
+    values, plan = _concatenate_plan(*_bind(_concatenate_arguments, "concatenate", args, kwargs))
+    xp = _namespace(values)
+    y = _forward(plan, xp, values)
+    array_type, like, rest = _array_type(xp), _like(xp), (NoTangent(),) * (len(args) - 1)
+
+    def concatenate_pullback(dy: object) -> tuple[object, ...]:
+        return (_pullback(plan, dy, array_type, like), *rest)
+
+    return y, concatenate_pullback
+
+
+@frule_rule(concatenate)
+def concatenate_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
+    values, plan = _concatenate_plan(*_bind(_concatenate_arguments, "concatenate", args, kwargs))
+    xp = _namespace(values)
+    inputs = _unpack_tangents("concatenate", tangents, len(args), len(values), sequence=True)
+    return _forward(plan, xp, values), _pushforward(plan, xp, inputs)
+
+
+# ======================================================================================
+# stack
+# ======================================================================================
+
+
+def _stack_arguments(arrays: object, axis: object = _AXIS0) -> tuple[object, object]:
+    return arrays, axis
+
+
+def _stack_plan(arrays: object, axis: object) -> tuple[tuple[object, ...], ConcatenationPlan]:
+    values = _sequence(arrays, "stack")
+    static = static_int(axis, "axis")
+    key = _plan_key("stack", (static,), values)
+    plan = _cached_plan(key)
+    if plan is None:
+        plan = _remember(key, _check_stack(values, static))
+    return values, plan
+
+
+class Stack(Op):
+    """``np.stack(arrays, axis)``: equal-shaped arrays joined along a new axis ``Val(int)``.
+
+    ``back(dy)`` is ``((da, db, ...),)``; each tangent is the view ``dy[..., i, ...]`` (a copy
+    only where the input's dtype differs from ``dy``'s). Same lazy-cotangent rules as
+    ``concatenate``. The axis is static.
+    """
+
     name = "stack"
 
-    def __call__(self, *args: object, **kwargs: object) -> object:
-        raise NotImplementedError("stack is not implemented yet")
+    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] | int = _AXIS0) -> npt.NDArray[_DT]:
+        values, plan = _stack_plan(arrays, axis)
+        return cast("npt.NDArray[_DT]", _forward(plan, _namespace(values), values))
+
+    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
+        """No kernels (see the module docstring); validates the signature and warms its plan."""
+        _stack_plan(*_bind(_stack_arguments, "stack", args, kwargs))
+        return []
 
 
-stack = _Stack()
+stack = Stack()
 
-class _Hstack(Op):
+
+@rrule_rule(stack)
+def stack_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
+    values, plan = _stack_plan(*_bind(_stack_arguments, "stack", args, kwargs))
+    xp = _namespace(values)
+    y = _forward(plan, xp, values)
+    array_type, like, rest = _array_type(xp), _like(xp), (NoTangent(),) * (len(args) - 1)
+
+    def stack_pullback(dy: object) -> tuple[object, ...]:
+        return (_pullback(plan, dy, array_type, like), *rest)
+
+    return y, stack_pullback
+
+
+@frule_rule(stack)
+def stack_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
+    values, plan = _stack_plan(*_bind(_stack_arguments, "stack", args, kwargs))
+    xp = _namespace(values)
+    inputs = _unpack_tangents("stack", tangents, len(args), len(values), sequence=True)
+    return _forward(plan, xp, values), _pushforward(plan, xp, inputs)
+
+
+# ======================================================================================
+# hstack and vstack
+# ======================================================================================
+
+
+def _sequence_arguments(arrays: object) -> tuple[object]:
+    return (arrays,)
+
+
+def _hstack_plan(arrays: object) -> tuple[tuple[object, ...], ConcatenationPlan]:
+    values = _sequence(arrays, "hstack")
+    key = _plan_key("hstack", (), values)
+    plan = _cached_plan(key)
+    if plan is None:
+        plan = _remember(key, _check_hstack(values))
+    return values, plan
+
+
+def _vstack_plan(arrays: object) -> tuple[tuple[object, ...], ConcatenationPlan]:
+    values = _sequence(arrays, "vstack")
+    key = _plan_key("vstack", (), values)
+    plan = _cached_plan(key)
+    if plan is None:
+        plan = _remember(key, _check_vstack(values))
+    return values, plan
+
+
+class Hstack(Op):
+    """``np.hstack(arrays)``: along axis 0 for 1-D (and 0-d) inputs, axis 1 otherwise.
+
+    ``back(dy)`` is ``((da, db, ...),)``, views into ``dy`` as for ``concatenate``; a 0-d
+    input's tangent is a 0-d view.
+    """
+
     name = "hstack"
 
-    def __call__(self, *args: object, **kwargs: object) -> object:
-        raise NotImplementedError("hstack is not implemented yet")
+    def __call__(self, arrays: Sequence[npt.NDArray[_DT]]) -> npt.NDArray[_DT]:
+        values, plan = _hstack_plan(arrays)
+        return cast("npt.NDArray[_DT]", _forward(plan, _namespace(values), values))
+
+    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
+        """No kernels (see the module docstring); validates the signature and warms its plan."""
+        _hstack_plan(*_bind(_sequence_arguments, "hstack", args, kwargs))
+        return []
 
 
-hstack = _Hstack()
+class Vstack(Op):
+    """``np.vstack(arrays)``: along axis 0 after ``np.atleast_2d`` (a 1-D input is a row).
 
-class _Vstack(Op):
+    ``back(dy)`` is ``((da, db, ...),)``, views into ``dy`` as for ``concatenate``; a 1-D
+    input's tangent is its row of ``dy``, of the input's own shape.
+    """
+
     name = "vstack"
 
-    def __call__(self, *args: object, **kwargs: object) -> object:
-        raise NotImplementedError("vstack is not implemented yet")
+    def __call__(self, arrays: Sequence[npt.NDArray[_DT]]) -> npt.NDArray[_DT]:
+        values, plan = _vstack_plan(arrays)
+        return cast("npt.NDArray[_DT]", _forward(plan, _namespace(values), values))
+
+    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
+        """No kernels (see the module docstring); validates the signature and warms its plan."""
+        _vstack_plan(*_bind(_sequence_arguments, "vstack", args, kwargs))
+        return []
 
 
-vstack = _Vstack()
+hstack = Hstack()
+vstack = Vstack()
 
-class _Cat(Op):
+
+@rrule_rule(hstack)
+def hstack_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
+    values, plan = _hstack_plan(*_bind(_sequence_arguments, "hstack", args, kwargs))
+    xp = _namespace(values)
+    y = _forward(plan, xp, values)
+    array_type, like = _array_type(xp), _like(xp)
+
+    def hstack_pullback(dy: object) -> tuple[object, ...]:
+        return (_pullback(plan, dy, array_type, like),)
+
+    return y, hstack_pullback
+
+
+@frule_rule(hstack)
+def hstack_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
+    values, plan = _hstack_plan(*_bind(_sequence_arguments, "hstack", args, kwargs))
+    xp = _namespace(values)
+    inputs = _unpack_tangents("hstack", tangents, 1, len(values), sequence=True)
+    return _forward(plan, xp, values), _pushforward(plan, xp, inputs)
+
+
+@rrule_rule(vstack)
+def vstack_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
+    values, plan = _vstack_plan(*_bind(_sequence_arguments, "vstack", args, kwargs))
+    xp = _namespace(values)
+    y = _forward(plan, xp, values)
+    array_type, like = _array_type(xp), _like(xp)
+
+    def vstack_pullback(dy: object) -> tuple[object, ...]:
+        return (_pullback(plan, dy, array_type, like),)
+
+    return y, vstack_pullback
+
+
+@frule_rule(vstack)
+def vstack_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
+    values, plan = _vstack_plan(*_bind(_sequence_arguments, "vstack", args, kwargs))
+    xp = _namespace(values)
+    inputs = _unpack_tangents("vstack", tangents, 1, len(values), sequence=True)
+    return _forward(plan, xp, values), _pushforward(plan, xp, inputs)
+
+
+# ======================================================================================
+# cat (Julia)
+# ======================================================================================
+
+
+def _cat_values(arrays: Sequence[object]) -> tuple[object, ...]:
+    # A NumPy scalar is a 0-d array of its (strong) dtype; Python scalars stay weak.
+    return tuple(np.asarray(value) if isinstance(value, np.generic) else value for value in arrays)
+
+
+def _cat_plan(arrays: Sequence[object], dims: object) -> tuple[tuple[object, ...], ConcatenationPlan]:
+    if dims is None:
+        raise TypeError("cat: dims is required, e.g. dims=Val(0) or dims=Val((0, 1))")
+    static = static_ints(dims, "dims")
+    values = _cat_values(arrays)
+    key = _plan_key("cat", static, values)
+    plan = _cached_plan(key)
+    if plan is None:
+        plan = _remember(key, _check_cat(values, static))
+    return values, plan
+
+
+class Cat(Op):
+    """Julia's ``cat(arrays...; dims)`` with 0-based axes.
+
+    ``dims=Val(k)``: inputs joined along axis ``k``; inputs of fewer than ``k + 1`` axes (and
+    0-d arrays, Python scalars) are read with trailing size-1 axes, so ``cat(a, b,
+    dims=Val(a.ndim))`` stacks them along a new last axis. ``dims=Val((i, j, ...))``: inputs
+    placed block-diagonally along all those axes, zeros elsewhere. Output dtype: NumPy's
+    result dtype, Python scalars weak.
+
+    ``back(dy)`` is ``(da, db, ...)``, one per positional argument: views into ``dy`` of each
+    input's shape (off-diagonal blocks are never read); a Python float/complex gets a 0-d
+    float64/complex128 array, a Python int/bool ``NoTangent()``. ``dims`` is static.
+    """
+
     name = "cat"
 
-    def __call__(self, *args: object, **kwargs: object) -> object:
-        raise NotImplementedError("cat is not implemented yet")
+    @overload
+    def __call__(
+        self, *arrays: npt.NDArray[_DT], dims: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]
+    ) -> npt.NDArray[_DT]: ...
+
+    @overload
+    def __call__(
+        self,
+        *arrays: npt.NDArray[np.generic] | np.generic | bool | int | float | complex,
+        dims: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
+    ) -> npt.NDArray[np.generic]: ...
+
+    def __call__(
+        self,
+        *arrays: npt.NDArray[np.generic] | np.generic | bool | int | float | complex,
+        dims: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
+    ) -> npt.NDArray[np.generic]:
+        values, plan = _cat_plan(arrays, dims)
+        return _forward(plan, _namespace(values), values)
+
+    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
+        """No kernels (see the module docstring); validates the signature and warms its plan."""
+        _cat_plan(args, _cat_dims(kwargs))
+        return []
 
 
-cat = _Cat()
+cat = Cat()
 
+
+def _cat_dims(kwargs: dict[str, object]) -> object:
+    unexpected = set(kwargs) - {"dims"}
+    if unexpected:
+        raise TypeError(f"cat: unexpected keyword arguments {sorted(unexpected)}; cat takes only dims=")
+    return kwargs.get("dims")
+
+
+@rrule_rule(cat)
+def cat_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
+    values, plan = _cat_plan(args, _cat_dims(kwargs))
+    xp = _namespace(values)
+    y = _forward(plan, xp, values)
+    array_type, like = _array_type(xp), _like(xp)
+
+    def cat_pullback(dy: object) -> tuple[object, ...]:
+        return _pullback(plan, dy, array_type, like)
+
+    return y, cat_pullback
+
+
+@frule_rule(cat)
+def cat_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
+    values, plan = _cat_plan(args, _cat_dims(kwargs))
+    xp = _namespace(values)
+    inputs = _unpack_tangents("cat", tangents, len(args), len(values), sequence=False)
+    return _forward(plan, xp, values), _pushforward(plan, xp, inputs)
+
+
+# ======================================================================================
+# Argument binding
+# ======================================================================================
+
+
+def _bind(
+    signature: Callable[..., tuple[object, ...]], op: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> tuple[object, ...]:
+    """Bind ``args``/``kwargs`` the way the op's ``__call__`` does, naming the op on error."""
+    try:
+        return signature(*args, **kwargs)
+    except TypeError as error:
+        raise TypeError(f"{op}: {str(error).replace(signature.__name__ + '()', op + '()')}") from None
+
+
+__all__ = ["Cat", "ConcatenationPlan", "Concatenate", "Hstack", "Stack", "Vstack", "cat", "concatenate", "hstack", "stack", "vstack"]
