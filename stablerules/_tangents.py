@@ -85,7 +85,9 @@ class Fill:
         if any(extent < 0 for extent in shape):
             raise ValueError(f"Fill: shape must be non-negative, got {shape}")
         # Round the value to the dtype's precision so Fill(v) equals its dense equivalent.
-        rounded = complex(np.asarray(complex(value)).astype(resolved).item())
+        # (a real dtype takes the real part first: casting complex to real raises ComplexWarning)
+        exact = complex(value) if resolved.kind == "c" else complex(value).real
+        rounded = complex(np.asarray(exact).astype(resolved).item())
         object.__setattr__(self, "value", rounded if resolved.kind == "c" else rounded.real)
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", resolved)
