@@ -550,7 +550,7 @@ def _pushforward(plan: ConcatenationPlan, xp: pytypes.ModuleType, tangents: Sequ
                 )
             target[...] = tangent.value if dtype.kind == "c" else complex(tangent.value).real
             continue
-        if type(tangent) in _PYTHON_SCALARS and not shape:
+        if isinstance(tangent, (bool, int, float, complex, np.generic)) and not shape:
             dense = xp.asarray(tangent)
         elif is_array(tangent):
             dense = tangent

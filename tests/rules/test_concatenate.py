@@ -446,6 +446,8 @@ def test_cat_block_diagonal_reads_only_blocks() -> None:
     assert np.shares_memory(da, dy) and np.shares_memory(db, dy)
     fa, fb = back(Fill(2.0, y.shape, np.float64))
     assert fa == Fill(2.0, (2, 2), np.float64) and fb == Fill(2.0, (1, 3), np.float64)
+    _, pushed = sr.frule(sr.cat, (np.float64(2.0), 0.5), 1.0, np.float64(3.0), dims=Val(0))
+    np.testing.assert_array_equal(pushed, [2.0, 0.5])
     _, pushed = sr.frule(sr.cat, (Fill(1.0, (2, 2)), ZeroTangent()), a, b, dims=Val((0, 1)))
     expected = np.zeros((3, 5))
     expected[:2, :2] = 1.0
