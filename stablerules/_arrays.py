@@ -23,7 +23,13 @@ from ._val import Val
 ArrayLike: TypeAlias = npt.NDArray[np.generic]
 
 FLOATING = frozenset({"float32", "float64", "complex64", "complex128"})
-_NUMERIC_KINDS = "biufc"
+_SUPPORTED_DTYPES = frozenset(
+    np.dtype(name)
+    for name in (
+        "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+        "float32", "float64", "complex64", "complex128",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -109,7 +115,12 @@ def kernel_target(device: str) -> str:
 def check_dtype(dtype: np.dtype[np.generic], name: str) -> None:
     """``TypeError`` naming the argument for dtypes no rule handles (object, str, structured,
     datetime, float16...)."""
-    if dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None or dtype.name in {"float16", "longdouble", "clongdouble"}:
+    if dtype not in _SUPPORTED_DTYPES:
+        if not dtype.isnative and dtype.newbyteorder("=") in _SUPPORTED_DTYPES:
+            raise TypeError(
+                f"argument {name!r} has dtype {dtype.str} in non-native byte order; convert it "
+                f"first, e.g. x.astype(x.dtype.newbyteorder('='))"
+            )
         raise TypeError(
             f"argument {name!r} has dtype {dtype}, which stablerules does not support; "
             f"use bool, an integer dtype, float32, float64, complex64 or complex128"

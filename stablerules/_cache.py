@@ -286,6 +286,7 @@ class KernelCache:
         self.fallbacks = 0
         self.no_compile_depth = 0
         self.no_fallback_depth = 0
+        self._dependents: list[Callable[[], None]] = []
 
     @property
     def store(self) -> KernelStore:
@@ -361,7 +362,13 @@ class KernelCache:
             directory=None if store is None or store.directory is None else str(store.directory),
         )
 
+    def register_dependent(self, clear: Callable[[], None]) -> None:
+        """Have ``clear_caches()`` also call ``clear`` (for per-signature plans kept elsewhere)."""
+        self._dependents.append(clear)
+
     def clear(self, disk: bool = False) -> None:
+        for clear_dependent in self._dependents:
+            clear_dependent()
         with self._guard:
             self._entries.clear()
             self._by_module.clear()

@@ -219,7 +219,13 @@ def prepare_cotangent(
     """
     # The steady-state case (a dense C-contiguous cotangent of the right shape and dtype) is
     # answered first: it is on every pullback's hot path.
-    if type(dy) is np.ndarray and dy.dtype == dtype and dy.shape == shape and dy.flags.c_contiguous:
+    if (
+        type(dy) is np.ndarray
+        and dy.dtype == dtype
+        and dy.shape == shape
+        and dy.flags.c_contiguous
+        and (like is None or type(like) is np.ndarray)
+    ):
         return DenseCotangent(dy)
     dy = unthunk(dy)
     if isinstance(dy, ZeroTangent):

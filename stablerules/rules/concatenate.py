@@ -72,7 +72,7 @@ from .._arrays import (
     static_int,
     static_ints,
 )
-from .._cache import ShapeSignature
+from .._cache import CACHE, ShapeSignature
 from .._registry import KernelRequest, Op, Pullback, frule_rule, rrule_rule
 from .._tangents import Fill, NoTangent, ZeroTangent, prepare_cotangent, project, unthunk
 from .._val import Val
@@ -139,6 +139,7 @@ class _Input:
 
 
 _PLANS: dict[ShapeSignature, ConcatenationPlan] = {}
+CACHE.register_dependent(_PLANS.clear)
 
 
 def _plan_key(op: str, static: tuple[object, ...], values: Sequence[object]) -> ShapeSignature | None:
