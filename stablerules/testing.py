@@ -343,8 +343,9 @@ def _check_leaf_tangent(actual: object, primal: object, dtype: np.dtype[np.gener
         tangent_dtype = actual.dtype  # type: ignore[attr-defined]
         if form == "array" and is_array(actual) and array_namespace(actual) is not array_namespace(primal):
             _fail(where, f"{label}'s tangent is {_describe(actual)} but the primal is {_describe(primal)}: another device")
-    elif form == "python" and isinstance(actual, (float, complex)) and not isinstance(actual, bool):
-        tangent_shape, tangent_dtype = (), np.dtype(type(actual))
+    elif form != "array" and isinstance(actual, (float, complex)):
+        # A Python scalar is float64/complex128: fine for a Python or a matching NumPy scalar.
+        tangent_shape, tangent_dtype = (), np.dtype(np.complex128 if isinstance(actual, complex) else np.float64)
     else:
         _fail(
             where,

@@ -19,6 +19,7 @@ import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules._arrays import static_int
 from stablerules._cache import CACHE, KernelSource, ShapeSignature
+from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from stablerules._registry import FRULES, RRULES, Pullback
 from stablerules._tangents import DenseCotangent, prepare_cotangent, project
 from stablerules.testing import test_frule, test_rrule
@@ -303,6 +304,25 @@ def test_scale_passes(register: Register, dtype: type[np.generic]) -> None:
     test_frule(scale, x, Val(3))
 
 
+@pytest.mark.parametrize("shape", [(), (0,), (3, 0)])
+def test_zero_dimensional_and_empty_arrays_pass(register: Register, shape: tuple[int, ...]) -> None:
+    _register_correct(register)
+    for dtype in (np.float32, np.complex128):
+        x = _random(shape, dtype)
+        test_rrule(scale, x, Val(2))
+        test_frule(scale, x, Val(2))
+
+
+def test_strided_and_repeated_arguments_pass(register: Register) -> None:
+    _register_correct(register)
+    strided = np.asfortranarray(_random((3, 4), np.float64))[:, ::2]
+    test_rrule(outer, strided, _random((2,), np.float64))
+    test_frule(outer, strided, _random((2,), np.float64))
+    same = _random((3,), np.complex64)
+    test_rrule(outer, same, same)  # one tangent per position, even for one array object
+    test_rrule(axpy, np.float64(2.0), _random((3,), np.float64))  # NumPy scalar argument
+
+
 def test_plain_int_static_argument_passes(register: Register) -> None:
     # A plain int is a dynamic argument: no_fallback() would reject it, so the steady-state
     # check only asks that nothing compiles.
@@ -405,23 +425,43 @@ def test_op_refusing_promotion_falls_back_to_primal_precision(register: Register
 
 
 def test_kernel_rule_compiles_once(register: Register) -> None:
-    # A rule that looks up its kernel at rrule time: the second call hits the memory cache.
+    # A rule that looks up a real Numba kernel at rrule time, as the library's rules do: the
+    # second call hits the memory cache, so the steady-state check passes.
     def doubled(x: Array) -> Array:
         return np.asarray(x * 2)
 
     def doubled_rrule(x: Array) -> tuple[Array, Pullback]:
-        kernel = _kernel("doubled", x.dtype.name)
+        kernel = _numba_doubling_kernel(x.dtype.name)
+        size, shape, dtype = x.size, x.shape, x.dtype
 
         def doubled_pullback(dy: object) -> tuple[object, ...]:
-            dense = _dense(dy, x.shape, x.dtype)
-            return (ZeroTangent() if dense is None else kernel(dense),)
+            dense = _dense(dy, shape, dtype)
+            if dense is None:
+                return (ZeroTangent(),)
+            dx = np.empty(size, dtype=dtype)
+            kernel(np.ascontiguousarray(dense).reshape(-1), dx, 0, size)
+            return (dx.reshape(shape),)
 
         return doubled(x), doubled_pullback
 
     register(doubled, doubled_rrule)
-    before = sr.cache_info().compiles
-    test_rrule(doubled, _random((3,), np.float64))
-    assert sr.cache_info().compiles == before + 1
+    before = sr.cache_info()
+    test_rrule(doubled, _random((3, 2), np.float64))
+    after = sr.cache_info()
+    assert after.compiles + after.disk_hits == before.compiles + before.disk_hits + 1
+
+
+def _numba_doubling_kernel(dtype: str) -> Callable[..., object]:
+    signature = ShapeSignature("test_testing.doubled", "pullback", (), (dtype,), (1,))
+
+    def render() -> KernelSource:
+        body = SourceWriter()
+        with body.block("for i in range(lo, hi):"):
+            body.line("dx[i] = dy[i] * 2")
+        parameters = [("dy", readonly_array(dtype)), ("dx", writable_array(dtype)), ("lo", INDEX), ("hi", INDEX)]
+        return cpu_kernel(signature, parameters, body, "test_testing: double the cotangent")
+
+    return CACHE.get(signature, render).function
 
 
 def test_library_functions_are_not_collected_by_pytest() -> None:
