@@ -300,7 +300,7 @@ def _assert_same_primal(actual: object, expected: object, label: str, where: str
             _fail(where, f"the rule's primal {label} differs from op's: {_difference_text(got, want)}")
         return
     if isinstance(expected, (tuple, list)):
-        if not isinstance(actual, type(expected)) or type(actual) is not type(expected) or len(actual) != len(expected):
+        if not isinstance(actual, (tuple, list)) or type(actual) is not type(expected) or len(actual) != len(expected):
             _fail(where, f"the rule's primal {label} is {_describe(actual)} but op returned {_describe(expected)}")
         for index, (got_item, want_item) in enumerate(zip(actual, expected)):
             _assert_same_primal(got_item, want_item, f"{label}[{index}]", where)
