@@ -153,7 +153,8 @@ def contiguous(array: ArrayLike) -> ArrayLike:
 
     The kernels read flat C-ordered memory; this is the one place a layout is normalized.
     """
-    return array_namespace(array).ascontiguousarray(array)  # type: ignore[no-any-return]
+    # ascontiguousarray returns at least 1-d: reshape keeps a 0-d array 0-d (a view).
+    return array_namespace(array).ascontiguousarray(array).reshape(array.shape)  # type: ignore[no-any-return]
 
 
 def static_int(value: object, name: str) -> int:

@@ -261,7 +261,8 @@ def prepare_cotangent(
     xp = array_namespace(dy)
     if dy.dtype.kind == "c" and dtype.kind != "c":
         dy = dy.real
-    dense: ArrayLike = xp.ascontiguousarray(dy, dtype=dtype)
+    # ascontiguousarray returns at least 1-d: reshape keeps a 0-d cotangent 0-d (a view).
+    dense: ArrayLike = xp.ascontiguousarray(dy, dtype=dtype).reshape(shape)
     return DenseCotangent(dense)
 
 
