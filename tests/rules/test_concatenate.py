@@ -736,3 +736,34 @@ def test_plans_are_reused_per_signature() -> None:
     _, warmed = _concatenate_plan((random_array((5, 3), np.float32),) * 2, Val(0))
     _, again = _concatenate_plan((spec, spec), Val(0))
     assert warmed is again
+
+
+# --- the shared rule checker (stablerules.testing), one line per case ---------------------
+
+from stablerules.testing import test_frule as check_frule  # noqa: E402
+from stablerules.testing import test_rrule as check_rrule  # noqa: E402
+
+
+def _r(shape: tuple[int, ...], dtype: str = "float64") -> Array:
+    return random_array(shape, dtype)
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "kwargs"),
+    [
+        (sr.concatenate, ((_r((2, 3)), _r((2, 4))),), {"axis": Val(1)}),
+        (sr.concatenate, ((_r((2, 3)), _r((1, 3)), _r((0, 3))),), {"axis": Val(-2)}),
+        (sr.concatenate, ((_r((2, 3), "float32"), _r((2, 2), "complex64")),), {"axis": Val(1)}),
+        (sr.concatenate, ((_r((2, 3)), _r((4,))),), {"axis": None}),
+        (sr.stack, ((_r((2, 3)), _r((2, 3), "complex128")),), {"axis": Val(2)}),
+        (sr.hstack, ((_r((3,)), _r((2,), "float32")),), {}),
+        (sr.vstack, ((_r((3,)), _r((2, 3))),), {}),
+        (sr.cat, (_r((2, 2)), _r((3, 2))), {"dims": Val(0)}),
+        (sr.cat, (_r((2, 2)), _r((2, 2))), {"dims": Val(3)}),
+        (sr.cat, (_r((2, 2)), _r((1, 3), "complex128")), {"dims": Val((0, 1))}),
+        (sr.cat, (_r(()), 1.5, _r((1,))), {"dims": Val(0)}),
+    ],
+)
+def test_rules_pass_the_shared_checker(op: object, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    check_rrule(op, *args, **kwargs)
+    check_frule(op, *args, **kwargs)
