@@ -765,5 +765,5 @@ def _r(shape: tuple[int, ...], dtype: str = "float64") -> Array:
     ],
 )
 def test_rules_pass_the_shared_checker(op: object, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
-    check_rrule(op, *args, **kwargs)
-    check_frule(op, *args, **kwargs)
+    check_rrule(op, *args, fkwargs=kwargs)
+    check_frule(op, *args, fkwargs=kwargs)
