@@ -764,6 +764,6 @@ def _r(shape: tuple[int, ...], dtype: str = "float64") -> Array:
         (sr.cat, (_r(()), 1.5, _r((1,))), {"dims": Val(0)}),
     ],
 )
-def test_rules_pass_the_shared_checker(op: object, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+def test_rules_pass_the_shared_checker(op: Callable[..., object], args: tuple[object, ...], kwargs: dict[str, object]) -> None:
     check_rrule(op, *args, fkwargs=kwargs)
     check_frule(op, *args, fkwargs=kwargs)
