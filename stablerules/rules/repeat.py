@@ -17,9 +17,12 @@ That nest is the kernel's static signature: counts are constants in the generate
 the extents of the ``s`` loops are runtime arguments (one kernel serves every shape), so
 ``np.repeat``, Julia's ``repeat`` and ``np.tile`` calls that normalize to the same nest share
 one compiled kernel. The forward kernel walks the nest writing ``y``; the pullback walks it
-over ``dy`` in memory order, summing the innermost count in registers and adding into ``dx``;
-the pushforward is the forward kernel applied to the tangent. Both partition the first
-``s`` loop across threads, so each thread owns a disjoint range of ``dx``.
+over ``dy`` in memory order, summing each innermost run of copies in registers (a pairwise
+tree, so the adds do not form one dependent chain) and adding into ``dx`` (assigning, into
+``np.empty``, when each ``dx`` element is visited once); no temporary is allocated. The
+pushforward is the forward kernel applied to the tangent. Kernels partition the first ``s``
+loop across threads, so each thread owns a disjoint range of ``dx`` (loops outside it run in
+full in every thread).
 
 Per-element counts arrays (``np.repeat(x, counts, axis)``) are data: a segment kernel over
 ``x`` viewed as ``(outer, n, inner)``, with offsets computed once per call.
@@ -190,6 +193,10 @@ def _product_text(static: int, terms: Sequence[str]) -> str:
     return " * ".join(parts)
 
 
+def _tuple_text(parts: Sequence[str]) -> str:
+    return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
+
+
 def _plus(base: str, term: str) -> str:
     if base == "0":
         return term
@@ -255,22 +262,23 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
 
     long_name, short_name = ("dy", "dx") if pullback else ("y", "x")
     writer = SourceWriter()
-    writer.line(f"# {long_name} is the C array ({', '.join(sizes)}) read flat, {short_name} the C array")
-    writer.line(f"# ({', '.join(extents)},); loop j0 runs over [lo, hi): each thread owns that range of it.")
-    named_steps: dict[str, str] = {}
+    writer.line(f"# {long_name} is the C array {_tuple_text(sizes)} read flat, {short_name} the C array")
+    writer.line(f"# {_tuple_text(extents)}; loop j0 runs over [lo, hi): each thread owns that range of it.")
+    # Products of several factors get a name, computed once; literals and single names do not.
+    long_names = [f"step{level}" if " * " in long_steps[level] else long_steps[level] for level in range(len(items))]
+    short_names = [f"stride{axis}" if " * " in short_steps[axis] else short_steps[axis] for axis in range(len(extents))]
     for level in range(block):
-        if not long_steps[level].isdigit():
-            named_steps[long_steps[level]] = f"step{level}"
-            writer.line(f"step{level} = {long_steps[level]}")
+        if long_names[level] != long_steps[level]:
+            writer.line(f"{long_names[level]} = {long_steps[level]}")
     for axis in range(axis_at[block]):
-        if not short_steps[axis].isdigit():
-            writer.line(f"stride{axis} = {short_steps[axis]}")
+        if short_names[axis] != short_steps[axis]:
+            writer.line(f"{short_names[axis]} = {short_steps[axis]}")
 
     def long_step(level: int) -> str:
-        return named_steps.get(long_steps[level], long_steps[level])
+        return long_names[level]
 
     def short_step(axis: int) -> str:
-        return short_steps[axis] if short_steps[axis].isdigit() else f"stride{axis}"
+        return short_names[axis]
 
     def emit_block(long_base: str, short_base: str) -> None:
         axis = axis_at[block]
