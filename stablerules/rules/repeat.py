@@ -48,6 +48,7 @@ from .._arrays import (
     checked_size,
     contiguous,
     device_of,
+    dtype_name,
     is_array,
     kernel_target,
     normalize_axis,
@@ -57,7 +58,6 @@ from .._arrays import (
 )
 from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
-from .. import _parallel
 from .._parallel import chunk_bounds, run_chunks
 from .._registry import KernelRequest, Op, frule_rule, rrule_rule
 from .._tangents import (
@@ -337,30 +337,19 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
     return cpu_kernel(signature, parameters, writer, f"repeat nest {nest.items}, {what}")
 
 
-_DTYPE_NAMES: dict[np.dtype[np.generic], str] = {}
-
-
-def _dtype_name(dtype: np.dtype[np.generic]) -> str:
-    # ``dtype.name`` costs ~0.5 us (it is computed in Python each time); memoized.
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
-        name = _DTYPE_NAMES[dtype] = dtype.name
-    return name
-
-
 def _differentiable(dtype: np.dtype[np.generic]) -> bool:
     # ``is_differentiable`` for dtypes that passed ``check_dtype``, without ``dtype.name``.
     return dtype.kind in "fc"
 
 
 def _nest_signature(nest: _Nest, dtype: np.dtype[np.generic], kind: str) -> ShapeSignature:
-    return ShapeSignature("repeat", kind, nest.items, (_dtype_name(dtype),), (len(nest.groups),))
+    return ShapeSignature("repeat", kind, nest.items, (dtype_name(dtype),), (len(nest.groups),))
 
 
 def _nest_request(nest: _Nest, dtype: np.dtype[np.generic], kind: str) -> KernelRequest:
     signature = _nest_signature(nest, dtype, kind)
     return KernelRequest(
-        signature, lambda: _render_nest(signature, nest, _dtype_name(dtype), pullback=kind == "pullback")
+        signature, lambda: _render_nest(signature, nest, dtype_name(dtype), pullback=kind == "pullback")
     )
 
 
@@ -423,7 +412,7 @@ def _render_segments(signature: ShapeSignature, dtype: str, pullback: bool, unit
 
 def _segments_request(dtype: np.dtype[np.generic], kind: str, unit_inner: bool) -> KernelRequest:
     signature = ShapeSignature(
-        "repeat", f"{kind}-counts", ("inner=1" if unit_inner else "inner=n",), (_dtype_name(dtype),), (1,)
+        "repeat", f"{kind}-counts", ("inner=1" if unit_inner else "inner=n",), (dtype_name(dtype),), (1,)
     )
     return KernelRequest(
         signature,
@@ -572,7 +561,7 @@ def _counts_plan(
         if array_namespace(repeats) is not np:
             raise NotImplementedError("repeat: counts arrays must be NumPy arrays (CPU kernels only so far)")
         values = repeats
-        counts_dtype, counts_shape = values.dtype, tuple(values.shape)  # type: ignore[attr-defined]
+        counts_dtype, counts_shape = values.dtype, tuple(values.shape)
     if counts_dtype.kind not in "iu":
         raise TypeError(f"repeat: repeats must hold integers, got an array of dtype {counts_dtype}")
     if len(counts_shape) > 1:
@@ -635,31 +624,6 @@ def _kernel(plan: _Plan, kind: str) -> Kernel | None:
     return None if request is None else request.get()
 
 
-# id(dispatcher) -> (dispatcher, entry point); the dispatcher is kept so the id stays its own.
-_ENTRY_POINTS: dict[int, tuple[object, Callable[..., object]]] = {}
-
-
-def _entry_point(kernel: Kernel) -> Callable[..., object]:
-    """The compiled entry of a kernel's one signature, without Numba's type dispatch.
-
-    It saves ~0.13 us a call (an eighth of a small pullback) but checks only dtypes, not
-    layouts or writability: it is called only with arrays made C-contiguous here (``ravel``,
-    ``contiguous``, fresh allocations) and integer extents. Falls back to the dispatcher.
-    """
-    function = kernel.function
-    known = _ENTRY_POINTS.get(id(function))
-    if known is not None and known[0] is function:
-        return known[1]
-    entry: Callable[..., object] = function
-    overloads = getattr(function, "overloads", None)
-    if isinstance(overloads, dict) and len(overloads) == 1:
-        compiled = getattr(next(iter(overloads.values())), "entry_point", None)
-        if callable(compiled):
-            entry = compiled
-    _ENTRY_POINTS[id(function)] = (function, entry)
-    return entry
-
-
 def _do_nothing(*args: object) -> None:
     return None
 
@@ -690,9 +654,8 @@ def _launch(plan: _Plan, kernel: Kernel | None) -> _Launch:
     else:
         extent = plan.length
         arguments = (plan.offsets, plan.outer, plan.length, plan.inner, plan.total)
-    # chunk_bounds asks the OS for the thread count first (~1 us); small work needs no threads.
-    chunks = ((0, extent),) if work < _parallel.PARALLEL_THRESHOLD else tuple(chunk_bounds(extent, work))
-    return _Launch(_entry_point(kernel), arguments, chunks)
+    chunks = tuple(chunk_bounds(extent, work))
+    return _Launch(kernel.entry, arguments, chunks)
 
 
 def _forward(plan: _Plan, kernel: Kernel | None, x: ArrayLike) -> ArrayLike:
@@ -766,7 +729,7 @@ def _prepare_tangent(tangent: object, plan: _Plan) -> DenseCotangent | Fill | Ze
     tangent = unthunk(tangent)
     if isinstance(tangent, (ZeroTangent, NoTangent)):
         return _ZERO_TANGENT
-    tangent_shape = tangent.shape if isinstance(tangent, Fill) or is_array(tangent) else None  # type: ignore[attr-defined]
+    tangent_shape = tangent.shape if isinstance(tangent, Fill) or is_array(tangent) else None
     if tangent_shape is not None and tuple(tangent_shape) != plan.shape:
         raise ValueError(
             f"frule: the tangent of x has shape {shape_text(tuple(tangent_shape))} but x has shape "
