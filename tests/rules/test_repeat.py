@@ -717,3 +717,37 @@ def test_counts_array_random(shape: tuple[int, ...], data: st.DataObject) -> Non
     dx = back(dy)[0]
     v = random_array(shape)
     np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, np.repeat(v, counts, axis=axis)), rtol=1e-9, atol=1e-12)
+
+
+# --- the shared rule checker (stablerules.testing), one line per case ---------------------
+
+from stablerules.testing import test_frule as check_frule  # noqa: E402
+from stablerules.testing import test_rrule as check_rrule  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((random_array((5,)), Val(3)), {"axis": Val(0)}),
+        ((random_array((2, 3)), Val(2)), {"axis": Val(-1)}),
+        ((random_array((2, 3), np.float32), Val(2)), {"axis": None}),
+        ((random_array((2, 3), np.complex128), Val(0)), {"axis": Val(0)}),
+        ((random_array((3, 2)), np.array([1, 0, 2])), {"axis": Val(0)}),
+        ((random_array((4, 1, 3)),), {"inner": Val((2, 1, 3)), "outer": Val((1, 2, 1))}),
+        ((random_array(()),), {"inner": Val((2, 3))}),
+        ((random_array((2,), np.complex64),), {"outer": Val((2, 3))}),
+        ((random_array((0, 3)),), {"inner": Val((2, 2))}),
+    ],
+)
+def test_repeat_passes_the_shared_checker(args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    check_rrule(sr.repeat, *args, fkwargs=kwargs)
+    check_frule(sr.repeat, *args, fkwargs=kwargs)
+
+
+@pytest.mark.parametrize(
+    ("shape", "reps"), [((2, 3), (2,)), ((3,), (2, 2)), ((2, 1, 2), (1, 3, 1)), ((), (3,))]
+)
+def test_tile_passes_the_shared_checker(shape: tuple[int, ...], reps: tuple[int, ...]) -> None:
+    x = random_array(shape)
+    check_rrule(sr.tile, x, Val(reps))
+    check_frule(sr.tile, x, Val(reps))
