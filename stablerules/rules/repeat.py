@@ -30,10 +30,12 @@ Per-element counts arrays (``np.repeat(x, counts, axis)``) are data: a segment k
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TypeVar, overload
 
 import numpy as np
@@ -50,6 +52,7 @@ from .._arrays import (
     device_of,
     dtype_name,
     is_array,
+    common_device,
     kernel_target,
     normalize_axis,
     shape_text,
@@ -57,7 +60,8 @@ from .._arrays import (
     static_ints,
 )
 from .._cache import Kernel, KernelSource, ShapeSignature
-from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
+from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
+from .._cuda import cuda_array_type, cuda_kernel, launch, require_cuda
 from .._parallel import chunk_bounds, run_chunks
 from .._registry import KernelRequest, Op, frule_rule, rrule_rule
 from .._tangents import (
@@ -74,6 +78,8 @@ _DT = TypeVar("_DT", bound=np.generic)
 
 _NO_TANGENT = NoTangent()
 _ZERO_TANGENT = ZeroTangent()
+# Names the CPU as a cotangent's device for prepare_cotangent (one on another is a TypeError).
+_NUMPY_LIKE: ArrayLike = np.empty((0,))
 # Counts whose product reaches this cannot index memory: rejected before any kernel is built.
 _COUNT_LIMIT = 2**62
 # Innermost counts up to this size are summed as one unrolled pairwise expression.
@@ -232,14 +238,20 @@ def _emit_run_sum(writer: SourceWriter, array: str, base: str, count: int) -> No
     writer.line("total = (sum0 + sum1) + (sum2 + sum3)")
 
 
-def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: bool) -> KernelSource:
-    """The forward (``y`` from ``x``) or pullback (``dx`` from ``dy``) kernel of a nest.
+@dataclass(frozen=True, slots=True)
+class _Levels:
+    """Per level of a nest, as source text: the runtime extent names ``e0, e1, ...`` (one
+    per input loop), each level's size, its input loop's number (-1 for a count), its flat
+    step in ``y``/``dy``; and per input loop its flat step in ``x``/``dx``."""
 
-    Outer loops carry flat offsets; the innermost input loop (with the count after it, if
-    any) works on slices of both arrays indexed from 0 by its loop variable. Such indices
-    are provably non-negative, so Numba emits no negative-index wraparound and LLVM
-    vectorizes the loop (the run sums with gathers): about 1.6x faster than flat indexing.
-    """
+    extents: list[str]
+    sizes: list[str]
+    axis_at: list[int]
+    long_steps: list[str]
+    short_steps: list[str]
+
+
+def _nest_levels(nest: _Nest) -> _Levels:
     items = nest.items
     extents = [f"e{k}" for k in range(len(nest.groups))]
     sizes: list[str] = []
@@ -256,6 +268,21 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
         else:
             terms.insert(0, size)
     short_steps = [_product_text(1, extents[k + 1 :]) for k in range(len(extents))]  # x / dx
+    return _Levels(extents, sizes, axis_at, long_steps, short_steps)
+
+
+def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: bool) -> KernelSource:
+    """The forward (``y`` from ``x``) or pullback (``dx`` from ``dy``) kernel of a nest.
+
+    Outer loops carry flat offsets; the innermost input loop (with the count after it, if
+    any) works on slices of both arrays indexed from 0 by its loop variable. Such indices
+    are provably non-negative, so Numba emits no negative-index wraparound and LLVM
+    vectorizes the loop (the run sums with gathers): about 1.6x faster than flat indexing.
+    """
+    items = nest.items
+    levels = _nest_levels(nest)
+    extents, sizes, axis_at = levels.extents, levels.sizes, levels.axis_at
+    long_steps, short_steps = levels.long_steps, levels.short_steps
     # The innermost block: the last input loop and the count after it (1 if none).
     block = len(items) - 1 if items[-1] == _INPUT_AXIS else len(items) - 2
     run = items[-1] if isinstance(items[-1], int) else 1
@@ -342,14 +369,15 @@ def _differentiable(dtype: np.dtype[np.generic]) -> bool:
     return dtype.kind in "fc"
 
 
-def _nest_signature(nest: _Nest, dtype: np.dtype[np.generic], kind: str) -> ShapeSignature:
-    return ShapeSignature("repeat", kind, nest.items, (dtype_name(dtype),), (len(nest.groups),))
+def _nest_signature(nest: _Nest, dtype: np.dtype[np.generic], kind: str, target: str = "cpu") -> ShapeSignature:
+    return ShapeSignature("repeat", kind, nest.items, (dtype_name(dtype),), (len(nest.groups),), target)
 
 
-def _nest_request(nest: _Nest, dtype: np.dtype[np.generic], kind: str) -> KernelRequest:
-    signature = _nest_signature(nest, dtype, kind)
+def _nest_request(nest: _Nest, dtype: np.dtype[np.generic], kind: str, target: str = "cpu") -> KernelRequest:
+    signature = _nest_signature(nest, dtype, kind, target)
+    render = _render_nest_cuda if target == "cuda" else _render_nest
     return KernelRequest(
-        signature, lambda: _render_nest(signature, nest, dtype_name(dtype), pullback=kind == "pullback")
+        signature, lambda: render(signature, nest, dtype_name(dtype), pullback=kind == "pullback")
     )
 
 
@@ -410,13 +438,153 @@ def _render_segments(signature: ShapeSignature, dtype: str, pullback: bool, unit
     return cpu_kernel(signature, parameters, writer, f"repeat with per-element counts, {what}")
 
 
-def _segments_request(dtype: np.dtype[np.generic], kind: str, unit_inner: bool) -> KernelRequest:
+def _segments_request(dtype: np.dtype[np.generic], kind: str, unit_inner: bool, target: str = "cpu") -> KernelRequest:
     signature = ShapeSignature(
-        "repeat", f"{kind}-counts", ("inner=1" if unit_inner else "inner=n",), (dtype_name(dtype),), (1,)
+        "repeat", f"{kind}-counts", ("inner=1" if unit_inner else "inner=n",), (dtype_name(dtype),), (1,), target
     )
+    render = _render_segments_cuda if target == "cuda" else _render_segments
     return KernelRequest(
         signature,
-        lambda: _render_segments(signature, dtype.name, pullback=kind == "pullback", unit_inner=unit_inner),
+        lambda: render(signature, dtype.name, pullback=kind == "pullback", unit_inner=unit_inner),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA kernels: gathers, one thread per output element (no atomics)
+# ---------------------------------------------------------------------------------------------
+#
+# Forward: thread t writes y[t], reading the x element it copies (coalesced writes; the reads
+# of x hit cache). Pullback: thread j owns dx[j] and sums its copies in dy with static trip
+# counts; adjacent threads read adjacent runs of dy, so the warp's reads cover contiguous
+# memory. Per-element counts: the forward finds the source row by binary search over the
+# offsets, the pullback sums the rows offsets[i]:offsets[i + 1]. Index arithmetic: a flat
+# index is split into loop indices by division, one per runtime extent (constant divisors,
+# the counts, compile to multiplications); the pullback divides once per dx element, not per
+# element of dy.
+
+
+def _emit_unflatten(writer: SourceWriter, index: str, dims: Sequence[tuple[str, str | None]]) -> None:
+    """Assign the named loop indices of a flat ``index`` over C-ordered ``dims`` (size text,
+    index name or ``None`` for a loop whose index is not needed), outermost first."""
+    named = [position for position, (_, name) in enumerate(dims) if name is not None]
+    if not named:
+        return
+    current = index
+    for position in range(len(dims) - 1, named[0] - 1, -1):
+        size, name = dims[position]
+        if position == 0:
+            writer.line(f"{name} = {current}")  # the outermost index needs no division
+        elif position == named[0]:
+            writer.line(f"{name} = {current} % {size}")  # nothing outside it is needed
+        else:
+            writer.line(f"q{position} = {current} // {size}")
+            if name is not None:
+                writer.line(f"{name} = {current} - q{position} * {size}")
+            current = f"q{position}"
+
+
+def _horner(names: Sequence[str], extents: Sequence[str]) -> str:
+    """The flat C index of ``names`` over ``extents``: ``(j0 * e1 + j1) * e2 + j2``."""
+    text = names[0]
+    for name, extent in zip(names[1:], extents[1:]):
+        text = f"({text}) * {extent} + {name}" if " + " in text else f"{text} * {extent} + {name}"
+    return text
+
+
+def _render_nest_cuda(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: bool) -> KernelSource:
+    """The CUDA forward (one thread per ``y`` element) or pullback (one thread per ``dx``
+    element, summing its copies) of a nest."""
+    items = nest.items
+    levels = _nest_levels(nest)
+    extents, sizes, axis_at, long_steps = levels.extents, levels.sizes, levels.axis_at, levels.long_steps
+    indices = [f"j{axis}" for axis in range(len(extents))]
+    setup = SourceWriter()
+    writer = SourceWriter()
+    if not pullback:
+        writer.line(f"# y is the C array {_tuple_text(sizes)} read flat, x the C array {_tuple_text(extents)};")
+        writer.line("# thread t writes y[t], a copy of the x element at the input loops' indices.")
+        dims = [(size, None if axis < 0 else indices[axis]) for size, axis in zip(sizes, axis_at)]
+        _emit_unflatten(writer, "t", dims)
+        writer.line(f"y[t] = x[{_horner(indices, extents)}]")
+        parameters = [("x", cuda_array_type(dtype)), ("y", cuda_array_type(dtype))]
+        what = "forward: y[t] = x[source of t]"
+    else:
+        writer.line(f"# dy is the C array {_tuple_text(sizes)} read flat, dx the C array {_tuple_text(extents)};")
+        writer.line("# thread j owns dx[j] and sums its copies in dy (static trip counts).")
+        names = [f"step{level}" if " * " in long_steps[level] else long_steps[level] for level in range(len(items))]
+        for level, name in enumerate(names):
+            if name != long_steps[level]:
+                setup.line(f"{name} = {long_steps[level]}")
+        _emit_unflatten(writer, "j", list(zip(extents, indices)))
+        terms = [_times(indices[axis], names[level]) for level, axis in enumerate(axis_at) if axis >= 0]
+        writer.line(f"base = {' + '.join(term for term in terms if term != '0') or '0'}")
+        counts = [level for level, item in enumerate(items) if isinstance(item, int)]
+        if not counts:
+            writer.line("dx[j] = dy[base]")
+        else:
+            writer.line(f"gradient = {numba_scalar(dtype)}(0)")
+            offset = "base"
+            with contextlib.ExitStack() as loops:
+                for level in counts:
+                    loops.enter_context(writer.block(f"for r{level} in range({items[level]}):"))
+                    step = _times(f"r{level}", names[level])
+                    if level == counts[-1]:
+                        writer.line(f"gradient += dy[{_plus(offset, step)}]")
+                    else:
+                        writer.line(f"p{level} = {_plus(offset, step)}")
+                        offset = f"p{level}"
+            writer.line("dx[j] = gradient")
+        parameters = [("dy", cuda_array_type(dtype)), ("dx", cuda_array_type(dtype))]
+        what = "pullback: dx[j] = sum of dy over the copies of x[j]"
+    parameters += [*((name, INDEX) for name in extents), ("total", INDEX)]
+    return cuda_kernel(
+        signature, parameters, writer, f"repeat nest {nest.items}, {what}",
+        index="j" if pullback else "t", setup=setup,
+    )
+
+
+def _render_segments_cuda(signature: ShapeSignature, dtype: str, pullback: bool, unit_inner: bool) -> KernelSource:
+    """Per-element counts along one axis on CUDA: ``x`` is ``(outer, n, inner)``, ``y`` is
+    ``(outer, rows, inner)``; element ``i`` of the axis fills rows ``offsets[i]:offsets[i+1]``."""
+    writer = SourceWriter()
+    if pullback:
+        writer.line("# dx is (outer, n, inner), dy (outer, rows, inner), both read flat; thread j owns dx[j]")
+        writer.line("# and sums the rows offsets[i]:offsets[i + 1] of dy at its (a, b).")
+        dims = [("outer", "a"), ("n", "i")] + ([] if unit_inner else [("inner", "b")])
+        _emit_unflatten(writer, "j", dims)
+        writer.line(f"gradient = {numba_scalar(dtype)}(0)")
+        with writer.block("for row in range(offsets[i], offsets[i + 1]):"):
+            writer.line("gradient += dy[a * rows + row]" if unit_inner else "gradient += dy[(a * rows + row) * inner + b]")
+        writer.line("dx[j] = gradient")
+        parameters = [("dy", cuda_array_type(dtype)), ("dx", cuda_array_type(dtype))]
+        what = "pullback: segment sums"
+    else:
+        writer.line("# x is (outer, n, inner), y (outer, rows, inner), both read flat; thread t writes y[t],")
+        writer.line("# copying element i of the axis, the one with offsets[i] <= row < offsets[i + 1].")
+        dims = [("outer", "a"), ("rows", "row")] + ([] if unit_inner else [("inner", "b")])
+        _emit_unflatten(writer, "t", dims)
+        writer.line("low = 0")
+        writer.line("high = n")
+        with writer.block("while high - low > 1:"):
+            writer.line("middle = (low + high) // 2")
+            with writer.block("if offsets[middle] <= row:"):
+                writer.line("low = middle")
+            with writer.block("else:"):
+                writer.line("high = middle")
+        writer.line("y[t] = x[a * n + low]" if unit_inner else "y[t] = x[(a * n + low) * inner + b]")
+        parameters = [("x", cuda_array_type(dtype)), ("y", cuda_array_type(dtype))]
+        what = "forward: segment copies"
+    parameters += [
+        ("offsets", cuda_array_type("int64")),
+        ("outer", INDEX),
+        ("n", INDEX),
+        ("inner", INDEX),
+        ("rows", INDEX),
+        ("total", INDEX),
+    ]
+    return cuda_kernel(
+        signature, parameters, writer, f"repeat with per-element counts, {what}",
+        index="j" if pullback else "t",
     )
 
 
@@ -434,6 +602,7 @@ class _NestPlan:
     dtype: np.dtype[np.generic]
     out_shape: tuple[int, ...]
     extents: tuple[int, ...]
+    target: str = "cpu"  # which kernels run: "cpu" or "cuda" (kernel_target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,10 +616,11 @@ class _CountsPlan:
     length: int
     inner: int
     unit_inner: bool
-    counts: npt.NDArray[np.int64] | None  # None when planning from an ArraySpec
-    offsets: npt.NDArray[np.int64] | None
+    counts: ArrayLike | None  # int64, on x's device; None when planning from an ArraySpec
+    offsets: ArrayLike | None
     total: int
     counts_shape: tuple[int, ...]  # where the counts lie along x's axes (for a Fill's pullback)
+    target: str = "cpu"
 
 
 _Plan = _NestPlan | _CountsPlan
@@ -471,8 +641,8 @@ def _native(dtype: np.dtype[np.generic]) -> np.dtype[np.generic]:
     return dtype if dtype.isnative else dtype.newbyteorder("=")
 
 
-def _input_facts(x: object, name: str) -> tuple[ArrayLike | None, tuple[int, ...], np.dtype[np.generic]]:
-    """``(array or None for a spec, shape, native dtype)``; only CPU kernels exist so far."""
+def _input_facts(x: object, name: str) -> tuple[ArrayLike | None, tuple[int, ...], np.dtype[np.generic], str]:
+    """``(array or None for a spec, shape, native dtype, kernel target)``."""
     if type(x) is np.ndarray and x.dtype in _SUPPORTED_DTYPES:
         array: ArrayLike | None = x  # the common case, without check_dtype's ~1.5 us
         shape, dtype, device = x.shape, x.dtype, "cpu"
@@ -483,9 +653,7 @@ def _input_facts(x: object, name: str) -> tuple[ArrayLike | None, tuple[int, ...
     else:
         array = as_array(x, name)
         shape, dtype, device = tuple(array.shape), array.dtype, device_of(array)
-    if kernel_target(device) != "cpu":
-        raise NotImplementedError(f"{name}: the repeat family has CPU kernels only so far")
-    return array, shape, _native(dtype)
+    return array, shape, _native(dtype), kernel_target(device)
 
 
 def _check_counts_value(values: tuple[int, ...], name: str) -> None:
@@ -494,21 +662,23 @@ def _check_counts_value(values: tuple[int, ...], name: str) -> None:
             raise ValueError(f"repeat: {name}={values if len(values) > 1 else values[0]} has a negative count")
 
 
-def _nest_plan(layout: _Layout, shape: tuple[int, ...], dtype: np.dtype[np.generic], what: str) -> _NestPlan:
+def _nest_plan(
+    layout: _Layout, shape: tuple[int, ...], dtype: np.dtype[np.generic], what: str, target: str = "cpu"
+) -> _NestPlan:
     nest = _nest(layout)
     out_shape = nest.output_shape(shape)
     for extent in out_shape:
         if extent >= _COUNT_LIMIT:
             raise ValueError(f"{what}: the output shape {shape_text(out_shape)} is too large to allocate")
     checked_size(out_shape, dtype.itemsize, what)
-    return _NestPlan(nest, shape, dtype, out_shape, nest.extents(shape))
+    return _NestPlan(nest, shape, dtype, out_shape, nest.extents(shape), target)
 
 
 def _check_repeat(
     x: object, repeats: object, axis: object, inner: object, outer: object
 ) -> tuple[ArrayLike | None, _Plan]:
     """Validate a ``repeat`` call (either form) and plan it; messages name the arguments."""
-    array, shape, dtype = _input_facts(x, "x")
+    array, shape, dtype, target = _input_facts(x, "x")
     ndim = len(shape)
     if repeats is None:
         if axis is not None:
@@ -517,7 +687,7 @@ def _check_repeat(
         outer_counts = () if outer is None else static_ints(outer, "outer")
         _check_counts_value(inner_counts, "inner")
         _check_counts_value(outer_counts, "outer")
-        return array, _nest_plan(_julia_layout(ndim, inner_counts, outer_counts), shape, dtype, "repeat")
+        return array, _nest_plan(_julia_layout(ndim, inner_counts, outer_counts), shape, dtype, "repeat", target)
     if inner is not None or outer is not None:
         raise TypeError(
             "repeat: pass either repeats (and axis), as np.repeat, or inner=/outer=, as Julia's "
@@ -534,13 +704,23 @@ def _check_repeat(
             )
         count = static_int(repeats, "repeats")
         _check_counts_value((count,), "repeats")
-        return array, _nest_plan(_numpy_layout(ndim, count, axis_index), shape, dtype, "repeat")
-    return array, _counts_plan(repeats, shape, dtype, axis_index)
+        return array, _nest_plan(_numpy_layout(ndim, count, axis_index), shape, dtype, "repeat", target)
+    if is_array(repeats) or isinstance(repeats, ArraySpec):
+        common_device((x, repeats), ("x", "repeats"))
+    return array, _counts_plan(repeats, shape, dtype, axis_index, target, array)
 
 
 def _counts_plan(
-    repeats: object, shape: tuple[int, ...], dtype: np.dtype[np.generic], axis: int | None
+    repeats: object,
+    shape: tuple[int, ...],
+    dtype: np.dtype[np.generic],
+    axis: int | None,
+    target: str = "cpu",
+    like: ArrayLike | None = None,
 ) -> _CountsPlan:
+    """Counts, offsets and output shape; the counts live where ``x`` (``like``) lives, and a
+    list of ints is moved there. Their values are read on the host once (the output's size
+    depends on them), as ``np.repeat`` and ``cupy.repeat`` do."""
     if axis is None:
         outer, length, inner = 1, math.prod(shape), 1
         where = f"x has {length} elements (shape {shape_text(shape)}, flattened as axis=None)"
@@ -552,14 +732,13 @@ def _counts_plan(
         counts_dtype, counts_shape, values = repeats.dtype, repeats.shape, None
     else:
         if isinstance(repeats, (list, tuple)):
-            repeats = np.asarray(repeats, dtype=np.int64 if len(repeats) == 0 else None)
+            xp = np if like is None else array_namespace(like)
+            repeats = xp.asarray(repeats, dtype=np.int64 if len(repeats) == 0 else None)
         if not is_array(repeats):
             raise TypeError(
                 f"repeat: repeats must be Val(int) or a 1-D integer array of per-element counts, "
                 f"got {type(repeats).__name__}"
             )
-        if array_namespace(repeats) is not np:
-            raise NotImplementedError("repeat: counts arrays must be NumPy arrays (CPU kernels only so far)")
         values = repeats
         counts_dtype, counts_shape = values.dtype, tuple(values.shape)
     if counts_dtype.kind not in "iu":
@@ -575,31 +754,35 @@ def _counts_plan(
     counts_shape_in_x = tuple(location) if axis is not None else shape
     if values is None:
         out_shape = (0,) if axis is None else shape[:axis] + (0,) + shape[axis + 1 :]
-        return _CountsPlan(shape, dtype, out_shape, outer, length, inner, unit_inner, None, None, 0, counts_shape_in_x)
-    flat = np.asarray(values).reshape(-1)
+        return _CountsPlan(
+            shape, dtype, out_shape, outer, length, inner, unit_inner, None, None, 0, counts_shape_in_x, target
+        )
+    xp = array_namespace(values)
+    flat = values.reshape(-1)
     if flat.size and flat.min() < 0:
         raise ValueError(f"repeat: repeats holds a negative count ({int(flat.min())})")
     if flat.size and int(flat.max()) >= _COUNT_LIMIT:
         raise ValueError(f"repeat: repeats holds a count of {int(flat.max())}, too large to allocate")
-    counts = np.ascontiguousarray(np.broadcast_to(flat.astype(np.int64), (length,)))
+    counts = xp.ascontiguousarray(xp.broadcast_to(flat.astype(np.int64), (length,)))
     total_exact = int(counts.max()) * length if length else 0
-    total = int(counts.sum()) if total_exact < _COUNT_LIMIT else sum(int(c) for c in counts)
+    total = int(counts.sum()) if total_exact < _COUNT_LIMIT else sum(int(c) for c in counts.tolist())
     out_shape = (total,) if axis is None else shape[:axis] + (total,) + shape[axis + 1 :]
     checked_size(out_shape, dtype.itemsize, "repeat")
-    offsets = np.zeros(length + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
+    offsets = xp.zeros(length + 1, dtype=np.int64)
+    if length:
+        offsets[1:] = xp.cumsum(counts)
     return _CountsPlan(
-        shape, dtype, out_shape, outer, length, inner, unit_inner, counts, offsets, total, counts_shape_in_x
+        shape, dtype, out_shape, outer, length, inner, unit_inner, counts, offsets, total, counts_shape_in_x, target
     )
 
 
 def _check_tile(x: object, reps: object) -> tuple[ArrayLike | None, _NestPlan]:
     """Validate a ``tile`` call and plan it."""
-    array, shape, dtype = _input_facts(x, "x")
+    array, shape, dtype, target = _input_facts(x, "x")
     counts = static_ints(reps, "reps")
     if any(count < 0 for count in counts):
         raise ValueError(f"tile: reps={counts} has a negative count")
-    return array, _nest_plan(_tile_layout(len(shape), counts), shape, dtype, "tile")
+    return array, _nest_plan(_tile_layout(len(shape), counts), shape, dtype, "tile", target)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -610,8 +793,8 @@ def _check_tile(x: object, reps: object) -> tuple[ArrayLike | None, _NestPlan]:
 def _requests(plan: _Plan, kind: str) -> KernelRequest | None:
     """The kernel of ``kind`` ("forward" or "pullback") for a plan; None when none runs."""
     if isinstance(plan, _NestPlan):
-        return None if plan.nest.empty else _nest_request(plan.nest, plan.dtype, kind)
-    return _segments_request(plan.dtype, kind, plan.unit_inner)
+        return None if plan.nest.empty else _nest_request(plan.nest, plan.dtype, kind, plan.target)
+    return _segments_request(plan.dtype, kind, plan.unit_inner, plan.target)
 
 
 def _kernel_requests(plan: _Plan) -> list[KernelRequest]:
@@ -621,7 +804,11 @@ def _kernel_requests(plan: _Plan) -> list[KernelRequest]:
 
 def _kernel(plan: _Plan, kind: str) -> Kernel | None:
     request = _requests(plan, kind)
-    return None if request is None else request.get()
+    if request is None:
+        return None
+    if plan.target == "cuda":
+        require_cuda(request.signature.op)
+    return request.get()
 
 
 def _do_nothing(*args: object) -> None:
@@ -660,6 +847,8 @@ def _launch(plan: _Plan, kernel: Kernel | None) -> _Launch:
 
 def _forward(plan: _Plan, kernel: Kernel | None, x: ArrayLike) -> ArrayLike:
     """``y`` from ``x`` (or the tangent of ``y`` from the tangent of ``x``)."""
+    if plan.target == "cuda":
+        return _forward_cuda(plan, kernel, x)
     y = np.empty(plan.out_shape, dtype=plan.dtype)
     source = contiguous(x).astype(plan.dtype, copy=False).reshape(-1)
     _launch(plan, kernel)(source, y.reshape(-1))
@@ -672,14 +861,19 @@ def _lazy_pullback(plan: _Plan, cotangent: Fill) -> ArrayLike | Fill:
     if isinstance(plan, _NestPlan):
         return Fill(cotangent.value * plan.nest.total, plan.shape, plan.dtype)
     assert plan.counts is not None
-    dx = np.empty(plan.shape, dtype=plan.dtype)
-    dx[...] = (np.asarray(cotangent.value, dtype=plan.dtype) * plan.counts).reshape(plan.counts_shape)
+    xp = array_namespace(plan.counts)
+    dx: ArrayLike = xp.empty(plan.shape, dtype=plan.dtype)
+    dx[...] = (xp.asarray(cotangent.value, dtype=plan.dtype) * plan.counts).reshape(plan.counts_shape)
     return dx
 
 
-def _make_pullback(plan: _Plan, kernel: Kernel | None, positional: int) -> Pullback:
+def _make_pullback(
+    plan: _Plan, kernel: Kernel | None, positional: int, namespace: ModuleType = np
+) -> Pullback:
     """The pullback closure of a plan. Everything but ``dy`` is settled here, once: a call
     checks ``dy``, allocates ``dx`` and makes one kernel call (or one per thread)."""
+    if plan.target == "cuda":
+        return _make_cuda_pullback(plan, kernel, positional, namespace)
     rest = (_NO_TANGENT,) * (positional - 1)
     out_shape, x_shape, dtype = plan.out_shape, plan.shape, plan.dtype
     if not _differentiable(dtype):
@@ -708,7 +902,7 @@ def _make_pullback(plan: _Plan, kernel: Kernel | None, positional: int) -> Pullb
         if type(dy) is ndarray and dy.dtype is dtype and dy.shape == out_shape:
             flat = dy.ravel()  # a view when C-contiguous, else one copy
         else:
-            prepared = prepare_cotangent(dy, out_shape, dtype)
+            prepared = prepare_cotangent(dy, out_shape, dtype, _NUMPY_LIKE)
             if isinstance(prepared, DenseCotangent):
                 flat = prepared.array.reshape(-1)
             elif isinstance(prepared, Fill):
@@ -725,7 +919,7 @@ def _make_pullback(plan: _Plan, kernel: Kernel | None, positional: int) -> Pullb
     return repeat_pullback
 
 
-def _prepare_tangent(tangent: object, plan: _Plan) -> DenseCotangent | Fill | ZeroTangent:
+def _prepare_tangent(tangent: object, plan: _Plan, like: ArrayLike | None = None) -> DenseCotangent | Fill | ZeroTangent:
     tangent = unthunk(tangent)
     if isinstance(tangent, (ZeroTangent, NoTangent)):
         return _ZERO_TANGENT
@@ -735,19 +929,77 @@ def _prepare_tangent(tangent: object, plan: _Plan) -> DenseCotangent | Fill | Ze
             f"frule: the tangent of x has shape {shape_text(tuple(tangent_shape))} but x has shape "
             f"{shape_text(plan.shape)}"
         )
-    return prepare_cotangent(tangent, plan.shape, plan.dtype)
+    return prepare_cotangent(tangent, plan.shape, plan.dtype, like)
 
 
-def _pushforward(plan: _Plan, kernel: Kernel | None, tangent: object) -> object:
-    """The tangent of ``y``: the forward map applied to ``x``'s tangent (it is linear)."""
+def _pushforward(plan: _Plan, kernel: Kernel | None, tangent: object, like: ArrayLike | None = None) -> object:
+    """The tangent of ``y``: the forward map applied to ``x``'s tangent (it is linear).
+    ``like`` (the primal output) says which device the tangent must be on."""
     if not _differentiable(plan.dtype):
         return _NO_TANGENT
-    prepared = _prepare_tangent(tangent, plan)
+    prepared = _prepare_tangent(tangent, plan, like)
     if isinstance(prepared, ZeroTangent):
         return prepared
     if isinstance(prepared, Fill):
         return Fill(prepared.value, plan.out_shape, plan.dtype)
     return _forward(plan, kernel, prepared.array)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a plan on CUDA: arrays allocated in the input's namespace, kernels on its stream
+# ---------------------------------------------------------------------------------------------
+
+
+def _cuda_arguments(plan: _Plan) -> tuple[object, ...]:
+    """A CUDA kernel's arguments between its two arrays and its element count."""
+    if isinstance(plan, _NestPlan):
+        return plan.extents
+    return (plan.offsets, plan.outer, plan.length, plan.inner, plan.total)
+
+
+def _forward_cuda(plan: _Plan, kernel: Kernel | None, x: ArrayLike) -> ArrayLike:
+    """``y`` from ``x`` on the device ``x`` lives on (NumPy arrays under the simulator)."""
+    xp = array_namespace(x)
+    y: ArrayLike = xp.empty(plan.out_shape, dtype=plan.dtype)
+    if kernel is not None:
+        source = contiguous(x).astype(plan.dtype, copy=False).reshape(-1)
+        launch(kernel, y.size, source, y.reshape(-1), *_cuda_arguments(plan), y.size)
+    return y
+
+
+def _make_cuda_pullback(plan: _Plan, kernel: Kernel | None, positional: int, namespace: ModuleType) -> Pullback:
+    """The pullback closure on CUDA: one gather launch, one thread per ``dx`` element."""
+    rest = (_NO_TANGENT,) * (positional - 1)
+    out_shape, x_shape, dtype = plan.out_shape, plan.shape, plan.dtype
+    like: ArrayLike = namespace.empty((0,), dtype=dtype)  # names the device; holds no data
+    if not _differentiable(dtype):
+
+        def constant_pullback(dy: object) -> tuple[object, ...]:
+            prepare_cotangent(dy, out_shape, np.dtype(np.float64), like)  # validates dy's shape
+            return (_NO_TANGENT, *rest)
+
+        return constant_pullback
+
+    size = math.prod(x_shape)
+    arguments = (*_cuda_arguments(plan), size)
+    if isinstance(plan, _NestPlan):
+        work = plan.nest.total
+    else:
+        work = -(-plan.total // max(plan.length, 1))
+    allocate: Callable[..., ArrayLike] = namespace.zeros if kernel is None else namespace.empty
+
+    def repeat_pullback(dy: object) -> tuple[object, ...]:
+        prepared = prepare_cotangent(dy, out_shape, dtype, like)
+        if isinstance(prepared, Fill):
+            return (_lazy_pullback(plan, prepared), *rest)
+        if isinstance(prepared, ZeroTangent):
+            return (_ZERO_TANGENT, *rest)
+        dx = allocate(x_shape, dtype)
+        if kernel is not None:
+            launch(kernel, size, prepared.array.reshape(-1), dx.reshape(-1), *arguments, work=work)
+        return (dx, *rest)
+
+    return repeat_pullback
 
 
 def _need_array(array: ArrayLike | None) -> ArrayLike:
@@ -844,7 +1096,7 @@ def _repeat_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]
     array, plan = _check_repeat(*_repeat_arguments(*args, **kwargs))
     y = _forward(plan, _kernel(plan, "forward"), _need_array(array))
     pullback_kernel = _kernel(plan, "pullback") if _differentiable(plan.dtype) else None
-    return y, _make_pullback(plan, pullback_kernel, len(args))
+    return y, _make_pullback(plan, pullback_kernel, len(args), array_namespace(y))
 
 
 @frule_rule(repeat)
@@ -853,7 +1105,7 @@ def _repeat_frule(tangents: object, *args: object, **kwargs: object) -> tuple[Ar
     tangent = _check_tangents(tangents, len(args))[0]
     kernel = _kernel(plan, "forward")
     y = _forward(plan, kernel, _need_array(array))
-    return y, _pushforward(plan, kernel, tangent)
+    return y, _pushforward(plan, kernel, tangent, y)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -892,7 +1144,8 @@ tile = _Tile()
 def _tile_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
     array, plan = _check_tile(*_tile_arguments(*args, **kwargs))
     y = _forward(plan, _kernel(plan, "forward"), _need_array(array))
-    pullback = _make_pullback(plan, _kernel(plan, "pullback") if _differentiable(plan.dtype) else None, len(args))
+    pullback_kernel = _kernel(plan, "pullback") if _differentiable(plan.dtype) else None
+    pullback = _make_pullback(plan, pullback_kernel, len(args), array_namespace(y))
 
     def tile_pullback(dy: object) -> tuple[object, ...]:
         return pullback(dy)
@@ -906,4 +1159,4 @@ def _tile_frule(tangents: object, *args: object, **kwargs: object) -> tuple[Arra
     tangent = _check_tangents(tangents, len(args))[0]
     kernel = _kernel(plan, "forward")
     y = _forward(plan, kernel, _need_array(array))
-    return y, _pushforward(plan, kernel, tangent)
+    return y, _pushforward(plan, kernel, tangent, y)
