@@ -1,0 +1,321 @@
+"""CUDA kernels against the CPU kernels and NumPy, exactly.
+
+Not collected by a plain ``pytest`` run (the name does not start with ``test_``):
+``tests/rules/test_cuda.py`` runs it in a subprocess with ``NUMBA_ENABLE_CUDASIM=1
+STABLERULES_DEVICE=cuda`` (Numba's simulator, NumPy arrays), and ``bench/gpu_check.py`` runs it
+on a GPU with ``STABLERULES_DEVICE=cuda`` only (NumPy arrays copied in and out by Numba around
+each launch, and CuPy arrays when CuPy is installed). Without either the module skips.
+
+Every case runs the forward, the pullback and the pushforward on the CUDA kernels and on the
+CPU kernels in the same process (``kernel_target`` reads ``STABLERULES_DEVICE`` at call time,
+so switching it with ``monkeypatch`` switches kernel families) and compares them with ``==``:
+the data are small integers in floating dtypes, so every sum is exact whatever its order. An
+independent NumPy reference checks the values too: the op applied with NumPy, and for the
+pullback the adjoint of the op's index map (``np.bincount`` over where each output element
+comes from) or, for ``kron``, ``einsum`` over the cotangent's interleaved view. Shapes are
+tiny: the simulator runs each CUDA thread as a Python thread.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+import stablerules as sr
+from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
+from stablerules._cache import CACHE
+from stablerules._cuda import cuda_available, simulator_enabled
+
+Array = npt.NDArray[Any]
+
+if os.environ.get("STABLERULES_DEVICE", "").strip().lower() != "cuda":
+    pytest.skip("run with STABLERULES_DEVICE=cuda (tests/rules/test_cuda.py does)", allow_module_level=True)
+if not cuda_available():
+    pytest.skip("no CUDA GPU and Numba's simulator is off (NUMBA_ENABLE_CUDASIM=1)", allow_module_level=True)
+
+
+def _cupy() -> ModuleType | None:
+    if simulator_enabled():
+        return None
+    try:
+        import cupy
+    except ImportError:
+        return None
+    return cupy
+
+
+CUPY = _cupy()
+NAMESPACES = ["numpy"] + (["cupy"] if CUPY is not None else [])
+RNG = np.random.default_rng(8)
+
+
+def integers(shape: tuple[int, ...], dtype: npt.DTypeLike) -> Array:
+    """Small integers in ``dtype``: every sum of a few thousand of them is exact."""
+    resolved = np.dtype(dtype)
+    values = RNG.integers(-8, 9, shape)
+    if resolved.kind == "c":
+        return (values + 1j * RNG.integers(-8, 9, shape)).astype(resolved)
+    if resolved.kind == "b":
+        return (values > 0).astype(resolved)
+    return values.astype(resolved)
+
+
+def host(value: object) -> Any:
+    """A NumPy copy of a CuPy array; anything else as it is."""
+    get = getattr(value, "get", None)
+    return get() if CUPY is not None and isinstance(value, CUPY.ndarray) and callable(get) else value
+
+
+def device(value: object, namespace: str) -> Any:
+    if namespace == "cupy" and isinstance(value, np.ndarray):
+        assert CUPY is not None
+        return CUPY.asarray(value)
+    return value
+
+
+def assert_same(cuda_value: object, cpu_value: object, namespace: str, what: str) -> None:
+    """Equal tangents: the same kind, and for arrays the same dtype, shape and values, with
+    the CUDA one living in ``namespace``."""
+    if isinstance(cpu_value, np.ndarray):
+        wanted = np.ndarray if namespace == "numpy" else CUPY.ndarray  # type: ignore[union-attr]
+        assert isinstance(cuda_value, wanted), f"{what}: got {type(cuda_value).__name__}"
+        got = host(cuda_value)
+        assert isinstance(got, np.ndarray)
+        assert got.dtype == cpu_value.dtype and got.shape == cpu_value.shape, (what, got.dtype, got.shape)
+        np.testing.assert_array_equal(got, cpu_value, err_msg=what)
+    else:
+        assert cuda_value == cpu_value, f"{what}: {cuda_value!r} != {cpu_value!r}"
+
+
+@pytest.fixture
+def on_cpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Callable[[], Any]], Any]]:
+    """``on_cpu(fn)`` runs ``fn`` with the CPU kernels, then goes back to the CUDA ones."""
+
+    def run(fn: Callable[[], Any]) -> Any:
+        monkeypatch.setenv("STABLERULES_DEVICE", "cpu")
+        try:
+            return fn()
+        finally:
+            monkeypatch.setenv("STABLERULES_DEVICE", "cuda")
+
+    yield run
+
+
+def cuda_signatures() -> set[sr.ShapeSignature]:
+    return {signature for signature in CACHE._entries if signature.device == "cuda"}
+
+
+# ------------------------------------------------------------------------------------ cases
+
+
+@dataclass(frozen=True)
+class Case:
+    """One op call: ``op(x, *rest, **kwargs)``; ``reference`` is the same call in NumPy."""
+
+    name: str
+    op: Any
+    shape: tuple[int, ...]
+    rest: tuple[object, ...]
+    kwargs: dict[str, object] = field(default_factory=dict)
+    dtypes: tuple[str, ...] = ("float64",)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def julia_reference(x: Array, inner: tuple[int, ...], outer: tuple[int, ...]) -> Array:
+    n = max(x.ndim, len(inner), len(outer))
+    y = x.reshape(x.shape + (1,) * (n - x.ndim))
+    for axis, count in enumerate(inner + (1,) * (n - len(inner))):
+        y = np.repeat(y, count, axis=axis)
+    return np.tile(y, outer + (1,) * (n - len(outer)))
+
+
+def static(value: object) -> tuple[int, ...]:
+    """The counts in ``Val(int)`` or ``Val(tuple)``; ``()`` for ``None``."""
+    if value is None:
+        return ()
+    assert isinstance(value, Val)
+    inner = value.value
+    return inner if isinstance(inner, tuple) else (inner,)
+
+
+def numpy_repeat(case: Case, x: Array) -> Array:
+    """The case's op, computed by NumPy (any dtype, including int64 index arrays)."""
+    if case.op is sr.tile:
+        reps = case.rest[0]
+        assert isinstance(reps, Val)
+        return np.tile(x, reps.value)
+    if "inner" in case.kwargs or "outer" in case.kwargs:
+        return julia_reference(x, static(case.kwargs.get("inner")), static(case.kwargs.get("outer")))
+    repeats = case.rest[0]
+    axis = case.kwargs.get("axis")
+    count = repeats.value if isinstance(repeats, Val) else np.asarray(repeats)
+    return np.repeat(x, count, axis=axis.value if isinstance(axis, Val) else None)
+
+
+REPEAT_CASES = [
+    Case("numpy-axis", sr.repeat, (2, 3, 4), (Val(3),), {"axis": Val(1)}, ("float32", "float64", "complex64", "complex128")),
+    Case("numpy-flat", sr.repeat, (3, 4), (Val(2),)),
+    Case("numpy-zero-count", sr.repeat, (3, 4), (Val(0),), {"axis": Val(0)}),
+    Case("numpy-0d", sr.repeat, (), (Val(5),)),
+    Case("julia-W3-small", sr.repeat, (5, 3, 4), (), {"inner": Val((7, 1, 10)), "outer": Val((4, 1, 2))}),
+    Case("julia-trailing-axes", sr.repeat, (4,), (), {"inner": Val((2, 3)), "outer": Val((1, 1, 2))}, ("complex128",)),
+    Case("julia-outer-only", sr.repeat, (3, 5), (), {"outer": Val((2, 3))}),
+    Case("tile-new-axes", sr.tile, (2, 3), (Val((2, 1, 3)),)),
+    Case("tile-int", sr.tile, (7,), (Val(3),), {}, ("float32",)),
+    Case("counts-middle-axis", sr.repeat, (2, 4, 3), (np.array([1, 0, 3, 2]),), {"axis": Val(1)}, ("float64", "complex64")),
+    Case("counts-last-axis", sr.repeat, (3, 4), (np.array([2, 0, 1, 5]),), {"axis": Val(1)}),
+    Case("counts-flat", sr.repeat, (2, 3), (np.array([1, 2, 0, 3, 1, 2]),)),
+    Case("counts-broadcast-one", sr.repeat, (5, 2), (np.array([3]),), {"axis": Val(0)}),
+]
+
+
+def arguments(case: Case, x: object, namespace: str) -> tuple[object, ...]:
+    return (x, *(device(value, namespace) for value in case.rest))
+
+
+def tangents_of(case: Case, tangent: object) -> tuple[object, ...]:
+    return (tangent,) + (NoTangent(),) * len(case.rest)
+
+
+def adjoint_reference(case: Case, dy: Array) -> Array:
+    """``J^H dy`` for the case's index map: each output element comes from one input element
+    (found by running the op in NumPy on the input's flat indices); sum dy over them."""
+    indices = np.arange(int(np.prod(case.shape, dtype=np.int64)), dtype=np.int64).reshape(case.shape)
+    sources = numpy_repeat(case, indices).reshape(-1)
+    size = indices.size
+    flat = dy.reshape(-1)
+    real = np.bincount(sources, weights=flat.real, minlength=size)
+    if dy.dtype.kind == "c":
+        real = real + 1j * np.bincount(sources, weights=flat.imag, minlength=size)
+    return real.astype(dy.dtype).reshape(case.shape)
+
+
+REPEAT_PARAMETERS = [
+    pytest.param(case, dtype, namespace, id=f"{case.name}-{dtype}-{namespace}")
+    for case in REPEAT_CASES
+    for dtype in case.dtypes
+    for namespace in NAMESPACES
+]
+
+
+@pytest.mark.parametrize(("case", "dtype", "namespace"), REPEAT_PARAMETERS)
+def test_repeat_family_forward_pullback_pushforward(
+    case: Case, dtype: str, namespace: str, on_cpu: Callable[[Callable[[], Any]], Any]
+) -> None:
+    x_host = integers(case.shape, dtype)
+    x = device(x_host, namespace)
+    args = arguments(case, x, namespace)
+
+    y = case.op(*args, **case.kwargs)
+    y_cpu = on_cpu(lambda: case.op(x_host, *case.rest, **case.kwargs))
+    assert_same(y, y_cpu, namespace, "forward vs CPU")
+    np.testing.assert_array_equal(y_cpu, numpy_repeat(case, x_host))
+
+    y_rule, back = sr.rrule(case.op, *args, **case.kwargs)
+    assert_same(y_rule, y_cpu, namespace, "rrule primal")
+    dy_host = integers(y_cpu.shape, dtype)
+    tangents = back(device(dy_host, namespace))
+    _, back_cpu = on_cpu(lambda: sr.rrule(case.op, x_host, *case.rest, **case.kwargs))
+    expected = back_cpu(dy_host)
+    assert len(tangents) == len(expected) == len(args)
+    for position, (got, want) in enumerate(zip(tangents, expected)):
+        assert_same(got, want, namespace, f"pullback entry {position}")
+    np.testing.assert_array_equal(expected[0], adjoint_reference(case, dy_host))
+
+    dx_host = integers(case.shape, dtype)
+    y_frule, ydot = sr.frule(case.op, tangents_of(case, device(dx_host, namespace)), *args, **case.kwargs)
+    assert_same(y_frule, y_cpu, namespace, "frule primal")
+    _, ydot_cpu = on_cpu(lambda: sr.frule(case.op, tangents_of(case, dx_host), x_host, *case.rest, **case.kwargs))
+    assert_same(ydot, ydot_cpu, namespace, "pushforward")
+    np.testing.assert_array_equal(ydot_cpu, numpy_repeat(case, dx_host))
+
+
+LAZY_CASES = [REPEAT_CASES[0], REPEAT_CASES[4], REPEAT_CASES[9]]
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+@pytest.mark.parametrize("case", LAZY_CASES, ids=str)
+def test_repeat_family_lazy_cotangents(case: Case, namespace: str, on_cpu: Callable[[Callable[[], Any]], Any]) -> None:
+    """``Fill``, ``ZeroTangent`` and ``Thunk`` cotangents and tangents give what the CPU gives."""
+    x_host = integers(case.shape, "float64")
+    args = arguments(case, device(x_host, namespace), namespace)
+    y, back = sr.rrule(case.op, *args, **case.kwargs)
+    _, back_cpu = on_cpu(lambda: sr.rrule(case.op, x_host, *case.rest, **case.kwargs))
+    shape = tuple(host(y).shape)
+    fill = Fill(3.0, shape, np.float64)
+    for cotangent in (fill, ZeroTangent(), Thunk(lambda: fill)):
+        got, want = back(cotangent)[0], back_cpu(cotangent)[0]
+        assert type(got) is type(want) or isinstance(want, np.ndarray)
+        assert_same(got, want, namespace, f"pullback of {cotangent!r}")
+    dense_thunk = Thunk(lambda: device(np.full(shape, 2.0), namespace))
+    assert_same(back(dense_thunk)[0], back_cpu(Thunk(lambda: np.full(shape, 2.0)))[0], namespace, "dense thunk")
+    for tangent in (Fill(2.0, case.shape, np.float64), ZeroTangent()):
+        _, got_tangent = sr.frule(case.op, tangents_of(case, tangent), *args, **case.kwargs)
+        _, want_tangent = on_cpu(lambda: sr.frule(case.op, tangents_of(case, tangent), x_host, *case.rest, **case.kwargs))
+        assert_same(got_tangent, want_tangent, namespace, f"pushforward of {tangent!r}")
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+def test_integer_inputs_forward_and_no_tangent(namespace: str) -> None:
+    x_host = integers((3, 4), "int32")
+    x = device(x_host, namespace)
+    y, back = sr.rrule(sr.repeat, x, Val(2), axis=Val(1))
+    np.testing.assert_array_equal(host(y), np.repeat(x_host, 2, axis=1))
+    assert back(device(np.ones((3, 8)), namespace)) == (NoTangent(), NoTangent())
+    counts = device(np.array([0, 1, 2, 1]), namespace)
+    np.testing.assert_array_equal(host(sr.repeat(x, counts, axis=Val(1))), np.repeat(x_host, [0, 1, 2, 1], axis=1))
+
+
+def test_repeat_kernels_are_cuda_kernels_compiled_once() -> None:
+    """A call builds CUDA kernels (device "cuda" in the signature); a second call of the same
+    signature, even at other extents, compiles nothing and takes no fallback."""
+    kwargs: dict[str, object] = {"inner": Val((2, 1)), "outer": Val((1, 3))}
+    x = integers((4, 3), "float64")
+    y, back = sr.rrule(sr.repeat, x, **kwargs)
+    back(integers(host(y).shape, "float64"))
+    compiles = sr.cache_info().compiles
+    signatures = sr.precompile(sr.repeat, sr.ArraySpec((4, 3), np.float64, device="cuda"), **kwargs)
+    assert sr.cache_info().compiles == compiles  # the call built them all
+    assert set(signatures) <= cuda_signatures()
+    assert {signature.kind for signature in signatures} == {"forward", "pullback"}
+    with sr.no_compile(), sr.no_fallback():
+        for shape in ((4, 3), (2, 5), (1, 1)):
+            x = integers(shape, "float64")
+            y, back = sr.rrule(sr.repeat, x, **kwargs)
+            dy = integers(host(y).shape, "float64")
+            np.testing.assert_array_equal(back(dy)[0], adjoint_reference(Case("again", sr.repeat, shape, (), kwargs), dy))
+            _, ydot = sr.frule(sr.repeat, (x,), x, **kwargs)
+            np.testing.assert_array_equal(ydot, y)
+    assert sr.cache_info().compiles == compiles
+
+
+def test_precompile_cuda_specs_builds_the_kernels_a_call_uses() -> None:
+    spec = sr.ArraySpec((3, 2), np.complex64, device="cuda")
+    signatures = sr.precompile(sr.tile, spec, Val((2, 2)))
+    assert signatures and all(signature.device == "cuda" for signature in signatures)
+    x = integers((3, 2), "complex64")
+    with sr.no_compile():
+        y, back = sr.rrule(sr.tile, x, Val((2, 2)))
+        back(integers(host(y).shape, "complex64"))
+    source = sr.explain(sr.tile, spec, Val((2, 2)))
+    assert "@cuda.jit" in source and "cuda.grid(1)" in source
+
+
+@pytest.mark.skipif(CUPY is None, reason="mixed devices need CuPy on a GPU")
+def test_mixed_devices_are_type_errors() -> None:
+    assert CUPY is not None
+    x = CUPY.asarray(integers((3, 4), "float64"))
+    with pytest.raises(TypeError, match="cpu"):
+        sr.repeat(x, np.array([1, 2, 0, 1]), axis=Val(1))
+    y, back = sr.rrule(sr.repeat, x, Val(2), axis=Val(0))
+    with pytest.raises(TypeError, match="mixed devices"):
+        back(np.ones((6, 4)))

@@ -1,0 +1,126 @@
+"""The CUDA kernels, tested without a GPU.
+
+- ``cuda_cases.py`` runs in a subprocess under Numba's simulator (``NUMBA_ENABLE_CUDASIM=1``
+  must be set before numba is imported, and this session has imported it already), with
+  ``STABLERULES_DEVICE=cuda`` routing NumPy arrays to the CUDA kernels: forward, pullback and
+  pushforward of every op, exactly equal to the CPU kernels and to NumPy.
+- Every generated CUDA kernel is compiled to PTX for sm_90 by numba-cuda's real compiler
+  (NVVM), which types it as the GPU would: the simulator runs kernels as Python and would not
+  notice a typing error. Skipped where NVVM is not installed.
+
+Both skip with a reason, never fail, where the tools they need are missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import stablerules as sr
+from stablerules import ArraySpec, Val
+
+REPO = Path(__file__).resolve().parents[2]
+CASES = Path(__file__).with_name("cuda_cases.py")
+
+pytestmark = pytest.mark.cuda
+
+
+def _simulator_importable() -> bool:
+    try:
+        return importlib.util.find_spec("numba.cuda") is not None
+    except ImportError:
+        return False
+
+
+def test_cuda_cases_pass_in_the_simulator(tmp_path: Path) -> None:
+    if not _simulator_importable():
+        pytest.skip("numba.cuda (and so its simulator) is not installed")
+    environment = dict(os.environ)
+    environment.update(
+        NUMBA_ENABLE_CUDASIM="1",
+        STABLERULES_DEVICE="cuda",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), environment.get("PYTHONPATH")])),
+    )
+    environment.setdefault("STABLERULES_CACHE_DIR", str(tmp_path / "cache"))
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(CASES)]
+    result = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=600)
+    report = result.stdout[-6000:] + result.stderr[-3000:]
+    assert result.returncode == 0, f"the CUDA cases failed under the simulator:\n{report}"
+    assert " passed" in result.stdout and " failed" not in result.stdout, report
+
+
+# --------------------------------------------------------------------------- PTX compiles
+
+
+@cache
+def _ptx_compiler() -> Callable[[str], str] | str:
+    """A function compiling a kernel module's text to PTX, or why there is none."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in {"", "0"}:
+        return "this session runs Numba's simulator"
+    try:
+        from numba import cuda, types
+    except ImportError:
+        return "numba.cuda is not installed"
+
+    def compile_module(text: str) -> str:
+        # The module minus its decorator: compile_ptx needs no GPU, the decorator would.
+        namespace: dict[str, Any] = {}
+        body = "\n".join(line for line in text.splitlines() if not line.startswith("@cuda.jit("))
+        exec(compile(body, "<stablerules CUDA kernel>", "exec"), namespace)
+        ptx, _ = cuda.compile_ptx(namespace["kernel"], namespace["SIGNATURE"], cc=(9, 0))
+        return str(ptx)
+
+    probe = "from numba import cuda, types\nSIGNATURE = types.void(types.intp)\ndef kernel(n):\n    pass\n"
+    try:
+        compile_module(probe)
+    except Exception as error:  # no NVVM: NvvmSupportError, CudaSupportError, OSError...
+        return f"NVVM is not usable here ({type(error).__name__}: {str(error)[:200]})"
+    del types
+    return compile_module
+
+
+def _kernel_texts(op: object, *args: object, **kwargs: object) -> list[tuple[str, str]]:
+    """(title, module text) of every kernel a call with CUDA specs uses."""
+    parts = sr.explain(op, *args, **kwargs).split("# --- ")[1:]  # type: ignore[arg-type]
+    return [(part.split("\n", 1)[0].rstrip(" -"), part.split("\n", 1)[1]) for part in parts]
+
+
+def cuda_spec(shape: tuple[int, ...], dtype: str) -> ArraySpec:
+    return ArraySpec(shape, np.dtype(dtype), device="cuda")
+
+
+PTX_CALLS: list[tuple[str, object, tuple[object, ...], dict[str, object]]] = [
+    ("repeat-axis", sr.repeat, (cuda_spec((2, 3, 4), "float64"), Val(3)), {"axis": Val(1)}),
+    ("repeat-flat-c64", sr.repeat, (cuda_spec((3, 4), "complex64"), Val(2)), {}),
+    ("repeat-W3-f32", sr.repeat, (cuda_spec((200, 3, 4), "float32"),), {"inner": Val((7, 1, 10)), "outer": Val((4, 1, 2))}),
+    ("repeat-W3-c128", sr.repeat, (cuda_spec((200, 3, 4), "complex128"),), {"inner": Val((7, 1, 10)), "outer": Val((4, 1, 2))}),
+    ("repeat-0d", sr.repeat, (cuda_spec((), "float64"), Val(5)), {}),
+    ("tile", sr.tile, (cuda_spec((3, 5), "float64"), Val((2, 1, 3))), {}),
+    ("repeat-counts", sr.repeat, (cuda_spec((2, 4, 3), "float64"), cuda_spec((4,), "int64")), {"axis": Val(1)}),
+    ("repeat-counts-last", sr.repeat, (cuda_spec((3, 4), "complex128"), cuda_spec((4,), "int64")), {"axis": Val(1)}),
+    ("repeat-int", sr.repeat, (cuda_spec((3, 4), "int32"), Val(2)), {"axis": Val(0)}),
+]
+
+
+@pytest.mark.parametrize(("name", "op", "args", "kwargs"), PTX_CALLS, ids=[call[0] for call in PTX_CALLS])
+def test_generated_cuda_kernels_compile_to_ptx(
+    name: str, op: object, args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
+    compiler = _ptx_compiler()
+    if isinstance(compiler, str):
+        pytest.skip(compiler)
+    texts = _kernel_texts(op, *args, **kwargs)
+    assert texts, f"{name}: no CUDA kernels listed"
+    for title, text in texts:
+        assert "@cuda.jit(SIGNATURE, cache=True)" in text, title
+        ptx = compiler(text)
+        assert ".entry" in ptx and ".target sm_90" in ptx, title
