@@ -319,3 +319,54 @@ def test_mixed_devices_are_type_errors() -> None:
     y, back = sr.rrule(sr.repeat, x, Val(2), axis=Val(0))
     with pytest.raises(TypeError, match="mixed devices"):
         back(np.ones((6, 4)))
+
+
+# ------------------------------------------------------------------ concatenate family
+# No kernels (slicing and the namespace's own concatenate): under the simulator this is the
+# NumPy path again; on a GPU with CuPy it checks that every path stays on the device.
+
+CONCATENATE_CALLS: list[tuple[str, Any, Callable[[list[Any]], tuple[object, ...]], dict[str, object], list[tuple[int, ...]]]] = [
+    ("concatenate", sr.concatenate, lambda arrays: (tuple(arrays),), {"axis": Val(1)}, [(2, 3), (2, 4)]),
+    ("concatenate-flat", sr.concatenate, lambda arrays: (tuple(arrays),), {"axis": None}, [(2, 3), (5,)]),
+    ("stack", sr.stack, lambda arrays: (tuple(arrays),), {"axis": Val(1)}, [(2, 3), (2, 3)]),
+    ("hstack", sr.hstack, lambda arrays: (tuple(arrays),), {}, [(3,), (2,)]),
+    ("vstack", sr.vstack, lambda arrays: (tuple(arrays),), {}, [(3,), (2, 3)]),
+    ("cat-block-diagonal", sr.cat, lambda arrays: (*arrays, 2.0), {"dims": Val((0, 1))}, [(2, 2), (1, 3)]),
+]
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+@pytest.mark.parametrize(("name", "op", "pack", "kwargs", "shapes"), CONCATENATE_CALLS, ids=[c[0] for c in CONCATENATE_CALLS])
+def test_concatenate_family_stays_on_the_device(
+    name: str,
+    op: Any,
+    pack: Callable[[list[Any]], tuple[object, ...]],
+    kwargs: dict[str, object],
+    shapes: list[tuple[int, ...]],
+    namespace: str,
+    on_cpu: Callable[[Callable[[], Any]], Any],
+) -> None:
+    hosts = [integers(shape, "float64") for shape in shapes]
+    args = pack([device(array, namespace) for array in hosts])
+    host_args = pack(hosts)
+    y, back = sr.rrule(op, *args, **kwargs)
+    y_cpu, back_cpu = on_cpu(lambda: sr.rrule(op, *host_args, **kwargs))
+    assert_same(y, y_cpu, namespace, f"{name} forward")
+    dy = integers(y_cpu.shape, "float64")
+
+    def flatten(tangents: tuple[object, ...]) -> list[object]:
+        return [item for entry in tangents for item in (entry if isinstance(entry, tuple) else (entry,))]
+
+    for got, want in zip(flatten(back(device(dy, namespace))), flatten(back_cpu(dy)), strict=True):
+        assert_same(got, want, namespace, f"{name} pullback")
+    tangent_hosts = [integers(shape, "float64") for shape in shapes]
+
+    def tangents_for(arrays: list[Any]) -> tuple[object, ...]:
+        packed = pack(arrays)
+        if op is sr.cat:
+            return (*packed[:-1], NoTangent())
+        return packed
+
+    _, ydot = sr.frule(op, tangents_for([device(t, namespace) for t in tangent_hosts]), *args, **kwargs)
+    _, ydot_cpu = on_cpu(lambda: sr.frule(op, tangents_for(tangent_hosts), *host_args, **kwargs))
+    assert_same(ydot, ydot_cpu, namespace, f"{name} pushforward")
