@@ -27,7 +27,7 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeAlias, TypeVar, Union
+from typing import TypeAlias, TypeVar, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -57,11 +57,19 @@ KronTangent: TypeAlias = Union[npt.NDArray[_DT], Fill, ZeroTangent, NoTangent]
 """What a kron rule returns for one operand: a dense array of the operand's shape and dtype,
 a ``Fill`` (for a ``Fill`` cotangent), a ``ZeroTangent`` or, for an integer operand, ``NoTangent``."""
 
+KronOperand: TypeAlias = Union[npt.NDArray[np.generic], bool, int, float, complex]
+"""An operand of ``kron``: an array, or a Python scalar (read as a 0-d array, as NumPy does)."""
+
 KronPullback: TypeAlias = Callable[[object], tuple[KronTangent[_DT], KronTangent[_DT]]]
 
-# Row tiles hold at most this many bytes of accumulators: b's tile and db's tile then both fit
-# in L1 (48 KiB on the machines we measured) next to the streaming cotangent.
-_TILE_BYTES = 16384
+# The rows of b (and db) that one row tile reuses take at most this many bytes together, so
+# they stay in L1 (48 KiB on the machines we measured) next to the streaming cotangent.
+_TILE_BYTES = 32768
+
+# The pullback walks rows in groups of this many: they share each load of b and each
+# load-add-store of db, which on short rows (W5: 10 elements) is the dependency chain that
+# limits speed (one row at a time: 27 us for W5; four: 20 us).
+_ROWS = 4
 
 # Accumulation precision: float32 / complex64 sums run in float64 / complex128. A kron gradient
 # entry sums |b| (or |a|) products, 3e4 of them in the W6 workload, where float32 accumulation
@@ -85,8 +93,11 @@ _WIDENED = {
 class _KronLayout:
     """Shapes, dtypes and kernel signatures of one ``kron(a, b)`` call signature.
 
-    ``a_kernel_dtype``/``b_kernel_dtype`` are what the kernels read: a floating operand as it
-    is (the kernel converts), a non-floating one cast to the result dtype beforehand.
+    ``a_kernel_dtype``/``b_kernel_dtype`` are what the forward kernels read: a floating
+    operand as it is (the kernel converts), a non-floating one cast beforehand to the result
+    dtype (its real counterpart when the result is complex). ``pullback_extents`` are the
+    extents of the pullback's real view: the last axis of ``b`` counts real and imaginary
+    parts when the result is complex.
     """
 
     ndim: int
@@ -95,8 +106,10 @@ class _KronLayout:
     y_shape: tuple[int, ...]
     y_size: int
     extents: tuple[int, ...]
+    pullback_extents: tuple[int, ...]
     blocks: int
     result: np.dtype[np.generic]
+    real: np.dtype[np.generic]
     a_dtype: np.dtype[np.generic]
     b_dtype: np.dtype[np.generic]
     a_kernel_dtype: np.dtype[np.generic]
@@ -108,8 +121,15 @@ class _KronLayout:
     pushforward: ShapeSignature
 
 
+_REAL_OF: dict[str, np.dtype[np.generic]] = {"complex64": np.dtype(np.float32), "complex128": np.dtype(np.float64)}
+
+
+def _real_dtype(dtype: np.dtype[np.generic]) -> np.dtype[np.generic]:
+    return _REAL_OF.get(dtype.name, dtype)
+
+
 def _kernel_dtype(dtype: np.dtype[np.generic], result: np.dtype[np.generic]) -> np.dtype[np.generic]:
-    return dtype if dtype.kind in "fc" else result
+    return dtype if dtype.kind in "fc" else _real_dtype(result)
 
 
 def _padded(shape: tuple[int, ...], ndim: int) -> tuple[int, ...]:
@@ -140,7 +160,13 @@ def _layout(
     a_kernel_dtype = _kernel_dtype(a_dtype, result)
     b_kernel_dtype = _kernel_dtype(b_dtype, result)
     dtypes = (result.name, a_kernel_dtype.name, b_kernel_dtype.name)
-    wants = (is_differentiable(a_dtype), is_differentiable(b_dtype))
+    want_a, want_b = is_differentiable(a_dtype), is_differentiable(b_dtype)
+    # Pullback channels (see _pullback_channels): one per real array on each side; a
+    # complex ``a`` needs two on both sides, everything else one.
+    channels = 2 if a_kernel_dtype.kind == "c" else 1
+    static = (channels if want_b else 0, channels if want_a else 0)
+    view = 2 if result.kind == "c" else 1
+    real = _real_dtype(result)
     return _KronLayout(
         ndim=ndim,
         a_shape=a_shape,
@@ -148,16 +174,18 @@ def _layout(
         y_shape=y_shape,
         y_size=y_size,
         extents=a_padded + b_padded,
+        pullback_extents=a_padded + b_padded[:-1] + (b_padded[-1] * view,),
         blocks=a_padded[0] * b_padded[0] if ndim > 1 else a_padded[0],
         result=result,
+        real=real,
         a_dtype=a_dtype,
         b_dtype=b_dtype,
         a_kernel_dtype=a_kernel_dtype,
         b_kernel_dtype=b_kernel_dtype,
-        a_differentiable=wants[0],
-        b_differentiable=wants[1],
+        a_differentiable=want_a,
+        b_differentiable=want_b,
         forward=ShapeSignature("kron", "forward", (), dtypes, (ndim,)),
-        pullback=ShapeSignature("kron", "pullback", wants, dtypes, (ndim,)),
+        pullback=ShapeSignature("kron", "pullback", static, (real.name,), (ndim,)),
         pushforward=ShapeSignature("kron", "pushforward", (), dtypes, (ndim,)),
     )
 
@@ -176,8 +204,9 @@ def _cast(expression: str, dtype: np.dtype[np.generic], target: np.dtype[np.gene
     return expression if dtype == target else f"{numba_scalar(target)}({expression})"
 
 
-def _tile(dtype: np.dtype[np.generic]) -> int:
-    return _TILE_BYTES // dtype.itemsize
+def _tile(column_bytes: int) -> int:
+    """Row-tile width when each column of the tile's reused rows takes ``column_bytes``."""
+    return max(64, _TILE_BYTES // max(column_bytes, 1))
 
 
 @contextlib.contextmanager
@@ -188,20 +217,21 @@ def _row_tiles(
     tile: int,
     a_rows: tuple[str, ...],
     b_rows: tuple[str, ...],
-) -> Iterator[str]:
+) -> Iterator[tuple[str, str]]:
     """Write the loop nest every kron kernel shares, down to one row tile.
 
     Inside it, ``<name>_row`` is the last-axis row of each array in ``a_rows`` (``a`` and its
     companions: ``da``, ``a_tangent``) at the current outer indices, ``<name>_tile`` is
     ``width`` elements of the last-axis row of each array in ``b_rows``, and
     ``<flat>_block`` is the block of ``flat`` (``y`` or ``dy``) they meet in: ``A{n-1}`` rows of
-    ``B{n-1}``. Yields the range of the row index ``i``; the caller writes the row loop.
+    ``B{n-1}``. Yields the bounds ``(first, end)`` of the row index; the caller writes the
+    row loop.
     """
     last = ndim - 1
     with contextlib.ExitStack() as stack:
         if ndim == 1:
             writer.line(f"# one block: {flat} is A0 rows of B0 elements; this call owns rows [lo, hi)")
-            row_range = "range(lo, hi)"
+            rows = ("lo", "hi")
             for name in a_rows:
                 writer.line(f"{name}_row = {name}")
             writer.line(f"{flat}_block = {flat}")
@@ -209,15 +239,16 @@ def _row_tiles(
             writer.line(f"# {flat} is (A0, B0, A1, B1, ...); this call owns blocks i0 * B0 + k0 in [lo, hi)")
             stack.enter_context(writer.block("for i0 in range(lo // B0, (hi + B0 - 1) // B0):"))
             stack.enter_context(writer.block("for k0 in range(max(lo - i0 * B0, 0), min(hi - i0 * B0, B0)):"))
-            a_at, b_at, y_at = "i0", "k0", "(i0 * B0 + k0)"
+            writer.line("block = i0 * B0 + k0")
+            a_at, b_at, y_at = "i0", "k0", "block"
             for axis in range(1, last):
                 stack.enter_context(writer.block(f"for i{axis} in range(A{axis}):"))
-                stack.enter_context(writer.block(f"for k{axis} in range(B{axis}):"))
                 writer.line(f"a_at{axis} = {a_at} * A{axis} + i{axis}")
+                stack.enter_context(writer.block(f"for k{axis} in range(B{axis}):"))
                 writer.line(f"b_at{axis} = {b_at} * B{axis} + k{axis}")
                 writer.line(f"y_at{axis} = ({y_at} * A{axis} + i{axis}) * B{axis} + k{axis}")
                 a_at, b_at, y_at = f"a_at{axis}", f"b_at{axis}", f"y_at{axis}"
-            row_range = f"range(A{last})"
+            rows = ("0", f"A{last}")
             writer.line(f"# one block: A{last} rows of B{last} elements, row i is a_row[i] * b_row")
             for name in a_rows:
                 writer.line(f"{name}_row = {name}[{a_at} * A{last}:({a_at} + 1) * A{last}]")
@@ -228,25 +259,14 @@ def _row_tiles(
         b_base = "j_lo" if ndim == 1 else f"{b_at} * B{last} + j_lo"
         for name in b_rows:
             writer.line(f"{name}_tile = {name}[{b_base}:{b_base} + width]")
-        yield row_range
+        yield rows
 
 
-def _row(flat: str, ndim: int) -> str:
-    """The current row tile of ``flat``'s block (row ``i``, columns ``j_lo`` + [0, width))."""
+def _row(flat: str, ndim: int, index: str = "i") -> str:
+    """The current tile of row ``index`` of ``flat``'s block (columns ``j_lo`` + [0, width))."""
     last = ndim - 1
-    return f"{flat}_block[i * B{last} + j_lo:i * B{last} + j_lo + width]"
-
-
-def _conj_product(value: str, other: str, value_complex: bool, other_complex: bool, keep_complex: bool) -> str:
-    """Source of ``value * conj(other)``, or of its real part when ``keep_complex`` is false,
-    written so that no work is spent on an imaginary part nobody reads."""
-    if not value_complex:
-        return f"{value} * {other}"
-    if keep_complex:
-        return f"{value} * {other}.conjugate()" if other_complex else f"{value} * {other}"
-    if other_complex:
-        return f"{value}.real * {other}.real + {value}.imag * {other}.imag"
-    return f"{value}.real * {other}"
+    start = f"({index}) * B{last} + j_lo" if " " in index else f"{index} * B{last} + j_lo"
+    return f"{flat}_block[{start}:{start} + width]"
 
 
 def _render_product(signature: ShapeSignature) -> KernelSource:
@@ -254,8 +274,8 @@ def _render_product(signature: ShapeSignature) -> KernelSource:
     result, a_dtype, b_dtype = (np.dtype(name) for name in signature.dtypes)
     (ndim,) = signature.ndims
     writer = SourceWriter()
-    with _row_tiles(writer, ndim, "y", _tile(result), ("a",), ("b",)) as row_range:
-        with writer.block(f"for i in {row_range}:"):
+    with _row_tiles(writer, ndim, "y", _tile(b_dtype.itemsize), ("a",), ("b",)) as (first, end):
+        with writer.block(f"for i in range({first}, {end}):"):
             writer.line(f"row = {_row('y', ndim)}")
             writer.line(f"a_i = {_cast('a_row[i]', a_dtype, result)}")
             with writer.block("for j in range(width):"):
@@ -276,9 +296,9 @@ def _render_pushforward(signature: ShapeSignature) -> KernelSource:
     result, a_dtype, b_dtype = (np.dtype(name) for name in signature.dtypes)
     (ndim,) = signature.ndims
     writer = SourceWriter()
-    rows = _row_tiles(writer, ndim, "y", _tile(result), ("a", "a_tangent"), ("b", "b_tangent"))
-    with rows as row_range:
-        with writer.block(f"for i in {row_range}:"):
+    rows = _row_tiles(writer, ndim, "y", _tile(2 * b_dtype.itemsize), ("a", "a_tangent"), ("b", "b_tangent"))
+    with rows as (first, end):
+        with writer.block(f"for i in range({first}, {end}):"):
             writer.line(f"row = {_row('y', ndim)}")
             writer.line(f"a_i = {_cast('a_row[i]', a_dtype, result)}")
             writer.line(f"a_tangent_i = {_cast('a_tangent_row[i]', a_dtype, result)}")
@@ -299,55 +319,62 @@ def _render_pushforward(signature: ShapeSignature) -> KernelSource:
     return cpu_kernel(signature, parameters, writer, f"kron pushforward, {ndim} axis pairs")
 
 
-def _gradient_dtype(result: np.dtype[np.generic], operand: np.dtype[np.generic]) -> np.dtype[np.generic]:
-    """The accumulator dtype of one operand's gradient: widened, real for a real operand."""
-    wide = _WIDENED[result.name]
-    return wide if operand.kind == "c" else np.dtype(np.float64)
-
-
 def _render_pullback(signature: ShapeSignature) -> KernelSource:
-    """``da += sum dy * conj(b)``, ``db += sum dy * conj(a)`` over each block, reading ``dy``
-    once in memory order; the real part only for a real operand."""
-    result, a_dtype, b_dtype = (np.dtype(name) for name in signature.dtypes)
+    """The fused pullback over real views: ``da_c[i] += sum_k dy[i, k] * b_c[k]`` for each
+    b-side channel ``c`` and ``db_c[k] += sum_i dy[i, k] * a_c[i]`` for each a-side channel,
+    reading ``dy`` once in memory order (``_pullback_channels`` says what the channels are)."""
+    a_channels, b_channels = signature.static
+    assert isinstance(a_channels, int) and isinstance(b_channels, int)
+    real = np.dtype(signature.dtypes[0])
+    wide = _WIDENED[real.name]
     (ndim,) = signature.ndims
-    want_a, want_b = signature.static
-    wide = _WIDENED[result.name]
-    result_complex = result.kind == "c"
-    a_complex, b_complex = a_dtype.kind == "c", b_dtype.kind == "c"
-    da_dtype, db_dtype = _gradient_dtype(result, a_dtype), _gradient_dtype(result, b_dtype)
-    a_rows = ("a", "da") if want_a else ("a",)
-    b_rows = ("b", "db") if want_b else ("b",)
+    a_names = ["a"] if a_channels == 1 else [f"a_{c}" for c in range(a_channels)]
+    b_names = ["b"] if b_channels == 1 else [f"b_{c}" for c in range(b_channels)]
+    da_names = ["da"] if b_channels == 1 else [f"da_{c}" for c in range(b_channels)]  # pairs with b_c
+    db_names = ["db"] if a_channels == 1 else [f"db_{c}" for c in range(a_channels)]  # pairs with a_c
+
+    def rows(count: int) -> None:
+        """``count`` rows from row ``i`` on: each b and db element is loaded once for all."""
+        group = [(r, "i" if r == 0 else f"i + {r}") for r in range(count)]
+        for r, index in group:
+            writer.line(f"row_{r} = {_row('dy', ndim, index)}")
+        for r, index in group:
+            for name in a_names:
+                writer.line(f"{name}_{r} = {name}_row[{index}]")
+            for name in da_names:
+                writer.line(f"{name}_total_{r} = 0.0")
+        with writer.block("for j in range(width):"):
+            for r, _ in group:
+                writer.line(f"value_{r} = {_cast(f'row_{r}[j]', real, wide)}")
+            for name, total in zip(b_names, da_names):
+                writer.line(f"{name}_j = {name}_tile[j]")
+                for r, _ in group:
+                    writer.line(f"{total}_total_{r} += value_{r} * {name}_j")
+            for name, gradient in zip(a_names, db_names):
+                terms = " + ".join(f"value_{r} * {name}_{r}" for r, _ in group)
+                writer.line(f"{gradient}_tile[j] += {terms}")
+        for name in da_names:
+            for r, index in group:
+                writer.line(f"{name}_row[{index}] += {name}_total_{r}")
+
     writer = SourceWriter()
-    with _row_tiles(writer, ndim, "dy", _tile(wide), a_rows, b_rows) as row_range:
-        with writer.block(f"for i in {row_range}:"):
-            writer.line(f"row = {_row('dy', ndim)}")
-            if want_b:
-                writer.line("a_i = a_row[i]")
-            if want_a:
-                writer.line("total = " + ("0j" if da_dtype.kind == "c" else "0.0"))
-            with writer.block("for j in range(width):"):
-                writer.line(f"value = {_cast('row[j]', result, wide)}")
-                if want_a:
-                    term = _conj_product("value", "b_tile[j]", result_complex, b_complex, a_complex)
-                    writer.line(f"total += {term}")
-                if want_b:
-                    term = _conj_product("value", "a_i", result_complex, a_complex, b_complex)
-                    writer.line(f"db_tile[j] += {term}")
-            if want_a:
-                writer.line("da_row[i] += total")
-    parameters = [
-        ("dy", readonly_array(result)),
-        ("a", readonly_array(a_dtype)),
-        ("b", readonly_array(b_dtype)),
-    ]
-    if want_a:
-        parameters.append(("da", writable_array(da_dtype)))
-    if want_b:
-        parameters.append(("db", writable_array(db_dtype)))
+    a_rows = tuple(a_names + da_names)
+    b_rows = tuple(b_names + db_names)
+    column_bytes = real.itemsize * b_channels + wide.itemsize * a_channels
+    with _row_tiles(writer, ndim, "dy", _tile(column_bytes), a_rows, b_rows) as (first, end):
+        count = f"({end} - {first})" if first != "0" else end
+        writer.line(f"# {_ROWS} rows at a time share each load of a b element and each update of a db element")
+        with writer.block(f"for group in range({count} // {_ROWS}):"):
+            writer.line(f"i = {first} + {_ROWS} * group" if first != "0" else f"i = {_ROWS} * group")
+            rows(_ROWS)
+        with writer.block(f"for i in range({end} - {count} % {_ROWS}, {end}):"):
+            rows(1)
+    parameters = [("dy", readonly_array(real))]
+    parameters += [(name, readonly_array(real)) for name in a_names + b_names]
+    parameters += [(name, writable_array(wide)) for name in da_names + db_names]
     parameters += [*_extent_parameters(ndim), ("lo", INDEX), ("hi", INDEX)]
-    return cpu_kernel(
-        signature, parameters, writer, f"kron pullback, {ndim} axis pairs", reassociate=True
-    )
+    description = f"kron pullback, {ndim} axis pairs, {a_channels} a-side and {b_channels} b-side channels"
+    return cpu_kernel(signature, parameters, writer, description, reassociate=True)
 
 
 def _product_request(layout: _KronLayout) -> KernelRequest:
@@ -449,7 +476,13 @@ def _tangent_operand(tangent: object, primal: ArrayLike, dtype: np.dtype[np.gene
 class _Kron(Op):
     name = "kron"
 
-    def __call__(self, a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> npt.NDArray[_DT]:
+    @overload
+    def __call__(self, a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> npt.NDArray[_DT]: ...
+
+    @overload
+    def __call__(self, a: KronOperand, b: KronOperand) -> npt.NDArray[np.generic]: ...
+
+    def __call__(self, a: KronOperand, b: KronOperand) -> npt.NDArray[np.generic]:
         """The Kronecker product of ``a`` and ``b``, as ``np.kron``: blocks of ``b`` scaled by
         the elements of ``a``, for any ndims (the operand with fewer axes gets leading 1-axes;
         0-d operands and Python scalars multiply; where NumPy returns a scalar for two 0-d
@@ -464,7 +497,7 @@ class _Kron(Op):
             _kernel_operand(a_array, layout.a_kernel_dtype),
             _kernel_operand(b_array, layout.b_kernel_dtype),
         )
-        return y  # type: ignore[return-value]
+        return y
 
     def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
         """The forward, pullback and pushforward kernels of ``kron(a, b)``'s signature; the
@@ -533,6 +566,72 @@ def kron_frule(
     return y, dy  # type: ignore[return-value]
 
 
+_Arrays = tuple[ArrayLike, ...]
+_Totals = tuple[npt.NDArray[np.float64], ...]
+
+
+def _pullback_channels(layout: _KronLayout, a: ArrayLike, b: ArrayLike) -> tuple[_Arrays, _Arrays]:
+    """The real arrays the pullback kernel reads: ``(a_side, b_side)``.
+
+    The kernel sees ``dy`` as a real array (a complex one as its interleaved real view, whose
+    last axis is twice as long) and accumulates ``da_c = sum dy * b_c`` for each b-side array,
+    ``db_c = sum dy * a_c`` for each a-side array. With ``y = a * b`` and the complex
+    convention (``da = sum dy * conj(b)``), writing ``(re, im)`` pairs:
+
+    - real result: ``a``; ``b``.
+    - real ``a``, complex ``b``: ``a``; ``view(b)``. ``da`` is then exactly ``Re(sum dy *
+      conj(b))`` and ``db``'s view is ``sum dy * a``.
+    - complex ``a``, complex ``b``: ``Re(a), Im(a)``; ``view(b), view(1j * b)``. Then
+      ``da = da_0 + 1j * da_1`` and ``db = (P[0::2] + Q[1::2]) + 1j * (P[1::2] - Q[0::2])``
+      for ``P, Q = db_0, db_1``.
+    - complex ``a``, real ``b``: ``Re(a), Im(a)``; ``b`` on the even and on the odd places of
+      a real view. Then ``da = da_0 + 1j * da_1`` and ``db = P[0::2] + Q[1::2]``.
+
+    Every channel is a plain real multiply-add, so the kernel vectorizes for complex dtypes as
+    well as for real ones; the extra arrays are O(a.size + b.size).
+    """
+    real, result = layout.real, layout.result
+    a_complex, b_complex = layout.a_kernel_dtype.kind == "c", layout.b_kernel_dtype.kind == "c"
+    a_side: _Arrays = ()
+    b_side: _Arrays = ()
+    if layout.b_differentiable:
+        a_cast = a.astype(result, copy=False)
+        a_side = (np.ascontiguousarray(a_cast.real), np.ascontiguousarray(a_cast.imag)) if a_complex else (a.astype(real, copy=False),)
+    if layout.a_differentiable:
+        if b_complex:
+            b_cast = b.astype(result, copy=False)
+            b_side = (b_cast.view(real),) + ((np.multiply(b_cast, 1j).view(real),) if a_complex else ())
+        elif a_complex:
+            b_real = b.astype(real, copy=False)
+            b_even, b_odd = np.zeros(2 * b.size, real), np.zeros(2 * b.size, real)
+            b_even[0::2] = b_real
+            b_odd[1::2] = b_real
+            b_side = (b_even, b_odd)
+        else:
+            b_side = (b.astype(real, copy=False),)
+    return a_side, b_side
+
+
+def _combine_da(totals: _Totals, layout: _KronLayout) -> ArrayLike:
+    """``da`` from the b-side channel sums (see ``_pullback_channels``)."""
+    da = totals[0] if len(totals) == 1 else totals[0] + 1j * totals[1]
+    return _finish(da, layout.a_shape, layout.a_dtype)
+
+
+def _combine_db(totals: _Totals, layout: _KronLayout) -> ArrayLike:
+    """``db`` from the a-side channel sums (see ``_pullback_channels``)."""
+    b_complex = layout.b_kernel_dtype.kind == "c"
+    db: ArrayLike
+    if len(totals) == 1:
+        db = totals[0].view(np.complex128) if b_complex else totals[0]
+    else:
+        first, second = totals
+        db = first[0::2] + second[1::2]
+        if b_complex:
+            db = db + 1j * (first[1::2] - second[0::2])
+    return _finish(db, layout.b_shape, layout.b_dtype)
+
+
 @rrule_rule(kron)
 def kron_rrule(a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> tuple[npt.NDArray[_DT], KronPullback[_DT]]:
     """``y, back = rrule(kron, a, b)``; ``back(dy)`` returns ``(da, db)`` with
@@ -540,10 +639,10 @@ def kron_rrule(a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> tuple[npt.NDArray[_D
     the interleaved index (the adjoint of ``kron``; the real part for a real operand), each
     of its operand's shape and dtype; an integer operand gets ``NoTangent()``.
 
-    A dense ``dy`` is read once by one fused kernel (threads for large ``dy``; float32
-    accumulates in float64). A ``Fill(c)`` gives ``Fill(c * conj(sum(b)))`` over ``a``'s
-    shape and ``Fill(c * conj(sum(a)))`` over ``b``'s without materializing ``dy``; a
-    ``ZeroTangent`` gives ``ZeroTangent``s.
+    A dense ``dy`` is read once by one fused kernel (split across threads for large ``dy``;
+    float32 and complex64 accumulate in float64). A ``Fill(c)`` gives ``Fill(c *
+    conj(sum(b)))`` over ``a``'s shape and ``Fill(c * conj(sum(a)))`` over ``b``'s without
+    materializing ``dy``; a ``ZeroTangent`` gives ``ZeroTangent``s.
     """
     a_array, b_array = _check_kron(a, b)
     layout = _layout_of(a_array, b_array)
@@ -562,38 +661,37 @@ def kron_rrule(a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> tuple[npt.NDArray[_D
         return y, kron_pullback_integer  # type: ignore[return-value]
 
     function = _pullback_request(layout).get().function
-    result, a_shape, b_shape = layout.result, layout.a_shape, layout.b_shape
-    a_dtype, b_dtype = layout.a_dtype, layout.b_dtype
-    da_dtype, db_dtype = _gradient_dtype(result, a_dtype), _gradient_dtype(result, b_dtype)
-    extents, blocks, size = layout.extents, layout.blocks, layout.y_size
-    a_size, b_size = a_flat.size, b_flat.size
+    a_side, b_side = _pullback_channels(layout, a_flat, b_flat)
+    sizes = (a_flat.size,) * len(b_side) + (b_flat.size * (2 if layout.result.kind == "c" else 1),) * len(a_side)
+    result, real = layout.result, layout.real
+    extents, blocks, size = layout.pullback_extents, layout.blocks, layout.y_size
+    a_shape, b_shape, a_dtype, b_dtype = layout.a_shape, layout.b_shape, layout.a_dtype, layout.b_dtype
+    kernel_inputs = (*a_side, *b_side)
 
-    def accumulators() -> tuple[ArrayLike, ...]:
-        if want_a and want_b:
-            return np.zeros(a_size, da_dtype), np.zeros(b_size, db_dtype)
-        return (np.zeros(a_size, da_dtype),) if want_a else (np.zeros(b_size, db_dtype),)
+    def accumulators() -> _Totals:
+        return tuple(np.zeros(count, np.float64) for count in sizes)
 
     def kron_pullback(dy: object) -> tuple[KronTangent[_DT], KronTangent[_DT]]:
         cotangent = prepare_cotangent(dy, y_shape, result, like=a_array)
         if isinstance(cotangent, DenseCotangent):
-            dy_flat = cotangent.array.reshape(-1)
-            gradients = accumulators()
+            dy_real = cotangent.array.reshape(-1).view(real)
+            totals = accumulators()
             if size < _parallel.PARALLEL_THRESHOLD:
                 if size:
-                    function(dy_flat, a_flat, b_flat, *gradients, *extents, 0, blocks)
+                    function(dy_real, *kernel_inputs, *totals, *extents, 0, blocks)
             else:
                 chunks = chunk_bounds(blocks, size)
-                partials = [gradients] + [accumulators() for _ in chunks[1:]]
+                partials = [totals] + [accumulators() for _ in chunks[1:]]
                 run_chunks(
                     function,
-                    [(dy_flat, a_flat, b_flat, *part, *extents, lo, hi) for part, (lo, hi) in zip(partials, chunks)],
+                    [(dy_real, *kernel_inputs, *part, *extents, lo, hi) for part, (lo, hi) in zip(partials, chunks)],
                 )
                 for partial in partials[1:]:
-                    for total, part in zip(gradients, partial):
+                    for total, part in zip(totals, partial):
                         np.add(total, part, out=total)
             return (
-                _finish(gradients[0], a_shape, a_dtype) if want_a else NoTangent(),
-                _finish(gradients[-1], b_shape, b_dtype) if want_b else NoTangent(),
+                _combine_da(totals[: len(b_side)], layout) if want_a else NoTangent(),
+                _combine_db(totals[len(b_side) :], layout) if want_b else NoTangent(),
             )  # type: ignore[return-value]
         if isinstance(cotangent, Fill):
             return (
@@ -605,9 +703,9 @@ def kron_rrule(a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> tuple[npt.NDArray[_D
     return y, kron_pullback  # type: ignore[return-value]
 
 
-def _finish(buffer: ArrayLike, shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> ArrayLike:
-    """An accumulator buffer as the gradient: the operand's shape, cast to its dtype."""
-    gradient = buffer.reshape(shape)
+def _finish(gradient: ArrayLike, shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> ArrayLike:
+    """A combined accumulator as the gradient: the operand's shape, cast to its dtype."""
+    gradient = gradient.reshape(shape)
     return gradient if gradient.dtype == dtype else gradient.astype(dtype)
 
 
