@@ -12,13 +12,21 @@ innermost pair of axes is one *block*: ``A{n-1}`` rows of ``y``, each a contiguo
 ``B{n-1}`` elements; rows are cut into tiles of at most ``_TILE_BYTES`` so that the rows of
 ``b``/``db`` that a tile reuses stay in L1 however long the last axis is.
 
+Pullback. One kernel reads ``dy`` once, in memory order, and produces both gradients:
+``da[i] += row . b`` (a dot product per row of ``y``) and ``db += a[i] * row`` (an update of
+the reused row of ``db``). It works on real arrays only: a complex ``dy`` is read as its
+interleaved real view, and complex operands become one or two real *channels* (see
+``_pullback_channels``), so every kind of operand runs the same vectorizable template.
+Accumulators are float64 whatever the input precision.
+
 Threads. The outermost axis pair ``(i0, k0)`` is flattened into ``A0 * B0`` block ranges
 (``A0`` rows when ``n == 1``) and split across threads: each thread reads and writes one
 contiguous range of ``y``/``dy``, and the split stays balanced when either operand is padded
 (``A0 == 1`` or ``B0 == 1``). The forward and pushforward kernels own their range of ``y``.
 The pullback's threads all add into ``da`` and ``db``, so each thread after the first gets
 zeroed partial buffers of both, summed at the end: no atomics, and the extra memory is
-``(threads - 1) * (a.size + b.size)`` accumulators, tiny next to the cotangent.
+``threads - 1`` sets of accumulators (``a.size + b.size`` float64 for real operands, up to
+``2 * a.size + 4 * b.size`` for complex ones), tiny next to the cotangent.
 """
 
 from __future__ import annotations
@@ -66,16 +74,20 @@ KronPullback: TypeAlias = Callable[[object], tuple[KronTangent[_DT], KronTangent
 # they stay in L1 (48 KiB on the machines we measured) next to the streaming cotangent.
 _TILE_BYTES = 32768
 
-# The pullback walks rows in groups of this many: they share each load of b and each
-# load-add-store of db, which on short rows (W5: 10 elements) is the dependency chain that
-# limits speed (one row at a time: 27 us for W5; four: 20 us).
+# The pullback walks the rows of a block this many at a time. They share each load of b and
+# each load-add-store of db, a third of the instructions per element on short rows (W5's rows
+# are 10 elements: 38 us one row at a time, 27 us four at a time). The rows of a group are a
+# quarter of the block apart, not adjacent: the group then reads the block as four sequential
+# streams in different 4 KiB pages, which the hardware prefetchers follow (four adjacent rows
+# of 800 bytes, one page, read at 0.66 of the bandwidth bound; a quarter apart, at 0.99).
 _ROWS = 4
 
-# Accumulation precision: float32 / complex64 sums run in float64 / complex128. A kron gradient
-# entry sums |b| (or |a|) products, 3e4 of them in the W6 workload, where float32 accumulation
-# would lose about 3 digits; the products of float32 values are exact in float64, and the
-# conversion costs nothing measurable on the memory-bound path (the cotangent is still read in
-# its own dtype, only the |a| + |b| accumulators are wide).
+# Accumulation precision: float32 / complex64 sums run in float64 (complex128 for the closed
+# forms of a Fill). A kron gradient entry sums |b| (or |a|) products, 3e4 of them in the W6
+# workload, where float32 accumulation would lose about 3 digits; products of float32 values
+# are exact in float64, and the conversion costs nothing on the memory-bound path (the
+# cotangent is still read in its own dtype, only the accumulators are wide). In cache it
+# costs about 15% (W5 float32: 26 us against 23 us for float64).
 _WIDENED = {
     "float32": np.dtype(np.float64),
     "float64": np.dtype(np.float64),
@@ -129,7 +141,8 @@ def _real_dtype(dtype: np.dtype[np.generic]) -> np.dtype[np.generic]:
 
 
 def _kernel_dtype(dtype: np.dtype[np.generic], result: np.dtype[np.generic]) -> np.dtype[np.generic]:
-    return dtype if dtype.kind in "fc" else _real_dtype(result)
+    """The native-byte-order dtype a kernel reads an operand as."""
+    return np.dtype(dtype.name) if dtype.kind in "fc" else _real_dtype(result)
 
 
 def _padded(shape: tuple[int, ...], ndim: int) -> tuple[int, ...]:
@@ -147,7 +160,7 @@ def _layout(
     function of its arguments, so repeated calls of one signature skip the arithmetic)."""
     check_dtype(a_dtype, "a")
     check_dtype(b_dtype, "b")
-    result: np.dtype[np.generic] = np.result_type(a_dtype, b_dtype)
+    result: np.dtype[np.generic] = np.dtype(np.result_type(a_dtype, b_dtype).name)
     y_ndim = max(len(a_shape), len(b_shape))
     y_shape = tuple(
         extent_a * extent_b
@@ -334,8 +347,9 @@ def _render_pullback(signature: ShapeSignature) -> KernelSource:
     db_names = ["db"] if a_channels == 1 else [f"db_{c}" for c in range(a_channels)]  # pairs with a_c
 
     def rows(count: int) -> None:
-        """``count`` rows from row ``i`` on: each b and db element is loaded once for all."""
-        group = [(r, "i" if r == 0 else f"i + {r}") for r in range(count)]
+        """``count`` rows, ``stride`` apart from row ``i`` on: each b and db element is loaded
+        once for all of them."""
+        group = [(r, "i" if r == 0 else "i + stride" if r == 1 else f"i + {r} * stride") for r in range(count)]
         for r, index in group:
             writer.line(f"row_{r} = {_row('dy', ndim, index)}")
         for r, index in group:
@@ -363,11 +377,13 @@ def _render_pullback(signature: ShapeSignature) -> KernelSource:
     column_bytes = real.itemsize * b_channels + wide.itemsize * a_channels
     with _row_tiles(writer, ndim, "dy", _tile(column_bytes), a_rows, b_rows) as (first, end):
         count = f"({end} - {first})" if first != "0" else end
-        writer.line(f"# {_ROWS} rows at a time share each load of a b element and each update of a db element")
-        with writer.block(f"for group in range({count} // {_ROWS}):"):
-            writer.line(f"i = {first} + {_ROWS} * group" if first != "0" else f"i = {_ROWS} * group")
+        writer.line(f"# {_ROWS} rows at a time, stride rows apart: they share each load of a b element")
+        writer.line(f"# and each update of a db element, and read the block as {_ROWS} sequential")
+        writer.line("# streams in different pages, which the hardware prefetchers follow")
+        writer.line(f"stride = {count} // {_ROWS}")
+        with writer.block(f"for i in range({first}, {first} + stride):" if first != "0" else "for i in range(stride):"):
             rows(_ROWS)
-        with writer.block(f"for i in range({end} - {count} % {_ROWS}, {end}):"):
+        with writer.block(f"for i in range({first} + {_ROWS} * stride, {end}):" if first != "0" else f"for i in range({_ROWS} * stride, {end}):"):
             rows(1)
     parameters = [("dy", readonly_array(real))]
     parameters += [(name, readonly_array(real)) for name in a_names + b_names]

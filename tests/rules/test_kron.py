@@ -142,6 +142,10 @@ def test_forward_layouts_and_scalars() -> None:
     _assert_same_product(sr.kron(b, 3), np.kron(b, 3))
     _assert_same_product(sr.kron(b, b[::-1]), np.kron(b, b[::-1]))
     assert sr.kron(2.0, 3.0).shape == () and float(sr.kron(2.0, 3.0)) == 6.0
+    swapped = np.arange(6.0).reshape(2, 3).astype(">f8")  # non-native byte order
+    _assert_same_product(sr.kron(swapped, b), np.kron(swapped, b))
+    _, back = _rrule(swapped, b)
+    assert back(np.ones((4, 9)))[0].dtype == swapped.dtype
     empty = sr.kron(np.ones((0, 3)), b)
     assert empty.shape == np.kron(np.ones((0, 3)), b).shape == (0, 9)
 
@@ -343,7 +347,7 @@ def test_error_messages() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("a_shape", "b_shape"), [((5, 4), (3, 6)), ((1, 4), (7, 6)), ((3,), (2, 2, 50)), ((9,), (40,))])
+@pytest.mark.parametrize(("a_shape", "b_shape"), [((5, 4), (3, 6)), ((1, 4), (7, 6)), ((3,), (2, 2, 50)), ((9,), (40,)), ((40,), (30,))])
 def test_threaded_path_matches(monkeypatch: pytest.MonkeyPatch, a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> None:
     rng = np.random.default_rng(10)
     a, b = _random(rng, a_shape, np.complex128), _random(rng, b_shape, np.float64)
