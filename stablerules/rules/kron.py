@@ -566,19 +566,19 @@ def kron_frule(
     b_tangent = _tangent_operand(tangents[1], b_array, layout.b_kernel_dtype, "b")
     y = _product(layout, a_flat, b_flat)
     dy: ArrayLike | ZeroTangent
-    if a_tangent is None and b_tangent is None:
-        dy = ZeroTangent()
-    elif b_tangent is None:
-        dy = _product(layout, a_tangent, b_flat)  # type: ignore[arg-type]
-    elif a_tangent is None:
-        dy = _product(layout, a_flat, b_tangent)
-    else:
+    if a_tangent is not None and b_tangent is not None:
         function = _pushforward_request(layout).get().function
         dy_flat = np.empty(layout.y_size, dtype=layout.result)
         if layout.y_size:
             arguments = (dy_flat, a_flat, b_flat, a_tangent, b_tangent, *layout.extents)
             run_partitioned(function, arguments, layout.blocks, layout.y_size)
         dy = dy_flat.reshape(layout.y_shape)
+    elif a_tangent is not None:
+        dy = _product(layout, a_tangent, b_flat)
+    elif b_tangent is not None:
+        dy = _product(layout, a_flat, b_tangent)
+    else:
+        dy = ZeroTangent()
     return y, dy  # type: ignore[return-value]
 
 
@@ -678,7 +678,8 @@ def kron_rrule(a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> tuple[npt.NDArray[_D
 
     function = _pullback_request(layout).get().function
     a_side, b_side = _pullback_channels(layout, a_flat, b_flat)
-    sizes = (a_flat.size,) * len(b_side) + (b_flat.size * (2 if layout.result.kind == "c" else 1),) * len(a_side)
+    view = 2 if layout.result.kind == "c" else 1  # db's accumulators hold (re, im) pairs
+    sizes = (a_flat.size,) * len(b_side) + (b_flat.size * view,) * len(a_side)
     result, real = layout.result, layout.real
     extents, blocks, size = layout.pullback_extents, layout.blocks, layout.y_size
     a_shape, b_shape, a_dtype, b_dtype = layout.a_shape, layout.b_shape, layout.a_dtype, layout.b_dtype
@@ -688,7 +689,7 @@ def kron_rrule(a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> tuple[npt.NDArray[_D
         return tuple(np.zeros(count, np.float64) for count in sizes)
 
     def kron_pullback(dy: object) -> tuple[KronTangent[_DT], KronTangent[_DT]]:
-        cotangent = prepare_cotangent(dy, y_shape, result, like=a_array)
+        cotangent = prepare_cotangent(dy, y_shape, result, like=a_flat)
         if isinstance(cotangent, DenseCotangent):
             dy_real = cotangent.array.reshape(-1).view(real)
             totals = accumulators()
