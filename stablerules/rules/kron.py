@@ -27,6 +27,20 @@ The pullback's threads all add into ``da`` and ``db``, so each thread after the 
 zeroed partial buffers of both, summed at the end: no atomics, and the extra memory is
 ``threads - 1`` sets of accumulators (``a.size + b.size`` float64 for real operands, up to
 ``2 * a.size + 4 * b.size`` for complex ones), tiny next to the cotangent.
+
+CUDA (CuPy arrays, or ``STABLERULES_DEVICE=cuda``). ``y``'s flat index of ``a[i] * b[k]`` is
+``offset_a[i] + offset_b[k]``; one small kernel writes both tables (per call, on the device,
+from the extents), so the other kernels are independent of ``n`` and index without dividing
+per element. Forward and pushforward: one thread per pair ``(i, k)``. Pullback: one launch of
+gathers, no atomics: warps own ``da`` elements (lanes stride along ``b``'s rows, coalesced),
+lanes own consecutive ``db`` elements (warps split ``a``), each with a shared-memory
+reduction; complex values natively, sums in float64/complex128 as on the CPU. It reads ``dy``
+twice, so on a large cotangent it can reach about half of a device-to-device copy's figure
+(``2 * bytes / time``), not the 0.8 the GPU check looks for: that needs one pass, blocks
+owning row x column tiles of ``dy`` that write partial ``da`` (per column tile) and ``db``
+(per row tile) to small buffers summed by a second kernel, about 3% extra traffic with tiles
+of 32 rows by 2048 columns. Not built yet; measured figures, when a GPU is available, come
+from ``bench/gpu_check.py``.
 """
 
 from __future__ import annotations
@@ -35,6 +49,7 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TypeAlias, TypeVar, Union, overload
 
 import numpy as np
@@ -43,17 +58,21 @@ import numpy.typing as npt
 from .._arrays import (
     ArrayLike,
     ArraySpec,
+    array_namespace,
     as_array,
     check_dtype,
     checked_size,
     common_device,
     contiguous,
+    device_of,
+    is_array,
     is_differentiable,
     kernel_target,
     shape_text,
 )
-from .._cache import CACHE, KernelSource, ShapeSignature
-from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
+from .._cache import CACHE, Kernel, KernelSource, ShapeSignature
+from .._codegen import INDEX, SourceWriter, conj, cpu_kernel, numba_scalar, readonly_array, writable_array
+from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel, launch, launch_blocks, require_cuda
 from .. import _parallel
 from .._parallel import chunk_bounds, run_chunks, run_partitioned
 from .._registry import KernelRequest, Op, frule_rule, rrule_rule
@@ -405,20 +424,206 @@ def _pullback_request(layout: _KronLayout) -> KernelRequest:
     return KernelRequest(layout.pullback, functools.partial(_render_pullback, layout.pullback))
 
 
+# ---------------------------------------------------------------------------------------------
+# CUDA kernels
+# ---------------------------------------------------------------------------------------------
+#
+# Offsets. y's flat index of a[i] * b[k] splits into offset_a[i] + offset_b[k] (y is the C
+# array (A0, B0, A1, B1, ...): i's axes and k's axes contribute separately). One small kernel
+# computes both tables, ``offsets = offset_a ++ offset_b`` (a.size + b.size int64s, on the
+# device, from the extents alone); every other kernel then indexes y/dy without a division
+# per element.
+#
+# Forward and pushforward: one thread per pair p = i * b.size + k (one division by b.size),
+# writing y[offset_a[i] + offset_b[k]]; adjacent threads write adjacent elements of a row.
+#
+# Pullback: one block-stride kernel whose units cover da, then db, both gathers (no atomics):
+#   - a da unit is _KRON_WARPS elements of da, one warp each: its 32 lanes stride over k
+#     (adjacent lanes read adjacent dy elements of a row, coalesced) summing
+#     dy[offset_a[i] + offset_b[k]] * conj(b[k]), then the warp's 32 partial sums are reduced
+#     in shared memory;
+#   - a db unit is 32 consecutive elements of db, one per lane (coalesced along k): the block's
+#     warps split the i loop, summing dy[offset_a[i] + offset_b[k]] * conj(a[i]) (a[i] and
+#     offset_a[i] are the same for the whole warp: broadcast loads), then the warps' partial
+#     sums are reduced in shared memory.
+# One launch instead of two (small problems pay one launch latency); each unit kind is the
+# reduction shape that keeps its reads coalesced. Sums run in float64 / complex128 as on the CPU.
+# dy is read twice (once by the da units, once by the db units); the module docstring says
+# what that costs and the one-pass form that would not.
+
+_KRON_LANES = 32
+_KRON_WARPS = 8
+_KRON_THREADS = _KRON_LANES * _KRON_WARPS
+
+
+def _cuda_strides(ndim: int, setup: SourceWriter) -> tuple[list[str], list[str]]:
+    """Source names of each axis' step in y for a's index (``a_step{d}``) and b's (``b_step{d}``),
+    defined in ``setup``: y's axis pair d has stride ``ystride_d = prod(A_e * B_e, e > d)``."""
+    ystrides = ["1"] * ndim
+    for axis in range(ndim - 2, -1, -1):
+        ystrides[axis] = f"A{axis + 1} * B{axis + 1}" + ("" if ystrides[axis + 1] == "1" else f" * ystride{axis + 1}")
+    for axis in range(ndim - 1, -1, -1):  # inner strides first: outer ones use them
+        if ystrides[axis] != "1":
+            setup.line(f"ystride{axis} = {ystrides[axis]}")
+    b_steps = ["1" if ystrides[axis] == "1" else f"ystride{axis}" for axis in range(ndim)]
+    a_steps = [f"B{axis}" if b_steps[axis] == "1" else f"B{axis} * {b_steps[axis]}" for axis in range(ndim)]
+    return a_steps, b_steps
+
+
+def _unflatten_axes(writer: SourceWriter, index: str, prefix: str, extents: str, ndim: int) -> list[str]:
+    """Split the flat C index ``index`` over ``{extents}0..`` into ``{prefix}0..``; one division
+    per axis but the outermost."""
+    names = [f"{prefix}{axis}" for axis in range(ndim)]
+    current = index
+    for axis in range(ndim - 1, 0, -1):
+        writer.line(f"{prefix}q{axis} = {current} // {extents}{axis}")
+        writer.line(f"{names[axis]} = {current} - {prefix}q{axis} * {extents}{axis}")
+        current = f"{prefix}q{axis}"
+    writer.line(f"{names[0]} = {current}")
+    return names
+
+
+def _dot(names: list[str], steps: list[str]) -> str:
+    return " + ".join(name if step == "1" else f"{name} * ({step})" if " " in step else f"{name} * {step}" for name, step in zip(names, steps))
+
+
+def _render_offsets_cuda(signature: ShapeSignature) -> KernelSource:
+    (ndim,) = signature.ndims
+    setup = SourceWriter()
+    a_steps, b_steps = _cuda_strides(ndim, setup)
+    writer = SourceWriter()
+    writer.line("# y is the C array (A0, B0, A1, B1, ...); y's flat index of a[i] * b[k] is")
+    writer.line("# offsets[i] + offsets[size_a + k]")
+    with writer.block("if t < size_a:"):
+        names = _unflatten_axes(writer, "t", "i", "A", ndim)
+        writer.line(f"offsets[t] = {_dot(names, a_steps)}")
+    with writer.block("else:"):
+        writer.line("k = t - size_a")
+        names = _unflatten_axes(writer, "k", "k", "B", ndim)
+        writer.line(f"offsets[t] = {_dot(names, b_steps)}")
+    parameters = [("offsets", cuda_array_type("int64")), *_extent_parameters(ndim), ("size_a", INDEX), ("total", INDEX)]
+    return cuda_kernel(signature, parameters, writer, f"kron offsets of y, {ndim} axis pairs", setup=setup)
+
+
+def _render_product_cuda(signature: ShapeSignature, tangent: bool) -> KernelSource:
+    """``y = kron(a, b)`` (or, with ``tangent``, ``kron(a_tangent, b) + kron(a, b_tangent)``):
+    one thread per pair (i, k)."""
+    result, a_dtype, b_dtype = (np.dtype(name) for name in signature.dtypes)
+    writer = SourceWriter()
+    writer.line("i = p // size_b")
+    writer.line("k = p - i * size_b")
+    a_i, b_k = _cast("a[i]", a_dtype, result), _cast("b[k]", b_dtype, result)
+    if tangent:
+        a_t, b_t = _cast("a_tangent[i]", a_dtype, result), _cast("b_tangent[k]", b_dtype, result)
+        writer.line(f"y[offsets[i] + offsets[size_a + k]] = {a_t} * {b_k} + {a_i} * {b_t}")
+    else:
+        writer.line(f"y[offsets[i] + offsets[size_a + k]] = {a_i} * {b_k}")
+    parameters = [("y", cuda_array_type(result.name)), ("a", cuda_array_type(a_dtype.name)), ("b", cuda_array_type(b_dtype.name))]
+    if tangent:
+        parameters += [("a_tangent", cuda_array_type(a_dtype.name)), ("b_tangent", cuda_array_type(b_dtype.name))]
+    parameters += [("offsets", cuda_array_type("int64")), ("size_a", INDEX), ("size_b", INDEX), ("total", INDEX)]
+    what = "pushforward" if tangent else "forward"
+    return cuda_kernel(signature, parameters, writer, f"kron {what}: one thread per pair (i, k)", index="p")
+
+
+def _store(expression: str, wide: np.dtype[np.generic], target: np.dtype[np.generic]) -> str:
+    """A wide sum stored into ``target``: the real part for a real target, then cast."""
+    if wide.kind == "c" and target.kind != "c":
+        expression = f"{expression}.real"
+    return expression if np.dtype(target) == wide else f"{numba_scalar(target)}({expression})"
+
+
+def _render_pullback_cuda(signature: ShapeSignature) -> KernelSource:
+    """da and db as gathers in one block-stride kernel (units: da first, then db)."""
+    result, a_dtype, b_dtype = (np.dtype(name) for name in signature.dtypes[:3])
+    da_name, db_name = (str(name) for name in signature.static)
+    want_a, want_b = da_name != "-", db_name != "-"
+    da_dtype = np.dtype(da_name) if want_a else result
+    db_dtype = np.dtype(db_name) if want_b else result
+    wide = _WIDENED[result.name]
+    zero = f"{numba_scalar(wide)}(0)"
+
+    def term(array: str, index: str, dtype: np.dtype[np.generic]) -> str:
+        return conj(_cast(f"{array}[{index}]", dtype, wide), wide)
+
+    setup = SourceWriter()
+    setup.line(f"buffer = cuda.shared.array({_KRON_THREADS}, {numba_scalar(wide)})")
+    setup.line(f"warp = lane // {_KRON_LANES}")
+    setup.line(f"column = lane % {_KRON_LANES}")
+    writer = SourceWriter()
+    if want_a:
+        header = "if unit < da_units:" if want_b else None
+        with (writer.block(header) if header else contextlib.nullcontext()):
+            writer.line(f"# {_KRON_WARPS} elements of da, one per warp; lanes stride over k")
+            writer.line(f"i = unit * {_KRON_WARPS} + warp")
+            writer.line(f"gradient = {zero}")
+            with writer.block("if i < size_a:"):
+                writer.line("base = offsets[i]")
+                with writer.block(f"for k in range(column, size_b, {_KRON_LANES}):"):
+                    writer.line(f"gradient += {_cast('dy[base + offsets[size_a + k]]', result, wide)} * {term('b', 'k', b_dtype)}")
+            writer.line("buffer[lane] = gradient")
+            writer.line("cuda.syncthreads()")
+            for step in (16, 8, 4, 2, 1):
+                with writer.block(f"if column < {step}:"):
+                    writer.line(f"buffer[lane] += buffer[lane + {step}]")
+                writer.line("cuda.syncthreads()")
+            with writer.block("if column == 0 and i < size_a:"):
+                writer.line(f"da[i] = {_store('buffer[lane]', wide, da_dtype)}")
+    if want_b:
+        header = "else:" if want_a else None
+        with (writer.block(header) if header else contextlib.nullcontext()):
+            writer.line(f"# {_KRON_LANES} consecutive elements of db, one per lane; warps split the i loop")
+            writer.line(f"k = (unit - da_units) * {_KRON_LANES} + column")
+            writer.line(f"gradient = {zero}")
+            with writer.block("if k < size_b:"):
+                writer.line("base = offsets[size_a + k]")
+                with writer.block(f"for i in range(warp, size_a, {_KRON_WARPS}):"):
+                    writer.line(f"gradient += {_cast('dy[offsets[i] + base]', result, wide)} * {term('a', 'i', a_dtype)}")
+            writer.line("buffer[lane] = gradient")
+            writer.line("cuda.syncthreads()")
+            step = _KRON_WARPS // 2
+            while step:
+                with writer.block(f"if warp < {step}:"):
+                    writer.line(f"buffer[lane] += buffer[lane + {step * _KRON_LANES}]")
+                writer.line("cuda.syncthreads()")
+                step //= 2
+            with writer.block("if warp == 0 and k < size_b:"):
+                writer.line(f"db[k] = {_store('buffer[lane]', wide, db_dtype)}")
+    writer.line("cuda.syncthreads()  # the buffer is reused by the next unit")
+    parameters = [
+        ("dy", cuda_array_type(result.name)),
+        ("a", cuda_array_type(a_dtype.name)),
+        ("b", cuda_array_type(b_dtype.name)),
+        *((("da", cuda_array_type(da_dtype.name)),) if want_a else ()),
+        *((("db", cuda_array_type(db_dtype.name)),) if want_b else ()),
+        ("offsets", cuda_array_type("int64")),
+        ("size_a", INDEX),
+        ("size_b", INDEX),
+        ("da_units", INDEX),
+        ("units", INDEX),
+    ]
+    wanted = " and ".join(name for name, flag in (("da", want_a), ("db", want_b)) if flag)
+    return cuda_block_kernel(
+        signature, parameters, writer, f"kron pullback: {wanted} as gathers, {_KRON_THREADS} threads a block", setup=setup
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Running the kernels
 # --------------------------------------------------------------------------------------------
 
 
-def _check_kron(a: object, b: object) -> tuple[ArrayLike, ArrayLike]:
-    """The operands as arrays (Python scalars become 0-d arrays); ``TypeError`` naming the
-    argument for unsupported dtypes, mixed devices or a device without kron kernels."""
+def _check_kron(a: object, b: object) -> tuple[ArrayLike, ArrayLike, str]:
+    """The operands as arrays (Python scalars become 0-d arrays) and which kernels run
+    (``kernel_target``); ``TypeError`` naming the argument for unsupported dtypes or mixed
+    devices. A Python scalar next to a CuPy array moves to the device."""
     a_array = as_array(a, "a")
     b_array = as_array(b, "b")
-    device = common_device((a_array, b_array), ("a", "b"))
-    if kernel_target(device) != "cpu":
-        raise NotImplementedError("kron: only CPU (NumPy) kernels exist so far; got arrays for CUDA")
-    return a_array, b_array
+    device = common_device((a, b), ("a", "b"))  # a Python scalar lives on any device
+    if device == "cuda":
+        xp = array_namespace(a_array) if device_of(a_array) == "cuda" else array_namespace(b_array)
+        a_array, b_array = xp.asarray(a_array), xp.asarray(b_array)
+    return a_array, b_array, kernel_target(device)
 
 
 def _layout_of(a: ArrayLike, b: ArrayLike) -> _KronLayout:
@@ -467,13 +672,19 @@ def _tangent_operand(tangent: object, primal: ArrayLike, dtype: np.dtype[np.gene
                 f"{name!r} has shape {shape_text(shape)}"
             )
         value = tangent.value if dtype.kind == "c" else complex(tangent.value).real
-        return np.full(primal.size, value, dtype=dtype)
+        filled: ArrayLike = array_namespace(primal).full(primal.size, value, dtype=dtype)
+        return filled
     if isinstance(tangent, (bool, int, float, complex)) and not shape:
-        tangent = np.asarray(tangent)
-    if not isinstance(tangent, np.ndarray):
+        tangent = array_namespace(primal).asarray(tangent)
+    if not is_array(tangent):
         raise TypeError(
             f"kron frule: the tangent of {name!r} must be an array, Fill, ZeroTangent, NoTangent "
             f"or Thunk, got {type(tangent).__name__}"
+        )
+    if array_namespace(tangent) is not array_namespace(primal):
+        raise TypeError(
+            f"kron frule: the tangent of {name!r} lives on {device_of(tangent)} but {name!r} on "
+            f"{device_of(primal)}: mixed devices"
         )
     if tuple(tangent.shape) != shape:
         raise ValueError(
@@ -506,7 +717,10 @@ class _Kron(Op):
         ``np.result_type(a, b)``. Nothing is static but the number of axes: one compiled kernel
         serves every shape of the same ndims and dtypes.
         """
-        a_array, b_array = _check_kron(a, b)
+        a_array, b_array, target = _check_kron(a, b)
+        if target == "cuda":
+            call = _cuda_call(a_array, b_array)
+            return call.product(call.a, call.b)
         layout = _layout_of(a_array, b_array)
         y = _product(
             layout,
@@ -528,9 +742,11 @@ class _Kron(Op):
             else:
                 array = as_array(value, name)
                 described.append((tuple(array.shape), array.dtype, array))
-        common_device([item[2] for item in described], ("a", "b"))
+        device = common_device([item[2] for item in described], ("a", "b"))
         (a_shape, a_dtype, _), (b_shape, b_dtype, _) = described
         layout = _layout(a_shape, a_dtype, b_shape, b_dtype)
+        if kernel_target(device) == "cuda":
+            return list(_cuda_requests(layout).values())
         requests = [_product_request(layout)]
         if layout.a_differentiable or layout.b_differentiable:
             requests.append(_pullback_request(layout))
@@ -556,9 +772,11 @@ def kron_frule(
     drops its term; with both dropped ``dy`` is ``ZeroTangent()``. Tangents are projected
     onto their operand's dtype (the real part for a real operand); a ``Fill`` is expanded.
     """
-    a_array, b_array = _check_kron(a, b)
+    a_array, b_array, target = _check_kron(a, b)
     if not isinstance(tangents, tuple) or len(tangents) != 2:
         raise TypeError("kron frule: tangents must be a tuple (da, db), one per positional argument")
+    if target == "cuda":
+        return _kron_frule_cuda(tangents, a_array, b_array)  # type: ignore[return-value]
     layout = _layout_of(a_array, b_array)
     a_flat = _kernel_operand(a_array, layout.a_kernel_dtype)
     b_flat = _kernel_operand(b_array, layout.b_kernel_dtype)
@@ -660,7 +878,9 @@ def kron_rrule(a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> tuple[npt.NDArray[_D
     conj(sum(b)))`` over ``a``'s shape and ``Fill(c * conj(sum(a)))`` over ``b``'s without
     materializing ``dy``; a ``ZeroTangent`` gives ``ZeroTangent``s.
     """
-    a_array, b_array = _check_kron(a, b)
+    a_array, b_array, target = _check_kron(a, b)
+    if target == "cuda":
+        return _kron_rrule_cuda(a_array, b_array)  # type: ignore[return-value]
     layout = _layout_of(a_array, b_array)
     a_flat = _kernel_operand(a_array, layout.a_kernel_dtype)
     b_flat = _kernel_operand(b_array, layout.b_kernel_dtype)
@@ -732,3 +952,152 @@ def _fill_gradient(value: complex, other: ArrayLike, shape: tuple[int, ...], dty
     total = np.sum(other, dtype=_WIDENED[other.dtype.name])
     gradient = complex(value * np.conj(total))
     return Fill(gradient if dtype.kind == "c" else gradient.real, shape, dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Running the CUDA kernels: arrays in the operands' namespace, kernels on its stream
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _CudaKernels:
+    """The CUDA signatures of one layout (``pullback`` is ``None`` for integer operands)."""
+
+    offsets: ShapeSignature
+    forward: ShapeSignature
+    pushforward: ShapeSignature
+    pullback: ShapeSignature | None
+
+
+@functools.lru_cache(maxsize=512)
+def _cuda_kernels(layout: _KronLayout) -> _CudaKernels:
+    dtypes = (layout.result.name, layout.a_kernel_dtype.name, layout.b_kernel_dtype.name)
+    wanted = (
+        layout.a_dtype.name if layout.a_differentiable else "-",
+        layout.b_dtype.name if layout.b_differentiable else "-",
+    )
+    # Only the offsets kernel depends on the number of axes: the others index through the tables.
+    return _CudaKernels(
+        offsets=ShapeSignature("kron", "offsets", (), (), (layout.ndim,), "cuda"),
+        forward=ShapeSignature("kron", "forward", (), dtypes, (), "cuda"),
+        pushforward=ShapeSignature("kron", "pushforward", (), dtypes, (), "cuda"),
+        pullback=ShapeSignature("kron", "pullback", wanted, dtypes, (), "cuda") if wanted != ("-", "-") else None,
+    )
+
+
+def _cuda_requests(layout: _KronLayout) -> dict[str, KernelRequest]:
+    kernels = _cuda_kernels(layout)
+    requests = {
+        "offsets": KernelRequest(kernels.offsets, functools.partial(_render_offsets_cuda, kernels.offsets)),
+        "forward": KernelRequest(kernels.forward, functools.partial(_render_product_cuda, kernels.forward, False)),
+    }
+    if kernels.pullback is not None:
+        requests["pullback"] = KernelRequest(kernels.pullback, functools.partial(_render_pullback_cuda, kernels.pullback))
+    if layout.a_differentiable and layout.b_differentiable:
+        requests["pushforward"] = KernelRequest(
+            kernels.pushforward, functools.partial(_render_product_cuda, kernels.pushforward, True)
+        )
+    return requests
+
+
+def _cuda_kernel(layout: _KronLayout, kind: str) -> Kernel:
+    require_cuda("kron")
+    return _cuda_requests(layout)[kind].get()
+
+
+@dataclass(frozen=True, slots=True)
+class _CudaCall:
+    """One call's operands on the device: flat kernel operands and the offset tables."""
+
+    layout: _KronLayout
+    namespace: ModuleType
+    a: ArrayLike
+    b: ArrayLike
+    offsets: ArrayLike
+
+    def product(self, left: ArrayLike, right: ArrayLike) -> ArrayLike:
+        """``kron(left, right)`` for flat kernel operands of this call's layout."""
+        layout = self.layout
+        y: ArrayLike = self.namespace.empty(layout.y_size, dtype=layout.result)
+        launch(_cuda_kernel(layout, "forward"), layout.y_size, y, left, right, self.offsets, left.size, right.size, layout.y_size)
+        return y.reshape(layout.y_shape)
+
+
+def _cuda_call(a_array: ArrayLike, b_array: ArrayLike) -> _CudaCall:
+    layout = _layout_of(a_array, b_array)
+    xp = array_namespace(a_array)
+    a_flat = _kernel_operand(a_array, layout.a_kernel_dtype)
+    b_flat = _kernel_operand(b_array, layout.b_kernel_dtype)
+    offsets: ArrayLike = xp.empty(a_flat.size + b_flat.size, dtype=np.int64)
+    launch(_cuda_kernel(layout, "offsets"), offsets.size, offsets, *layout.extents, a_flat.size, offsets.size)
+    return _CudaCall(layout, xp, a_flat, b_flat, offsets)
+
+
+def _kron_rrule_cuda(a_array: ArrayLike, b_array: ArrayLike) -> tuple[ArrayLike, Callable[[object], tuple[object, object]]]:
+    """``kron``'s rrule on CUDA: the same conventions as on the CPU, one gather launch per
+    dense cotangent (see the CUDA kernels' notes)."""
+    call = _cuda_call(a_array, b_array)
+    layout, xp = call.layout, call.namespace
+    y = call.product(call.a, call.b)
+    y_shape, result = layout.y_shape, layout.result
+    want_a, want_b = layout.a_differentiable, layout.b_differentiable
+    if not (want_a or want_b):
+
+        def kron_pullback_integer(dy: object) -> tuple[object, object]:
+            _check_cotangent_shape(dy, y_shape)
+            return NoTangent(), NoTangent()
+
+        return y, kron_pullback_integer
+
+    kernel = _cuda_kernel(layout, "pullback")
+    a_flat, b_flat, offsets = call.a, call.b, call.offsets
+    size_a, size_b = a_flat.size, b_flat.size
+    da_units = -(-size_a // _KRON_WARPS) if want_a else 0
+    units = da_units + (-(-size_b // _KRON_LANES) if want_b else 0)
+    a_shape, b_shape, a_dtype, b_dtype = layout.a_shape, layout.b_shape, layout.a_dtype, layout.b_dtype
+    da_native, db_native = np.dtype(a_dtype.name), np.dtype(b_dtype.name)
+
+    def kron_pullback(dy: object) -> tuple[object, object]:
+        cotangent = prepare_cotangent(dy, y_shape, result, like=a_flat)
+        if isinstance(cotangent, DenseCotangent):
+            da: ArrayLike | None = xp.empty(size_a, dtype=da_native) if want_a else None
+            db: ArrayLike | None = xp.empty(size_b, dtype=db_native) if want_b else None
+            gradients = [gradient for gradient in (da, db) if gradient is not None]
+            launch_blocks(
+                kernel, units, _KRON_THREADS, cotangent.array.reshape(-1), a_flat, b_flat, *gradients,
+                offsets, size_a, size_b, da_units, units,
+            )
+            return (
+                _finish(da, a_shape, a_dtype) if da is not None else NoTangent(),
+                _finish(db, b_shape, b_dtype) if db is not None else NoTangent(),
+            )
+        if isinstance(cotangent, Fill):
+            return (
+                _fill_gradient(cotangent.value, b_flat, a_shape, a_dtype) if want_a else NoTangent(),
+                _fill_gradient(cotangent.value, a_flat, b_shape, b_dtype) if want_b else NoTangent(),
+            )
+        return (ZeroTangent() if want_a else NoTangent(), ZeroTangent() if want_b else NoTangent())
+
+    return y, kron_pullback
+
+
+def _kron_frule_cuda(tangents: tuple[object, object], a_array: ArrayLike, b_array: ArrayLike) -> tuple[ArrayLike, object]:
+    """``kron``'s frule on CUDA: one pushforward launch, or the forward kernel on the one
+    tangent that is not a hard zero."""
+    call = _cuda_call(a_array, b_array)
+    layout = call.layout
+    a_tangent = _tangent_operand(tangents[0], a_array, layout.a_kernel_dtype, "a")
+    b_tangent = _tangent_operand(tangents[1], b_array, layout.b_kernel_dtype, "b")
+    y = call.product(call.a, call.b)
+    if a_tangent is not None and b_tangent is not None:
+        dy: ArrayLike = call.namespace.empty(layout.y_size, dtype=layout.result)
+        launch(
+            _cuda_kernel(layout, "pushforward"), layout.y_size, dy, call.a, call.b, a_tangent, b_tangent,
+            call.offsets, call.a.size, call.b.size, layout.y_size,
+        )
+        return y, dy.reshape(layout.y_shape)
+    if a_tangent is not None:
+        return y, call.product(a_tangent, call.b)
+    if b_tangent is not None:
+        return y, call.product(call.a, b_tangent)
+    return y, ZeroTangent()

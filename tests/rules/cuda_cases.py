@@ -370,3 +370,129 @@ def test_concatenate_family_stays_on_the_device(
     _, ydot = sr.frule(op, tangents_for([device(t, namespace) for t in tangent_hosts]), *args, **kwargs)
     _, ydot_cpu = on_cpu(lambda: sr.frule(op, tangents_for(tangent_hosts), *host_args, **kwargs))
     assert_same(ydot, ydot_cpu, namespace, f"{name} pushforward")
+
+
+# ------------------------------------------------------------------------------------ kron
+
+KRON_CASES: list[tuple[str, tuple[int, ...], str, tuple[int, ...], str]] = [
+    ("2d-f64", (3, 4), "float64", (2, 5), "float64"),
+    ("units-and-lanes-stride", (9, 5), "float64", (4, 9), "float64"),
+    ("1d-c64", (5,), "complex64", (7,), "complex64"),
+    ("3d-f32-c128", (2, 3, 2), "float32", (2, 1, 3), "complex128"),
+    ("c128-f64", (3, 2), "complex128", (2, 2), "float64"),
+    ("int-a", (2, 3), "int32", (3, 2), "float64"),
+    ("0d-a", (), "float64", (3,), "float32"),
+    ("ints", (2, 2), "int64", (2, 2), "int8"),
+]
+
+
+def kron_adjoint(dy: Array, a: Array, b: Array) -> tuple[Array, Array]:
+    """``(sum_k dy[i, k] conj(b[k]), sum_i dy[i, k] conj(a[i]))`` over kron's interleaved
+    index, by ``einsum`` on dy's view ``(A0, B0, A1, B1, ...)``; projected and cast like the
+    tangents of real operands."""
+    n = max(a.ndim, b.ndim, 1)
+    a_padded = a.reshape((1,) * (n - a.ndim) + a.shape)
+    b_padded = b.reshape((1,) * (n - b.ndim) + b.shape)
+    view = dy.reshape(tuple(extent for pair in zip(a_padded.shape, b_padded.shape) for extent in pair))
+    a_letters = "".join(chr(ord("a") + 2 * axis) for axis in range(n))
+    b_letters = "".join(chr(ord("b") + 2 * axis) for axis in range(n))
+    y_letters = "".join(chr(ord("a") + axis) for axis in range(2 * n))
+    wide = np.complex128
+    da = np.einsum(f"{y_letters},{b_letters}->{a_letters}", view.astype(wide), np.conj(b_padded.astype(wide)))
+    db = np.einsum(f"{y_letters},{a_letters}->{b_letters}", view.astype(wide), np.conj(a_padded.astype(wide)))
+
+    def finish(gradient: Array, primal: Array) -> Array:
+        gradient = gradient if primal.dtype.kind == "c" else gradient.real
+        return gradient.reshape(primal.shape).astype(primal.dtype)
+
+    return finish(da, a), finish(db, b)
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+@pytest.mark.parametrize(("name", "a_shape", "a_dtype", "b_shape", "b_dtype"), KRON_CASES, ids=[c[0] for c in KRON_CASES])
+def test_kron_forward_pullback_pushforward(
+    name: str,
+    a_shape: tuple[int, ...],
+    a_dtype: str,
+    b_shape: tuple[int, ...],
+    b_dtype: str,
+    namespace: str,
+    on_cpu: Callable[[Callable[[], Any]], Any],
+) -> None:
+    a_host, b_host = integers(a_shape, a_dtype), integers(b_shape, b_dtype)
+    a, b = device(a_host, namespace), device(b_host, namespace)
+    y = sr.kron(a, b)
+    y_cpu = on_cpu(lambda: sr.kron(a_host, b_host))
+    assert_same(y, y_cpu, namespace, "forward vs CPU")
+    np.testing.assert_array_equal(y_cpu, np.kron(a_host, b_host))
+
+    y_rule, back = sr.rrule(sr.kron, a, b)
+    assert_same(y_rule, y_cpu, namespace, "rrule primal")
+    dy_host = integers(y_cpu.shape, y_cpu.dtype)
+    _, back_cpu = on_cpu(lambda: sr.rrule(sr.kron, a_host, b_host))
+    got, want = back(device(dy_host, namespace)), back_cpu(dy_host)
+    assert len(got) == len(want) == 2
+    for position, (tangent, expected) in enumerate(zip(got, want)):
+        assert_same(tangent, expected, namespace, f"pullback entry {position}")
+    references = kron_adjoint(dy_host, a_host, b_host)
+    for expected, reference, primal in zip(want, references, (a_host, b_host)):
+        if primal.dtype.kind in "fc":
+            np.testing.assert_array_equal(expected, reference)
+        else:
+            assert expected == NoTangent()
+
+    ta_host, tb_host = integers(a_shape, a_dtype), integers(b_shape, b_dtype)
+    for tangents_host in ((ta_host, tb_host), (ta_host, ZeroTangent()), (ZeroTangent(), tb_host)):
+        tangents = tuple(device(t, namespace) for t in tangents_host)
+        _, ydot = sr.frule(sr.kron, tangents, a, b)
+        _, ydot_cpu = on_cpu(lambda: sr.frule(sr.kron, tangents_host, a_host, b_host))
+        assert_same(ydot, ydot_cpu, namespace, f"pushforward of {[type(t).__name__ for t in tangents_host]}")
+    if a_host.dtype.kind in "fc" and b_host.dtype.kind in "fc":
+        expected = np.kron(ta_host, b_host) + np.kron(a_host, tb_host)
+        np.testing.assert_array_equal(on_cpu(lambda: sr.frule(sr.kron, (ta_host, tb_host), a_host, b_host))[1], expected)
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+def test_kron_lazy_cotangents_and_scalars(namespace: str, on_cpu: Callable[[Callable[[], Any]], Any]) -> None:
+    a_host, b_host = integers((3, 2), "complex128"), integers((2, 3), "float64")
+    a, b = device(a_host, namespace), device(b_host, namespace)
+    y, back = sr.rrule(sr.kron, a, b)
+    _, back_cpu = on_cpu(lambda: sr.rrule(sr.kron, a_host, b_host))
+    shape = tuple(host(y).shape)
+    fill = Fill(2.0 - 1.0j, shape, np.complex128)
+    for cotangent in (fill, ZeroTangent(), Thunk(lambda: fill)):
+        for got, want in zip(back(cotangent), back_cpu(cotangent)):
+            assert_same(got, want, namespace, f"pullback of {cotangent!r}")
+    scaled = sr.kron(2.0, b)
+    assert_same(scaled, np.kron(2.0, b_host), namespace, "kron of a Python scalar")
+    y2, back2 = sr.rrule(sr.kron, 3.0, b)
+    assert_same(back2(device(np.ones(b_host.shape), namespace))[1], np.full(b_host.shape, 3.0), namespace, "db for a scalar a")
+
+
+def test_kron_kernels_compile_once_and_only_offsets_depend_on_ndim() -> None:
+    a, b = integers((2, 3), "float64"), integers((3, 2), "float64")
+    y, back = sr.rrule(sr.kron, a, b)
+    back(integers(host(y).shape, "float64"))
+    sr.frule(sr.kron, (a, b), a, b)
+    info = sr.cache_info()
+    built = info.compiles + info.disk_hits
+    with sr.no_compile(), sr.no_fallback():
+        for a_shape, b_shape in (((4, 1), (2, 5)), ((1, 1), (1, 1))):
+            a, b = integers(a_shape, "float64"), integers(b_shape, "float64")
+            y, back = sr.rrule(sr.kron, a, b)
+            dy = integers(host(y).shape, "float64")
+            for got, want in zip(back(dy), kron_adjoint(dy, a, b)):
+                np.testing.assert_array_equal(got, want)
+    y, back = sr.rrule(sr.kron, integers((1, 2, 1, 2), "float64"), integers((2, 1, 2, 1), "float64"))
+    back(integers(host(y).shape, "float64"))
+    info = sr.cache_info()
+    assert info.compiles + info.disk_hits == built + 1  # the offsets kernel for four axis pairs
+    kinds = {signature.kind for signature in cuda_signatures() if signature.op == "kron"}
+    assert kinds == {"offsets", "forward", "pullback", "pushforward"}
+
+
+@pytest.mark.skipif(CUPY is None, reason="mixed devices need CuPy on a GPU")
+def test_kron_mixed_devices_are_type_errors() -> None:
+    assert CUPY is not None
+    with pytest.raises(TypeError, match="mixed devices"):
+        sr.kron(CUPY.ones((2, 2)), np.ones((2, 2)))

@@ -108,6 +108,13 @@ PTX_CALLS: list[tuple[str, object, tuple[object, ...], dict[str, object]]] = [
     ("repeat-counts", sr.repeat, (cuda_spec((2, 4, 3), "float64"), cuda_spec((4,), "int64")), {"axis": Val(1)}),
     ("repeat-counts-last", sr.repeat, (cuda_spec((3, 4), "complex128"), cuda_spec((4,), "int64")), {"axis": Val(1)}),
     ("repeat-int", sr.repeat, (cuda_spec((3, 4), "int32"), Val(2)), {"axis": Val(0)}),
+    ("kron-f64", sr.kron, (cuda_spec((100, 200), "float64"), cuda_spec((300, 100), "float64")), {}),
+    ("kron-f32", sr.kron, (cuda_spec((3, 4, 2), "float32"), cuda_spec((2, 2, 2), "float32")), {}),
+    ("kron-c64", sr.kron, (cuda_spec((5,), "complex64"), cuda_spec((7,), "complex64")), {}),
+    ("kron-f32-c128", sr.kron, (cuda_spec((2, 3), "float32"), cuda_spec((3, 2), "complex128")), {}),
+    ("kron-c128-f64", sr.kron, (cuda_spec((2, 3), "complex128"), cuda_spec((3, 2), "float64")), {}),
+    ("kron-int-f64", sr.kron, (cuda_spec((2, 3), "int32"), cuda_spec((3, 2), "float64")), {}),
+    ("kron-ints", sr.kron, (cuda_spec((2, 3), "int64"), cuda_spec((3, 2), "int8")), {}),
 ]
 
 
