@@ -175,6 +175,7 @@ REPEAT_CASES = [
     Case("counts-last-axis", sr.repeat, (3, 4), (np.array([2, 0, 1, 5]),), {"axis": Val(1)}),
     Case("counts-flat", sr.repeat, (2, 3), (np.array([1, 2, 0, 3, 1, 2]),)),
     Case("counts-broadcast-one", sr.repeat, (5, 2), (np.array([3]),), {"axis": Val(0)}),
+    Case("empty-input", sr.repeat, (0, 3), (Val(2),), {"axis": Val(1)}),
 ]
 
 
@@ -383,6 +384,7 @@ KRON_CASES: list[tuple[str, tuple[int, ...], str, tuple[int, ...], str]] = [
     ("int-a", (2, 3), "int32", (3, 2), "float64"),
     ("0d-a", (), "float64", (3,), "float32"),
     ("ints", (2, 2), "int64", (2, 2), "int8"),
+    ("empty-b", (2, 2), "float64", (0, 3), "float64"),
 ]
 
 
