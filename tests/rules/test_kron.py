@@ -380,3 +380,22 @@ def test_second_call_compiles_nothing() -> None:
         sr.kron(a, b)
     text = sr.explain(sr.kron, sr.ArraySpec((2, 3), np.float64), sr.ArraySpec((3,), np.complex128))
     assert text.count("def kernel(") == 3 and "pullback" in text and "pushforward" in text
+
+
+# --------------------------------------------------------------------------------------------
+# the shared rule checker (stablerules.testing), one line per case
+# --------------------------------------------------------------------------------------------
+
+from stablerules.testing import test_frule as check_frule  # noqa: E402
+from stablerules.testing import test_rrule as check_rrule  # noqa: E402
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape"), SHAPE_PAIRS)
+@pytest.mark.parametrize(("a_dtype", "b_dtype"), [(np.float64, np.complex128), (np.float32, np.float32)])
+def test_kron_passes_the_shared_checker(
+    a_shape: tuple[int, ...], b_shape: tuple[int, ...], a_dtype: type, b_dtype: type
+) -> None:
+    rng = np.random.default_rng(hash((a_shape, b_shape)) % 2**32)
+    a, b = _random(rng, a_shape, a_dtype), _random(rng, b_shape, b_dtype)
+    check_rrule(sr.kron, a, b)
+    check_frule(sr.kron, a, b)
