@@ -82,6 +82,24 @@ class Kernel:
     signature: ShapeSignature
     source: KernelSource
     module_name: str
+    entry: KernelFunction
+
+    @staticmethod
+    def entry_of(function: KernelFunction) -> KernelFunction:
+        """The compiled entry point of a dispatcher's one signature, without Numba's type
+        dispatch (~0.13 us a call less: an eighth of a small pullback).
+
+        It checks dtypes but not layouts or writability, so callers use it only with arrays
+        they made C-contiguous themselves (fresh allocations, ``contiguous``, ``ravel`` of
+        those). Anything else (a CUDA kernel, the simulator) gets the function itself.
+        """
+        overloads = getattr(function, "overloads", None)
+        if isinstance(overloads, dict) and len(overloads) == 1:
+            compiled = getattr(next(iter(overloads.values())), "entry_point", None)
+            if callable(compiled):
+                entry: KernelFunction = compiled
+                return entry
+        return function
 
 
 @dataclass(frozen=True)
@@ -327,7 +345,7 @@ class KernelCache:
         if shared is not None:
             # Another signature rendered the same source: reuse its compiled function.
             self.memory_hits += 1
-            return Kernel(shared.function, signature, source, name)
+            return Kernel(shared.function, signature, source, name, shared.entry)
         if self.no_compile_depth:
             raise RecompileError(
                 f"stablerules: no_compile() is active but signature {signature} is not compiled "
@@ -343,7 +361,7 @@ class KernelCache:
             self.compiles += 1
             self.compile_seconds += elapsed
         function: KernelFunction = getattr(module, source.entry)
-        kernel = Kernel(function, signature, source, name)
+        kernel = Kernel(function, signature, source, name, Kernel.entry_of(function))
         self._by_module[name] = kernel
         return kernel
 

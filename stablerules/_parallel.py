@@ -38,8 +38,10 @@ def _executor() -> ThreadPoolExecutor:
 
 def chunk_bounds(extent: int, work: int) -> list[tuple[int, int]]:
     """Ranges ``[lo, hi)`` covering ``[0, extent)``: one for small work, else one per thread."""
+    if work < PARALLEL_THRESHOLD or extent < 2:
+        return [(0, extent)]
     threads = thread_count()
-    if work < PARALLEL_THRESHOLD or threads == 1 or extent < 2:
+    if threads == 1:
         return [(0, extent)]
     parts = min(threads, extent)
     step, extra = divmod(extent, parts)

@@ -1,22 +1,909 @@
-"""Placeholder for the repeat family (replaced by its implementation)."""
+"""The repeat family: ``repeat`` (NumPy's form and Julia's ``inner``/``outer`` form) and ``tile``.
 
-from .._registry import Op
+Every static form reduces to one normalized loop nest. Pad the input to ``n`` axes; along
+axis ``d`` the output is ``outer[d]`` copies of (each input element repeated ``inner[d]``
+times), so its memory order per axis is ``(o_d, j_d, r_d)``: outer copy, input index, inner
+copy. The output, viewed flat, is the C array of shape
+``(outer[0], s[0], inner[0], outer[1], s[1], inner[1], ...)``. Loops with a count of 1 and
+padded axes (statically of extent 1) vanish, adjacent count loops merge into one count (their
+product), adjacent input axes merge into one extent. What is left alternates::
+
+    np.repeat(x(100,), 7, axis=0)                      ->  (s, 7)
+    repeat(x(200,3,4), inner=(7,1,10))                 ->  (s, 7, s, 10)
+    repeat(x(200,3,4), inner=(7,1,10), outer=(4,1,2))  ->  (4, s, 7, s, 2, s, 10)
+    np.tile(x(3,5), (2, 1))                            ->  (2, s)
+
+That nest is the kernel's static signature: counts are constants in the generated source,
+the extents of the ``s`` loops are runtime arguments (one kernel serves every shape), so
+``np.repeat``, Julia's ``repeat`` and ``np.tile`` calls that normalize to the same nest share
+one compiled kernel. The forward kernel walks the nest writing ``y``; the pullback walks it
+over ``dy`` in memory order, summing each innermost run of copies in registers (a pairwise
+tree, so the adds do not form one dependent chain) and adding into ``dx`` (assigning, into
+``np.empty``, when each ``dx`` element is visited once); no temporary is allocated. The
+pushforward is the forward kernel applied to the tangent. Kernels partition the first ``s``
+loop across threads, so each thread owns a disjoint range of ``dx`` (loops outside it run in
+full in every thread).
+
+Per-element counts arrays (``np.repeat(x, counts, axis)``) are data: a segment kernel over
+``x`` viewed as ``(outer, n, inner)``, with offsets computed once per call.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from .._arrays import (
+    ArrayLike,
+    ArraySpec,
+    array_namespace,
+    as_array,
+    check_dtype,
+    checked_size,
+    contiguous,
+    device_of,
+    dtype_name,
+    is_array,
+    kernel_target,
+    normalize_axis,
+    shape_text,
+    static_int,
+    static_ints,
+)
+from .._cache import Kernel, KernelSource, ShapeSignature
+from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
+from .._parallel import chunk_bounds, run_chunks
+from .._registry import KernelRequest, Op, frule_rule, rrule_rule
+from .._tangents import (
+    DenseCotangent,
+    Fill,
+    NoTangent,
+    ZeroTangent,
+    prepare_cotangent,
+    unthunk,
+)
+from .._val import Val
+
+_DT = TypeVar("_DT", bound=np.generic)
+
+_NO_TANGENT = NoTangent()
+_ZERO_TANGENT = ZeroTangent()
+# Counts whose product reaches this cannot index memory: rejected before any kernel is built.
+_COUNT_LIMIT = 2**62
+# Innermost counts up to this size are summed as one unrolled pairwise expression.
+_UNROLL_LIMIT = 16
+_INPUT_AXIS = "s"
+
+NestItem = int | str
+Pullback = Callable[[object], tuple[object, ...]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Normalization: every static form -> (axes map, inner, outer) -> loop nest
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """A static repeat: each padded axis ``d`` reads the input axes ``axes[d]`` (``()`` for a
+    padded axis of extent 1, several for a flattened input), repeats each element
+    ``inner[d]`` times and tiles the result ``outer[d]`` times."""
+
+    axes: tuple[tuple[int, ...], ...]
+    inner: tuple[int, ...]
+    outer: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Nest:
+    """The normalized loop nest of a :class:`_Layout` (shape independent)."""
+
+    layout: _Layout
+    items: tuple[NestItem, ...]  # counts (ints >= 2) and "s" (input loops), outermost first
+    groups: tuple[tuple[int, ...], ...]  # the input axes merged into each "s" loop
+    total: int  # product of every count: how many times each input element appears
+    empty: bool  # some count is 0: the output is empty
+
+    @property
+    def accumulates(self) -> bool:
+        """Whether a ``dx`` element is visited more than once in memory order (a count loop
+        other than the innermost): the pullback then adds into zeros instead of assigning."""
+        return any(isinstance(item, int) for item in self.items[:-1])
+
+    def extents(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(math.prod(shape[axis] for axis in group) for group in self.groups)
+
+    def output_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        layout = self.layout
+        return tuple(
+            outer * math.prod(shape[axis] for axis in axes) * inner
+            for axes, inner, outer in zip(layout.axes, layout.inner, layout.outer)
+        )
+
+
+@functools.lru_cache(maxsize=1024)
+def _nest(layout: _Layout) -> _Nest:
+    total = math.prod(layout.inner) * math.prod(layout.outer)
+    empty = total == 0
+    if not empty and total >= _COUNT_LIMIT:
+        raise ValueError(
+            f"repeat: the repeat counts inner={layout.inner}, outer={layout.outer} multiply to "
+            f"{total}, too large to index an array"
+        )
+    merged: list[NestItem] = []
+    groups: list[tuple[int, ...]] = []
+    for axes, inner, outer in zip(layout.axes, layout.inner, layout.outer):
+        for item in (outer, axes, inner):
+            if isinstance(item, int):
+                if item == 1:
+                    continue
+                if merged and isinstance(merged[-1], int):
+                    merged[-1] *= item
+                else:
+                    merged.append(item)
+            elif item:
+                if merged and merged[-1] == _INPUT_AXIS:
+                    groups[-1] += item
+                else:
+                    merged.append(_INPUT_AXIS)
+                    groups.append(item)
+    if not groups:
+        # Every input axis is statically 1 (a 0-d input): one loop of extent 1 to partition.
+        merged.insert(0, _INPUT_AXIS)
+        groups.append(())
+    return _Nest(layout, tuple(merged), tuple(groups), total, empty)
+
+
+@functools.lru_cache(maxsize=1024)
+def _numpy_layout(ndim: int, count: int, axis: int | None) -> _Layout:
+    if axis is None:
+        return _Layout((tuple(range(ndim)),), (count,), (1,))
+    inner = tuple(count if d == axis else 1 for d in range(ndim))
+    return _Layout(tuple((d,) for d in range(ndim)), inner, (1,) * ndim)
+
+
+@functools.lru_cache(maxsize=1024)
+def _julia_layout(ndim: int, inner: tuple[int, ...], outer: tuple[int, ...]) -> _Layout:
+    n = max(ndim, len(inner), len(outer))
+    axes = tuple((d,) if d < ndim else () for d in range(n))
+    return _Layout(axes, inner + (1,) * (n - len(inner)), outer + (1,) * (n - len(outer)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _tile_layout(ndim: int, reps: tuple[int, ...]) -> _Layout:
+    n = max(ndim, len(reps))
+    lead = n - ndim
+    axes = tuple(() if d < lead else (d - lead,) for d in range(n))
+    return _Layout(axes, (1,) * n, (1,) * (n - len(reps)) + reps)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel generation
+# ---------------------------------------------------------------------------------------------
+
+
+def _product_text(static: int, terms: Sequence[str]) -> str:
+    parts = list(terms) + ([str(static)] if static != 1 or not terms else [])
+    return " * ".join(parts)
+
+
+def _tuple_text(parts: Sequence[str]) -> str:
+    return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
+
+
+def _plus(base: str, term: str) -> str:
+    if base == "0":
+        return term
+    return base if term == "0" else f"{base} + {term}"
+
+
+def _times(index: str, step: str) -> str:
+    if index == "0" or step == "0":
+        return "0"
+    return index if step == "1" else f"{index} * {step}"
+
+
+def _pairwise_sum(array: str, base: str, lo: int, hi: int) -> str:
+    if hi - lo == 1:
+        return f"{array}[{_plus(base, str(lo))}]"
+    middle = (lo + hi) // 2
+    return f"({_pairwise_sum(array, base, lo, middle)} + {_pairwise_sum(array, base, middle, hi)})"
+
+
+def _emit_run_sum(writer: SourceWriter, array: str, base: str, count: int) -> None:
+    """``total = sum(array[base:base + count])`` without one long chain of dependent adds."""
+    if count <= _UNROLL_LIMIT:
+        writer.line(f"total = {_pairwise_sum(array, base, 0, count)}")
+        return
+    whole = count - count % 4
+    for lane in range(4):
+        writer.line(f"sum{lane} = {array}[{_plus(base, str(lane))}]")
+    with writer.block(f"for r in range(4, {whole}, 4):"):
+        for lane in range(4):
+            writer.line(f"sum{lane} += {array}[{_plus(_plus(base, 'r'), str(lane))}]")
+    for extra in range(whole, count):
+        writer.line(f"sum{extra - whole} += {array}[{_plus(base, str(extra))}]")
+    writer.line("total = (sum0 + sum1) + (sum2 + sum3)")
+
+
+def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: bool) -> KernelSource:
+    """The forward (``y`` from ``x``) or pullback (``dx`` from ``dy``) kernel of a nest.
+
+    Outer loops carry flat offsets; the innermost input loop (with the count after it, if
+    any) works on slices of both arrays indexed from 0 by its loop variable. Such indices
+    are provably non-negative, so Numba emits no negative-index wraparound and LLVM
+    vectorizes the loop (the run sums with gathers): about 1.6x faster than flat indexing.
+    """
+    items = nest.items
+    extents = [f"e{k}" for k in range(len(nest.groups))]
+    sizes: list[str] = []
+    axis_at: list[int] = []  # the input loop's number at each level, -1 for a count
+    for item in items:
+        axis_at.append(-1 if isinstance(item, int) else len([a for a in axis_at if a >= 0]))
+        sizes.append(str(item) if isinstance(item, int) else extents[axis_at[-1]])
+    long_steps: list[str] = []  # per level: the flat step of y / dy
+    static, terms = 1, list[str]()
+    for item, size in zip(reversed(items), reversed(sizes)):
+        long_steps.insert(0, _product_text(static, terms))
+        if isinstance(item, int):
+            static *= item
+        else:
+            terms.insert(0, size)
+    short_steps = [_product_text(1, extents[k + 1 :]) for k in range(len(extents))]  # x / dx
+    # The innermost block: the last input loop and the count after it (1 if none).
+    block = len(items) - 1 if items[-1] == _INPUT_AXIS else len(items) - 2
+    run = items[-1] if isinstance(items[-1], int) else 1
+
+    long_name, short_name = ("dy", "dx") if pullback else ("y", "x")
+    writer = SourceWriter()
+    writer.line(f"# {long_name} is the C array {_tuple_text(sizes)} read flat, {short_name} the C array")
+    writer.line(f"# {_tuple_text(extents)}; loop j0 runs over [lo, hi): each thread owns that range of it.")
+    # Products of several factors get a name, computed once; literals and single names do not.
+    long_names = [f"step{level}" if " * " in long_steps[level] else long_steps[level] for level in range(len(items))]
+    short_names = [f"stride{axis}" if " * " in short_steps[axis] else short_steps[axis] for axis in range(len(extents))]
+    for level in range(block):
+        if long_names[level] != long_steps[level]:
+            writer.line(f"{long_names[level]} = {long_steps[level]}")
+    for axis in range(axis_at[block]):
+        if short_names[axis] != short_steps[axis]:
+            writer.line(f"{short_names[axis]} = {short_steps[axis]}")
+
+    def long_step(level: int) -> str:
+        return long_names[level]
+
+    def short_step(axis: int) -> str:
+        return short_names[axis]
+
+    def emit_block(long_base: str, short_base: str) -> None:
+        axis = axis_at[block]
+        index = f"j{axis}"
+        start, stop, count = ("lo", "hi", "hi - lo") if axis == 0 else ("0", extents[axis], extents[axis])
+        run_text = str(run)
+        writer.line(
+            f"{long_name}_block = {long_name}[{_plus(long_base, _times(start, run_text))}:"
+            f"{_plus(long_base, _times(stop, run_text))}]"
+        )
+        writer.line(f"{short_name}_block = {short_name}[{_plus(short_base, start)}:{_plus(short_base, stop)}]")
+        with writer.block(f"for {index} in range({count}):"):
+            if pullback:
+                operator = "+=" if nest.accumulates else "="
+                if run == 1:
+                    writer.line(f"dx_block[{index}] {operator} dy_block[{index}]")
+                else:
+                    writer.line(f"k = {index} * {run}")
+                    _emit_run_sum(writer, "dy_block", "k", run)
+                    writer.line(f"dx_block[{index}] {operator} total")
+            elif run == 1:
+                writer.line(f"y_block[{index}] = x_block[{index}]")
+            else:
+                writer.line(f"value = x_block[{index}]")
+                writer.line(f"k = {index} * {run}")
+                with writer.block(f"for r in range({run}):"):
+                    writer.line("y_block[k + r] = value")
+
+    def emit(level: int, long_base: str, short_base: str) -> None:
+        if level == block:
+            emit_block(long_base, short_base)
+            return
+        item = items[level]
+        if isinstance(item, int):
+            with writer.block(f"for r{level} in range({item}):"):
+                writer.line(f"p{level} = {_plus(long_base, _times(f'r{level}', long_step(level)))}")
+                emit(level + 1, f"p{level}", short_base)
+            return
+        axis = axis_at[level]
+        index = f"j{axis}"
+        with writer.block(f"for {index} in range({'lo, hi' if axis == 0 else extents[axis]}):"):
+            writer.line(f"p{level} = {_plus(long_base, _times(index, long_step(level)))}")
+            writer.line(f"q{axis} = {_plus(short_base, _times(index, short_step(axis)))}")
+            emit(level + 1, f"p{level}", f"q{axis}")
+
+    emit(0, "0", "0")
+    first, second = (long_name, short_name) if pullback else (short_name, long_name)
+    parameters = [
+        (first, readonly_array(dtype)),
+        (second, writable_array(dtype)),
+        *((name, INDEX) for name in extents),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    what = "pullback: dx[j] = sum of dy over the copies of x[j]" if pullback else "forward: y = repeat(x)"
+    return cpu_kernel(signature, parameters, writer, f"repeat nest {nest.items}, {what}")
+
+
+def _differentiable(dtype: np.dtype[np.generic]) -> bool:
+    # ``is_differentiable`` for dtypes that passed ``check_dtype``, without ``dtype.name``.
+    return dtype.kind in "fc"
+
+
+def _nest_signature(nest: _Nest, dtype: np.dtype[np.generic], kind: str) -> ShapeSignature:
+    return ShapeSignature("repeat", kind, nest.items, (dtype_name(dtype),), (len(nest.groups),))
+
+
+def _nest_request(nest: _Nest, dtype: np.dtype[np.generic], kind: str) -> KernelRequest:
+    signature = _nest_signature(nest, dtype, kind)
+    return KernelRequest(
+        signature, lambda: _render_nest(signature, nest, dtype_name(dtype), pullback=kind == "pullback")
+    )
+
+
+def _render_segments(signature: ShapeSignature, dtype: str, pullback: bool, unit_inner: bool) -> KernelSource:
+    """Per-element counts along one axis: ``x`` is ``(outer, n, inner)``, ``y`` is
+    ``(outer, total, inner)``; element ``i`` of the axis fills rows ``offsets[i]:offsets[i+1]``.
+    Slices keep every index non-negative (no wraparound code, see ``_render_nest``)."""
+    long_name, short_name = ("dy", "dx") if pullback else ("y", "x")
+    writer = SourceWriter()
+    writer.line(f"# {short_name} is (outer, n, inner), {long_name} is (outer, total, inner), both read flat;")
+    writer.line(f"# element i of the repeated axis is rows offsets[i]:offsets[i + 1] of {long_name}.")
+    writer.line("# Each thread owns the range [lo, hi) of that axis.")
+    writer.line("starts = offsets[lo:hi + 1]")
+    with writer.block("for a in range(outer):"):
+        if unit_inner:
+            writer.line(f"{long_name}_row = {long_name}[a * total:(a + 1) * total]")
+            writer.line(f"{short_name}_part = {short_name}[a * n + lo:a * n + hi]")
+            with writer.block("for i in range(hi - lo):"):
+                writer.line(f"segment = {long_name}_row[starts[i]:starts[i + 1]]")
+                if pullback:
+                    with writer.block("if segment.size == 0:"):
+                        writer.line("dx_part[i] = 0")
+                    with writer.block("else:"):
+                        writer.line("total_ = segment[0]")
+                        with writer.block("for t in range(1, segment.size):"):
+                            writer.line("total_ += segment[t]")
+                        writer.line("dx_part[i] = total_")
+                else:
+                    writer.line("value = x_part[i]")
+                    with writer.block("for t in range(segment.size):"):
+                        writer.line("segment[t] = value")
+        else:
+            writer.line(f"{long_name}_row = {long_name}[a * total * inner:(a + 1) * total * inner]")
+            writer.line(f"{short_name}_part = {short_name}[(a * n + lo) * inner:(a * n + hi) * inner]")
+            with writer.block("for i in range(hi - lo):"):
+                writer.line(f"{short_name}_slab = {short_name}_part[i * inner:(i + 1) * inner]")
+                writer.line(f"rows = {long_name}_row[starts[i] * inner:starts[i + 1] * inner]")
+                with writer.block("for t in range(starts[i + 1] - starts[i]):"):
+                    writer.line(f"{long_name}_slab = rows[t * inner:(t + 1) * inner]")
+                    with writer.block("for b in range(inner):"):
+                        if pullback:
+                            writer.line("dx_slab[b] += dy_slab[b]")
+                        else:
+                            writer.line("y_slab[b] = x_slab[b]")
+    first, second = (long_name, short_name) if pullback else (short_name, long_name)
+    parameters = [
+        (first, readonly_array(dtype)),
+        (second, writable_array(dtype)),
+        ("offsets", readonly_array("int64")),
+        ("outer", INDEX),
+        ("n", INDEX),
+        ("inner", INDEX),
+        ("total", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    what = "pullback: segment sums" if pullback else "forward: segment copies"
+    return cpu_kernel(signature, parameters, writer, f"repeat with per-element counts, {what}")
+
+
+def _segments_request(dtype: np.dtype[np.generic], kind: str, unit_inner: bool) -> KernelRequest:
+    signature = ShapeSignature(
+        "repeat", f"{kind}-counts", ("inner=1" if unit_inner else "inner=n",), (dtype_name(dtype),), (1,)
+    )
+    return KernelRequest(
+        signature,
+        lambda: _render_segments(signature, dtype.name, pullback=kind == "pullback", unit_inner=unit_inner),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation and plans: one call's static form plus its input's shape
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _NestPlan:
+    """A call with static counts: the nest, and this input's extents and output shape."""
+
+    nest: _Nest
+    shape: tuple[int, ...]
+    dtype: np.dtype[np.generic]
+    out_shape: tuple[int, ...]
+    extents: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _CountsPlan:
+    """A call with a per-element counts array along one axis (or the flattened input)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype[np.generic]
+    out_shape: tuple[int, ...]
+    outer: int
+    length: int
+    inner: int
+    unit_inner: bool
+    counts: npt.NDArray[np.int64] | None  # None when planning from an ArraySpec
+    offsets: npt.NDArray[np.int64] | None
+    total: int
+    counts_shape: tuple[int, ...]  # where the counts lie along x's axes (for a Fill's pullback)
+
+
+_Plan = _NestPlan | _CountsPlan
+
+
+# Native-order dtypes that check_dtype accepts.
+_SUPPORTED_DTYPES = frozenset(
+    np.dtype(name)
+    for name in (
+        "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+        "float32", "float64", "complex64", "complex128",
+    )
+)
+
+
+def _native(dtype: np.dtype[np.generic]) -> np.dtype[np.generic]:
+    # Kernels are compiled for native byte order; '>f8' computes (and returns) as float64.
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
+
+
+def _input_facts(x: object, name: str) -> tuple[ArrayLike | None, tuple[int, ...], np.dtype[np.generic]]:
+    """``(array or None for a spec, shape, native dtype)``; only CPU kernels exist so far."""
+    if type(x) is np.ndarray and x.dtype in _SUPPORTED_DTYPES:
+        array: ArrayLike | None = x  # the common case, without check_dtype's ~1.5 us
+        shape, dtype, device = x.shape, x.dtype, "cpu"
+    elif isinstance(x, ArraySpec):
+        array = None
+        shape, dtype, device = x.shape, x.dtype, device_of(x)
+        check_dtype(dtype, name)
+    else:
+        array = as_array(x, name)
+        shape, dtype, device = tuple(array.shape), array.dtype, device_of(array)
+    if kernel_target(device) != "cpu":
+        raise NotImplementedError(f"{name}: the repeat family has CPU kernels only so far")
+    return array, shape, _native(dtype)
+
+
+def _check_counts_value(values: tuple[int, ...], name: str) -> None:
+    for value in values:
+        if value < 0:
+            raise ValueError(f"repeat: {name}={values if len(values) > 1 else values[0]} has a negative count")
+
+
+def _nest_plan(layout: _Layout, shape: tuple[int, ...], dtype: np.dtype[np.generic], what: str) -> _NestPlan:
+    nest = _nest(layout)
+    out_shape = nest.output_shape(shape)
+    for extent in out_shape:
+        if extent >= _COUNT_LIMIT:
+            raise ValueError(f"{what}: the output shape {shape_text(out_shape)} is too large to allocate")
+    checked_size(out_shape, dtype.itemsize, what)
+    return _NestPlan(nest, shape, dtype, out_shape, nest.extents(shape))
+
+
+def _check_repeat(
+    x: object, repeats: object, axis: object, inner: object, outer: object
+) -> tuple[ArrayLike | None, _Plan]:
+    """Validate a ``repeat`` call (either form) and plan it; messages name the arguments."""
+    array, shape, dtype = _input_facts(x, "x")
+    ndim = len(shape)
+    if repeats is None:
+        if axis is not None:
+            raise TypeError("repeat: axis goes with repeats (NumPy's form); Julia's form takes inner=/outer=")
+        inner_counts = () if inner is None else static_ints(inner, "inner")
+        outer_counts = () if outer is None else static_ints(outer, "outer")
+        _check_counts_value(inner_counts, "inner")
+        _check_counts_value(outer_counts, "outer")
+        return array, _nest_plan(_julia_layout(ndim, inner_counts, outer_counts), shape, dtype, "repeat")
+    if inner is not None or outer is not None:
+        raise TypeError(
+            "repeat: pass either repeats (and axis), as np.repeat, or inner=/outer=, as Julia's "
+            "repeat, not both"
+        )
+    axis_index = None if axis is None else normalize_axis(static_int(axis, "axis"), ndim)
+    if isinstance(repeats, Val) or (
+        isinstance(repeats, (int, np.integer)) and not isinstance(repeats, (bool, np.bool_))
+    ):
+        if isinstance(repeats, Val) and not isinstance(repeats.value, int):
+            raise TypeError(
+                f"repeat: repeats must be Val(int) or a 1-D integer array of per-element counts, "
+                f"got {repeats!r}; for counts per axis use inner={repeats!r}"
+            )
+        count = static_int(repeats, "repeats")
+        _check_counts_value((count,), "repeats")
+        return array, _nest_plan(_numpy_layout(ndim, count, axis_index), shape, dtype, "repeat")
+    return array, _counts_plan(repeats, shape, dtype, axis_index)
+
+
+def _counts_plan(
+    repeats: object, shape: tuple[int, ...], dtype: np.dtype[np.generic], axis: int | None
+) -> _CountsPlan:
+    if axis is None:
+        outer, length, inner = 1, math.prod(shape), 1
+        where = f"x has {length} elements (shape {shape_text(shape)}, flattened as axis=None)"
+    else:
+        outer, length, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+        where = f"x has {length} elements along axis {axis} (shape {shape_text(shape)})"
+    unit_inner = axis is None or axis == len(shape) - 1
+    if isinstance(repeats, ArraySpec):
+        counts_dtype, counts_shape, values = repeats.dtype, repeats.shape, None
+    else:
+        if isinstance(repeats, (list, tuple)):
+            repeats = np.asarray(repeats, dtype=np.int64 if len(repeats) == 0 else None)
+        if not is_array(repeats):
+            raise TypeError(
+                f"repeat: repeats must be Val(int) or a 1-D integer array of per-element counts, "
+                f"got {type(repeats).__name__}"
+            )
+        if array_namespace(repeats) is not np:
+            raise NotImplementedError("repeat: counts arrays must be NumPy arrays (CPU kernels only so far)")
+        values = repeats
+        counts_dtype, counts_shape = values.dtype, tuple(values.shape)
+    if counts_dtype.kind not in "iu":
+        raise TypeError(f"repeat: repeats must hold integers, got an array of dtype {counts_dtype}")
+    if len(counts_shape) > 1:
+        raise ValueError(f"repeat: repeats must be a 1-D array of counts, got shape {shape_text(counts_shape)}")
+    counts_length = math.prod(counts_shape)
+    if counts_length not in (1, length):
+        raise ValueError(f"repeat: repeats has {counts_length} counts but {where}; give {length} counts or 1")
+    location = [1] * len(shape)
+    if axis is not None:
+        location[axis] = length
+    counts_shape_in_x = tuple(location) if axis is not None else shape
+    if values is None:
+        out_shape = (0,) if axis is None else shape[:axis] + (0,) + shape[axis + 1 :]
+        return _CountsPlan(shape, dtype, out_shape, outer, length, inner, unit_inner, None, None, 0, counts_shape_in_x)
+    flat = np.asarray(values).reshape(-1)
+    if flat.size and flat.min() < 0:
+        raise ValueError(f"repeat: repeats holds a negative count ({int(flat.min())})")
+    if flat.size and int(flat.max()) >= _COUNT_LIMIT:
+        raise ValueError(f"repeat: repeats holds a count of {int(flat.max())}, too large to allocate")
+    counts = np.ascontiguousarray(np.broadcast_to(flat.astype(np.int64), (length,)))
+    total_exact = int(counts.max()) * length if length else 0
+    total = int(counts.sum()) if total_exact < _COUNT_LIMIT else sum(int(c) for c in counts)
+    out_shape = (total,) if axis is None else shape[:axis] + (total,) + shape[axis + 1 :]
+    checked_size(out_shape, dtype.itemsize, "repeat")
+    offsets = np.zeros(length + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return _CountsPlan(
+        shape, dtype, out_shape, outer, length, inner, unit_inner, counts, offsets, total, counts_shape_in_x
+    )
+
+
+def _check_tile(x: object, reps: object) -> tuple[ArrayLike | None, _NestPlan]:
+    """Validate a ``tile`` call and plan it."""
+    array, shape, dtype = _input_facts(x, "x")
+    counts = static_ints(reps, "reps")
+    if any(count < 0 for count in counts):
+        raise ValueError(f"tile: reps={counts} has a negative count")
+    return array, _nest_plan(_tile_layout(len(shape), counts), shape, dtype, "tile")
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a plan: kernels, forward, pullback, pushforward
+# ---------------------------------------------------------------------------------------------
+
+
+def _requests(plan: _Plan, kind: str) -> KernelRequest | None:
+    """The kernel of ``kind`` ("forward" or "pullback") for a plan; None when none runs."""
+    if isinstance(plan, _NestPlan):
+        return None if plan.nest.empty else _nest_request(plan.nest, plan.dtype, kind)
+    return _segments_request(plan.dtype, kind, plan.unit_inner)
+
+
+def _kernel_requests(plan: _Plan) -> list[KernelRequest]:
+    kinds = ["forward", "pullback"] if _differentiable(plan.dtype) else ["forward"]
+    return [request for kind in kinds if (request := _requests(plan, kind)) is not None]
+
+
+def _kernel(plan: _Plan, kind: str) -> Kernel | None:
+    request = _requests(plan, kind)
+    return None if request is None else request.get()
+
+
+def _do_nothing(*args: object) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Launch:
+    """How to call a plan's kernel: ``function(source, target, *arguments, lo, hi)`` for each
+    ``(lo, hi)`` in ``chunks`` (one chunk, or one per thread for large work)."""
+
+    function: Callable[..., object]
+    arguments: tuple[object, ...]
+    chunks: tuple[tuple[int, int], ...]
+
+    def __call__(self, source: ArrayLike, target: ArrayLike) -> None:
+        if len(self.chunks) == 1:
+            self.function(source, target, *self.arguments, *self.chunks[0])
+        elif self.chunks:
+            run_chunks(self.function, [(source, target, *self.arguments, lo, hi) for lo, hi in self.chunks])
+
+
+def _launch(plan: _Plan, kernel: Kernel | None) -> _Launch:
+    if kernel is None:
+        return _Launch(_do_nothing, (), ())
+    work = math.prod(plan.out_shape)
+    arguments: tuple[object, ...]
+    if isinstance(plan, _NestPlan):
+        extent, arguments = plan.extents[0], plan.extents
+    else:
+        extent = plan.length
+        arguments = (plan.offsets, plan.outer, plan.length, plan.inner, plan.total)
+    chunks = tuple(chunk_bounds(extent, work))
+    return _Launch(kernel.entry, arguments, chunks)
+
+
+def _forward(plan: _Plan, kernel: Kernel | None, x: ArrayLike) -> ArrayLike:
+    """``y`` from ``x`` (or the tangent of ``y`` from the tangent of ``x``)."""
+    y = np.empty(plan.out_shape, dtype=plan.dtype)
+    source = contiguous(x).astype(plan.dtype, copy=False).reshape(-1)
+    _launch(plan, kernel)(source, y.reshape(-1))
+    return y
+
+
+def _lazy_pullback(plan: _Plan, cotangent: Fill) -> ArrayLike | Fill:
+    """The pullback of a constant cotangent, without materializing it: a ``Fill`` for static
+    counts, ``value * counts[i]`` spread along the axis (the size of ``x``) for a counts array."""
+    if isinstance(plan, _NestPlan):
+        return Fill(cotangent.value * plan.nest.total, plan.shape, plan.dtype)
+    assert plan.counts is not None
+    dx = np.empty(plan.shape, dtype=plan.dtype)
+    dx[...] = (np.asarray(cotangent.value, dtype=plan.dtype) * plan.counts).reshape(plan.counts_shape)
+    return dx
+
+
+def _make_pullback(plan: _Plan, kernel: Kernel | None, positional: int) -> Pullback:
+    """The pullback closure of a plan. Everything but ``dy`` is settled here, once: a call
+    checks ``dy``, allocates ``dx`` and makes one kernel call (or one per thread)."""
+    rest = (_NO_TANGENT,) * (positional - 1)
+    out_shape, x_shape, dtype = plan.out_shape, plan.shape, plan.dtype
+    if not _differentiable(dtype):
+
+        def constant_pullback(dy: object) -> tuple[object, ...]:
+            prepare_cotangent(dy, out_shape, np.dtype(np.float64))  # validates dy's shape
+            return (_NO_TANGENT, *rest)
+
+        return constant_pullback
+
+    launch = _launch(plan, kernel)
+    function, arguments = launch.function, launch.arguments
+    lo, hi = launch.chunks[0] if len(launch.chunks) == 1 else (0, 0)
+    single = len(launch.chunks) == 1
+    size = math.prod(x_shape)
+    flat_input = len(x_shape) == 1
+    if kernel is None:
+        allocate: Callable[..., ArrayLike] = np.zeros
+    elif isinstance(plan, _NestPlan):
+        allocate = np.zeros if plan.nest.accumulates else np.empty
+    else:
+        allocate = np.empty if plan.unit_inner else np.zeros
+    ndarray = np.ndarray
+
+    def repeat_pullback(dy: object) -> tuple[object, ...]:
+        if type(dy) is ndarray and dy.dtype is dtype and dy.shape == out_shape:
+            flat = dy.ravel()  # a view when C-contiguous, else one copy
+        else:
+            prepared = prepare_cotangent(dy, out_shape, dtype)
+            if isinstance(prepared, DenseCotangent):
+                flat = prepared.array.reshape(-1)
+            elif isinstance(prepared, Fill):
+                return (_lazy_pullback(plan, prepared), *rest)
+            else:
+                return (_ZERO_TANGENT, *rest)
+        dx_flat = allocate(size, dtype)
+        if single:
+            function(flat, dx_flat, *arguments, lo, hi)
+        else:
+            launch(flat, dx_flat)
+        return (dx_flat if flat_input else dx_flat.reshape(x_shape), *rest)
+
+    return repeat_pullback
+
+
+def _prepare_tangent(tangent: object, plan: _Plan) -> DenseCotangent | Fill | ZeroTangent:
+    tangent = unthunk(tangent)
+    if isinstance(tangent, (ZeroTangent, NoTangent)):
+        return _ZERO_TANGENT
+    tangent_shape = tangent.shape if isinstance(tangent, Fill) or is_array(tangent) else None
+    if tangent_shape is not None and tuple(tangent_shape) != plan.shape:
+        raise ValueError(
+            f"frule: the tangent of x has shape {shape_text(tuple(tangent_shape))} but x has shape "
+            f"{shape_text(plan.shape)}"
+        )
+    return prepare_cotangent(tangent, plan.shape, plan.dtype)
+
+
+def _pushforward(plan: _Plan, kernel: Kernel | None, tangent: object) -> object:
+    """The tangent of ``y``: the forward map applied to ``x``'s tangent (it is linear)."""
+    if not _differentiable(plan.dtype):
+        return _NO_TANGENT
+    prepared = _prepare_tangent(tangent, plan)
+    if isinstance(prepared, ZeroTangent):
+        return prepared
+    if isinstance(prepared, Fill):
+        return Fill(prepared.value, plan.out_shape, plan.dtype)
+    return _forward(plan, kernel, prepared.array)
+
+
+def _need_array(array: ArrayLike | None) -> ArrayLike:
+    if array is None:
+        raise TypeError("x must be an array (an ArraySpec only describes one, for precompile/explain)")
+    return array
+
+
+def _check_tangents(tangents: object, positional: int) -> tuple[object, ...]:
+    if not isinstance(tangents, tuple) or len(tangents) != positional:
+        count = len(tangents) if isinstance(tangents, tuple) else type(tangents).__name__
+        raise ValueError(
+            f"frule: tangents must be a tuple with one entry per positional argument "
+            f"({positional}), got {count}"
+        )
+    return tangents
+
+
+# ---------------------------------------------------------------------------------------------
+# repeat
+# ---------------------------------------------------------------------------------------------
+
+_StaticCounts = Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]
+
+
+def _repeat_arguments(
+    x: object, repeats: object = None, axis: object = None, *, inner: object = None, outer: object = None
+) -> tuple[object, object, object, object, object]:
+    return x, repeats, axis, inner, outer
+
 
 class _Repeat(Op):
     name = "repeat"
 
-    def __call__(self, *args: object, **kwargs: object) -> object:
-        raise NotImplementedError("repeat is not implemented yet")
+    @overload
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        repeats: Val[int] | int | npt.NDArray[np.integer] | Sequence[int],
+        axis: Val[int] | int | None = None,
+    ) -> npt.NDArray[_DT]: ...
+
+    @overload
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        *,
+        inner: _StaticCounts | None = None,
+        outer: _StaticCounts | None = None,
+    ) -> npt.NDArray[_DT]: ...
+
+    def __call__(
+        self,
+        x: object,
+        repeats: object = None,
+        axis: object = None,
+        *,
+        inner: object = None,
+        outer: object = None,
+    ) -> ArrayLike:
+        """Repeat elements of an array: ``np.repeat(x, repeats, axis)``, or Julia's
+        ``repeat(x; inner, outer)``.
+
+        NumPy's form: ``repeats`` is ``Val(k)`` (static, compiled in) or a 1-D integer array of
+        per-element counts (data: of length ``x.shape[axis]``, or 1); ``axis`` is ``Val(int)``
+        or ``None`` (repeat the flattened input). A list of ints counts as such an array.
+
+        Julia's form: ``inner=Val(tuple)`` repeats each element ``inner[d]`` times along axis
+        ``d``, then ``outer=Val(tuple)`` tiles the whole array ``outer[d]`` times; ``Val(k)``
+        means ``(k,)``; a tuple longer than ``x.ndim`` reads ``x`` as
+        ``x.shape + (1,) * extra``; shorter tuples are padded with 1.
+
+        Rules: ``back(dy)`` returns ``(dx, NoTangent(), ...)``, one entry per positional
+        argument; ``dx[j]`` is the sum of ``dy`` over the copies of ``x[j]`` (a ``Fill``
+        cotangent gives a ``Fill`` scaled by the number of copies). Zero counts give empty
+        outputs and zero gradients. Counts whose product or output size cannot be allocated
+        are a ``ValueError`` (NumPy itself crashes on some). A non-native byte order computes
+        and returns in native order.
+        """
+        array, plan = _check_repeat(x, repeats, axis, inner, outer)
+        return _forward(plan, _kernel(plan, "forward"), _need_array(array))
+
+    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
+        """The forward and pullback kernels of this call (the pushforward runs the forward one)."""
+        _, plan = _check_repeat(*_repeat_arguments(*args, **kwargs))
+        return _kernel_requests(plan)
 
 
 repeat = _Repeat()
 
+
+@rrule_rule(repeat)
+def _repeat_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
+    array, plan = _check_repeat(*_repeat_arguments(*args, **kwargs))
+    y = _forward(plan, _kernel(plan, "forward"), _need_array(array))
+    pullback_kernel = _kernel(plan, "pullback") if _differentiable(plan.dtype) else None
+    return y, _make_pullback(plan, pullback_kernel, len(args))
+
+
+@frule_rule(repeat)
+def _repeat_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
+    array, plan = _check_repeat(*_repeat_arguments(*args, **kwargs))
+    tangent = _check_tangents(tangents, len(args))[0]
+    kernel = _kernel(plan, "forward")
+    y = _forward(plan, kernel, _need_array(array))
+    return y, _pushforward(plan, kernel, tangent)
+
+
+# ---------------------------------------------------------------------------------------------
+# tile
+# ---------------------------------------------------------------------------------------------
+
+
+def _tile_arguments(x: object, reps: object) -> tuple[object, object]:
+    return x, reps
+
+
 class _Tile(Op):
     name = "tile"
 
-    def __call__(self, *args: object, **kwargs: object) -> object:
-        raise NotImplementedError("tile is not implemented yet")
+    def __call__(self, x: npt.NDArray[_DT], reps: _StaticCounts) -> npt.NDArray[_DT]:
+        """Construct an array by repeating ``x`` the number of times given by ``reps``
+        (``np.tile``): ``reps`` is ``Val(int)`` or ``Val(tuple)``, static; when it is longer
+        than ``x.ndim`` new axes are leading, when shorter it is padded with leading 1s.
+
+        Rules: ``back(dy)`` returns ``(dx, NoTangent())``, ``dx`` the sum of ``dy`` over the
+        tiles (a ``Fill`` cotangent gives a ``Fill``).
+        """
+        array, plan = _check_tile(x, reps)
+        return _forward(plan, _kernel(plan, "forward"), _need_array(array))  # type: ignore[return-value]
+
+    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
+        """The forward and pullback kernels of this call (the pushforward runs the forward one)."""
+        _, plan = _check_tile(*_tile_arguments(*args, **kwargs))
+        return _kernel_requests(plan)
 
 
 tile = _Tile()
 
+
+@rrule_rule(tile)
+def _tile_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
+    array, plan = _check_tile(*_tile_arguments(*args, **kwargs))
+    y = _forward(plan, _kernel(plan, "forward"), _need_array(array))
+    pullback = _make_pullback(plan, _kernel(plan, "pullback") if _differentiable(plan.dtype) else None, len(args))
+
+    def tile_pullback(dy: object) -> tuple[object, ...]:
+        return pullback(dy)
+
+    return y, tile_pullback
+
+
+@frule_rule(tile)
+def _tile_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
+    array, plan = _check_tile(*_tile_arguments(*args, **kwargs))
+    tangent = _check_tangents(tangents, len(args))[0]
+    kernel = _kernel(plan, "forward")
+    y = _forward(plan, kernel, _need_array(array))
+    return y, _pushforward(plan, kernel, tangent)

@@ -1,0 +1,753 @@
+"""The repeat family: ``repeat`` (NumPy's and Julia's forms) and ``tile``.
+
+Forward results are compared with NumPy (for Julia's form, with ``np.repeat`` per axis then
+``np.tile``); pullbacks and pushforwards with central finite differences of the forward, or
+with the adjoint identity against the NumPy reference, never with the rule's own formula.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import stablerules as sr
+from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
+from stablerules import _parallel
+
+# Any keeps NumPy's operator overloads usable in the tests; the library's API has none.
+Array = npt.NDArray[Any]
+Forward = Callable[[Array], Array]
+Back = Callable[[object], tuple[object, ...]]
+
+RNG = np.random.default_rng(1234)
+
+
+def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
+    resolved = np.dtype(dtype)
+    if resolved.kind == "c":
+        return (RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(resolved)
+    if resolved.kind == "b":
+        return RNG.integers(0, 2, shape).astype(bool)
+    if resolved.kind in "iu":
+        return RNG.integers(0, 100, shape).astype(resolved)
+    return RNG.standard_normal(shape).astype(resolved)
+
+
+def rrule(op: object, *args: object, **kwargs: object) -> tuple[Array, Back]:
+    """``sr.rrule`` with the primal checked to be an array (for the type checker too)."""
+    y, back = sr.rrule(op, *args, **kwargs)
+    assert isinstance(y, np.ndarray)
+    return y, back
+
+
+def static(value: Val[int] | Val[tuple[int, ...]]) -> tuple[int, ...]:
+    inner = value.value
+    return (inner,) if isinstance(inner, int) else inner
+
+
+def dense(tangent: object) -> Array:
+    assert isinstance(tangent, np.ndarray), tangent
+    return tangent
+
+
+def julia_reference(x: Array, inner: tuple[int, ...], outer: tuple[int, ...]) -> Array:
+    """Julia's ``repeat(x; inner, outer)`` built from NumPy: pad trailing axes, ``np.repeat``
+    along each axis, then ``np.tile``."""
+    n = max(x.ndim, len(inner), len(outer))
+    y = np.asarray(x).reshape(x.shape + (1,) * (n - x.ndim))
+    for axis, count in enumerate(inner + (1,) * (n - len(inner))):
+        y = np.repeat(y, count, axis=axis)
+    return np.tile(y, outer + (1,) * (n - len(outer)))
+
+
+# ------------------------------------------------------------------- finite differences
+
+
+def fd_pullback(f: Forward, x: Array, dy: Array, step: float = 1e-6) -> Array:
+    """``dL/dRe(x) + i dL/dIm(x)`` for ``L(x) = Re(vdot(dy, f(x)))``, central differences in
+    float64 / complex128 (the ops are linear, so this is exact up to rounding)."""
+    wide = np.complex128 if x.dtype.kind == "c" else np.float64
+    base: Array = x.astype(wide)
+    dy_wide = np.asarray(dy).astype(np.complex128)
+
+    def loss(point: Array) -> float:
+        return float(np.real(np.vdot(dy_wide, f(point).astype(np.complex128))))
+
+    gradient: Array = np.zeros(x.shape, dtype=wide)
+    directions: list[complex] = [1.0, 1j] if x.dtype.kind == "c" else [1.0]
+    for index in np.ndindex(*x.shape):
+        for direction in directions:
+            plus, minus = base.copy(), base.copy()
+            plus[index] += step * direction
+            minus[index] -= step * direction
+            gradient[index] += direction * (loss(plus) - loss(minus)) / (2 * step)
+    return gradient
+
+
+def fd_pushforward(f: Forward, x: Array, dx: Array, step: float = 1e-6) -> Array:
+    wide = np.complex128 if x.dtype.kind == "c" else np.float64
+    base: Array = x.astype(wide)
+    direction: Array = np.asarray(dx).astype(wide)
+    return (f(base + step * direction) - f(base - step * direction)) / (2 * step)
+
+
+def assert_pullback_matches_fd(
+    op: object, x: Array, *args: object, **kwargs: object
+) -> None:
+    y, back = rrule(op, x, *args, **kwargs)
+    dy = random_array(np.shape(y), np.asarray(y).dtype)
+    tangents = back(dy)
+    assert len(tangents) == 1 + len(args)
+    assert all(isinstance(t, NoTangent) for t in tangents[1:])
+    dx = tangents[0]
+    assert isinstance(dx, np.ndarray)
+    assert dx.shape == x.shape and dx.dtype == x.dtype
+    tolerance = 1e-4 if x.dtype in (np.float32, np.complex64) else 1e-7
+
+    def forward(point: Array) -> Array:
+        return op(point, *args, **kwargs)  # type: ignore[operator, no-any-return]
+
+    np.testing.assert_allclose(dx, fd_pullback(forward, x, dy), rtol=tolerance, atol=tolerance)
+
+
+def assert_pushforward_matches_fd(
+    op: object, x: Array, *args: object, **kwargs: object
+) -> None:
+    dx = random_array(x.shape, x.dtype)
+    tangents = (dx,) + (NoTangent(),) * len(args)
+    y, dy = sr.frule(op, tangents, x, *args, **kwargs)
+    assert isinstance(dy, np.ndarray)
+    assert dy.shape == dense(y).shape and dy.dtype == x.dtype
+    tolerance = 1e-4 if x.dtype in (np.float32, np.complex64) else 1e-7
+
+    def forward(point: Array) -> Array:
+        return op(point, *args, **kwargs)  # type: ignore[operator, no-any-return]
+
+    np.testing.assert_allclose(dy, fd_pushforward(forward, x, dx), rtol=tolerance, atol=tolerance)
+
+
+# ------------------------------------------------------------------- forward vs NumPy
+
+NUMPY_CASES = [
+    ((), 3, None),
+    ((5,), 0, 0),
+    ((5,), 1, None),
+    ((5,), 3, 0),
+    ((5,), 3, -1),
+    ((0,), 4, 0),
+    ((3, 4), 2, 0),
+    ((3, 4), 2, 1),
+    ((3, 4), 2, None),
+    ((3, 4), 0, 1),
+    ((2, 0, 3), 2, 2),
+    ((2, 3, 4), 3, 1),
+    ((2, 3, 4), 20, 2),
+    ((1, 3, 1), 2, 0),
+]
+
+
+@pytest.mark.parametrize(("shape", "count", "axis"), NUMPY_CASES)
+def test_numpy_form_forward(shape: tuple[int, ...], count: int, axis: int | None) -> None:
+    x = random_array(shape)
+    y = sr.repeat(x, Val(count), axis=None if axis is None else Val(axis))
+    expected = np.repeat(x, count, axis=axis)
+    assert y.dtype == expected.dtype and y.shape == expected.shape
+    np.testing.assert_array_equal(y, expected)
+
+
+JULIA_CASES: list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = [
+    ((), (), ()),
+    ((), (3,), ()),
+    ((), (), (2, 3)),
+    ((4,), (2,), ()),
+    ((4,), (), (3,)),
+    ((4,), (2,), (3,)),
+    ((4,), (2, 3), (1, 1, 2)),
+    ((3, 4), (2, 1), (1, 2)),
+    ((3, 4), (1, 3), (2, 1)),
+    ((3, 4), (2,), ()),
+    ((3, 4), (0, 2), ()),
+    ((3, 4), (), (2, 0)),
+    ((3, 0), (2, 2), (2, 1)),
+    ((2, 3, 4), (2, 1, 3), ()),
+    ((2, 3, 4), (1, 1, 1), (1, 1, 1)),
+    ((2, 3, 4), (2, 1, 3), (2, 1, 2)),
+    ((200, 3, 4), (7, 1, 10), (4, 1, 2)),
+]
+
+
+@pytest.mark.parametrize(("shape", "inner", "outer"), JULIA_CASES)
+def test_julia_form_forward(shape: tuple[int, ...], inner: tuple[int, ...], outer: tuple[int, ...]) -> None:
+    x = random_array(shape)
+    y = sr.repeat(
+        x, inner=Val(inner) if inner else None, outer=Val(outer) if outer else None
+    )
+    expected = julia_reference(x, inner, outer)
+    assert y.shape == expected.shape and y.dtype == expected.dtype
+    np.testing.assert_array_equal(y, expected)
+
+
+def test_julia_form_int_counts_mean_first_axis() -> None:
+    x = random_array((3, 4))
+    np.testing.assert_array_equal(sr.repeat(x, inner=Val(2), outer=Val(3)), julia_reference(x, (2,), (3,)))
+
+
+TILE_CASES: list[tuple[tuple[int, ...], tuple[int, ...]]] = [
+    ((), (3,)),
+    ((), ()),
+    ((4,), (3,)),
+    ((4,), (2, 3)),
+    ((4,), (0,)),
+    ((3, 4), (2,)),
+    ((3, 4), (2, 1)),
+    ((3, 4), (1, 1)),
+    ((3, 4), (2, 1, 3)),
+    ((2, 3, 4), (2, 2)),
+    ((0, 3), (2, 2)),
+]
+
+
+@pytest.mark.parametrize(("shape", "reps"), TILE_CASES)
+def test_tile_forward(shape: tuple[int, ...], reps: tuple[int, ...]) -> None:
+    x = random_array(shape)
+    y = sr.tile(x, Val(reps))
+    expected = np.tile(x, reps)
+    assert y.shape == expected.shape and y.dtype == expected.dtype
+    np.testing.assert_array_equal(y, expected)
+
+
+def test_tile_int_reps() -> None:
+    x = random_array((3, 4))
+    np.testing.assert_array_equal(sr.tile(x, Val(3)), np.tile(x, 3))
+
+
+COUNTS_CASES: list[tuple[tuple[int, ...], list[int], int | None]] = [
+    ((4,), [1, 0, 3, 2], 0),
+    ((4,), [2], 0),
+    ((4,), [0, 0, 0, 0], 0),
+    ((3, 4), [1, 2, 0], 0),
+    ((3, 4), [3, 0, 1, 2], 1),
+    ((3, 4), [2], 1),
+    ((2, 3, 4), [1, 0, 5], 1),
+    ((2, 3), [1, 2, 0, 1, 1, 3], None),
+    ((2, 3), [2], None),
+    ((0, 3), [], 0),
+    ((0, 3), [2, 1, 1], 1),
+    ((), [3], None),
+]
+
+
+@pytest.mark.parametrize(("shape", "counts", "axis"), COUNTS_CASES)
+def test_counts_array_forward(shape: tuple[int, ...], counts: list[int], axis: int | None) -> None:
+    x = random_array(shape)
+    counts_array = np.array(counts, dtype=np.int64)
+    y = sr.repeat(x, counts_array, axis=None if axis is None else Val(axis))
+    expected = np.repeat(x, counts_array, axis=axis)
+    assert y.shape == expected.shape and y.dtype == expected.dtype
+    np.testing.assert_array_equal(y, expected)
+
+
+def test_counts_as_list_and_other_integer_dtypes() -> None:
+    x = random_array((3, 2))
+    expected = np.repeat(x, [2, 0, 1], axis=0)
+    np.testing.assert_array_equal(sr.repeat(x, [2, 0, 1], Val(0)), expected)
+    np.testing.assert_array_equal(sr.repeat(x, np.array([2, 0, 1], dtype=np.uint8), Val(0)), expected)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.bool_, np.uint8, np.float32, np.complex64, np.complex128])
+def test_forward_keeps_dtype(dtype: npt.DTypeLike) -> None:
+    x = random_array((3, 4), dtype)
+    for y, expected in [
+        (sr.repeat(x, Val(2), axis=Val(1)), np.repeat(x, 2, axis=1)),
+        (sr.repeat(x, inner=Val((2, 1)), outer=Val((1, 2))), julia_reference(x, (2, 1), (1, 2))),
+        (sr.tile(x, Val((2, 1))), np.tile(x, (2, 1))),
+        (sr.repeat(x, np.array([1, 0, 2]), axis=Val(0)), np.repeat(x, [1, 0, 2], axis=0)),
+    ]:
+        assert y.dtype == expected.dtype
+        np.testing.assert_array_equal(y, expected)
+
+
+def test_python_scalar_input() -> None:
+    np.testing.assert_array_equal(sr.repeat(2.5, Val(3)), np.repeat(2.5, 3))  # type: ignore[call-overload]
+
+
+def test_non_native_byte_order_computes_in_native_order() -> None:
+    x = random_array((3, 4)).astype(">f8")
+    y = sr.repeat(x, Val(2), axis=Val(0))
+    np.testing.assert_array_equal(y, np.repeat(x, 2, axis=0))
+    assert y.dtype == np.float64
+
+
+# ------------------------------------------------------------------- rules vs finite differences
+
+PULLBACK_CASES: list[tuple[str, tuple[int, ...], tuple[object, ...], dict[str, object]]] = [
+    ("repeat", (5,), (Val(3),), {"axis": Val(0)}),
+    ("repeat", (3, 4), (Val(2),), {"axis": Val(1)}),
+    ("repeat", (3, 4), (Val(2),), {}),
+    ("repeat", (), (Val(3),), {}),
+    ("repeat", (3, 4), (Val(0),), {"axis": Val(0)}),
+    ("repeat", (2, 3), (Val(20),), {"axis": Val(0)}),
+    ("repeat", (3, 4), (), {"inner": Val((2, 3))}),
+    ("repeat", (3, 4), (), {"outer": Val((2, 3))}),
+    ("repeat", (2, 3, 2), (), {"inner": Val((2, 1, 3)), "outer": Val((2, 1, 2))}),
+    ("repeat", (3,), (), {"inner": Val((2, 2)), "outer": Val((1, 1, 3))}),
+    ("repeat", (), (), {"inner": Val((2,)), "outer": Val((3,))}),
+    ("repeat", (3, 4), (), {"inner": Val((2, 0))}),
+    ("repeat", (2, 3, 4), (np.array([1, 0, 3]),), {"axis": Val(1)}),
+    ("repeat", (3, 4), (np.array([2, 1, 0, 3]),), {"axis": Val(1)}),
+    ("repeat", (2, 3), (np.array([2, 0, 1, 1, 3, 1]),), {}),
+    ("repeat", (4,), (np.array([3]),), {"axis": Val(0)}),
+    ("tile", (3, 4), (Val((2, 1, 3)),), {}),
+    ("tile", (3, 4), (Val((2,)),), {}),
+    ("tile", (), (Val((2, 3)),), {}),
+]
+
+
+def case_id(case: tuple[str, tuple[int, ...], tuple[object, ...], dict[str, object]]) -> str:
+    op, shape, args, kwargs = case
+    return f"{op}-{shape}-{args}-{kwargs}"
+
+
+def op_named(name: str) -> object:
+    return {"repeat": sr.repeat, "tile": sr.tile}[name]
+
+
+@pytest.mark.parametrize("case", PULLBACK_CASES, ids=case_id)
+def test_pullback_matches_finite_differences(
+    case: tuple[str, tuple[int, ...], tuple[object, ...], dict[str, object]],
+) -> None:
+    name, shape, args, kwargs = case
+    assert_pullback_matches_fd(op_named(name), random_array(shape), *args, **kwargs)
+
+
+@pytest.mark.parametrize("case", PULLBACK_CASES, ids=case_id)
+def test_pushforward_matches_finite_differences(
+    case: tuple[str, tuple[int, ...], tuple[object, ...], dict[str, object]],
+) -> None:
+    name, shape, args, kwargs = case
+    assert_pushforward_matches_fd(op_named(name), random_array(shape), *args, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.complex128])
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((Val(3),), {"axis": Val(0)}),
+        ((), {"inner": Val((2, 1)), "outer": Val((1, 3))}),
+        ((np.array([1, 0, 2]),), {"axis": Val(0)}),
+    ],
+)
+def test_rules_other_dtypes(dtype: npt.DTypeLike, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    x = random_array((3, 2), dtype)
+    assert_pullback_matches_fd(sr.repeat, x, *args, **kwargs)
+    assert_pushforward_matches_fd(sr.repeat, x, *args, **kwargs)
+
+
+def test_tile_rules_complex() -> None:
+    x = random_array((2, 3), np.complex128)
+    assert_pullback_matches_fd(sr.tile, x, Val((2, 2)))
+    assert_pushforward_matches_fd(sr.tile, x, Val((2, 2)))
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((Val(7),), {"axis": Val(0)}),
+        ((), {"inner": Val((7, 1, 10))}),
+        ((), {"inner": Val((7, 1, 10)), "outer": Val((4, 1, 2))}),
+        ((Val(70),), {"axis": Val(2)}),
+        ((np.arange(4) % 3,), {"axis": Val(2)}),
+    ],
+)
+def test_pullback_larger_arrays_against_numpy_reduction(args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    # Too large for finite differences; the adjoint identity against NumPy's forward instead:
+    # vdot(dx, v) == vdot(dy, repeat(v)) for every v.
+    x = random_array((200, 3, 4))
+    y, back = rrule(sr.repeat, x, *args, **kwargs)
+    dy = random_array(y.shape)
+    dx = back(dy)[0]
+    assert isinstance(dx, np.ndarray)
+
+    def reference(v: Array) -> Array:
+        inner, outer, axis = kwargs.get("inner"), kwargs.get("outer"), kwargs.get("axis")
+        if isinstance(inner, Val):
+            return julia_reference(v, static(inner), static(outer) if isinstance(outer, Val) else ())
+        count = args[0]
+        assert isinstance(axis, Val) and isinstance(axis.value, int)
+        if isinstance(count, Val):
+            return np.repeat(v, static(count), axis=axis.value)
+        return np.repeat(v, dense(count), axis=axis.value)
+
+    for _ in range(3):
+        v = random_array(x.shape)
+        np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, reference(v)), rtol=1e-10)
+
+
+def test_parallel_partition_matches_serial(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = random_array((40, 3, 5))
+    kwargs: dict[str, object] = {"inner": Val((3, 1, 2)), "outer": Val((2, 1, 2))}
+    y, back = rrule(sr.repeat, x, **kwargs)
+    dy = random_array(y.shape)
+    serial = dense(back(dy)[0])
+    counts = np.array([2, 0, 3])
+    yc, backc = rrule(sr.repeat, x, counts, Val(1))
+    dyc = random_array(yc.shape)
+    serial_counts = dense(backc(dyc)[0])
+    monkeypatch.setattr(_parallel, "PARALLEL_THRESHOLD", 1)
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", "3")
+    y2, back2 = rrule(sr.repeat, x, **kwargs)
+    np.testing.assert_array_equal(y2, y)
+    np.testing.assert_allclose(dense(back2(dy)[0]), serial, rtol=1e-12)
+    y3, back3 = rrule(sr.repeat, x, counts, Val(1))
+    np.testing.assert_array_equal(y3, yc)
+    np.testing.assert_allclose(dense(back3(dyc)[0]), serial_counts, rtol=1e-12)
+
+
+# ------------------------------------------------------------------- tangent structure and projection
+
+
+def test_tangent_arity_follows_positional_arguments() -> None:
+    x = random_array((3, 4))
+    _, back = rrule(sr.repeat, x, Val(2), Val(0))
+    assert len(back(np.ones((6, 4)))) == 3
+    _, back = rrule(sr.repeat, x, Val(2), axis=Val(0))
+    assert len(back(np.ones((6, 4)))) == 2
+    _, back = rrule(sr.repeat, x, repeats=Val(2), axis=Val(0))
+    assert len(back(np.ones((6, 4)))) == 1
+    _, back = rrule(sr.repeat, x, inner=Val((2,)))
+    assert len(back(np.ones((6, 4)))) == 1
+    _, back = rrule(sr.tile, x, Val((2,)))
+    dx, dreps = back(np.ones((3, 8)))
+    assert isinstance(dreps, NoTangent)
+    np.testing.assert_array_equal(dense(dx), np.full((3, 4), 2.0))
+
+
+def test_float32_stays_float32_and_cotangents_are_projected() -> None:
+    x = random_array((4, 3), np.float32)
+    y, back = rrule(sr.repeat, x, Val(2), axis=Val(0))
+    assert y.dtype == np.float32
+    dy = random_array(y.shape, np.complex128)
+    dx = back(dy)[0]
+    assert isinstance(dx, np.ndarray) and dx.dtype == np.float32
+    np.testing.assert_allclose(dx, dy.real.reshape(4, 2, 3).sum(axis=1), rtol=1e-5)
+    dx64 = back(dy.real)[0]
+    assert isinstance(dx64, np.ndarray) and dx64.dtype == np.float32
+    fill = back(Fill(1.5, y.shape, np.float64))[0]
+    assert isinstance(fill, Fill) and fill.dtype == np.float32
+
+
+def test_integer_and_bool_inputs_get_no_tangent() -> None:
+    for dtype in (np.int64, np.bool_):
+        x = random_array((3, 2), dtype)
+        y, back = rrule(sr.repeat, x, Val(2), axis=Val(0))
+        np.testing.assert_array_equal(y, np.repeat(x, 2, axis=0))
+        assert back(np.ones(y.shape)) == (NoTangent(), NoTangent())
+        with pytest.raises(ValueError, match=r"\(6, 2\)"):
+            back(np.ones((5, 2)))
+        y2, dy = sr.frule(sr.tile, (np.ones(x.shape), NoTangent()), x, Val((2,)))
+        np.testing.assert_array_equal(y2, np.tile(x, 2))
+        assert dy == NoTangent()
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "kwargs", "scale"),
+    [
+        ("repeat", (Val(3),), {"axis": Val(1)}, 3),
+        ("repeat", (), {"inner": Val((2, 3)), "outer": Val((2, 1, 5))}, 60),
+        ("tile", (Val((2, 2)),), {}, 4),
+    ],
+)
+def test_fill_cotangent_gives_scaled_fill(
+    name: str, args: tuple[object, ...], kwargs: dict[str, object], scale: int
+) -> None:
+    x = random_array((3, 4))
+    y, back = rrule(op_named(name), x, *args, **kwargs)
+    dx = back(Fill(0.5, y.shape))[0]
+    assert dx == Fill(0.5 * scale, x.shape, np.float64)
+    np.testing.assert_allclose(np.asarray(dx), dense(back(np.full(y.shape, 0.5))[0]))
+
+
+def test_fill_cotangent_with_counts_array_is_dense_and_exact() -> None:
+    x = random_array((3, 4), np.complex128)
+    counts = np.array([1, 0, 3, 2])
+    y, back = rrule(sr.repeat, x, counts, Val(1))
+    dx = back(Fill(0.5 - 1j, y.shape, np.complex128))[0]
+    assert isinstance(dx, np.ndarray) and dx.flags.writeable and dx.dtype == np.complex128
+    np.testing.assert_allclose(dx, dense(back(np.full(y.shape, 0.5 - 1j))[0]))
+    _, back_flat = rrule(sr.repeat, random_array((2, 2)), np.array([1, 2, 0, 4]))
+    dx_flat = back_flat(Fill(2.0, (7,)))[0]
+    np.testing.assert_array_equal(dense(dx_flat), [[2.0, 4.0], [0.0, 8.0]])
+
+
+def test_zero_and_thunk_cotangents_and_tangents() -> None:
+    x = random_array((3, 4))
+    y, back = rrule(sr.repeat, x, inner=Val((2, 1)))
+    assert back(ZeroTangent()) == (ZeroTangent(),)
+    dy = random_array(y.shape)
+    calls = []
+
+    def make() -> Array:
+        calls.append(1)
+        return dy
+
+    np.testing.assert_array_equal(dense(back(Thunk(make))[0]), dense(back(dy)[0]))
+    assert calls == [1]
+    _, dy_zero = sr.frule(sr.repeat, (ZeroTangent(),), x, inner=Val((2, 1)))
+    assert dy_zero == ZeroTangent()
+    _, dy_fill = sr.frule(sr.repeat, (Fill(2.0, x.shape),), x, inner=Val((2, 1)))
+    assert dy_fill == Fill(2.0, y.shape, np.float64)
+    dx = random_array(x.shape)
+    _, dy_thunk = sr.frule(sr.repeat, (Thunk(lambda: dx),), x, inner=Val((2, 1)))
+    np.testing.assert_array_equal(dense(dy_thunk), julia_reference(dx, (2, 1), ()))
+
+
+def layouts(array: Array) -> list[Array]:
+    """The same values as strided, negative-stride, Fortran-order and read-only arrays."""
+    strided = np.zeros((array.shape[0] * 2,) + array.shape[1:], dtype=array.dtype)[::2]
+    strided[...] = array
+    reversed_ = np.ascontiguousarray(array[::-1])[::-1]
+    fortran = np.asfortranarray(array)
+    readonly = array.copy()
+    readonly.setflags(write=False)
+    return [strided, reversed_, fortran, readonly]
+
+
+def test_layouts_of_inputs_and_cotangents() -> None:
+    x = random_array((4, 3))
+    kwargs: dict[str, object] = {"inner": Val((2, 3)), "outer": Val((1, 2))}
+    y, back = rrule(sr.repeat, x, **kwargs)
+    dy = random_array(y.shape)
+    dx = back(dy)[0]
+    for variant in layouts(x):
+        y2, back2 = rrule(sr.repeat, variant, **kwargs)
+        np.testing.assert_array_equal(y2, y)
+        np.testing.assert_array_equal(sr.tile(variant, Val((2, 1))), np.tile(x, (2, 1)))
+        np.testing.assert_array_equal(sr.repeat(variant, np.array([1, 2, 0, 1]), Val(0)), np.repeat(x, [1, 2, 0, 1], axis=0))
+        _, tangent = sr.frule(sr.repeat, (variant,), x, **kwargs)
+        np.testing.assert_array_equal(dense(tangent), y)
+    for variant in layouts(dy):
+        np.testing.assert_array_equal(dense(back(variant)[0]), dx)
+
+
+def test_returned_tangents_are_fresh_writable_arrays() -> None:
+    x = random_array((5,))
+    _, back = rrule(sr.repeat, x, Val(1), axis=Val(0))
+    dy = random_array((5,))
+    dx = back(dy)[0]
+    assert isinstance(dx, np.ndarray) and dx.flags.writeable
+    assert not np.shares_memory(dx, dy)
+
+
+# ------------------------------------------------------------------- errors
+
+
+def test_invalid_arguments() -> None:
+    x = random_array((3, 4))
+    pair: object = Val((2, 3))
+    with pytest.raises(ValueError, match="negative"):
+        sr.repeat(x, Val(-1), axis=Val(0))
+    with pytest.raises(ValueError, match="negative"):
+        sr.repeat(x, inner=Val((2, -1)))
+    with pytest.raises(ValueError, match="negative"):
+        sr.tile(x, Val((2, -1)))
+    with pytest.raises(ValueError, match="negative"):
+        sr.repeat(x, np.array([1, -1, 2]), axis=Val(0))
+    with pytest.raises(ValueError, match=r"4 counts but x has 3 elements along axis 0 \(shape \(3, 4\)\)"):
+        sr.repeat(x, np.array([1, 1, 1, 1]), axis=Val(0))
+    with pytest.raises(ValueError, match=r"1-D.*\(2, 2\)"):
+        sr.repeat(x, np.ones((2, 2), dtype=int), axis=Val(0))
+    with pytest.raises(TypeError, match="integers"):
+        sr.repeat(x, np.array([1.0, 2.0, 1.0]), axis=Val(0))
+    with pytest.raises(TypeError, match="integers"):
+        sr.repeat(x, np.array([True, False, True]), axis=Val(0))
+    with pytest.raises(TypeError, match="inner="):
+        sr.repeat(x, pair)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="not both"):
+        sr.repeat(x, Val(2), inner=Val(2))  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="axis"):
+        sr.repeat(x, axis=Val(0), inner=Val(2))  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match="out of bounds"):
+        sr.repeat(x, Val(2), axis=Val(2))
+    with pytest.raises(ValueError, match="out of bounds"):
+        sr.repeat(np.float64(1.0), Val(2), axis=Val(0))  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="dtype"):
+        sr.repeat(np.array(["a", "b"]), Val(2))
+    with pytest.raises(TypeError, match="Val"):
+        sr.repeat(x, Val(2), axis="0")  # type: ignore[call-overload]
+
+
+def test_huge_counts_are_value_errors_not_crashes() -> None:
+    x = np.ones(4)
+    with pytest.raises(ValueError, match="too large"):
+        sr.repeat(x, Val(2**62))
+    with pytest.raises(ValueError, match="too large"):
+        sr.repeat(x, Val(2**59), axis=Val(0))  # 2**61 elements of 8 bytes
+    with pytest.raises(ValueError, match="too large"):
+        sr.repeat(x, inner=Val((2**31, 2**31, 2**31)))
+    with pytest.raises(ValueError, match="too large"):
+        sr.tile(x, Val((2**40, 2**30)))
+    with pytest.raises(ValueError, match="too large"):
+        sr.repeat(x, np.array([2**62, 1, 1, 1]), axis=Val(0))
+    with pytest.raises(ValueError, match="too large"):
+        sr.repeat(x, np.array([2**61, 2**61, 2**61, 2**61], dtype=np.int64), axis=Val(0))
+    with pytest.raises(ValueError, match="too large"):
+        sr.repeat(x, np.array([2**64 - 1, 1, 1, 1], dtype=np.uint64), axis=Val(0))
+
+
+def test_wrong_cotangent_and_tangent_shapes() -> None:
+    x = random_array((3, 4))
+    _, back = rrule(sr.repeat, x, Val(2), axis=Val(0))
+    with pytest.raises(ValueError, match=r"\(6, 5\).*\(6, 4\)"):
+        back(np.ones((6, 5)))
+    with pytest.raises(ValueError, match=r"\(6, 5\).*\(6, 4\)"):
+        back(Fill(1.0, (6, 5)))
+    with pytest.raises(ValueError, match=r"\(3, 5\).*\(3, 4\)"):
+        sr.frule(sr.repeat, (np.ones((3, 5)), NoTangent()), x, Val(2), axis=Val(0))
+    with pytest.raises(ValueError, match="one entry per positional argument"):
+        sr.frule(sr.repeat, (np.ones((3, 4)),), x, Val(2), axis=Val(0))
+
+
+# ------------------------------------------------------------------- compile cache, precompile, explain
+
+
+def test_second_call_compiles_nothing_and_takes_no_fallback() -> None:
+    x = random_array((6, 5))
+    counts = np.array([1, 2, 0, 1, 3, 1])
+    calls: list[tuple[object, tuple[object, ...], dict[str, object]]] = [
+        (sr.repeat, (x, Val(3)), {"axis": Val(1)}),
+        (sr.repeat, (x,), {"inner": Val((2, 1, 2)), "outer": Val((1, 3))}),
+        (sr.repeat, (x, counts), {"axis": Val(0)}),
+        (sr.tile, (x, Val((2, 1, 2))), {}),
+    ]
+    for op, args, kwargs in calls:
+        y, back = rrule(op, *args, **kwargs)
+        back(np.ones(np.shape(y)))
+        sr.frule(op, (x,) + (NoTangent(),) * (len(args) - 1), *args, **kwargs)
+    other = random_array((9, 2))  # another shape, same signatures
+    with sr.no_compile(), sr.no_fallback():
+        for op, args, kwargs in calls:
+            for value in (x, other):
+                if op is sr.repeat and len(args) == 2 and not isinstance(args[1], Val):
+                    call_args: tuple[object, ...] = (value, np.ones(value.shape[0], dtype=int))
+                else:
+                    call_args = (value, *args[1:])
+                y, back = rrule(op, *call_args, **kwargs)
+                back(np.ones(np.shape(y)))
+                sr.frule(op, (value,) + (NoTangent(),) * (len(args) - 1), *call_args, **kwargs)
+
+
+def test_plain_static_arguments_count_as_dynamic() -> None:
+    x = random_array((3,))
+    before = sr.cache_info().dynamic_arguments
+    np.testing.assert_array_equal(sr.repeat(x, 2, axis=0), np.repeat(x, 2, axis=0))
+    assert sr.cache_info().dynamic_arguments == before + 2
+    with sr.no_fallback(), pytest.raises(sr.DynamicFallbackError):
+        sr.tile(x, (2, 2))
+
+
+def test_precompile_and_explain_with_specs() -> None:
+    spec = sr.ArraySpec((17, 3, 4), np.float32)
+    signatures = sr.precompile(sr.repeat, spec, inner=Val((5, 1, 3)), outer=Val((2,)))
+    assert [signature.kind for signature in signatures] == ["forward", "pullback"]
+    x = random_array((5, 3, 4), np.float32)
+    with sr.no_compile():
+        y, back = rrule(sr.repeat, x, inner=Val((5, 1, 3)), outer=Val((2,)))
+        back(np.ones(y.shape, np.float32))
+    text = sr.explain(sr.tile, sr.ArraySpec((3, 4), np.complex64), Val((2, 1)))
+    assert "def kernel(x, y, e0, lo, hi)" in text and "def kernel(dy, dx, e0, lo, hi)" in text
+    counts_spec = sr.ArraySpec((4,), np.int64)
+    signatures = sr.precompile(sr.repeat, sr.ArraySpec((3, 4), np.float64), counts_spec, Val(1))
+    assert [signature.kind for signature in signatures] == ["forward-counts", "pullback-counts"]
+    assert len(sr.precompile(sr.repeat, sr.ArraySpec((3, 4), np.int32), Val(2))) == 1
+
+
+def test_static_forms_share_kernels() -> None:
+    # np.repeat along the last axis, Julia's inner on it and nothing else, are one nest.
+    x = random_array((4, 5))
+    sr.repeat(x, Val(6), axis=Val(1))
+    with sr.no_compile():
+        np.testing.assert_array_equal(sr.repeat(x, inner=Val((1, 6))), np.repeat(x, 6, axis=1))
+        np.testing.assert_array_equal(sr.repeat(x.reshape(20), Val(6)), np.repeat(x, 6))
+
+
+# ------------------------------------------------------------------- hypothesis
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shape=st.lists(st.integers(0, 3), min_size=0, max_size=3).map(tuple),
+    inner=st.lists(st.integers(0, 3), min_size=0, max_size=4).map(tuple),
+    outer=st.lists(st.integers(0, 2), min_size=0, max_size=4).map(tuple),
+)
+def test_julia_form_random(shape: tuple[int, ...], inner: tuple[int, ...], outer: tuple[int, ...]) -> None:
+    x = random_array(shape)
+    kwargs = {"inner": Val(inner) if inner else None, "outer": Val(outer) if outer else None}
+    y, back = rrule(sr.repeat, x, **kwargs)
+    expected = julia_reference(x, inner, outer)
+    np.testing.assert_array_equal(y, expected)
+    dy = random_array(y.shape)
+    dx = back(dy)[0]
+    v = random_array(shape)
+    # The adjoint identity against NumPy's forward: vdot(dx, v) == vdot(dy, repeat(v)).
+    np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, julia_reference(v, inner, outer)), rtol=1e-9, atol=1e-12)
+    _, tangent = sr.frule(sr.repeat, (v,), x, **kwargs)
+    np.testing.assert_array_equal(dense(tangent), julia_reference(v, inner, outer))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shape=st.lists(st.integers(0, 4), min_size=1, max_size=3).map(tuple),
+    data=st.data(),
+)
+def test_counts_array_random(shape: tuple[int, ...], data: st.DataObject) -> None:
+    axis = data.draw(st.one_of(st.none(), st.integers(0, len(shape) - 1)))
+    length = math.prod(shape) if axis is None else shape[axis]
+    counts = np.array(data.draw(st.lists(st.integers(0, 3), min_size=length, max_size=length)), dtype=np.int64)
+    x = random_array(shape)
+    y, back = rrule(sr.repeat, x, counts, None if axis is None else Val(axis))
+    np.testing.assert_array_equal(y, np.repeat(x, counts, axis=axis))
+    dy = random_array(y.shape)
+    dx = back(dy)[0]
+    v = random_array(shape)
+    np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, np.repeat(v, counts, axis=axis)), rtol=1e-9, atol=1e-12)
+
+
+# --- the shared rule checker (stablerules.testing), one line per case ---------------------
+
+from stablerules.testing import test_frule as check_frule  # noqa: E402
+from stablerules.testing import test_rrule as check_rrule  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((random_array((5,)), Val(3)), {"axis": Val(0)}),
+        ((random_array((2, 3)), Val(2)), {"axis": Val(-1)}),
+        ((random_array((2, 3), np.float32), Val(2)), {"axis": None}),
+        ((random_array((2, 3), np.complex128), Val(0)), {"axis": Val(0)}),
+        ((random_array((3, 2)), np.array([1, 0, 2])), {"axis": Val(0)}),
+        ((random_array((4, 1, 3)),), {"inner": Val((2, 1, 3)), "outer": Val((1, 2, 1))}),
+        ((random_array(()),), {"inner": Val((2, 3))}),
+        ((random_array((2,), np.complex64),), {"outer": Val((2, 3))}),
+        ((random_array((0, 3)),), {"inner": Val((2, 2))}),
+    ],
+)
+def test_repeat_passes_the_shared_checker(args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    check_rrule(sr.repeat, *args, fkwargs=kwargs)
+    check_frule(sr.repeat, *args, fkwargs=kwargs)
+
+
+@pytest.mark.parametrize(
+    ("shape", "reps"), [((2, 3), (2,)), ((3,), (2, 2)), ((2, 1, 2), (1, 3, 1)), ((), (3,))]
+)
+def test_tile_passes_the_shared_checker(shape: tuple[int, ...], reps: tuple[int, ...]) -> None:
+    x = random_array(shape)
+    check_rrule(sr.tile, x, Val(reps))
+    check_frule(sr.tile, x, Val(reps))
