@@ -24,6 +24,7 @@ from ._typing import (
     ArrayStaticStaticPullback,
     CountsArray,
     DenseOrNoTangent,
+    Function,
     LooseArrayPullback,
     LooseArrayStaticPullback,
     LooseArrayStaticStaticPullback,
@@ -195,7 +196,7 @@ def rrule(op: _Kron, a: NDArray[_G], b: NDArray[_G], /) -> tuple[NDArray[_G], Lo
 
 # --- a user-registered function: arguments checked against its own signature
 @overload
-def rrule(op: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> tuple[_R, RulePullback]: ...
+def rrule(op: Function[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> tuple[_R, RulePullback]: ...
 
 
 def rrule(op: Callable[..., object], /, *args: object, **kwargs: object) -> tuple[object, RulePullback]:
@@ -403,7 +404,7 @@ def frule(
 # --- a user-registered function
 @overload
 def frule(
-    op: Callable[_P, _R], tangents: tuple[object, ...], /, *args: _P.args, **kwargs: _P.kwargs
+    op: Function[_P, _R], tangents: tuple[object, ...], /, *args: _P.args, **kwargs: _P.kwargs
 ) -> tuple[_R, object]: ...
 
 

@@ -46,6 +46,10 @@ User-registered functions. ``rrule(fn, *args, **kwargs)`` for a function ``fn`` 
 ``sr.register_rrule`` is typed from ``fn``'s own signature (``ParamSpec``): the arguments are
 checked against it and ``y`` has ``fn``'s return type; the pullback is :data:`RulePullback`
 (``(object) -> tuple[object, ...]``), since a user rule's tangents are whatever it returns.
+That last overload takes a :class:`Function` (a callable with a ``__name__``), which the ops
+are not, so an op call that no op overload accepts is an error (e.g. ``frule(sr.kron, (da,),
+a, b)``, one tangent for two arguments) rather than a loosely typed success. Code that handles
+ops generically types them as ``Callable[..., R]``, which takes that last overload.
 
 ``frule``'s ``tangents`` is typed as a tuple of the call's positional arity (entries
 ``object``: an array, ``Fill``, ``ZeroTangent``, ``NoTangent`` or ``Thunk``); the output
@@ -60,7 +64,7 @@ sees these same types without our ``stubs/`` (tests/test_typing.py checks it).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeAlias, TypeVar, overload
+from typing import ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -70,6 +74,8 @@ from ._tangents import Fill, NoTangent, ZeroTangent
 _DenseT = TypeVar("_DenseT", covariant=True)
 _LazyT = TypeVar("_LazyT", covariant=True)
 _S = TypeVar("_S", bound=np.generic)
+_P = ParamSpec("_P")
+_R_co = TypeVar("_R_co", covariant=True)
 
 
 class Pullback(Protocol[_DenseT, _LazyT]):
@@ -86,6 +92,21 @@ class Pullback(Protocol[_DenseT, _LazyT]):
 
     @overload
     def __call__(self, dy: object, /) -> _LazyT: ...
+
+
+class Function(Protocol[_P, _R_co]):
+    """A function (anything with a ``__name__``), as ``rrule``'s last overload takes it.
+
+    The ``__name__`` is what keeps the library's ops (instances, without one) out of that
+    overload: a call of an op that none of its own overloads accepts is then a type error,
+    not a loosely typed success. Functions, lambdas, methods and values typed ``Callable``
+    all have one; a callable *object* without one (``functools.partial``) can be given as a
+    value typed ``Callable[..., R]``.
+    """
+
+    __name__: str
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
 
 
 Tangent: TypeAlias = npt.NDArray[_S] | Fill | ZeroTangent
@@ -160,6 +181,7 @@ __all__ = [
     "ArrayStaticStaticPullback",
     "CountsArray",
     "DenseOrNoTangent",
+    "Function",
     "LooseArrayPullback",
     "LooseArrayStaticPullback",
     "LooseArrayStaticStaticPullback",

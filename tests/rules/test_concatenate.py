@@ -558,7 +558,7 @@ def test_frule_checks_tangents() -> None:
     with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
         sr.frule(sr.concatenate, ((a, np.ones(3)),), (a, a))
     with pytest.raises(ValueError, match="one entry per positional"):
-        sr.frule(sr.concatenate, (), (a, a))
+        sr.frule(sr.concatenate, (), (a, a))  # type: ignore[arg-type]  # wrong arity, on purpose
     with pytest.raises(ValueError, match="one tangent per array"):
         sr.frule(sr.concatenate, ((a,),), (a, a))
     with pytest.raises(ValueError, match=r"Fill of shape \(3,\)"):

@@ -612,7 +612,7 @@ def test_wrong_cotangent_and_tangent_shapes() -> None:
     with pytest.raises(ValueError, match=r"\(3, 5\).*\(3, 4\)"):
         sr.frule(sr.repeat, (np.ones((3, 5)), NoTangent()), x, Val(2), axis=Val(0))
     with pytest.raises(ValueError, match="one entry per positional argument"):
-        sr.frule(sr.repeat, (np.ones((3, 4)),), x, Val(2), axis=Val(0))
+        sr.frule(sr.repeat, (np.ones((3, 4)),), x, Val(2), axis=Val(0))  # type: ignore[arg-type]  # wrong arity, on purpose
 
 
 # ------------------------------------------------------------------- compile cache, precompile, explain
