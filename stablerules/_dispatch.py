@@ -54,10 +54,12 @@ _G = TypeVar("_G", bound=np.generic)
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-_Axis: TypeAlias = Val[int] | int
-_OptionalAxis: TypeAlias = Val[int] | int | None
-_Counts: TypeAlias = Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]
-_Repeats: TypeAlias = Val[int] | int | CountsArray
+# Static arguments are Val only: the ops also take plain ints (SPEC's convenience, counted as
+# dynamic), rrule and frule do not (see _typing.py).
+_Axis: TypeAlias = Val[int]
+_OptionalAxis: TypeAlias = Val[int] | None
+_Counts: TypeAlias = Val[int] | Val[tuple[int, ...]]
+_Repeats: TypeAlias = Val[int] | CountsArray
 _CatInput: TypeAlias = NDArray[np.generic] | np.generic | bool | int | float | complex
 _Dense: TypeAlias = NDArray[np.generic]
 
@@ -205,7 +207,9 @@ def rrule(op: Callable[..., object], /, *args: object, **kwargs: object) -> tupl
     ``back(dy)`` returns a tuple with one tangent per positional argument: an array's
     tangent has its shape and dtype, a sequence of arrays gets a tuple of tangents, a
     non-differentiable argument gets ``NoTangent()``. Typed per op: ``y`` exactly as the op
-    returns it, ``back`` a ``Pullback`` of the call's arity (see ``stablerules._typing``).
+    returns it, ``back`` a ``Pullback`` of the call's arity; static arguments must be ``Val``s
+    for the type checker (plain ints work at run time, counted as dynamic; see
+    ``stablerules._typing``).
     """
     rule = RRULES.lookup(op)
     return cast("tuple[object, RulePullback]", rule(*args, **kwargs))

@@ -35,12 +35,15 @@ floating inputs stay on the exact overload with the join as ``F`` (float32 with 
 input's dtype, a subtype of the join, so the type is true but less precise than the value.
 
 Plain ints. SPEC accepts a plain ``int`` (or tuple) wherever a ``Val`` goes, as a convenience
-that ``no_fallback()`` reports as a dynamic argument. The types accept them too, in the ops and
-in ``rrule``/``frule``, with the same exact result types (a static count never changes a
-result's dtype). Rejecting them in ``rrule`` only would not make them an error: the last
-``rrule`` overload (for user-registered functions) takes any callable and would quietly accept
-the call with loose types. What *is* a type error: a ``Val`` of the wrong kind (``Val((0, 1))``
-as ``concatenate``'s axis, ``Val(1.5)``) and the wrong number of positional arguments.
+that ``no_fallback()`` reports as a dynamic argument (and that compiles once per *value*). The
+ops' own signatures accept them (``sr.repeat(x, 2)``, ``sr.concatenate(arrays, axis=0)``: the
+forward convenience SPEC describes). ``rrule`` and ``frule`` do not: there a static argument
+must be a ``Val`` (an ``axis`` may still be ``None``, and repeat's per-element counts are data:
+an integer array or a list of ints), so ``rrule(sr.repeat, x, 3)`` is a type error, the
+static counterpart of ``no_fallback()`` for the rules, where type stability is the promise.
+Code that means it passes the op as a ``Callable[..., R]`` (the last overload) or writes
+``# type: ignore[call-overload]``. Other type errors: a ``Val`` of the wrong kind (``Val((0,
+1))`` as ``concatenate``'s axis, ``Val(1.5)``) and the wrong number of positional arguments.
 
 User-registered functions. ``rrule(fn, *args, **kwargs)`` for a function ``fn`` registered with
 ``sr.register_rrule`` is typed from ``fn``'s own signature (``ParamSpec``): the arguments are

@@ -93,9 +93,11 @@ def repeat(x: F32, z: C64, dy: F32, dz: C64, counts: I64, fill: Fill) -> None:
     assert_type(dx, F32)
     assert_type(dcounts, NoTangent)
     assert_type(back(fill), tuple[T32, NoTangent])
-    # counts array (data), plain int (dynamic), axis positional
+    # counts array (data), axis positional
     assert_type(sr.rrule(sr.repeat, x, counts, axis=Val(0))[1](dy), tuple[F32, NoTangent])
-    assert_type(sr.rrule(sr.repeat, x, 3)[1](dy), tuple[F32, NoTangent])
+    # a plain int (a dynamic static argument) only through an op typed as a plain Callable
+    dynamic: Callable[..., F32] = sr.repeat
+    assert_type(sr.rrule(dynamic, x, 3), tuple[F32, Callable[[object], tuple[object, ...]]])
     assert_type(sr.rrule(sr.repeat, z, Val(2), Val(0))[1](dz), tuple[C64, NoTangent, NoTangent])
     # inner/outer by keyword only: one entry
     y2, back2 = sr.rrule(sr.repeat, z, inner=Val((1, 2)), outer=Val(2))
