@@ -61,6 +61,7 @@ _OptionalAxis: TypeAlias = Val[int] | None
 _Counts: TypeAlias = Val[int] | Val[tuple[int, ...]]
 _Repeats: TypeAlias = Val[int] | CountsArray
 _CatInput: TypeAlias = NDArray[np.generic] | np.generic | bool | int | float | complex
+_KronOperand: TypeAlias = NDArray[np.generic] | bool | int | float | complex
 _Dense: TypeAlias = NDArray[np.generic]
 
 
@@ -189,11 +190,15 @@ def rrule(op: _Tile, x: NDArray[_G], reps: _Counts, /) -> tuple[NDArray[_G], Loo
 def rrule(op: _Tile, x: NDArray[_G], /, *, reps: _Counts) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
 
 
-# --- kron: (da, db)
+# --- kron: (da, db); a Python scalar operand's tangent is a 0-d array (or NoTangent for an int)
 @overload
 def rrule(op: _Kron, a: NDArray[_F], b: NDArray[_F], /) -> tuple[NDArray[_F], PairPullback[_F]]: ...
 @overload
 def rrule(op: _Kron, a: NDArray[_G], b: NDArray[_G], /) -> tuple[NDArray[_G], LoosePairPullback[_G]]: ...
+@overload
+def rrule(
+    op: _Kron, a: _KronOperand, b: _KronOperand, /
+) -> tuple[NDArray[np.generic], LoosePairPullback[np.generic]]: ...
 
 
 # --- a user-registered function: arguments checked against its own signature
@@ -403,6 +408,10 @@ def frule(
 def frule(
     op: _Kron, tangents: tuple[object, object], a: NDArray[_G], b: NDArray[_G], /
 ) -> tuple[NDArray[_G], NDArray[_G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: _Kron, tangents: tuple[object, object], a: _KronOperand, b: _KronOperand, /
+) -> tuple[NDArray[np.generic], NDArray[np.generic] | ZeroTangent | NoTangent]: ...
 
 
 # --- a user-registered function

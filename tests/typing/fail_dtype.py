@@ -26,3 +26,12 @@ def tangent(a: npt.NDArray[np.float32], dy: npt.NDArray[np.float32]) -> npt.NDAr
     da, _ = back(dy)
     # E: Incompatible return value type (got "ndarray[tuple[Any, ...], dtype[floating[_32Bit]]]", expected "ndarray[tuple[Any, ...], dtype[float64]]")  [return-value]
     return da
+
+
+def kron(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+    y, back = sr.rrule(sr.kron, a, b)
+    da, db = back(y)
+    # E: Incompatible types in assignment (expression has type "ndarray[tuple[Any, ...], dtype[floating[_32Bit]]]", variable has type "ndarray[tuple[Any, ...], dtype[float64]]")  [assignment]
+    wide: npt.NDArray[np.float64] = db
+    # E: Incompatible return value type (got "ndarray[tuple[Any, ...], dtype[floating[_32Bit]]]", expected "ndarray[tuple[Any, ...], dtype[float64]]")  [return-value]
+    return y

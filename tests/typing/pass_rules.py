@@ -48,6 +48,11 @@ def kron_complex(z: C128, dy: C128) -> None:
     y, back = sr.rrule(sr.kron, z, z)
     assert_type(y, C128)
     assert_type(back(dy), tuple[C128, C128])
+    # a Python scalar operand: its tangent is a 0-d array (NoTangent for an int)
+    y2, back2 = sr.rrule(sr.kron, 2.0, z)
+    assert_type(y2, Generic)
+    assert_type(back2(dy), tuple[Generic | NoTangent, Generic | NoTangent])
+    assert_type(sr.frule(sr.kron, (1.0, dy), 2.0, z)[0], Generic)
 
 
 def concatenate(a: F32, b: F32, dy: F32) -> None:
