@@ -33,6 +33,8 @@ an integer input gets ``NoTangent()`` and the types cannot tell which input is w
 floating inputs stay on the exact overload with the join as ``F`` (float32 with complex64 is
 ``inexact[_32Bit]``, float32 with float64 is ``inexact[Any]``): each tangent has its *own*
 input's dtype, a subtype of the join, so the type is true but less precise than the value.
+Python scalars (``cat``'s inputs, ``kron``'s operands) make the result's dtype a run-time fact
+(NEP 50): those calls are typed ``NDArray[np.generic]``, with loose entries.
 
 Plain ints. SPEC accepts a plain ``int`` (or tuple) wherever a ``Val`` goes, as a convenience
 that ``no_fallback()`` reports as a dynamic argument (and that compiles once per *value*). The
