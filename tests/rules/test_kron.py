@@ -32,16 +32,15 @@ Array = npt.NDArray[Any]
 Pullback = Callable[[object], tuple[Any, Any]]
 
 
-def _rrule(a: object, b: object) -> tuple[Array, Pullback]:
-    """``sr.rrule(sr.kron, a, b)``, typed for the tests (the dispatcher's overloads are the
-    lead's to add)."""
+def _rrule(a: Array, b: Array) -> tuple[Array, Pullback]:
+    """``sr.rrule(sr.kron, a, b)`` with the primal checked to be an array."""
     y, back = sr.rrule(sr.kron, a, b)
     assert isinstance(y, np.ndarray)
-    typed: Pullback = back  # type: ignore[assignment]
+    typed: Pullback = back
     return y, typed
 
 
-def _frule(tangents: tuple[object, object], a: object, b: object) -> tuple[Array, Any]:
+def _frule(tangents: tuple[object, object], a: Array, b: Array) -> tuple[Array, Any]:
     y, dy = sr.frule(sr.kron, tangents, a, b)
     assert isinstance(y, np.ndarray)
     return y, dy
@@ -338,7 +337,7 @@ def test_error_messages() -> None:
     with pytest.raises(ValueError, match=r"tangent of 'b'.*\(3,\).*\(2, 2\)"):
         _frule((sr.ZeroTangent(), np.ones(3)), a, b)
     with pytest.raises(TypeError, match="tangents"):
-        sr.frule(sr.kron, (np.ones((2, 3)),), a, b)
+        sr.frule(sr.kron, (np.ones((2, 3)),), a, b)  # type: ignore[arg-type]  # wrong arity, on purpose
     with pytest.raises(ValueError, match="too large"):
         sr.kron(np.broadcast_to(np.ones(1), (2**31,)), np.broadcast_to(np.ones(1), (2**31,)))
 
@@ -380,3 +379,22 @@ def test_second_call_compiles_nothing() -> None:
         sr.kron(a, b)
     text = sr.explain(sr.kron, sr.ArraySpec((2, 3), np.float64), sr.ArraySpec((3,), np.complex128))
     assert text.count("def kernel(") == 3 and "pullback" in text and "pushforward" in text
+
+
+# --------------------------------------------------------------------------------------------
+# the shared rule checker (stablerules.testing), one line per case
+# --------------------------------------------------------------------------------------------
+
+from stablerules.testing import test_frule as check_frule  # noqa: E402
+from stablerules.testing import test_rrule as check_rrule  # noqa: E402
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape"), SHAPE_PAIRS)
+@pytest.mark.parametrize(("a_dtype", "b_dtype"), [(np.float64, np.complex128), (np.float32, np.float32)])
+def test_kron_passes_the_shared_checker(
+    a_shape: tuple[int, ...], b_shape: tuple[int, ...], a_dtype: type, b_dtype: type
+) -> None:
+    rng = np.random.default_rng(hash((a_shape, b_shape)) % 2**32)
+    a, b = _random(rng, a_shape, a_dtype), _random(rng, b_shape, b_dtype)
+    check_rrule(sr.kron, a, b)
+    check_frule(sr.kron, a, b)
