@@ -209,7 +209,9 @@ def w3(size_bytes: int, repeats: int, copy: float) -> WorkloadResult:
     import stablerules as sr
     from stablerules import Val
 
-    repeat: Callable[..., object] = sr.repeat  # the typed overloads take NumPy arrays only
+    # Held as plain callables: the typed overloads take NumPy arrays only.
+    repeat: Callable[..., object] = sr.repeat
+    rrule: Callable[..., tuple[object, Callable[[object], tuple[object, ...]]]] = sr.rrule
     inner, outer = (7, 1, 10), (4, 1, 2)
     copies = math.prod(inner) * math.prod(outer)
     leading = max(1, size_bytes // (3 * 4 * copies * 8))
@@ -218,7 +220,7 @@ def w3(size_bytes: int, repeats: int, copy: float) -> WorkloadResult:
         "W3", f"repeat(x, inner=Val({inner}), outer=Val({outer}))", {"x": list(shape)}, leading * 12 * copies * 8
     )
     x = cupy.random.standard_normal(shape, dtype="float64")
-    y, back = sr.rrule(sr.repeat, x, inner=Val(inner), outer=Val(outer))
+    y, back = rrule(sr.repeat, x, inner=Val(inner), outer=Val(outer))
     assert isinstance(y, cupy.ndarray)
     dy = cupy.random.standard_normal(tuple(y.shape), dtype="float64")
 
@@ -258,7 +260,9 @@ def w6(size_bytes: int, repeats: int, copy: float) -> WorkloadResult:
 
     import stablerules as sr
 
-    kron: Callable[..., object] = sr.kron  # the typed overloads take NumPy arrays only
+    # Held as plain callables: the typed overloads take NumPy arrays only.
+    kron: Callable[..., object] = sr.kron
+    rrule: Callable[..., tuple[object, Callable[[object], tuple[object, ...]]]] = sr.rrule
     a_shape = (100, 200)
     rows = max(1, size_bytes // (100 * 200 * 100 * 8))
     b_shape = (rows, 100)
@@ -266,7 +270,7 @@ def w6(size_bytes: int, repeats: int, copy: float) -> WorkloadResult:
     result = WorkloadResult("W6", "kron(a, b)", {"a": list(a_shape), "b": list(b_shape)}, dy_bytes)
     a = cupy.random.standard_normal(a_shape, dtype="float64")
     b = cupy.random.standard_normal(b_shape, dtype="float64")
-    y, back = sr.rrule(sr.kron, a, b)
+    y, back = rrule(sr.kron, a, b)
     assert isinstance(y, cupy.ndarray)
     check("W6 forward", [y], [cupy.kron(a, b)])
     del y

@@ -281,7 +281,7 @@ def test_repeat_kernels_are_cuda_kernels_compiled_once() -> None:
     signature, even at other extents, compiles nothing and takes no fallback."""
     kwargs: dict[str, object] = {"inner": Val((2, 1)), "outer": Val((1, 3))}
     x = integers((4, 3), "float64")
-    y, back = sr.rrule(sr.repeat, x, **kwargs)
+    y, back = sr.rrule(sr.repeat, x, inner=Val((2, 1)), outer=Val((1, 3)))
     back(integers(host(y).shape, "float64"))
     compiles = sr.cache_info().compiles
     signatures = sr.precompile(sr.repeat, sr.ArraySpec((4, 3), np.float64, device="cuda"), **kwargs)
@@ -291,10 +291,10 @@ def test_repeat_kernels_are_cuda_kernels_compiled_once() -> None:
     with sr.no_compile(), sr.no_fallback():
         for shape in ((4, 3), (2, 5), (1, 1)):
             x = integers(shape, "float64")
-            y, back = sr.rrule(sr.repeat, x, **kwargs)
+            y, back = sr.rrule(sr.repeat, x, inner=Val((2, 1)), outer=Val((1, 3)))
             dy = integers(host(y).shape, "float64")
             np.testing.assert_array_equal(back(dy)[0], adjoint_reference(Case("again", sr.repeat, shape, (), kwargs), dy))
-            _, ydot = sr.frule(sr.repeat, (x,), x, **kwargs)
+            _, ydot = sr.frule(sr.repeat, (x,), x, inner=Val((2, 1)), outer=Val((1, 3)))
             np.testing.assert_array_equal(ydot, y)
     assert sr.cache_info().compiles == compiles
 
