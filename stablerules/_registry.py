@@ -70,6 +70,10 @@ class KernelRequest(NamedTuple):
     render: Callable[[], KernelSource]
 
     def get(self) -> Kernel:
+        if self.signature.device == "cuda":
+            from ._cuda import require_cuda  # noqa: PLC0415 - only CUDA signatures need it
+
+            require_cuda(self.signature.op)  # before a module whose import would need a GPU
         return CACHE.get(self.signature, self.render)
 
 

@@ -72,7 +72,7 @@ from .._arrays import (
 )
 from .._cache import CACHE, Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, conj, cpu_kernel, numba_scalar, readonly_array, writable_array
-from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel, launch, launch_blocks, require_cuda
+from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel, launch, launch_blocks
 from .. import _parallel
 from .._parallel import chunk_bounds, run_chunks, run_partitioned
 from .._registry import KernelRequest, Op, frule_rule, rrule_rule
@@ -457,8 +457,9 @@ _KRON_THREADS = _KRON_LANES * _KRON_WARPS
 
 
 def _cuda_strides(ndim: int, setup: SourceWriter) -> tuple[list[str], list[str]]:
-    """Source names of each axis' step in y for a's index (``a_step{d}``) and b's (``b_step{d}``),
-    defined in ``setup``: y's axis pair d has stride ``ystride_d = prod(A_e * B_e, e > d)``."""
+    """Per axis, the step in y of a's index and of b's index, as source text: y's axis pair
+    ``d`` has stride ``ystride{d} = prod(A_e * B_e, e > d)`` (defined in ``setup``), so b's
+    index steps by ``ystride{d}`` and a's by ``B{d} * ystride{d}``."""
     ystrides = ["1"] * ndim
     for axis in range(ndim - 2, -1, -1):
         ystrides[axis] = f"A{axis + 1} * B{axis + 1}" + ("" if ystrides[axis + 1] == "1" else f" * ystride{axis + 1}")
@@ -484,10 +485,18 @@ def _unflatten_axes(writer: SourceWriter, index: str, prefix: str, extents: str,
 
 
 def _dot(names: list[str], steps: list[str]) -> str:
-    return " + ".join(name if step == "1" else f"{name} * ({step})" if " " in step else f"{name} * {step}" for name, step in zip(names, steps))
+    """``i0 * step0 + i1 * step1 + ...`` as source text, without multiplications by 1."""
+    terms = []
+    for name, step in zip(names, steps):
+        if step == "1":
+            terms.append(name)
+        else:
+            terms.append(f"{name} * ({step})" if " " in step else f"{name} * {step}")
+    return " + ".join(terms)
 
 
 def _render_offsets_cuda(signature: ShapeSignature) -> KernelSource:
+    """The offset tables of ``n`` axis pairs: one thread per element of ``a`` and of ``b``."""
     (ndim,) = signature.ndims
     setup = SourceWriter()
     a_steps, b_steps = _cuda_strides(ndim, setup)
@@ -1001,7 +1010,6 @@ def _cuda_requests(layout: _KronLayout) -> dict[str, KernelRequest]:
 
 
 def _cuda_kernel(layout: _KronLayout, kind: str) -> Kernel:
-    require_cuda("kron")
     return _cuda_requests(layout)[kind].get()
 
 

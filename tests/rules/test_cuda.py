@@ -84,6 +84,8 @@ def test_cuda_without_gpu_or_simulator_is_a_clear_error(monkeypatch: pytest.Monk
         sr.repeat(x, Val(2), axis=Val(0))
     with pytest.raises(RuntimeError, match="no CUDA GPU"):
         sr.rrule(sr.kron, x, x)
+    with pytest.raises(RuntimeError, match="no CUDA GPU"):
+        sr.precompile(sr.tile, ArraySpec((2, 3), np.float64, device="cuda"), Val(2))
 
 
 # --------------------------------------------------------------------------- PTX compiles
