@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/python -m pytest"
+TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test,bench]' && .venv/bin/python -m pytest"
 MAIN_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[bench]' && .venv/bin/python bench/run.py --quick"
 
 
