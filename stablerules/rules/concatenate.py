@@ -59,6 +59,7 @@ import numpy.typing as npt
 
 from .._arrays import (
     ArrayLike,
+    MAX_NDIM,
     ArraySpec,
     array_namespace,
     check_dtype,
@@ -451,6 +452,12 @@ def _check_cat(values: Sequence[object], dims: tuple[int, ...]) -> Concatenation
         raise ValueError(f"cat: dims are 0-based axes and must be non-negative, got {dims}")
     if len(set(dims)) != len(dims):
         raise ValueError(f"cat: dims must be distinct, got {dims}")
+    if max(dims) >= MAX_NDIM:
+        # Checked before the padding below builds tuples of max(dims) + 1 entries.
+        raise ValueError(
+            f"cat: dims={dims} needs a result of {max(dims) + 1} dimensions; NumPy arrays have "
+            f"at most {MAX_NDIM}"
+        )
     names = [f"arrays[{position}]" for position in range(len(values))]
     inputs = _inputs(values, names, "cat", allow_scalars=True)
     ndim = max(max(len(item.shape) for item in inputs), max(dims) + 1)
