@@ -213,7 +213,13 @@ def _inputs(values: Sequence[object], names: Sequence[str], op: str, allow_scala
     described: list[_Input] = []
     for name, value in zip(names, values):
         if type(value) in _PYTHON_SCALARS and allow_scalars:
-            described.append(_Input(name, (), np.asarray(value).dtype, True, value))
+            try:
+                dtype = np.asarray(value).dtype
+            except OverflowError:
+                # An int beyond uint64: fine next to floats; _check_weak_integers refuses it
+                # when the result is an integer dtype.
+                dtype = np.dtype(np.uint64)
+            described.append(_Input(name, (), dtype, True, value))
         elif is_array(value) or isinstance(value, ArraySpec):
             spec = cast(ArraySpec, value)
             try:
@@ -466,6 +472,20 @@ def _check_cat(values: Sequence[object], dims: tuple[int, ...]) -> Concatenation
     joined = tuple(sorted(dims))
     along = f"along axis {joined[0]}" if len(joined) == 1 else f"along axes {joined}"
     return _layout("cat", inputs, blocks, kept, joined, along + " (inputs padded with trailing size-1 axes)")
+
+
+def _check_weak_integers(values: Sequence[object], out_dtype: DType) -> None:
+    """A Python int is weak (NEP 50): it takes the arrays' integer dtype, so it must fit it.
+    NumPy raises ``OverflowError`` when it does not; this names the input instead. Run on
+    every call, cached plan or not: a plan's key holds a scalar's type, not its value."""
+    bounds = np.iinfo(out_dtype.str)
+    for position, value in enumerate(values):
+        if type(value) is int and not bounds.min <= value <= bounds.max:
+            raise ValueError(
+                f"cat: arrays[{position}] is the Python int {value}, which does not fit the "
+                f"result dtype {out_dtype} (a Python scalar takes the arrays' dtype, as in "
+                f"NumPy); pass it as an array of a wider dtype"
+            )
 
 
 # ======================================================================================
@@ -861,6 +881,8 @@ def _cat_plan(arrays: Sequence[object], dims: object) -> tuple[tuple[object, ...
     plan = _cached_plan(key)
     if plan is None:
         plan = _remember(key, _check_cat(values, static))
+    if plan.out_dtype.kind in "iu" and True in plan.python_scalars:
+        _check_weak_integers(values, plan.out_dtype)
     return values, plan
 
 
