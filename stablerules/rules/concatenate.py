@@ -597,6 +597,11 @@ def _pushforward(plan: ConcatenationPlan, xp: pytypes.ModuleType, tangents: Sequ
                 f"{plan.op} frule: tangent {position} has shape {shape_text(tuple(dense.shape))} "
                 f"but its input has shape {shape_text(shape)}"
             )
+        if dense.dtype.kind not in "biufc":
+            raise TypeError(
+                f"{plan.op} frule: tangent {position} has dtype {dense.dtype}; a tangent must be "
+                f"numeric"
+            )
         target[...] = dense.real if dense.dtype.kind == "c" and dtype.kind != "c" else dense
     return out
 
