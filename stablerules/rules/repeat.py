@@ -523,7 +523,9 @@ def _check_repeat(
             "repeat: pass either repeats (and axis), as np.repeat, or inner=/outer=, as Julia's "
             "repeat, not both"
         )
-    axis_index = None if axis is None else normalize_axis(static_int(axis, "axis"), ndim)
+    axis_index = None if axis is None else normalize_axis(static_int(axis, "axis"), max(ndim, 1), "repeat: axis")
+    if ndim == 0:
+        axis_index = None  # NumPy reads a 0-d x as 1-d: axis 0 (or -1) repeats it as axis=None does
     if isinstance(repeats, Val) or (
         isinstance(repeats, (int, np.integer)) and not isinstance(repeats, (bool, np.bool_))
     ):
