@@ -46,6 +46,7 @@ from .._arrays import (
     as_array,
     check_dtype,
     checked_size,
+    common_device,
     contiguous,
     device_of,
     dtype_name,
@@ -537,6 +538,7 @@ def _check_repeat(
         count = static_int(repeats, "repeats")
         _check_counts_value((count,), "repeats")
         return array, _nest_plan(_numpy_layout(ndim, count, axis_index), shape, dtype, "repeat")
+    common_device((x, repeats), ("x", "repeats"))
     return array, _counts_plan(repeats, shape, dtype, axis_index)
 
 
