@@ -733,12 +733,20 @@ def _prepare_tangent(tangent: object, plan: _Plan) -> DenseCotangent | Fill | Ze
     tangent = unthunk(tangent)
     if isinstance(tangent, (ZeroTangent, NoTangent)):
         return _ZERO_TANGENT
-    tangent_shape = tangent.shape if isinstance(tangent, Fill) or is_array(tangent) else None
-    if tangent_shape is not None and tuple(tangent_shape) != plan.shape:
+    if isinstance(tangent, (int, float, complex, np.number)) and not isinstance(tangent, bool) and not plan.shape:
+        tangent = np.asarray(tangent)
+    if not (isinstance(tangent, Fill) or is_array(tangent)):
+        raise TypeError(
+            f"frule: the tangent of x must be an array, Fill, ZeroTangent or NoTangent, got "
+            f"{type(tangent).__name__}"
+        )
+    if tuple(tangent.shape) != plan.shape:
         raise ValueError(
-            f"frule: the tangent of x has shape {shape_text(tuple(tangent_shape))} but x has shape "
+            f"frule: the tangent of x has shape {shape_text(tuple(tangent.shape))} but x has shape "
             f"{shape_text(plan.shape)}"
         )
+    if not isinstance(tangent, Fill):
+        check_dtype(tangent.dtype, "the tangent of x")
     return prepare_cotangent(tangent, plan.shape, plan.dtype)
 
 
