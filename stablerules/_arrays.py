@@ -164,6 +164,9 @@ def contiguous(array: ArrayLike) -> ArrayLike:
     """
     # ascontiguousarray returns at least 1-d: reshape keeps a 0-d array 0-d (a view).
     xp = array_namespace(array)
+    if not array.flags.c_contiguous:
+        # A broadcast view (np.broadcast_to) can be far larger than memory: refuse it here.
+        checked_size(array.shape, array.dtype.itemsize, "a C-ordered copy of an input")
     if array.dtype.isnative:
         result: ArrayLike = xp.ascontiguousarray(array).reshape(array.shape)
     else:
