@@ -585,11 +585,17 @@ def _counts_plan(
         raise ValueError(f"repeat: repeats holds a negative count ({int(flat.min())})")
     if flat.size and int(flat.max()) >= _COUNT_LIMIT:
         raise ValueError(f"repeat: repeats holds a count of {int(flat.max())}, too large to allocate")
-    counts = np.ascontiguousarray(np.broadcast_to(flat.astype(np.int64), (length,)))
-    total_exact = int(counts.max()) * length if length else 0
-    total = int(counts.sum()) if total_exact < _COUNT_LIMIT else sum(int(c) for c in counts)
+    # Every size is checked before anything of x's length is allocated: x may be a broadcast
+    # view far larger than memory (np.broadcast_to), and one count stands for all of them.
+    if flat.size == 1:
+        total = int(flat[0]) * length
+    else:
+        total_exact = int(flat.max()) * length if length else 0
+        total = int(flat.sum(dtype=np.int64)) if total_exact < _COUNT_LIMIT else sum(int(c) for c in flat)
     out_shape = (total,) if axis is None else shape[:axis] + (total,) + shape[axis + 1 :]
     checked_size(out_shape, dtype.itemsize, "repeat")
+    checked_size((2 * (length + 1),), 8, "repeat: the per-element counts and their offsets")
+    counts = np.ascontiguousarray(np.broadcast_to(flat.astype(np.int64), (length,)))
     offsets = np.zeros(length + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     return _CountsPlan(
