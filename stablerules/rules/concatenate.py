@@ -38,6 +38,9 @@ Decisions where SPEC is silent
   "weak": ``cat(float32_array, 1.0, dims=...)`` is float32.
 - The tangent of a Python ``float``/``complex`` given to ``cat`` is a 0-d array of NumPy's
   default dtype (float64 / complex128); a Python ``int``/``bool`` gets ``NoTangent()``.
+- A Python ``int`` given to ``cat`` reads as int64 whatever its value (NumPy picks uint64 or
+  object for large ones), and must fit the result dtype: ``ValueError`` otherwise (NumPy's
+  ``OverflowError``), e.g. ``cat(int8_array, 300, dims=...)`` or ``cat(2**63, dims=...)``.
 - ``cat``'s ``dims`` must be non-negative and distinct; ``Val(k)`` and ``Val((k,))`` mean
   the same. With several dims, input ``i`` starts, along each of them, where input ``i-1``
   ended (Julia's block diagonal); everything outside the blocks is zero.
@@ -89,6 +92,8 @@ _AXIS0: Val[int] = Val(0)
 _PLAN_LIMIT = 4096
 _PYTHON_SCALARS: dict[type, str] = {bool: "weak-bool", int: "weak-int", float: "weak-float", complex: "weak-complex"}
 _FLOAT64: DType = np.dtype(np.float64)
+_INT64: DType = np.dtype(np.int64)
+_LARGEST_FLOAT_INT = int(np.finfo(np.float64).max)
 _NUMPY_LIKE: ArrayLike = np.empty((0,))
 
 
@@ -213,12 +218,10 @@ def _inputs(values: Sequence[object], names: Sequence[str], op: str, allow_scala
     described: list[_Input] = []
     for name, value in zip(names, values):
         if type(value) in _PYTHON_SCALARS and allow_scalars:
-            try:
-                dtype = np.asarray(value).dtype
-            except OverflowError:
-                # An int beyond uint64: fine next to floats; _check_weak_integers refuses it
-                # when the result is an integer dtype.
-                dtype = np.dtype(np.uint64)
+            # A Python int reads as int64 whatever its value (NumPy would pick uint64 or
+            # object for large ones): a plan is keyed by the scalar's type, not its value.
+            # _check_python_ints refuses the values that do not fit the result dtype.
+            dtype = _INT64 if type(value) is int else np.asarray(value).dtype
             described.append(_Input(name, (), dtype, True, value))
         elif is_array(value) or isinstance(value, ArraySpec):
             spec = cast(ArraySpec, value)
@@ -474,15 +477,23 @@ def _check_cat(values: Sequence[object], dims: tuple[int, ...]) -> Concatenation
     return _layout("cat", inputs, blocks, kept, joined, along + " (inputs padded with trailing size-1 axes)")
 
 
-def _check_weak_integers(values: Sequence[object], out_dtype: DType) -> None:
-    """A Python int is weak (NEP 50): it takes the arrays' integer dtype, so it must fit it.
-    NumPy raises ``OverflowError`` when it does not; this names the input instead. Run on
-    every call, cached plan or not: a plan's key holds a scalar's type, not its value."""
-    bounds = np.iinfo(out_dtype.str)
+def _check_python_ints(values: Sequence[object], out_dtype: DType) -> None:
+    """A Python int is weak (NEP 50): it takes the result's dtype, so it must fit it. NumPy
+    raises ``OverflowError`` when it does not; this names the input instead. Run on every
+    call, cached plan or not: a plan's key holds a scalar's type, not its value."""
+    integer = out_dtype.kind in "iu"
+    bounds = np.iinfo(out_dtype.str if integer else np.int64)
     for position, value in enumerate(values):
-        if type(value) is int and not bounds.min <= value <= bounds.max:
+        if type(value) is not int:
+            continue
+        if integer:
+            fits = bounds.min <= value <= bounds.max
+        else:
+            fits = abs(value) <= _LARGEST_FLOAT_INT
+        if not fits:
+            shown = str(value) if value.bit_length() <= 128 else f"of {value.bit_length()} bits"
             raise ValueError(
-                f"cat: arrays[{position}] is the Python int {value}, which does not fit the "
+                f"cat: arrays[{position}] is the Python int {shown}, which does not fit the "
                 f"result dtype {out_dtype} (a Python scalar takes the arrays' dtype, as in "
                 f"NumPy); pass it as an array of a wider dtype"
             )
@@ -886,8 +897,8 @@ def _cat_plan(arrays: Sequence[object], dims: object) -> tuple[tuple[object, ...
     plan = _cached_plan(key)
     if plan is None:
         plan = _remember(key, _check_cat(values, static))
-    if plan.out_dtype.kind in "iu" and True in plan.python_scalars:
-        _check_weak_integers(values, plan.out_dtype)
+    if True in plan.python_scalars:
+        _check_python_ints(values, plan.out_dtype)
     return values, plan
 
 
