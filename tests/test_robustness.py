@@ -264,7 +264,7 @@ def rrule(case: Case, xs: Sequence[Array]) -> tuple[Array, Callable[[object], tu
 def values(shape: Shape, dtype: npt.DTypeLike = np.float64) -> Array:
     resolved = np.dtype(dtype)
     if resolved.kind == "c":
-        return (RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(resolved)
+        return np.asarray(RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(resolved)
     if resolved.kind in "iub":
         return RNG.integers(0, 5, shape).astype(resolved)
     return RNG.standard_normal(shape).astype(resolved)
