@@ -99,11 +99,14 @@ def outcome(ours: Callable[[], object], numpy: Callable[[], Array], dtypes: Sequ
     return want, got
 
 
-def assert_forward(got: object, want: Array) -> Array:
+def assert_forward(got: object, want: Array, exact: bool = True) -> Array:
     assert isinstance(got, np.ndarray), type(got)
     assert got.shape == want.shape, (got.shape, want.shape)
     assert got.dtype == want.dtype, (got.dtype, want.dtype)
-    np.testing.assert_array_equal(got, want)
+    if exact:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=8 * np.finfo(got.dtype).eps, atol=0)
     return got
 
 
@@ -391,19 +394,27 @@ def kron_pullback(a: Array, b: Array, dy: Array) -> tuple[Array, Array]:
     return da, db
 
 
-KRON_DTYPES = st.sampled_from([np.dtype(np.float64)] * 3 + [np.dtype(np.complex128), np.dtype(np.float32), np.dtype(np.int64)] + UNSUPPORTED[:3])
+# Each (dtype pair, ndim) is a kernel signature: pairs come from a small set.
+F64, C128, F32, I64 = (np.dtype(name) for name in ("float64", "complex128", "float32", "int64"))
+KRON_DTYPES = st.sampled_from(
+    [(F64, F64)] * 4 + [(C128, C128), (F32, C128), (I64, I64), (I64, F64)]
+    + [(F64, bad) for bad in UNSUPPORTED[:3]] + [(bad, C128) for bad in UNSUPPORTED[3:]]
+)
 
 
 @pytest.mark.skipif(not _kron_is_implemented(), reason="kron has not landed in this tree yet")
-@FUZZ
-@given(shapes, shapes, KRON_DTYPES, KRON_DTYPES, seeds)
-def test_fuzz_kron(shape_a: Shape, shape_b: Shape, dtype_a: np.dtype[Any], dtype_b: np.dtype[Any], seed: int) -> None:
+@settings(FUZZ, max_examples=150)
+@given(shapes, shapes, KRON_DTYPES, seeds)
+def test_fuzz_kron(shape_a: Shape, shape_b: Shape, pair: tuple[np.dtype[Any], np.dtype[Any]], seed: int) -> None:
+    dtype_a, dtype_b = pair
     a, b = make(shape_a, dtype_a, seed), make(shape_b, dtype_b, seed + 1)
     result = outcome(lambda: sr.rrule(sr.kron, a, b), lambda: np.kron(a, b), [dtype_a, dtype_b])
     if result is None:
         return
     want, (y, back) = result[0], cast(tuple[object, Callable[[object], tuple[object, ...]]], result[1])
-    y = assert_forward(y, want)
+    # NumPy multiplies complex numbers with fused multiply-adds (its SIMD loops), so a
+    # complex product can differ from NumPy's in the last bit; real products are exact.
+    y = assert_forward(y, want, exact=want.dtype.kind != "c")
     if y.dtype.kind not in "fc":
         return
     dy = cotangent(y, seed + 2)

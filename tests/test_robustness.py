@@ -453,7 +453,8 @@ def test_nan_and_inf_propagate_as_the_math_says(case: Case) -> None:
     xs = [np.resize(SPECIALS, shape) for shape in case.shapes]
     if case.bilinear:
         xs = [np.resize(SPECIALS[:4], case.shapes[0]), np.resize(np.array([0.0, 1.0, 2.0]), case.shapes[1])]
-    want = case.numpy(xs)
+    with np.errstate(invalid="ignore"):  # kron: inf * 0
+        want = case.numpy(xs)
     y, back = rrule(case, xs)
     np.testing.assert_array_equal(y, want)  # NaN == NaN here, signed zeros compared by value
     np.testing.assert_array_equal(np.signbit(y), np.signbit(want))
@@ -486,7 +487,8 @@ def test_kron_inf_times_zero_is_nan_as_numpy() -> None:
     a = np.array([0.0, np.inf, 1.0])
     b = np.array([0.0, 2.0, np.nan])
     y = np.asarray(call(sr.kron, a, b))
-    np.testing.assert_array_equal(y, np.kron(a, b))
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(y, np.kron(a, b))
     assert np.isnan(y[3])  # inf * 0
 
 
@@ -679,6 +681,10 @@ def test_cat_python_ints_that_do_not_fit_the_result_dtype() -> None:
 
 def test_frule_tangents_are_validated() -> None:
     x = values((3, 4))
+    # frule computes the primal first (its kernel may compile): warm those kernels, so that
+    # expect_error's no-compile check is about the tangent's validation.
+    sr.frule(sr.repeat, (x, NoTangent()), x, Val(2))
+    sr.frule(sr.tile, (x, NoTangent()), x, Val(2))
     for bad, kind, pattern in [
         (np.ones((4, 3)), ValueError, r"\(4, 3\).*\(3, 4\)"),
         (np.ones((3, 4), dtype=object), TypeError, "object"),
@@ -850,7 +856,7 @@ def test_run_isolated_reports_a_crash_as_a_failure() -> None:
 
 
 def test_huge_sizes_are_refused_before_allocating() -> None:
-    table = HUGE_CALLS + (KRON_HUGE_CALLS if KRON else "")
+    table = HUGE_CALLS.strip() + ("\n" + KRON_HUGE_CALLS.strip() if KRON else "")
     expected = {}
     for line in table.strip().splitlines():
         label, kind, pattern, _ = [part.strip() for part in line.split("|")]
