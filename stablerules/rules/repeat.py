@@ -77,6 +77,9 @@ _NO_TANGENT = NoTangent()
 _ZERO_TANGENT = ZeroTangent()
 # Counts whose product reaches this cannot index memory: rejected before any kernel is built.
 _COUNT_LIMIT = 2**62
+# Python refuses source with more than 20 statically nested blocks ("too many statically
+# nested blocks"); a nest of n levels emits at most n nested loops: refused beyond that.
+_MAX_NEST_LEVELS = 20
 # Innermost counts up to this size are summed as one unrolled pairwise expression.
 _UNROLL_LIMIT = 16
 _INPUT_AXIS = "s"
@@ -158,6 +161,12 @@ def _nest(layout: _Layout) -> _Nest:
         # Every input axis is statically 1 (a 0-d input): one loop of extent 1 to partition.
         merged.insert(0, _INPUT_AXIS)
         groups.append(())
+    if len(merged) > _MAX_NEST_LEVELS:
+        raise ValueError(
+            f"repeat: inner={layout.inner}, outer={layout.outer} make a loop nest of "
+            f"{len(merged)} levels (counts and axes that do not merge); compiled kernels nest at "
+            f"most {_MAX_NEST_LEVELS} loops: repeat along fewer axes per call"
+        )
     return _Nest(layout, tuple(merged), tuple(groups), total, empty)
 
 
