@@ -637,6 +637,26 @@ def test_too_many_dimensions_are_refused_before_a_kernel() -> None:
     expect_error(ValueError, r"65 dimensions", lambda: sr.stack((np.ones((1,) * 64),) * 2))
 
 
+def test_repeat_loop_nests_deeper_than_python_allows_are_refused() -> None:
+    # Each count that does not merge with a neighbour is one more nested loop in the
+    # generated kernel; Python refuses more than 20 nested blocks (a SyntaxError, before).
+    x = np.ones((2,) * 11)
+    expect_error(ValueError, r"loop nest of 22 levels.*at most 20", lambda: sr.repeat(x, inner=Val((2,) * 11)))
+    expect_error(ValueError, r"loop nest of 22 levels", lambda: sr.tile(x, Val((3,) * 11)))
+    # 20 levels still compile and are right (forward and pullback).
+    x = values((1, 2) * 5)
+    inner = (2,) * 10
+    case = Case(
+        "deep", sr.repeat, lambda xs: ((xs[0],), {"inner": Val(inner)}),
+        lambda xs: julia_repeat(xs[0], inner, ()), (x.shape,), (),
+    )
+    y, back = rrule(case, [x])
+    np.testing.assert_array_equal(y, julia_repeat(x, inner, ()))
+    dy = values(y.shape)
+    (dx,) = back(dy)
+    assert_tangent(dx, reference_pullback(case, [x], dy)[0], x)
+
+
 def test_concatenation_shape_mismatches_quote_both_shapes() -> None:
     a, b, v = values((2, 3)), values((2, 4)), values((3,))
     expect_error(
