@@ -946,3 +946,27 @@ def test_cache_dir_writable_by_group_or_others_is_refused(
     messages = [str(w.message) for w in caught if "writable by other users" in str(w.message)]
     assert len(messages) == 1, [str(w.message) for w in caught]
     assert isinstance(store, MemoryStore)
+
+
+def test_invalid_rendered_source_is_raised_not_reported_as_a_damaged_cache_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stablerules._cache import KernelCache, KernelSource, ShapeSignature
+    from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array
+
+    monkeypatch.setenv("STABLERULES_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("STABLERULES_DISK_CACHE", raising=False)
+    signature = ShapeSignature("broken", "forward", (uuid.uuid4().hex,), ("float64",), (1,))
+
+    def render() -> KernelSource:
+        body = SourceWriter()
+        body.line("x[lo] = (")  # a rule's bug: not Python
+        return cpu_kernel(signature, [("x", readonly_array("float64")), ("lo", INDEX), ("hi", INDEX)], body, "broken")
+
+    cache = KernelCache()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(SyntaxError):
+            cache.get(signature, render)
+    assert not [w for w in caught if "could not be loaded" in str(w.message)], [str(w.message) for w in caught]
+    assert not list((tmp_path / "cache" / "kernels").glob("*.py"))
