@@ -24,6 +24,8 @@ from ._tangents import Thunk as Thunk
 from ._tangents import ZeroTangent as ZeroTangent
 from ._tangents import materialize as materialize
 from ._tangents import unthunk as unthunk
+from ._typing import Pullback as Pullback
+from ._typing import Tangent as Tangent
 from ._val import Val as Val
 from ._version import __version__ as __version__
 from .rules.concatenate import cat as cat
@@ -41,8 +43,10 @@ __all__ = [
     "DynamicFallbackError",
     "Fill",
     "NoTangent",
+    "Pullback",
     "RecompileError",
     "ShapeSignature",
+    "Tangent",
     "Thunk",
     "Val",
     "ZeroTangent",

@@ -82,22 +82,28 @@ def cpu_kernel(
     parameters: Sequence[tuple[str, str]],
     body: SourceWriter,
     description: str,
+    *,
+    reassociate: bool = False,
 ) -> KernelSource:
     """A module defining ``kernel(*parameters)`` compiled by Numba for that one signature.
 
     ``parameters`` pairs each name with its Numba type's source text. The kernel returns
-    nothing: outputs are written into arrays the caller allocated.
+    nothing: outputs are written into arrays the caller allocated. ``reassociate=True`` lets
+    LLVM reorder and fuse floating-point sums (``fastmath={'reassoc', 'contract'}``, nothing
+    else: NaN, inf and signed zeros keep their meaning), which is what lets a reduction loop
+    vectorize; only kernels whose results need not be bit-exact should ask for it.
     """
     names = ", ".join(name for name, _ in parameters)
     types_text = ",\n    ".join(kind for _, kind in parameters)
     body_text = "".join("    " + line + "\n" if line else "\n" for line in body.text().splitlines())
+    fastmath = ", fastmath={'reassoc', 'contract'}" if reassociate else ""
     text = (
         f'"""stablerules kernel: {description}\n\n'
         f"signature: {signature!r}\n"
         f'"""\n'
         f"from numba import njit, types\n\n"
         f"SIGNATURE = types.void(\n    {types_text},\n)\n\n\n"
-        f"@njit(SIGNATURE, cache={{CACHE}}, nogil=True, boundscheck=False, error_model='numpy')\n"
+        f"@njit(SIGNATURE, cache={{CACHE}}, nogil=True, boundscheck=False, error_model='numpy'{fastmath})\n"
         f"def kernel({names}):\n"
         f"{body_text}"
     )

@@ -168,7 +168,7 @@ def project(tangent: ArrayLike, dtype: np.dtype[np.generic]) -> ArrayLike:
     return tangent
 
 
-def materialize(tangent: object, like: ArrayLike) -> ArrayLike:
+def materialize(tangent: object, like: npt.NDArray[_DT]) -> npt.NDArray[_DT]:
     """A dense array of ``like``'s shape, dtype and device for any tangent.
 
     ``ZeroTangent``/``NoTangent`` give zeros, a ``Fill`` its constant, a ``Thunk`` its value;
@@ -176,7 +176,7 @@ def materialize(tangent: object, like: ArrayLike) -> ArrayLike:
     """
     xp = array_namespace(like)
     tangent = unthunk(tangent)
-    result: ArrayLike
+    result: npt.NDArray[_DT]
     if isinstance(tangent, (ZeroTangent, NoTangent)):
         result = xp.zeros(like.shape, dtype=like.dtype)
         return result

@@ -25,7 +25,7 @@ STEP = 0.5
 RNG = np.random.default_rng(20240604)
 
 
-def rrule(op: object, *args: object, **kwargs: object) -> tuple[Array, Pullback]:
+def rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Pullback]:
     """``sr.rrule`` with the primal checked to be an array (for the type checker, too)."""
     y, back = sr.rrule(op, *args, **kwargs)
     assert isinstance(y, np.ndarray)
@@ -182,7 +182,7 @@ def check_rules(
     )
 
 
-def sequence_tangents(op: object, **kwargs: object) -> Callable[[Sequence[Leaf | None], Sequence[Leaf]], tuple[object, object]]:
+def sequence_tangents(op: Callable[..., object], **kwargs: object) -> Callable[[Sequence[Leaf | None], Sequence[Leaf]], tuple[object, object]]:
     def call(directions: Sequence[Leaf | None], leaves: Sequence[Leaf]) -> tuple[object, object]:
         tangents = tuple(NoTangent() if t is None else t for t in directions)
         return sr.frule(op, (tangents,), tuple(leaves), **kwargs)
@@ -190,15 +190,15 @@ def sequence_tangents(op: object, **kwargs: object) -> Callable[[Sequence[Leaf |
     return call
 
 
-def check_sequence_op(op: object, numpy_op: Callable[..., Array], leaves: Sequence[Leaf], **kwargs: object) -> None:
+def check_sequence_op(op: Callable[..., Array], numpy_op: Callable[..., Array], leaves: Sequence[Leaf], **kwargs: object) -> None:
     """For concatenate/stack/hstack/vstack: one positional argument, the sequence."""
     numpy_kwargs = {key: value.value if isinstance(value, Val) else value for key, value in kwargs.items()}
 
     def call(values: Sequence[Leaf]) -> Array:
-        y = op(tuple(values), **kwargs)  # type: ignore[operator]
+        y = op(tuple(values), **kwargs)
         reference = numpy_op(tuple(values), **numpy_kwargs)
         assert y.dtype == reference.dtype and np.array_equal(y, reference)
-        return y  # type: ignore[no-any-return]
+        return y
 
     def flatten(result: tuple[object, ...]) -> Sequence[object]:
         assert len(result) == 1 and isinstance(result[0], tuple)
@@ -558,7 +558,7 @@ def test_frule_checks_tangents() -> None:
     with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
         sr.frule(sr.concatenate, ((a, np.ones(3)),), (a, a))
     with pytest.raises(ValueError, match="one entry per positional"):
-        sr.frule(sr.concatenate, (), (a, a))
+        sr.frule(sr.concatenate, (), (a, a))  # type: ignore[arg-type]  # wrong arity, on purpose
     with pytest.raises(ValueError, match="one tangent per array"):
         sr.frule(sr.concatenate, ((a,),), (a, a))
     with pytest.raises(ValueError, match=r"Fill of shape \(3,\)"):

@@ -40,7 +40,7 @@ def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> A
     return RNG.standard_normal(shape).astype(resolved)
 
 
-def rrule(op: object, *args: object, **kwargs: object) -> tuple[Array, Back]:
+def rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Back]:
     """``sr.rrule`` with the primal checked to be an array (for the type checker too)."""
     y, back = sr.rrule(op, *args, **kwargs)
     assert isinstance(y, np.ndarray)
@@ -99,7 +99,7 @@ def fd_pushforward(f: Forward, x: Array, dx: Array, step: float = 1e-6) -> Array
 
 
 def assert_pullback_matches_fd(
-    op: object, x: Array, *args: object, **kwargs: object
+    op: Callable[..., Array], x: Array, *args: object, **kwargs: object
 ) -> None:
     y, back = rrule(op, x, *args, **kwargs)
     dy = random_array(np.shape(y), np.asarray(y).dtype)
@@ -112,13 +112,13 @@ def assert_pullback_matches_fd(
     tolerance = 1e-4 if x.dtype in (np.float32, np.complex64) else 1e-7
 
     def forward(point: Array) -> Array:
-        return op(point, *args, **kwargs)  # type: ignore[operator, no-any-return]
+        return op(point, *args, **kwargs)
 
     np.testing.assert_allclose(dx, fd_pullback(forward, x, dy), rtol=tolerance, atol=tolerance)
 
 
 def assert_pushforward_matches_fd(
-    op: object, x: Array, *args: object, **kwargs: object
+    op: Callable[..., Array], x: Array, *args: object, **kwargs: object
 ) -> None:
     dx = random_array(x.shape, x.dtype)
     tangents = (dx,) + (NoTangent(),) * len(args)
@@ -128,7 +128,7 @@ def assert_pushforward_matches_fd(
     tolerance = 1e-4 if x.dtype in (np.float32, np.complex64) else 1e-7
 
     def forward(point: Array) -> Array:
-        return op(point, *args, **kwargs)  # type: ignore[operator, no-any-return]
+        return op(point, *args, **kwargs)
 
     np.testing.assert_allclose(dy, fd_pushforward(forward, x, dx), rtol=tolerance, atol=tolerance)
 
@@ -315,8 +315,9 @@ def case_id(case: tuple[str, tuple[int, ...], tuple[object, ...], dict[str, obje
     return f"{op}-{shape}-{args}-{kwargs}"
 
 
-def op_named(name: str) -> object:
-    return {"repeat": sr.repeat, "tile": sr.tile}[name]
+def op_named(name: str) -> Callable[..., Array]:
+    ops: dict[str, Callable[..., Array]] = {"repeat": sr.repeat, "tile": sr.tile}
+    return ops[name]
 
 
 @pytest.mark.parametrize("case", PULLBACK_CASES, ids=case_id)
@@ -521,7 +522,7 @@ def layouts(array: Array) -> list[Array]:
 
 def test_layouts_of_inputs_and_cotangents() -> None:
     x = random_array((4, 3))
-    kwargs: dict[str, object] = {"inner": Val((2, 3)), "outer": Val((1, 2))}
+    kwargs: dict[str, Val[tuple[int, ...]]] = {"inner": Val((2, 3)), "outer": Val((1, 2))}
     y, back = rrule(sr.repeat, x, **kwargs)
     dy = random_array(y.shape)
     dx = back(dy)[0]
@@ -611,7 +612,7 @@ def test_wrong_cotangent_and_tangent_shapes() -> None:
     with pytest.raises(ValueError, match=r"\(3, 5\).*\(3, 4\)"):
         sr.frule(sr.repeat, (np.ones((3, 5)), NoTangent()), x, Val(2), axis=Val(0))
     with pytest.raises(ValueError, match="one entry per positional argument"):
-        sr.frule(sr.repeat, (np.ones((3, 4)),), x, Val(2), axis=Val(0))
+        sr.frule(sr.repeat, (np.ones((3, 4)),), x, Val(2), axis=Val(0))  # type: ignore[arg-type]  # wrong arity, on purpose
 
 
 # ------------------------------------------------------------------- compile cache, precompile, explain
@@ -620,7 +621,7 @@ def test_wrong_cotangent_and_tangent_shapes() -> None:
 def test_second_call_compiles_nothing_and_takes_no_fallback() -> None:
     x = random_array((6, 5))
     counts = np.array([1, 2, 0, 1, 3, 1])
-    calls: list[tuple[object, tuple[object, ...], dict[str, object]]] = [
+    calls: list[tuple[Callable[..., object], tuple[object, ...], dict[str, object]]] = [
         (sr.repeat, (x, Val(3)), {"axis": Val(1)}),
         (sr.repeat, (x,), {"inner": Val((2, 1, 2)), "outer": Val((1, 3))}),
         (sr.repeat, (x, counts), {"axis": Val(0)}),
@@ -633,8 +634,9 @@ def test_second_call_compiles_nothing_and_takes_no_fallback() -> None:
     other = random_array((9, 2))  # another shape, same signatures
     with sr.no_compile(), sr.no_fallback():
         for op, args, kwargs in calls:
+            counts_form = op is sr.repeat  # a bool, so that op keeps its declared type below
             for value in (x, other):
-                if op is sr.repeat and len(args) == 2 and not isinstance(args[1], Val):
+                if counts_form and len(args) == 2 and not isinstance(args[1], Val):
                     call_args: tuple[object, ...] = (value, np.ones(value.shape[0], dtype=int))
                 else:
                     call_args = (value, *args[1:])

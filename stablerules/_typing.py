@@ -1,0 +1,207 @@
+"""Public type aliases: the named pullback type and the tangent unions the rules return.
+
+``y, back = sr.rrule(op, *args)`` is typed per op (the overloads are in ``_dispatch.py``): ``y``
+is exactly what ``op(*args)`` returns (``NDArray[DT]`` for inputs of one dtype ``DT``) and
+``back`` is a :class:`Pullback` whose result is a tuple with one entry per positional argument
+(fixed arity: unpacking it into the wrong number of names is a type error).
+
+Decisions
+---------
+Exact where it is true, a union where it is not. A pullback's entry depends on the *cotangent*
+it is given, not only on the primal: a dense ``dy`` gives dense tangents, but a ``Fill``
+cotangent gives ``Fill`` tangents (repeat, tile, concatenate, kron) and a ``ZeroTangent``
+gives ``ZeroTangent``s. So :class:`Pullback` is overloaded on ``dy``:
+
+- ``back(dy)`` with ``dy`` an ``NDArray`` (the common case) returns the *dense* tuple, e.g.
+  ``tuple[NDArray[np.float32], NDArray[np.float32]]`` for ``kron`` of two float32 arrays;
+- ``back(dy)`` with anything else (``Fill``, ``ZeroTangent``, ``Thunk``, a value typed
+  ``object``) returns the *lazy* tuple, each array entry widened to :data:`Tangent` (``NDArray
+  | Fill | ZeroTangent``). That union is honest for every op, and exact types for lazy
+  cotangents would need a third overload per op for little gain.
+
+A ``Val`` argument, a counts array or list, and a keyword argument get exactly ``NoTangent``
+(keywords get no entry at all). Passing an axis or count positionally adds a ``NoTangent``
+entry, so ``rrule(sr.concatenate, arrays, Val(1))`` has two entries and
+``rrule(sr.concatenate, arrays, axis=Val(1))`` one.
+
+Dtypes. The exact overloads take arrays of one *inexact* dtype ``F`` (float32, float64,
+complex64, complex128; anything below ``np.inexact``): their tangents are ``NDArray[F]``.
+Arrays of other dtypes (integer, bool) or of mixed dtypes fall to a looser overload: the primal
+is still ``NDArray[DT]`` with ``DT`` mypy's join of the input dtypes, and each entry is
+``NDArray[DT] | NoTangent`` (dense cotangent) or :data:`LooseTangent` (any cotangent), because
+an integer input gets ``NoTangent()`` and the types cannot tell which input is which. Mixed
+floating inputs stay on the exact overload with the join as ``F`` (float32 with complex64 is
+``inexact[_32Bit]``, float32 with float64 is ``inexact[Any]``): each tangent has its *own*
+input's dtype, a subtype of the join, so the type is true but less precise than the value.
+Python scalars (``cat``'s inputs, ``kron``'s operands) make the result's dtype a run-time fact
+(NEP 50): those calls are typed ``NDArray[np.generic]``, with loose entries.
+
+Plain ints. SPEC accepts a plain ``int`` (or tuple) wherever a ``Val`` goes, as a convenience
+that ``no_fallback()`` reports as a dynamic argument (and that compiles once per *value*). The
+ops' own signatures accept them (``sr.repeat(x, 2)``, ``sr.concatenate(arrays, axis=0)``: the
+forward convenience SPEC describes). ``rrule`` and ``frule`` do not: there a static argument
+must be a ``Val`` (an ``axis`` may still be ``None``, and repeat's per-element counts are data:
+an integer array or a list of ints), so ``rrule(sr.repeat, x, 3)`` is a type error, the
+static counterpart of ``no_fallback()`` for the rules, where type stability is the promise.
+Code that means it passes the op as a ``Callable[..., R]`` (the last overload) or writes
+``# type: ignore[call-overload]``. Other type errors: a ``Val`` of the wrong kind (``Val((0,
+1))`` as ``concatenate``'s axis, ``Val(1.5)``) and the wrong number of positional arguments.
+
+User-registered functions. ``rrule(fn, *args, **kwargs)`` for a function ``fn`` registered with
+``sr.register_rrule`` is typed from ``fn``'s own signature (``ParamSpec``): the arguments are
+checked against it and ``y`` has ``fn``'s return type; the pullback is :data:`RulePullback`
+(``(object) -> tuple[object, ...]``), since a user rule's tangents are whatever it returns.
+That last overload takes a :class:`Function` (a callable with a ``__name__``), which the ops
+are not, so an op call that no op overload accepts is an error (e.g. ``frule(sr.kron, (da,),
+a, b)``, one tangent for two arguments) rather than a loosely typed success. Code that handles
+ops generically types them as ``Callable[..., R]``, which takes that last overload.
+
+``frule``'s ``tangents`` is typed as a tuple of the call's positional arity (entries
+``object``: an array, ``Fill``, ``ZeroTangent``, ``NoTangent`` or ``Thunk``); the output
+tangent is what the op's rule returns: always a dense array for the concatenate family, a dense
+array or ``ZeroTangent`` for ``kron``, a dense array, ``Fill`` or ``ZeroTangent`` for ``repeat``
+and ``tile``, and exactly a dense array when the array arguments' tangents are typed as arrays.
+
+Nothing here, nor any public signature, mentions Numba's or CuPy's types, so a user's mypy
+sees these same types without our ``stubs/`` (tests/test_typing.py checks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import ParamSpec, Protocol, TypeAlias, TypeVar, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from ._tangents import Fill, NoTangent, ZeroTangent
+
+_DenseT = TypeVar("_DenseT", covariant=True)
+_LazyT = TypeVar("_LazyT", covariant=True)
+_S = TypeVar("_S", bound=np.generic)
+_P = ParamSpec("_P")
+_R_co = TypeVar("_R_co", covariant=True)
+
+
+class Pullback(Protocol[_DenseT, _LazyT]):
+    """The pullback ``back`` of ``y, back = sr.rrule(op, *args)``.
+
+    ``back(dy)`` returns ``_DenseT`` (dense tangents, one entry per positional argument) for
+    an array ``dy`` and ``_LazyT`` (the same entries widened to :data:`Tangent`) for any other
+    cotangent (``Fill``, ``ZeroTangent``, ``Thunk``). Assignable to
+    ``Callable[..., _DenseT]``, the form SPEC section 7 writes.
+    """
+
+    @overload
+    def __call__(self, dy: npt.NDArray[np.generic], /) -> _DenseT: ...
+
+    @overload
+    def __call__(self, dy: object, /) -> _LazyT: ...
+
+
+class Function(Protocol[_P, _R_co]):
+    """A function (anything with a ``__name__``), as ``rrule``'s last overload takes it.
+
+    The ``__name__`` is what keeps the library's ops (instances, without one) out of that
+    overload: a call of an op that none of its own overloads accepts is then a type error,
+    not a loosely typed success. Functions, lambdas, methods and values typed ``Callable``
+    all have one; a callable *object* without one (``functools.partial``) can be given as a
+    value typed ``Callable[..., R]``.
+    """
+
+    __name__: str
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+
+
+Tangent: TypeAlias = npt.NDArray[_S] | Fill | ZeroTangent
+"""A floating array's tangent for any cotangent: dense, a lazy constant, or a hard zero."""
+
+LooseTangent: TypeAlias = npt.NDArray[_S] | Fill | ZeroTangent | NoTangent
+"""An array's tangent when its dtype may be non-differentiable (integer, bool, mixed)."""
+
+DenseOrNoTangent: TypeAlias = npt.NDArray[_S] | NoTangent
+"""An array's tangent for a dense cotangent when its dtype may be non-differentiable."""
+
+RulePullback: TypeAlias = Callable[[object], tuple[object, ...]]
+"""The pullback of a user-registered rule: one entry per positional argument, of any type."""
+
+CountsArray: TypeAlias = npt.NDArray[np.integer] | Sequence[int]
+"""Per-element repeat counts: data (an integer array, or a list of ints), not static."""
+
+# Pullbacks by argument structure. ``Array``: one array argument; ``Static``: a ``Val``
+# (or counts) positional argument, which gets ``NoTangent``; ``Pair``: two arrays;
+# ``Sequence``: one argument holding a sequence of arrays, whose entry is a tuple of tangents.
+ArrayPullback: TypeAlias = Pullback[tuple[npt.NDArray[_S]], tuple[Tangent[_S]]]
+ArrayStaticPullback: TypeAlias = Pullback[
+    tuple[npt.NDArray[_S], NoTangent], tuple[Tangent[_S], NoTangent]
+]
+ArrayStaticStaticPullback: TypeAlias = Pullback[
+    tuple[npt.NDArray[_S], NoTangent, NoTangent], tuple[Tangent[_S], NoTangent, NoTangent]
+]
+PairPullback: TypeAlias = Pullback[
+    tuple[npt.NDArray[_S], npt.NDArray[_S]], tuple[Tangent[_S], Tangent[_S]]
+]
+TriplePullback: TypeAlias = Pullback[
+    tuple[npt.NDArray[_S], npt.NDArray[_S], npt.NDArray[_S]],
+    tuple[Tangent[_S], Tangent[_S], Tangent[_S]],
+]
+QuadruplePullback: TypeAlias = Pullback[
+    tuple[npt.NDArray[_S], npt.NDArray[_S], npt.NDArray[_S], npt.NDArray[_S]],
+    tuple[Tangent[_S], Tangent[_S], Tangent[_S], Tangent[_S]],
+]
+VariadicPullback: TypeAlias = Pullback[tuple[npt.NDArray[_S], ...], tuple[Tangent[_S], ...]]
+SequencePullback: TypeAlias = Pullback[
+    tuple[tuple[npt.NDArray[_S], ...]], tuple[tuple[Tangent[_S], ...]]
+]
+SequenceStaticPullback: TypeAlias = Pullback[
+    tuple[tuple[npt.NDArray[_S], ...], NoTangent], tuple[tuple[Tangent[_S], ...], NoTangent]
+]
+
+# The same structures for arrays whose dtype may be non-differentiable.
+LooseArrayPullback: TypeAlias = Pullback[tuple[DenseOrNoTangent[_S]], tuple[LooseTangent[_S]]]
+LooseArrayStaticPullback: TypeAlias = Pullback[
+    tuple[DenseOrNoTangent[_S], NoTangent], tuple[LooseTangent[_S], NoTangent]
+]
+LooseArrayStaticStaticPullback: TypeAlias = Pullback[
+    tuple[DenseOrNoTangent[_S], NoTangent, NoTangent], tuple[LooseTangent[_S], NoTangent, NoTangent]
+]
+LoosePairPullback: TypeAlias = Pullback[
+    tuple[DenseOrNoTangent[_S], DenseOrNoTangent[_S]], tuple[LooseTangent[_S], LooseTangent[_S]]
+]
+LooseVariadicPullback: TypeAlias = Pullback[
+    tuple[DenseOrNoTangent[_S], ...], tuple[LooseTangent[_S], ...]
+]
+LooseSequencePullback: TypeAlias = Pullback[
+    tuple[tuple[DenseOrNoTangent[_S], ...]], tuple[tuple[LooseTangent[_S], ...]]
+]
+LooseSequenceStaticPullback: TypeAlias = Pullback[
+    tuple[tuple[DenseOrNoTangent[_S], ...], NoTangent],
+    tuple[tuple[LooseTangent[_S], ...], NoTangent],
+]
+
+__all__ = [
+    "ArrayPullback",
+    "ArrayStaticPullback",
+    "ArrayStaticStaticPullback",
+    "CountsArray",
+    "DenseOrNoTangent",
+    "Function",
+    "LooseArrayPullback",
+    "LooseArrayStaticPullback",
+    "LooseArrayStaticStaticPullback",
+    "LoosePairPullback",
+    "LooseSequencePullback",
+    "LooseSequenceStaticPullback",
+    "LooseTangent",
+    "LooseVariadicPullback",
+    "PairPullback",
+    "Pullback",
+    "QuadruplePullback",
+    "RulePullback",
+    "SequencePullback",
+    "SequenceStaticPullback",
+    "Tangent",
+    "TriplePullback",
+    "VariadicPullback",
+]

@@ -1,0 +1,101 @@
+"""The public face: ``stablerules.__all__`` pinned, and every public name defined in our modules.
+
+As in JAX, the implementation lives in private modules (``stablerules._cache``,
+``stablerules.rules.kron``, ...) and ``stablerules/__init__.py`` only re-exports: a name
+added to (or dropped from) the public face has to be added here too, on purpose.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+import stablerules
+import stablerules.testing
+
+PUBLIC = [
+    "ArraySpec",
+    "CacheInfo",
+    "DynamicFallbackError",
+    "Fill",
+    "NoTangent",
+    "Pullback",
+    "RecompileError",
+    "ShapeSignature",
+    "Tangent",
+    "Thunk",
+    "Val",
+    "ZeroTangent",
+    "__version__",
+    "cache_info",
+    "cat",
+    "clear_caches",
+    "concatenate",
+    "explain",
+    "frule",
+    "hstack",
+    "kron",
+    "materialize",
+    "no_compile",
+    "no_fallback",
+    "precompile",
+    "register_frule",
+    "register_rrule",
+    "repeat",
+    "rrule",
+    "stack",
+    "tile",
+    "unthunk",
+    "vstack",
+]
+TESTING_PUBLIC = ["test_frule", "test_rrule"]
+
+
+def _is_implementation(module_name: str) -> bool:
+    """``stablerules._x`` or ``stablerules.rules.x``: where the implementation lives."""
+    parts = module_name.split(".")
+    return parts[0] == "stablerules" and len(parts) > 1 and (parts[1].startswith("_") or parts[1] == "rules")
+
+
+def _homes(name: str, value: object) -> list[str]:
+    """The implementation modules that define ``value`` under ``name``."""
+    return [
+        module_name
+        for module_name, module in list(sys.modules.items())
+        if module is not None and _is_implementation(module_name) and vars(module).get(name) is value
+    ]
+
+
+def test_all_is_pinned() -> None:
+    assert sorted(stablerules.__all__) == PUBLIC
+    assert len(set(stablerules.__all__)) == len(stablerules.__all__)
+    assert sorted(stablerules.testing.__all__) == TESTING_PUBLIC
+
+
+def test_nothing_public_outside_all() -> None:
+    # Submodules are reachable as attributes once imported; everything else public is in __all__.
+    stray = [
+        name
+        for name, value in vars(stablerules).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType) and name not in stablerules.__all__
+    ]
+    assert stray == []
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_public_name_lives_in_an_implementation_module(name: str) -> None:
+    value = getattr(stablerules, name)
+    assert _homes(name, value), f"stablerules.{name} is not defined in an implementation module"
+    if isinstance(value, (str, types.UnionType)):
+        return  # __version__ and type aliases carry no __module__ of their own
+    # Classes, functions and op instances (through their class) name the module they live in.
+    module = getattr(value, "__module__", None)
+    assert isinstance(module, str) and _is_implementation(module), (name, module)
+
+
+@pytest.mark.parametrize("name", TESTING_PUBLIC)
+def test_testing_names_live_in_testing(name: str) -> None:
+    value = getattr(stablerules.testing, name)
+    assert value.__module__ == "stablerules.testing"
