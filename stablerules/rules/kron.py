@@ -76,6 +76,7 @@ _TILE_BYTES = 32768
 # Python refuses source with more than 20 statically nested blocks; the kernels nest two
 # loops per axis plus the row-tile loops: 9 axes is the most that compiles.
 _MAX_AXES = 9
+_FLOAT64: np.dtype[np.generic] = np.dtype(np.float64)
 
 # The pullback walks the rows of a block this many at a time. They share each load of b and
 # each load-add-store of db, a third of the instructions per element on short rows (W5's rows
@@ -449,16 +450,9 @@ def _product(layout: _KronLayout, left: ArrayLike, right: ArrayLike) -> ArrayLik
 
 
 def _check_cotangent_shape(dy: object, y_shape: tuple[int, ...]) -> None:
-    """Shape check for the cotangent of an integer output, which no kernel reads."""
-    dy = unthunk(dy)
-    if isinstance(dy, ZeroTangent):
-        return
-    shape = tuple(getattr(dy, "shape", ()))
-    if shape != y_shape:
-        raise ValueError(
-            f"pullback: cotangent dy has shape {shape_text(shape)} but the output has shape "
-            f"{shape_text(y_shape)}"
-        )
+    """Validation of the cotangent of an integer output, which no kernel reads: its form,
+    shape and dtype, as for any other cotangent (``prepare_cotangent``'s checks)."""
+    prepare_cotangent(dy, y_shape, _FLOAT64)
 
 
 def _tangent_operand(tangent: object, primal: ArrayLike, dtype: np.dtype[np.generic], name: str) -> ArrayLike | None:
