@@ -49,6 +49,8 @@ class ArraySpec:
         object.__setattr__(self, "device", device)
         if any(extent < 0 for extent in self.shape):
             raise ValueError(f"ArraySpec: shape must be non-negative, got {self.shape}")
+        if device != "cpu" and not device.startswith("cuda"):
+            raise ValueError(f"ArraySpec: device must be 'cpu' or 'cuda' (or 'cuda:N'), got {device!r}")
 
     @property
     def ndim(self) -> int:
