@@ -655,6 +655,17 @@ def test_axes_out_of_range() -> None:
     expect_error(TypeError, r"axis.*float", lambda: call(sr.stack, (x, x), axis=1.0))
 
 
+def test_array_spec_is_validated() -> None:
+    with pytest.raises(ValueError, match=r"non-negative.*\(3, -1\)"):
+        sr.ArraySpec((3, -1), np.float64)
+    with pytest.raises(ValueError, match=r"device.*'tpu'"):
+        sr.ArraySpec((3,), np.float64, device="tpu")
+    with pytest.raises(TypeError, match="object"):
+        sr.precompile(sr.repeat, sr.ArraySpec((3,), object), Val(2))
+    with pytest.raises(TypeError, match="mixed devices: arrays\\[0\\] on cuda, arrays\\[1\\] on cpu"):
+        sr.precompile(sr.concatenate, (sr.ArraySpec((3,), np.float64, "cuda:0"), sr.ArraySpec((3,), np.float64)))
+
+
 def test_too_many_dimensions_are_refused_before_a_kernel() -> None:
     x = values((2,))
     expect_error(ValueError, r"70 dimensions.*at most 64", lambda: sr.repeat(x, inner=Val((1,) * 69 + (3,))))
