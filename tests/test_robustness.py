@@ -21,7 +21,6 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 import types as pytypes
 import uuid
 import warnings
