@@ -54,7 +54,7 @@ import math
 import types as pytypes
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import reduce
+from functools import lru_cache, reduce
 from typing import TypeAlias, TypeVar, cast, overload
 
 import numpy as np
@@ -481,22 +481,25 @@ def _check_python_ints(values: Sequence[object], out_dtype: DType) -> None:
     """A Python int is weak (NEP 50): it takes the result's dtype, so it must fit it. NumPy
     raises ``OverflowError`` when it does not; this names the input instead. Run on every
     call, cached plan or not: a plan's key holds a scalar's type, not its value."""
-    integer = out_dtype.kind in "iu"
-    bounds = np.iinfo(out_dtype.str if integer else np.int64)
     for position, value in enumerate(values):
-        if type(value) is not int:
-            continue
-        if integer:
-            fits = bounds.min <= value <= bounds.max
-        else:
-            fits = abs(value) <= _LARGEST_FLOAT_INT
-        if not fits:
-            shown = str(value) if value.bit_length() <= 128 else f"of {value.bit_length()} bits"
-            raise ValueError(
-                f"cat: arrays[{position}] is the Python int {shown}, which does not fit the "
-                f"result dtype {out_dtype} (a Python scalar takes the arrays' dtype, as in "
-                f"NumPy); pass it as an array of a wider dtype"
-            )
+        if type(value) is int:
+            low, high = _int_bounds(out_dtype)
+            if not low <= value <= high:
+                shown = str(value) if value.bit_length() <= 128 else f"of {value.bit_length()} bits"
+                raise ValueError(
+                    f"cat: arrays[{position}] is the Python int {shown}, which does not fit the "
+                    f"result dtype {out_dtype} (a Python scalar takes the arrays' dtype, as in "
+                    f"NumPy); pass it as an array of a wider dtype"
+                )
+
+
+@lru_cache(maxsize=64)
+def _int_bounds(dtype: DType) -> tuple[int, int]:
+    """The Python ints a dtype holds (a float dtype: those below float64's overflow)."""
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype.str)
+        return int(info.min), int(info.max)
+    return -_LARGEST_FLOAT_INT, _LARGEST_FLOAT_INT
 
 
 # ======================================================================================
