@@ -547,7 +547,8 @@ def _check_repeat(
         count = static_int(repeats, "repeats")
         _check_counts_value((count,), "repeats")
         return array, _nest_plan(_numpy_layout(ndim, count, axis_index), shape, dtype, "repeat")
-    common_device((x, repeats), ("x", "repeats"))
+    if not (type(x) is np.ndarray and type(repeats) is np.ndarray):  # two NumPy arrays: both on cpu
+        common_device((x, repeats), ("x", "repeats"))
     return array, _counts_plan(repeats, shape, dtype, axis_index)
 
 
