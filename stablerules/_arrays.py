@@ -6,6 +6,7 @@ CuPy is optional and never imported here unless an argument already is a CuPy ar
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -48,6 +49,8 @@ class ArraySpec:
         object.__setattr__(self, "device", device)
         if any(extent < 0 for extent in self.shape):
             raise ValueError(f"ArraySpec: shape must be non-negative, got {self.shape}")
+        if device != "cpu" and not device.startswith("cuda"):
+            raise ValueError(f"ArraySpec: device must be 'cpu' or 'cuda' (or 'cuda:N'), got {device!r}")
 
     @property
     def ndim(self) -> int:
@@ -163,6 +166,9 @@ def contiguous(array: ArrayLike) -> ArrayLike:
     """
     # ascontiguousarray returns at least 1-d: reshape keeps a 0-d array 0-d (a view).
     xp = array_namespace(array)
+    if not array.flags.c_contiguous:
+        # A broadcast view (np.broadcast_to) can be far larger than memory: refuse it here.
+        checked_size(array.shape, array.dtype.itemsize, "a C-ordered copy of an input")
     if array.dtype.isnative:
         result: ArrayLike = xp.ascontiguousarray(array).reshape(array.shape)
     else:
@@ -208,12 +214,53 @@ def normalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
     return axis % ndim
 
 
+# NumPy's limit on the number of axes (NPY_MAXDIMS in NumPy 2).
+MAX_NDIM = 64
+
+
+@functools.cache
+def host_memory_bytes() -> int:
+    """Physical memory plus swap of this machine (0 when unknown): no host allocation can be
+    larger. Read once."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return 0
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("SwapTotal:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    return max(int(total), 0)
+
+
 def checked_size(shape: Sequence[int], itemsize: int, what: str) -> int:
-    """The element count of ``shape``; ``ValueError`` if it or its byte size overflows int64."""
+    """The element count of ``shape``, checked before anything is allocated or compiled.
+
+    ``ValueError`` for more than NumPy's 64 axes or a byte size that overflows int64 (indices
+    would wrap); ``MemoryError`` for a byte size above this machine's memory plus swap (with
+    overcommit on, ``np.empty`` would succeed and the kernel's writes would bring in the OOM
+    killer instead).
+    """
+    if len(shape) > MAX_NDIM:
+        raise ValueError(
+            f"{what}: the result would have {len(shape)} dimensions; NumPy arrays have at most "
+            f"{MAX_NDIM}"
+        )
     size = math.prod(int(extent) for extent in shape)
-    if size * max(itemsize, 1) >= 2**62:
+    nbytes = size * max(itemsize, 1)
+    if nbytes >= 2**62:
         raise ValueError(
             f"{what}: an array of shape {shape_text(shape)} ({size} elements of {itemsize} bytes) "
             f"is too large to allocate"
+        )
+    memory = host_memory_bytes()
+    if memory and nbytes > memory:
+        raise MemoryError(
+            f"{what}: an array of shape {shape_text(shape)} needs {nbytes} bytes, more than this "
+            f"machine's {memory} bytes of memory and swap"
         )
     return size

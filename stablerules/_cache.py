@@ -234,6 +234,13 @@ class DiskStore:
             module = self._import(name, path)
         except (RecompileError, KeyboardInterrupt):
             raise
+        except SyntaxError:
+            # _ensure_source has just made the file ``text``: the rendered source itself is
+            # invalid (a rule's bug, e.g. deeper nesting than Python allows), not a damaged
+            # cache entry. Raise it as it is; keep no file of it.
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
         except Exception as error:
             warnings.warn(
                 f"stablerules: cache entry {path.name} could not be loaded "

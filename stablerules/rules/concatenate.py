@@ -38,6 +38,9 @@ Decisions where SPEC is silent
   "weak": ``cat(float32_array, 1.0, dims=...)`` is float32.
 - The tangent of a Python ``float``/``complex`` given to ``cat`` is a 0-d array of NumPy's
   default dtype (float64 / complex128); a Python ``int``/``bool`` gets ``NoTangent()``.
+- A Python ``int`` given to ``cat`` reads as int64 whatever its value (NumPy picks uint64 or
+  object for large ones), and must fit the result dtype: ``ValueError`` otherwise (NumPy's
+  ``OverflowError``), e.g. ``cat(int8_array, 300, dims=...)`` or ``cat(2**63, dims=...)``.
 - ``cat``'s ``dims`` must be non-negative and distinct; ``Val(k)`` and ``Val((k,))`` mean
   the same. With several dims, input ``i`` starts, along each of them, where input ``i-1``
   ended (Julia's block diagonal); everything outside the blocks is zero.
@@ -51,7 +54,7 @@ import math
 import types as pytypes
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import reduce
+from functools import lru_cache, reduce
 from typing import TypeAlias, TypeVar, cast, overload
 
 import numpy as np
@@ -59,6 +62,7 @@ import numpy.typing as npt
 
 from .._arrays import (
     ArrayLike,
+    MAX_NDIM,
     ArraySpec,
     array_namespace,
     check_dtype,
@@ -88,6 +92,8 @@ _AXIS0: Val[int] = Val(0)
 _PLAN_LIMIT = 4096
 _PYTHON_SCALARS: dict[type, str] = {bool: "weak-bool", int: "weak-int", float: "weak-float", complex: "weak-complex"}
 _FLOAT64: DType = np.dtype(np.float64)
+_INT64: DType = np.dtype(np.int64)
+_LARGEST_FLOAT_INT = int(np.finfo(np.float64).max)
 _NUMPY_LIKE: ArrayLike = np.empty((0,))
 
 
@@ -212,7 +218,11 @@ def _inputs(values: Sequence[object], names: Sequence[str], op: str, allow_scala
     described: list[_Input] = []
     for name, value in zip(names, values):
         if type(value) in _PYTHON_SCALARS and allow_scalars:
-            described.append(_Input(name, (), np.asarray(value).dtype, True, value))
+            # A Python int reads as int64 whatever its value (NumPy would pick uint64 or
+            # object for large ones): a plan is keyed by the scalar's type, not its value.
+            # _check_python_ints refuses the values that do not fit the result dtype.
+            dtype = _INT64 if type(value) is int else np.asarray(value).dtype
+            described.append(_Input(name, (), dtype, True, value))
         elif is_array(value) or isinstance(value, ArraySpec):
             spec = cast(ArraySpec, value)
             try:
@@ -451,6 +461,12 @@ def _check_cat(values: Sequence[object], dims: tuple[int, ...]) -> Concatenation
         raise ValueError(f"cat: dims are 0-based axes and must be non-negative, got {dims}")
     if len(set(dims)) != len(dims):
         raise ValueError(f"cat: dims must be distinct, got {dims}")
+    if max(dims) >= MAX_NDIM:
+        # Checked before the padding below builds tuples of max(dims) + 1 entries.
+        raise ValueError(
+            f"cat: dims={dims} needs a result of {max(dims) + 1} dimensions; NumPy arrays have "
+            f"at most {MAX_NDIM}"
+        )
     names = [f"arrays[{position}]" for position in range(len(values))]
     inputs = _inputs(values, names, "cat", allow_scalars=True)
     ndim = max(max(len(item.shape) for item in inputs), max(dims) + 1)
@@ -459,6 +475,31 @@ def _check_cat(values: Sequence[object], dims: tuple[int, ...]) -> Concatenation
     joined = tuple(sorted(dims))
     along = f"along axis {joined[0]}" if len(joined) == 1 else f"along axes {joined}"
     return _layout("cat", inputs, blocks, kept, joined, along + " (inputs padded with trailing size-1 axes)")
+
+
+def _check_python_ints(values: Sequence[object], out_dtype: DType) -> None:
+    """A Python int is weak (NEP 50): it takes the result's dtype, so it must fit it. NumPy
+    raises ``OverflowError`` when it does not; this names the input instead. Run on every
+    call, cached plan or not: a plan's key holds a scalar's type, not its value."""
+    for position, value in enumerate(values):
+        if type(value) is int:
+            low, high = _int_bounds(out_dtype)
+            if not low <= value <= high:
+                shown = str(value) if value.bit_length() <= 128 else f"of {value.bit_length()} bits"
+                raise ValueError(
+                    f"cat: arrays[{position}] is the Python int {shown}, which does not fit the "
+                    f"result dtype {out_dtype} (a Python scalar takes the arrays' dtype, as in "
+                    f"NumPy); pass it as an array of a wider dtype"
+                )
+
+
+@lru_cache(maxsize=64)
+def _int_bounds(dtype: DType) -> tuple[int, int]:
+    """The Python ints a dtype holds (a float dtype: those below float64's overflow)."""
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype.str)
+        return int(info.min), int(info.max)
+    return -_LARGEST_FLOAT_INT, _LARGEST_FLOAT_INT
 
 
 # ======================================================================================
@@ -569,6 +610,11 @@ def _pushforward(plan: ConcatenationPlan, xp: pytypes.ModuleType, tangents: Sequ
             raise ValueError(
                 f"{plan.op} frule: tangent {position} has shape {shape_text(tuple(dense.shape))} "
                 f"but its input has shape {shape_text(shape)}"
+            )
+        if dense.dtype.kind not in "biufc":
+            raise TypeError(
+                f"{plan.op} frule: tangent {position} has dtype {dense.dtype}; a tangent must be "
+                f"numeric"
             )
         target[...] = dense.real if dense.dtype.kind == "c" and dtype.kind != "c" else dense
     return out
@@ -854,6 +900,8 @@ def _cat_plan(arrays: Sequence[object], dims: object) -> tuple[tuple[object, ...
     plan = _cached_plan(key)
     if plan is None:
         plan = _remember(key, _check_cat(values, static))
+    if True in plan.python_scalars:
+        _check_python_ints(values, plan.out_dtype)
     return values, plan
 
 

@@ -92,6 +92,10 @@ KronPullback: TypeAlias = Callable[[object], tuple[KronTangent[_DT], KronTangent
 # The rows of b (and db) that one row tile reuses take at most this many bytes together, so
 # they stay in L1 (48 KiB on the machines we measured) next to the streaming cotangent.
 _TILE_BYTES = 32768
+# Python refuses source with more than 20 statically nested blocks; the kernels nest two
+# loops per axis plus the row-tile loops: 9 axes is the most that compiles.
+_MAX_AXES = 9
+_FLOAT64: np.dtype[np.generic] = np.dtype(np.float64)
 
 # The pullback walks the rows of a block this many at a time. They share each load of b and
 # each load-add-store of db, a third of the instructions per element on short rows (W5's rows
@@ -179,6 +183,11 @@ def _layout(
     function of its arguments, so repeated calls of one signature skip the arithmetic)."""
     check_dtype(a_dtype, "a")
     check_dtype(b_dtype, "b")
+    if max(len(a_shape), len(b_shape)) > _MAX_AXES:
+        raise ValueError(
+            f"kron: a has shape {shape_text(a_shape)} and b has shape {shape_text(b_shape)}; the "
+            f"compiled kernels nest two loops per axis and take at most {_MAX_AXES} axes"
+        )
     result: np.dtype[np.generic] = np.dtype(np.result_type(a_dtype, b_dtype).name)
     y_ndim = max(len(a_shape), len(b_shape))
     y_shape = tuple(
@@ -655,16 +664,9 @@ def _product(layout: _KronLayout, left: ArrayLike, right: ArrayLike) -> ArrayLik
 
 
 def _check_cotangent_shape(dy: object, y_shape: tuple[int, ...]) -> None:
-    """Shape check for the cotangent of an integer output, which no kernel reads."""
-    dy = unthunk(dy)
-    if isinstance(dy, ZeroTangent):
-        return
-    shape = tuple(getattr(dy, "shape", ()))
-    if shape != y_shape:
-        raise ValueError(
-            f"pullback: cotangent dy has shape {shape_text(shape)} but the output has shape "
-            f"{shape_text(y_shape)}"
-        )
+    """Validation of the cotangent of an integer output, which no kernel reads: its form,
+    shape and dtype, as for any other cotangent (``prepare_cotangent``'s checks)."""
+    prepare_cotangent(dy, y_shape, _FLOAT64)
 
 
 def _tangent_operand(tangent: object, primal: ArrayLike, dtype: np.dtype[np.generic], name: str) -> ArrayLike | None:
@@ -720,7 +722,7 @@ class _Kron(Op):
 
     def __call__(self, a: KronOperand, b: KronOperand) -> npt.NDArray[np.generic]:
         """The Kronecker product of ``a`` and ``b``, as ``np.kron``: blocks of ``b`` scaled by
-        the elements of ``a``, for any ndims (the operand with fewer axes gets leading 1-axes;
+        the elements of ``a``, for up to 9 axes (the operand with fewer axes gets leading 1-axes;
         0-d operands and Python scalars multiply; where NumPy returns a scalar for two 0-d
         operands, this returns a 0-d array). Any numeric dtypes; the result has
         ``np.result_type(a, b)``. Nothing is static but the number of axes: one compiled kernel

@@ -82,6 +82,9 @@ _ZERO_TANGENT = ZeroTangent()
 _NUMPY_LIKE: ArrayLike = np.empty((0,))
 # Counts whose product reaches this cannot index memory: rejected before any kernel is built.
 _COUNT_LIMIT = 2**62
+# Python refuses source with more than 20 statically nested blocks ("too many statically
+# nested blocks"); a nest of n levels emits at most n nested loops: refused beyond that.
+_MAX_NEST_LEVELS = 20
 # Innermost counts up to this size are summed as one unrolled pairwise expression.
 _UNROLL_LIMIT = 16
 _INPUT_AXIS = "s"
@@ -163,6 +166,12 @@ def _nest(layout: _Layout) -> _Nest:
         # Every input axis is statically 1 (a 0-d input): one loop of extent 1 to partition.
         merged.insert(0, _INPUT_AXIS)
         groups.append(())
+    if len(merged) > _MAX_NEST_LEVELS:
+        raise ValueError(
+            f"repeat: inner={layout.inner}, outer={layout.outer} make a loop nest of "
+            f"{len(merged)} levels (counts and axes that do not merge); compiled kernels nest at "
+            f"most {_MAX_NEST_LEVELS} loops: repeat along fewer axes per call"
+        )
     return _Nest(layout, tuple(merged), tuple(groups), total, empty)
 
 
@@ -693,7 +702,9 @@ def _check_repeat(
             "repeat: pass either repeats (and axis), as np.repeat, or inner=/outer=, as Julia's "
             "repeat, not both"
         )
-    axis_index = None if axis is None else normalize_axis(static_int(axis, "axis"), ndim)
+    axis_index = None if axis is None else normalize_axis(static_int(axis, "axis"), max(ndim, 1), "repeat: axis")
+    if ndim == 0:
+        axis_index = None  # NumPy reads a 0-d x as 1-d: axis 0 (or -1) repeats it as axis=None does
     if isinstance(repeats, Val) or (
         isinstance(repeats, (int, np.integer)) and not isinstance(repeats, (bool, np.bool_))
     ):
@@ -705,7 +716,7 @@ def _check_repeat(
         count = static_int(repeats, "repeats")
         _check_counts_value((count,), "repeats")
         return array, _nest_plan(_numpy_layout(ndim, count, axis_index), shape, dtype, "repeat", target)
-    if is_array(repeats) or isinstance(repeats, ArraySpec):
+    if not (type(x) is np.ndarray and type(repeats) is np.ndarray):  # two NumPy arrays: both on cpu
         common_device((x, repeats), ("x", "repeats"))
     return array, _counts_plan(repeats, shape, dtype, axis_index, target, array)
 
@@ -763,11 +774,17 @@ def _counts_plan(
         raise ValueError(f"repeat: repeats holds a negative count ({int(flat.min())})")
     if flat.size and int(flat.max()) >= _COUNT_LIMIT:
         raise ValueError(f"repeat: repeats holds a count of {int(flat.max())}, too large to allocate")
-    counts = xp.ascontiguousarray(xp.broadcast_to(flat.astype(np.int64), (length,)))
-    total_exact = int(counts.max()) * length if length else 0
-    total = int(counts.sum()) if total_exact < _COUNT_LIMIT else sum(int(c) for c in counts.tolist())
+    # Every size is checked before anything of x's length is allocated: x may be a broadcast
+    # view far larger than memory (np.broadcast_to), and one count stands for all of them.
+    if flat.size == 1:
+        total = int(flat[0]) * length
+    else:
+        total_exact = int(flat.max()) * length if length else 0
+        total = int(flat.sum(dtype=np.int64)) if total_exact < _COUNT_LIMIT else sum(int(c) for c in flat.tolist())
     out_shape = (total,) if axis is None else shape[:axis] + (total,) + shape[axis + 1 :]
     checked_size(out_shape, dtype.itemsize, "repeat")
+    checked_size((2 * (length + 1),), 8, "repeat: the per-element counts and their offsets")
+    counts = xp.ascontiguousarray(xp.broadcast_to(flat.astype(np.int64), (length,)))
     offsets = xp.zeros(length + 1, dtype=np.int64)
     if length:
         offsets[1:] = xp.cumsum(counts)
@@ -919,12 +936,20 @@ def _prepare_tangent(tangent: object, plan: _Plan, like: ArrayLike | None = None
     tangent = unthunk(tangent)
     if isinstance(tangent, (ZeroTangent, NoTangent)):
         return _ZERO_TANGENT
-    tangent_shape = tangent.shape if isinstance(tangent, Fill) or is_array(tangent) else None
-    if tangent_shape is not None and tuple(tangent_shape) != plan.shape:
+    if isinstance(tangent, (int, float, complex, np.number)) and not isinstance(tangent, bool) and not plan.shape:
+        tangent = np.asarray(tangent)
+    if not (isinstance(tangent, Fill) or is_array(tangent)):
+        raise TypeError(
+            f"frule: the tangent of x must be an array, Fill, ZeroTangent or NoTangent, got "
+            f"{type(tangent).__name__}"
+        )
+    if tuple(tangent.shape) != plan.shape:
         raise ValueError(
-            f"frule: the tangent of x has shape {shape_text(tuple(tangent_shape))} but x has shape "
+            f"frule: the tangent of x has shape {shape_text(tuple(tangent.shape))} but x has shape "
             f"{shape_text(plan.shape)}"
         )
+    if not isinstance(tangent, Fill):
+        check_dtype(tangent.dtype, "the tangent of x")
     return prepare_cotangent(tangent, plan.shape, plan.dtype, like)
 
 

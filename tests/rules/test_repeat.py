@@ -577,7 +577,7 @@ def test_invalid_arguments() -> None:
     with pytest.raises(ValueError, match="out of bounds"):
         sr.repeat(x, Val(2), axis=Val(2))
     with pytest.raises(ValueError, match="out of bounds"):
-        sr.repeat(np.float64(1.0), Val(2), axis=Val(0))  # type: ignore[call-overload]
+        sr.repeat(np.float64(1.0), Val(2), axis=Val(1))  # type: ignore[call-overload]  # NumPy reads 0-d as 1-d
     with pytest.raises(TypeError, match="dtype"):
         sr.repeat(np.array(["a", "b"]), Val(2))
     with pytest.raises(TypeError, match="Val"):

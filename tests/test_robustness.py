@@ -1,0 +1,1018 @@
+"""Robustness (issue 9): bad input gets a clear error before any kernel, unusual but valid input
+gets the right answer, and nothing crashes the process.
+
+Every op is described once in ``CASES`` (its call, its NumPy reference, the input shapes of a
+regular, an empty and, where the op takes them, a 0-d call). Pullbacks are checked against an
+independent reference: NumPy's own op applied to arrays of element *ids* says which input
+element each output element copies, and ``np.add.at`` sums the cotangent back along that map.
+
+Calls that could crash the interpreter (huge sizes: NumPy itself segfaults on
+``np.repeat(np.ones(4), 2**62)``) run in a subprocess with its address space capped, so a
+segfault or a runaway allocation fails one test instead of the run (or the machine).
+Cache faults live in ``tests/test_cache.py``; the two missing there are at the end.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import types as pytypes
+import uuid
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+import stablerules as sr
+from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
+from stablerules._arrays import MAX_NDIM, common_device
+
+Array = npt.NDArray[Any]
+Shape = tuple[int, ...]
+Call = tuple[tuple[object, ...], dict[str, object]]
+
+REPO = Path(__file__).resolve().parents[1]
+RNG = np.random.default_rng(9)
+
+
+# ---------------------------------------------------------------------------------------------
+# The ops, described once
+# ---------------------------------------------------------------------------------------------
+
+
+def julia_repeat(x: Array, inner: Shape, outer: Shape) -> Array:
+    """Julia's ``repeat(x; inner, outer)`` from NumPy's ``repeat`` and ``tile``."""
+    n = max(x.ndim, len(inner), len(outer))
+    y = x.reshape(x.shape + (1,) * (n - x.ndim))
+    for axis, count in enumerate(inner + (1,) * (n - len(inner))):
+        y = np.repeat(y, count, axis=axis)
+    return np.tile(y, outer + (1,) * (n - len(outer)))
+
+
+def julia_cat(arrays: Sequence[Array], dims: Shape) -> Array:
+    """Julia's ``cat(arrays...; dims)`` (0-based), zeros off the block diagonal."""
+    ndim = max(max(a.ndim for a in arrays), max(dims) + 1)
+    padded = [a.reshape(a.shape + (1,) * (ndim - a.ndim)) for a in arrays]
+    shape: list[int] = list(padded[0].shape)
+    for dim in dims:
+        shape[dim] = sum(a.shape[dim] for a in padded)
+    out = np.zeros(shape, dtype=np.result_type(*arrays))
+    offsets = dict.fromkeys(dims, 0)
+    for a in padded:
+        index = tuple(
+            slice(offsets[d], offsets[d] + a.shape[d]) if d in offsets else slice(None) for d in range(ndim)
+        )
+        out[index] = a
+        for dim in dims:
+            offsets[dim] += a.shape[dim]
+    return out
+
+
+def repeat_counts(shape: Shape) -> Array:
+    return np.arange(shape[0]) % 3  # 0, 1, 2, 0, ...: zero counts included
+
+
+@dataclass(frozen=True)
+class Case:
+    """One op and static arguments: ``call(xs)`` gives the op's positional and keyword
+    arguments for input arrays ``xs``, ``numpy(xs)`` NumPy's result."""
+
+    name: str
+    op: object
+    call: Callable[[Sequence[Array]], Call]
+    numpy: Callable[[Sequence[Array]], Array]
+    shapes: tuple[Shape, ...]
+    empty_shapes: tuple[Shape, ...]
+    scalar_shapes: tuple[Shape, ...] | None = None
+    sequence: bool = False  # the op takes one sequence argument: tangents are back(dy)[0]
+    bilinear: bool = False  # kron: the reference pullback is not a gather
+
+    def tangents(self, result: tuple[object, ...], count: int) -> list[object]:
+        return list(cast(Sequence[object], result[0])) if self.sequence else list(result[:count])
+
+    def __str__(self) -> str:
+        return self.name
+
+
+CASES = [
+    Case(
+        "repeat-axis",
+        sr.repeat,
+        lambda xs: ((xs[0], Val(2)), {"axis": Val(1)}),
+        lambda xs: np.repeat(xs[0], 2, axis=1),
+        ((3, 4),),
+        ((3, 0),),
+    ),
+    Case(
+        "repeat-flat",
+        sr.repeat,
+        lambda xs: ((xs[0], Val(3)), {}),
+        lambda xs: np.repeat(xs[0], 3),
+        ((3, 4),),
+        ((0, 4),),
+        ((),),
+    ),
+    Case(
+        "repeat-counts",
+        sr.repeat,
+        lambda xs: ((xs[0], repeat_counts(xs[0].shape)), {"axis": Val(0)}),
+        lambda xs: np.repeat(xs[0], repeat_counts(xs[0].shape), axis=0),
+        ((5, 3),),
+        ((0, 3),),
+    ),
+    Case(
+        "repeat-inner-outer",
+        sr.repeat,
+        lambda xs: ((xs[0],), {"inner": Val((2, 1)), "outer": Val((1, 2, 2))}),
+        lambda xs: julia_repeat(xs[0], (2, 1), (1, 2, 2)),
+        ((3, 4),),
+        ((3, 0),),
+        ((),),
+    ),
+    Case(
+        "tile",
+        sr.tile,
+        lambda xs: ((xs[0], Val((2, 1, 2))), {}),
+        lambda xs: np.tile(xs[0], (2, 1, 2)),
+        ((3, 4),),
+        ((0, 4),),
+        ((),),
+    ),
+    Case(
+        "concatenate",
+        sr.concatenate,
+        lambda xs: (((*xs,),), {"axis": Val(-1)}),
+        lambda xs: np.concatenate(xs, axis=-1),
+        ((3, 4), (3, 2)),
+        ((0, 4), (0, 2)),
+        sequence=True,
+    ),
+    Case(
+        "concatenate-flat",
+        sr.concatenate,
+        lambda xs: (((*xs,),), {"axis": None}),
+        lambda xs: np.concatenate(xs, axis=None),
+        ((3, 4), (5,)),
+        ((0, 4), (0,)),
+        ((), ()),
+        sequence=True,
+    ),
+    Case(
+        "stack",
+        sr.stack,
+        lambda xs: (((*xs,),), {"axis": Val(-1)}),
+        lambda xs: np.stack(xs, axis=-1),
+        ((3, 4), (3, 4)),
+        ((3, 0), (3, 0)),
+        ((), ()),
+        sequence=True,
+    ),
+    Case(
+        "hstack",
+        sr.hstack,
+        lambda xs: (((*xs,),), {}),
+        lambda xs: np.hstack(xs),
+        ((3, 4), (3, 1)),
+        ((0, 4), (0, 1)),
+        ((), ()),
+        sequence=True,
+    ),
+    Case(
+        "vstack",
+        sr.vstack,
+        lambda xs: (((*xs,),), {}),
+        lambda xs: np.vstack(xs),
+        ((3, 4), (4,)),
+        ((0, 4), (0, 4)),
+        ((), ()),
+        sequence=True,
+    ),
+    Case(
+        "cat-new-axis",
+        sr.cat,
+        lambda xs: ((*xs,), {"dims": Val(2)}),
+        lambda xs: julia_cat(xs, (2,)),
+        ((3, 4), (3, 4)),
+        ((0, 4), (0, 4)),
+        ((), ()),
+    ),
+    Case(
+        "cat-block-diagonal",
+        sr.cat,
+        lambda xs: ((*xs,), {"dims": Val((0, 1))}),
+        lambda xs: julia_cat(xs, (0, 1)),
+        ((3, 4), (2, 1)),
+        ((0, 4), (2, 0)),
+        ((), ()),
+    ),
+]
+
+def _kron_is_implemented() -> bool:
+    try:
+        sr.kron(np.ones(1), np.ones(1))
+    except NotImplementedError:
+        return False
+    return True
+
+
+KRON = _kron_is_implemented()
+if KRON:
+    CASES.append(
+        Case(
+            "kron",
+            sr.kron,
+            lambda xs: ((xs[0], xs[1]), {}),
+            lambda xs: np.kron(xs[0], xs[1]),
+            ((3, 2), (2, 3)),
+            ((0, 2), (2, 3)),
+            ((), ()),
+            bilinear=True,
+        )
+    )
+
+
+Back = Callable[[object], tuple[object, ...]]
+
+
+def rrule_call(op: object, *args: object, **kwargs: object) -> tuple[object, Back]:
+    """``sr.rrule`` for an op and arguments chosen at run time (its overloads type each op's
+    own call; these tests build calls from tables, some deliberately ill-typed)."""
+    return cast(Callable[..., tuple[object, Back]], sr.rrule)(op, *args, **kwargs)
+
+
+def call(op: object, *args: object, **kwargs: object) -> object:
+    """Call ``op`` with arguments its type forbids (the point of the tests that use it)."""
+    return cast(Callable[..., object], op)(*args, **kwargs)
+
+
+def run(case: Case, xs: Sequence[Array]) -> Array:
+    args, kwargs = case.call(xs)
+    y = call(case.op, *args, **kwargs)
+    assert isinstance(y, np.ndarray)
+    return y
+
+
+def rrule(case: Case, xs: Sequence[Array]) -> tuple[Array, Callable[[object], tuple[object, ...]]]:
+    args, kwargs = case.call(xs)
+    y, back = rrule_call(case.op, *args, **kwargs)
+    assert isinstance(y, np.ndarray)
+    return y, back
+
+
+def values(shape: Shape, dtype: npt.DTypeLike = np.float64) -> Array:
+    resolved = np.dtype(dtype)
+    if resolved.kind == "c":
+        return np.asarray(RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(resolved)
+    if resolved.kind in "iub":
+        return RNG.integers(0, 5, shape).astype(resolved)
+    return RNG.standard_normal(shape).astype(resolved)
+
+
+def reference_pullback(case: Case, xs: Sequence[Array], dy: Array) -> list[Array]:
+    """``dx`` for each input, from NumPy alone.
+
+    A gather op (everything but kron) applied to arrays of 1-based element ids says which
+    input element each output element is (0: none, off cat's block diagonal); the pullback
+    sums ``dy`` into those elements. kron: ``da = sum dy * conj(b)`` over the blocks, by einsum.
+    """
+    dy = np.asarray(dy)
+    if case.bilinear:
+        a, b = xs
+        n = max(a.ndim, b.ndim)
+        a_, b_ = a.reshape((1,) * (n - a.ndim) + a.shape), b.reshape((1,) * (n - b.ndim) + b.shape)
+        blocks = dy.reshape(tuple(extent for pair in zip(a_.shape, b_.shape) for extent in pair))
+        letters = "abcdefghij"
+        a_axes = "".join(letters[2 * d] for d in range(n))
+        b_axes = "".join(letters[2 * d + 1] for d in range(n))
+        pairs = "".join(letters[2 * d] + letters[2 * d + 1] for d in range(n))
+        da = np.einsum(f"{pairs},{b_axes}->{a_axes}", blocks, np.conj(b_)).reshape(a.shape)
+        db = np.einsum(f"{pairs},{a_axes}->{b_axes}", blocks, np.conj(a_)).reshape(b.shape)
+        return [da, db]
+    ids: list[Array] = []
+    start = 1
+    for x in xs:
+        ids.append(np.arange(start, start + x.size, dtype=np.int64).reshape(x.shape))
+        start += x.size
+    source = np.asarray(case.numpy(ids))
+    assert source.shape == dy.shape
+    total = np.zeros(start, dtype=np.result_type(dy.dtype, np.float64))
+    with np.errstate(invalid="ignore"):  # inf + -inf is nan: the cases with specials want it
+        np.add.at(total, source.reshape(-1), dy.reshape(-1))
+    result: list[Array] = []
+    start = 1
+    for x in xs:
+        result.append(total[start : start + x.size].reshape(x.shape))
+        start += x.size
+    return result
+
+
+def assert_tangent(tangent: object, expected: Array, primal: Array, rtol: float = 1e-12) -> None:
+    """``tangent`` is a dense array of the primal's shape and dtype, equal to ``expected``
+    projected onto that dtype (real part for a real primal); NaN and inf where expected."""
+    assert isinstance(tangent, np.ndarray), tangent
+    assert tangent.shape == primal.shape
+    # A big-endian primal: the concatenate family keeps its byte order (as NumPy's result
+    # does), the repeat family computes and returns native order (its documented decision).
+    assert tangent.dtype.newbyteorder("=") == primal.dtype.newbyteorder("="), (tangent.dtype, primal.dtype)
+    want = expected.real if primal.dtype.kind != "c" else expected
+    np.testing.assert_allclose(tangent, want.astype(tangent.dtype), rtol=rtol, atol=rtol, equal_nan=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Layouts: the same values as C-contiguous, strided, negative-stride, Fortran, read-only,
+# broadcast (zero-stride) and big-endian arrays
+# ---------------------------------------------------------------------------------------------
+
+
+def strided(v: Array) -> Array:
+    if v.ndim == 0:
+        return v
+    base = np.zeros(v.shape[:-1] + (2 * v.shape[-1] + 1,), dtype=v.dtype)
+    base[..., 1::2] = v
+    out = base[..., 1::2]
+    assert not out.flags.c_contiguous or v.shape[-1] <= 1 or v.size == 0
+    return out
+
+
+def negative(v: Array) -> Array:
+    if v.ndim == 0:
+        return v
+    return v[::-1].copy()[::-1]
+
+
+def fortran(v: Array) -> Array:
+    return np.asfortranarray(v)
+
+
+def readonly(v: Array) -> Array:
+    out = v.copy()
+    out.setflags(write=False)
+    return out
+
+
+def broadcast(v: Array) -> Array:
+    """A zero-stride view; its values are the first row repeated (the reference uses them)."""
+    if v.ndim == 0 or v.shape[0] == 0:
+        return np.broadcast_to(v, v.shape)
+    return np.broadcast_to(v[:1], v.shape)
+
+
+def bigendian(v: Array) -> Array:
+    return v.astype(v.dtype.newbyteorder(">"))
+
+
+LAYOUTS: dict[str, Callable[[Array], Array]] = {
+    "strided": strided,
+    "negative-stride": negative,
+    "fortran": fortran,
+    "readonly": readonly,
+    "broadcast": broadcast,
+    "big-endian": bigendian,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Valid but unusual inputs give right answers
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_unusual_input_layouts(case: Case, layout: str) -> None:
+    transform = LAYOUTS[layout]
+    xs = [transform(values(shape)) for shape in case.shapes]
+    want = case.numpy([np.array(x) for x in xs])
+    y, back = rrule(case, xs)
+    np.testing.assert_array_equal(y, want)
+    assert y.dtype.newbyteorder("=") == want.dtype.newbyteorder("=")
+    dy = values(y.shape)
+    for tangent, expected, x in zip(case.tangents(back(dy), len(xs)), reference_pullback(case, xs, dy), xs):
+        assert_tangent(tangent, expected, x)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_unusual_cotangent_layouts(case: Case, layout: str) -> None:
+    xs = [values(shape, np.complex128) for shape in case.shapes]
+    y, back = rrule(case, xs)
+    dy = LAYOUTS[layout](values(y.shape, np.complex128))
+    for tangent, expected, x in zip(case.tangents(back(dy), len(xs)), reference_pullback(case, xs, np.array(dy)), xs):
+        assert_tangent(tangent, expected, x)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_zero_size_inputs(case: Case) -> None:
+    xs = [values(shape) for shape in case.empty_shapes]
+    want = case.numpy(xs)
+    y, back = rrule(case, xs)
+    np.testing.assert_array_equal(y, want)
+    assert y.shape == want.shape and y.dtype == want.dtype
+    dy = values(y.shape)
+    for tangent, expected, x in zip(case.tangents(back(dy), len(xs)), reference_pullback(case, xs, dy), xs):
+        assert_tangent(tangent, expected, x)
+
+
+@pytest.mark.parametrize("case", [case for case in CASES if case.scalar_shapes is not None], ids=str)
+def test_zero_dimensional_inputs(case: Case) -> None:
+    assert case.scalar_shapes is not None
+    xs = [values(shape) for shape in case.scalar_shapes]
+    want = case.numpy(xs)
+    y, back = rrule(case, xs)
+    np.testing.assert_array_equal(y, want)
+    assert y.shape == want.shape and y.dtype == want.dtype
+    dy = values(y.shape)
+    tangents = case.tangents(back(dy), len(xs))
+    for tangent, expected, x in zip(tangents, reference_pullback(case, xs, dy), xs):
+        assert_tangent(tangent, expected, x)
+
+
+def test_zero_dimensional_repeat_with_an_axis_is_numpys() -> None:
+    # NumPy reads a 0-d array as 1-d when an axis is given.
+    x = np.array(2.5)
+    for axis in (0, -1):
+        np.testing.assert_array_equal(sr.repeat(x, Val(3), axis=Val(axis)), np.repeat(x, 3, axis=axis))
+        np.testing.assert_array_equal(
+            sr.repeat(x, np.array([3]), axis=Val(axis)), np.repeat(x, np.array([3]), axis=axis)
+        )
+    y, back = sr.rrule(sr.repeat, x, Val(3), axis=Val(0))
+    (dx, _) = back(np.array([1.0, 2.0, 4.0]))
+    assert isinstance(dx, np.ndarray) and dx.shape == () and dx == 7.0
+    with pytest.raises(ValueError, match="axis 1 is out of bounds"):
+        sr.repeat(x, Val(3), axis=Val(1))
+
+
+SPECIALS = np.array([1.0, np.inf, -np.inf, np.nan, -0.0, 2.0, np.inf, 3.0])
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_nan_and_inf_propagate_as_the_math_says(case: Case) -> None:
+    """Forward copies NaN/inf bit for bit; pullbacks sum them (inf + -inf = nan, x + inf =
+    inf), exactly as NumPy's sums of the same cotangent entries do."""
+    xs = [np.resize(SPECIALS, shape) for shape in case.shapes]
+    if case.bilinear:
+        xs = [np.resize(SPECIALS[:4], case.shapes[0]), np.resize(np.array([0.0, 1.0, 2.0]), case.shapes[1])]
+    with np.errstate(invalid="ignore"):  # kron: inf * 0
+        want = case.numpy(xs)
+    y, back = rrule(case, xs)
+    np.testing.assert_array_equal(y, want)  # NaN == NaN here, signed zeros compared by value
+    np.testing.assert_array_equal(np.signbit(y), np.signbit(want))
+    dy = np.resize(SPECIALS[::-1], y.shape)
+    if case.bilinear:
+        dy = np.resize(np.array([1.0, np.inf, 0.0, -1.0, np.nan]), y.shape)
+    for tangent, expected, x in zip(case.tangents(back(dy), len(xs)), reference_pullback(case, xs, dy), xs):
+        assert_tangent(tangent, expected, x)
+
+
+def test_repeat_pullback_of_inf_and_nan_against_reshape_sum() -> None:
+    x = np.zeros((2, 3))
+    _, back = sr.rrule(sr.repeat, x, Val(2), axis=Val(1))
+    dy = np.array([[np.inf, 1.0, np.inf, -np.inf, 2.0, 3.0], [np.nan, 0.0, 5.0, 5.0, -np.inf, -np.inf]])
+    (dx, _) = back(dy)
+    with np.errstate(invalid="ignore"):
+        want = dy.reshape(2, 3, 2).sum(axis=2)  # [[inf, nan, 5], [nan, 10, -inf]]
+    assert_tangent(dx, want, x)
+    assert isinstance(dx, np.ndarray)
+    assert np.isnan(dx[0, 1]) and np.isnan(dx[1, 0]) and dx[0, 0] == np.inf and dx[1, 2] == -np.inf
+    # A Fill of inf gives a Fill of inf (count * inf); of nan, nan.
+    (lazy, _) = back(Fill(np.inf, dy.shape))
+    assert isinstance(lazy, Fill) and lazy.value == np.inf
+    (lazy, _) = back(Fill(np.nan, dy.shape))
+    assert isinstance(lazy, Fill) and np.isnan(lazy.value)
+
+
+@pytest.mark.skipif(not KRON, reason="kron has not landed in this tree yet")
+def test_kron_inf_times_zero_is_nan_as_numpy() -> None:
+    a = np.array([0.0, np.inf, 1.0])
+    b = np.array([0.0, 2.0, np.nan])
+    y = np.asarray(call(sr.kron, a, b))
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(y, np.kron(a, b))
+    assert np.isnan(y[3])  # inf * 0
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("primal", [np.float32, np.complex64])
+@pytest.mark.parametrize("cotangent", [np.int64, np.int8, np.bool_, np.float64, np.complex128])
+def test_cotangents_of_any_numeric_dtype_are_projected(
+    case: Case, primal: type[np.generic], cotangent: type[np.generic]
+) -> None:
+    xs = [values(shape, primal) for shape in case.shapes]
+    y, back = rrule(case, xs)
+    dy = values(y.shape, cotangent)
+    expected = reference_pullback(case, xs, dy)
+    for tangent, want, x in zip(case.tangents(back(dy), len(xs)), expected, xs):
+        assert_tangent(tangent, want, x, rtol=1e-5)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_integer_primals_get_no_tangent_and_still_check_the_cotangent(case: Case) -> None:
+    xs = [values(shape, np.int32) for shape in case.shapes]
+    y, back = rrule(case, xs)
+    np.testing.assert_array_equal(y, case.numpy(xs))
+    assert all(isinstance(t, NoTangent) for t in case.tangents(back(np.ones(y.shape)), len(xs)))
+    with pytest.raises(ValueError, match=re.escape(str(y.shape))):
+        back(np.ones(y.shape + (2,)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad cotangents: ValueError naming both shapes, TypeError naming the dtype
+# ---------------------------------------------------------------------------------------------
+
+
+def wrong_shapes(shape: Shape) -> list[Shape]:
+    return [shape + (1,), shape[::-1] if shape[::-1] != shape else (sum(shape) + 1,), (), tuple(n + 1 for n in shape)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_cotangent_of_the_wrong_shape(case: Case) -> None:
+    xs = [values(shape) for shape in case.shapes]
+    y, back = rrule(case, xs)
+    for shape in wrong_shapes(y.shape):
+        if shape == y.shape:
+            continue
+        both = rf"{re.escape(str(shape))}.*{re.escape(str(y.shape))}"
+        for dy in (np.ones(shape), np.ones(shape, np.float32), Fill(1.0, shape), Thunk(functools.partial(np.ones, shape))):
+            with pytest.raises(ValueError, match=both):
+                back(dy)
+    with pytest.raises(ValueError, match=re.escape(str(y.shape))):
+        back(np.broadcast_to(1.0, y.shape + (3,)))
+
+
+BAD_DTYPES = [np.dtype(object), np.dtype("U3"), np.dtype([("re", "f8"), ("im", "f8")]), np.dtype(np.float16)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_cotangent_of_an_unsupported_dtype(case: Case) -> None:
+    xs = [values(shape) for shape in case.shapes]
+    y, back = rrule(case, xs)
+    for dtype in BAD_DTYPES:
+        with pytest.raises(TypeError, match=re.escape(str(dtype))):
+            back(np.zeros(y.shape, dtype=dtype))
+    for bad in ([1.0], None, "dy", NoTangent()):
+        with pytest.raises(TypeError):
+            back(bad)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_cotangent_of_an_integer_output_is_validated_too(case: Case) -> None:
+    # No kernel reads it, but a wrong one is still the caller's bug: the same errors.
+    xs = [values(shape, np.int64) for shape in case.shapes]
+    y, back = rrule(case, xs)
+    assert y.dtype == np.int64
+    for dtype in BAD_DTYPES:
+        with pytest.raises(TypeError, match=re.escape(str(dtype))):
+            back(np.zeros(y.shape, dtype=dtype))
+    for bad in ([1.0], None, "dy", NoTangent()):
+        with pytest.raises(TypeError):
+            back(bad)
+    with pytest.raises(ValueError, match=re.escape(str(y.shape))):
+        back(Fill(1.0, y.shape + (1,)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad arguments: the right error, naming the argument and the shapes, before any kernel
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_unsupported_input_dtypes_name_the_dtype(case: Case) -> None:
+    for dtype in BAD_DTYPES:
+        xs = [np.zeros(shape, dtype=dtype) for shape in case.shapes]
+        with pytest.raises(TypeError, match=re.escape(str(dtype))):
+            run(case, xs)
+        with pytest.raises(TypeError, match=re.escape(str(dtype))):
+            rrule(case, xs)
+        # One bad input among good ones.
+        mixed = [values(shape) for shape in case.shapes]
+        mixed[-1] = np.zeros(case.shapes[-1], dtype=dtype)
+        with pytest.raises(TypeError, match=re.escape(str(dtype))):
+            run(case, mixed)
+
+
+def compiles() -> int:
+    return sr.cache_info().compiles
+
+
+def expect_error(kind: type[Exception], pattern: str, call: Callable[[], object]) -> None:
+    """``call()`` raises exactly ``kind`` (not a subclass such as NumPy's AxisError, not
+    IndexError) with a message matching ``pattern``, and compiles nothing on the way."""
+    before = compiles()
+    with pytest.raises(Exception) as caught:
+        call()
+    assert type(caught.value) is kind, f"{type(caught.value).__name__}: {caught.value}"
+    assert re.search(pattern, str(caught.value)), f"{pattern!r} not in {str(caught.value)!r}"
+    assert compiles() == before, "a kernel was compiled before the arguments were validated"
+
+
+def test_bad_repeat_counts() -> None:
+    x = values((3, 4))
+    # Static counts: each value below is new, so a kernel built before validation would show.
+    expect_error(ValueError, r"repeats=-1 .*negative", lambda: sr.repeat(x, Val(-1), axis=Val(0)))
+    expect_error(ValueError, r"inner=\(2, -3\).*negative", lambda: sr.repeat(x, inner=Val((2, -3))))
+    expect_error(ValueError, r"outer=-7 .*negative", lambda: sr.repeat(x, outer=Val(-7)))
+    expect_error(ValueError, r"reps=\(5, -2\).*negative", lambda: sr.tile(x, Val((5, -2))))
+    expect_error(TypeError, r"Val", lambda: call(Val, 1.5))
+    expect_error(TypeError, r"repeats.*float", lambda: call(sr.repeat, x, 1.5))
+    expect_error(TypeError, r"repeats.*bool", lambda: call(sr.repeat, x, True))
+    expect_error(TypeError, r"reps.*str", lambda: call(sr.tile, x, "2"))
+    expect_error(TypeError, r"inner.*ndarray", lambda: call(sr.repeat, x, inner=np.array([2])))
+    # Counts arrays: dtype, length, sign, rank.
+    expect_error(TypeError, r"repeats must hold integers.*float64", lambda: sr.repeat(x, np.array([1.0, 2.0, 1.0]), axis=Val(0)))
+    expect_error(TypeError, r"repeats must hold integers.*object", lambda: sr.repeat(x, [2**70, 1, 1], axis=Val(0)))
+    expect_error(
+        ValueError,
+        r"repeats has 2 counts but x has 3 elements along axis 0 \(shape \(3, 4\)\)",
+        lambda: sr.repeat(x, np.array([1, 2]), axis=Val(0)),
+    )
+    expect_error(
+        ValueError, r"repeats has 5 counts but x has 12 elements", lambda: sr.repeat(x, np.arange(5))
+    )
+    expect_error(ValueError, r"negative count \(-2\)", lambda: sr.repeat(x, np.array([1, -2, 3]), axis=Val(0)))
+    expect_error(ValueError, r"1-D.*\(3, 1\)", lambda: sr.repeat(x, np.ones((3, 1), dtype=int), axis=Val(0)))
+
+
+def test_axes_out_of_range() -> None:
+    x = values((3, 4))
+    expect_error(ValueError, r"axis 2 is out of bounds .*dimension 2", lambda: sr.repeat(x, Val(2), axis=Val(2)))
+    expect_error(ValueError, r"axis -3 is out of bounds", lambda: sr.repeat(x, np.array([1, 1, 1]), axis=Val(-3)))
+    expect_error(ValueError, r"concatenate: axis 2 is out of bounds", lambda: sr.concatenate((x, x), axis=Val(2)))
+    expect_error(ValueError, r"stack: axis -4 is out of bounds", lambda: sr.stack((x, x), axis=Val(-4)))
+    expect_error(ValueError, r"non-negative.*\(-1,\)", lambda: sr.cat(x, x, dims=Val(-1)))
+    expect_error(ValueError, r"dims=\(64,\).*65 dimensions.*at most 64", lambda: sr.cat(x, dims=Val(MAX_NDIM)))
+    expect_error(ValueError, r"dims must be distinct", lambda: sr.cat(x, x, dims=Val((1, 1))))
+    expect_error(TypeError, r"axis.*Val\(int\)", lambda: call(sr.concatenate, (x, x), axis=Val((0,))))
+    expect_error(TypeError, r"axis.*float", lambda: call(sr.stack, (x, x), axis=1.0))
+
+
+def test_array_spec_is_validated() -> None:
+    with pytest.raises(ValueError, match=r"non-negative.*\(3, -1\)"):
+        sr.ArraySpec((3, -1), np.float64)
+    with pytest.raises(ValueError, match=r"device.*'tpu'"):
+        sr.ArraySpec((3,), np.float64, device="tpu")
+    with pytest.raises(TypeError, match="object"):
+        sr.precompile(sr.repeat, sr.ArraySpec((3,), object), Val(2))
+    with pytest.raises(TypeError, match="mixed devices: arrays\\[0\\] on cuda, arrays\\[1\\] on cpu"):
+        sr.precompile(sr.concatenate, (sr.ArraySpec((3,), np.float64, "cuda:0"), sr.ArraySpec((3,), np.float64)))
+
+
+def test_too_many_dimensions_are_refused_before_a_kernel() -> None:
+    x = values((2,))
+    expect_error(ValueError, r"70 dimensions.*at most 64", lambda: sr.repeat(x, inner=Val((1,) * 69 + (3,))))
+    expect_error(ValueError, r"66 dimensions", lambda: sr.tile(x, Val((1,) * 65 + (5,))))
+    expect_error(ValueError, r"65 dimensions", lambda: sr.stack((np.ones((1,) * 64),) * 2))
+    if KRON:
+        # Two loops per axis in kron's kernels: at most 9 axes (a SyntaxError before).
+        many = np.ones((1,) * 10)
+        expect_error(ValueError, r"\(1, 1, 1, 1, 1, 1, 1, 1, 1, 1\).*\(2,\).*at most 9 axes", lambda: call(sr.kron, many, np.ones(2)))
+        expect_error(ValueError, r"at most 9 axes", lambda: rrule_call(sr.kron, np.ones(2), np.ones((1,) * 33)))
+
+
+def test_repeat_loop_nests_deeper_than_python_allows_are_refused() -> None:
+    # Each count that does not merge with a neighbour is one more nested loop in the
+    # generated kernel; Python refuses more than 20 nested blocks (a SyntaxError, before).
+    x = np.ones((2,) * 11)
+    expect_error(ValueError, r"loop nest of 22 levels.*at most 20", lambda: sr.repeat(x, inner=Val((2,) * 11)))
+    expect_error(ValueError, r"loop nest of 22 levels", lambda: sr.tile(x, Val((3,) * 11)))
+    # 20 levels still compile and are right (the forward kernel nests deepest: one more loop
+    # for the copies of each element; a deep compile takes seconds, so only that one).
+    x = values((1, 2) * 5)
+    inner = (2,) * 10
+    np.testing.assert_array_equal(sr.repeat(x, inner=Val(inner)), julia_repeat(x, inner, ()))
+
+
+def test_concatenation_shape_mismatches_quote_both_shapes() -> None:
+    a, b, v = values((2, 3)), values((2, 4)), values((3,))
+    expect_error(
+        ValueError,
+        r"same number of dimensions.*arrays\[0\] has shape \(2, 3\).*arrays\[1\] has shape \(3,\)",
+        lambda: sr.concatenate((a, v)),
+    )
+    expect_error(
+        ValueError,
+        r"arrays\[0\] has shape \(2, 3\) and arrays\[1\] has shape \(2, 4\); they differ along axis 1",
+        lambda: sr.concatenate((a, b), axis=Val(0)),
+    )
+    expect_error(ValueError, r"zero-dimensional.*arrays\[1\] has shape \(\)", lambda: sr.concatenate((v, np.array(1.0))))
+    expect_error(ValueError, r"same shape.*\(2, 3\).*\(2, 4\)", lambda: sr.stack((a, b)))
+    expect_error(ValueError, r"same number of dimensions.*\(2, 3\).*\(3,\)", lambda: sr.hstack((a, v)))
+    expect_error(ValueError, r"\(2, 3\).*\(3, 1\).*differ along axis 0", lambda: sr.hstack((a, values((3, 1)))))
+    expect_error(ValueError, r"\(2, 3\).*\(4,\).*differ along axis 1", lambda: sr.vstack((a, values((4,)))))
+    expect_error(ValueError, r"same number of dimensions.*\(2, 3\).*\(2, 3, 1\)", lambda: sr.vstack((a, values((2, 3, 1)))))
+    expect_error(ValueError, r"\(2, 3\).*\(2, 4\).*differ along axis 1", lambda: sr.cat(a, b, dims=Val(0)))
+    expect_error(ValueError, r"need at least one array", lambda: sr.concatenate(()))
+    expect_error(TypeError, r"arrays\[1\] must be an array, got list", lambda: call(sr.stack, (v, [1.0, 2.0, 3.0])))
+    expect_error(TypeError, r"tuple or list of arrays, got ndarray", lambda: call(sr.concatenate, a))
+
+
+def test_cat_python_ints_that_do_not_fit_the_result_dtype() -> None:
+    small = np.ones(2, dtype=np.int8)
+    np.testing.assert_array_equal(sr.cat(small, 100, dims=Val(0)), np.array([1, 1, 100], dtype=np.int8))
+    # 300 after 100: the same signature (a cached plan) must still check the value.
+    expect_error(ValueError, r"arrays\[1\] is the Python int 300.*int8", lambda: sr.cat(small, 300, dims=Val(0)))
+    expect_error(ValueError, r"arrays\[1\] is the Python int -1.*uint8", lambda: sr.cat(small.astype(np.uint8), -1, dims=Val(0)))
+    # A Python int reads as int64 whatever its value: a plan (keyed by the scalar's type) made
+    # for 2**63 must not turn a later cat(3) into uint64, nor 2**64 into an object array.
+    expect_error(ValueError, r"Python int 9223372036854775808.*int64", lambda: sr.cat(2**63, dims=Val(0)))
+    assert sr.cat(3, dims=Val(0)).dtype == np.int64
+    expect_error(ValueError, r"Python int 18446744073709551616", lambda: sr.cat(2**64, dims=Val(0)))
+    expect_error(ValueError, r"Python int of 1101 bits.*float64", lambda: sr.cat(np.ones(1), 2**1100, dims=Val(0)))
+    # Next to floats a huge int is a float, as in NumPy; next to uint64 arrays it is uint64.
+    assert sr.cat(np.ones(1), 2**64, dims=Val(0))[1] == float(2**64)
+    big = sr.cat(np.ones(1, dtype=np.uint64), 2**63, dims=Val(0))
+    assert big.dtype == np.uint64 and big[1] == 2**63
+
+
+def test_frule_tangents_are_validated() -> None:
+    x = values((3, 4))
+    # frule computes the primal first (its kernel may compile): warm those kernels, so that
+    # expect_error's no-compile check is about the tangent's validation.
+    sr.frule(sr.repeat, (x, NoTangent()), x, Val(2))
+    sr.frule(sr.tile, (x, NoTangent()), x, Val(2))
+    for bad, kind, pattern in [
+        (np.ones((4, 3)), ValueError, r"\(4, 3\).*\(3, 4\)"),
+        (np.ones((3, 4), dtype=object), TypeError, "object"),
+        ([[1.0] * 4] * 3, TypeError, "list"),
+    ]:
+        expect_error(kind, pattern, lambda: sr.frule(sr.repeat, (bad, NoTangent()), x, Val(2)))
+        expect_error(kind, pattern, lambda: sr.frule(sr.tile, (bad, NoTangent()), x, Val(2)))
+        expect_error(kind, pattern, lambda: sr.frule(sr.concatenate, ((bad, ZeroTangent()),), (x, x)))
+        expect_error(kind, pattern, lambda: sr.frule(sr.cat, (bad, ZeroTangent()), x, x, dims=Val(0)))
+    expect_error(TypeError, "<U1", lambda: sr.frule(sr.stack, ((np.full((3, 4), "a"), ZeroTangent()),), (x, x)))
+    if KRON:
+        frule = cast(Callable[..., object], sr.frule)
+        frule(sr.kron, (x, ZeroTangent()), x, x)
+        for bad, kind, pattern in [
+            (np.ones((4, 3)), ValueError, r"\(4, 3\).*\(3, 4\)"),
+            (np.ones((3, 4), dtype=object), TypeError, "object"),
+            ([[1.0] * 4] * 3, TypeError, "list"),
+        ]:
+            expect_error(kind, pattern, lambda: frule(sr.kron, (bad, ZeroTangent()), x, x))
+
+
+# ---------------------------------------------------------------------------------------------
+# Mixed devices. CuPy is not installed here: a stand-in module named ``cupy`` with its own
+# ``ndarray`` type is what the device checks see (they look at the array's type and module).
+# ---------------------------------------------------------------------------------------------
+
+
+class _FakeCupyArray:
+    """Shape and dtype, in a module named ``cupy``: what ``is_array``/``device_of`` look at."""
+
+    __module__ = "cupy"
+
+    def __init__(self, array: Array) -> None:
+        self.shape = array.shape
+        self.dtype = array.dtype
+        self.ndim = array.ndim
+        self.size = array.size
+        self.flags = array.flags
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch: pytest.MonkeyPatch) -> type[_FakeCupyArray]:
+    module = pytypes.ModuleType("cupy")
+    module.ndarray = _FakeCupyArray  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cupy", module)
+    return _FakeCupyArray
+
+
+def test_common_device_names_the_arrays(fake_cupy: type[_FakeCupyArray]) -> None:
+    gpu = fake_cupy(np.ones(3))
+    assert common_device([np.ones(3), np.ones(2)], ["a", "b"]) == "cpu"
+    assert common_device([gpu, gpu], ["a", "b"]) == "cuda"
+    with pytest.raises(TypeError, match=r"mixed devices: a on cpu, b on cuda"):
+        common_device([np.ones(3), gpu], ["a", "b"])
+
+
+def test_mixed_devices_are_type_errors(fake_cupy: type[_FakeCupyArray]) -> None:
+    cpu, gpu = np.ones((3, 4)), fake_cupy(np.ones((3, 4)))
+    expect_error(TypeError, r"mixed devices: arrays\[0\] on cpu, arrays\[1\] on cuda", lambda: call(sr.concatenate, (cpu, gpu)))
+    expect_error(TypeError, r"mixed devices", lambda: call(sr.stack, (gpu, cpu)))
+    expect_error(TypeError, r"mixed devices", lambda: call(sr.hstack, (cpu, gpu)))
+    expect_error(TypeError, r"mixed devices", lambda: call(sr.vstack, (cpu, gpu)))
+    expect_error(TypeError, r"mixed devices", lambda: call(sr.cat, cpu, gpu, dims=Val(0)))
+    expect_error(TypeError, r"mixed devices: x on cpu, repeats on cuda",
+                 lambda: call(sr.repeat, cpu, fake_cupy(np.ones(3, dtype=np.int64)), axis=Val(0)))
+    if KRON:
+        with pytest.raises(TypeError, match="mixed devices"):
+            call(sr.kron, cpu, gpu)
+
+
+def test_cotangent_on_another_device_is_a_type_error(fake_cupy: type[_FakeCupyArray]) -> None:
+    x = np.ones((3, 4))
+    for op, args in [(sr.concatenate, ((x, x),)), (sr.stack, ((x, x),)), (sr.hstack, ((x, x),))]:
+        y, back = rrule_call(op, *args)
+        with pytest.raises(TypeError, match="mixed devices"):
+            back(fake_cupy(np.asarray(y)))
+    y, back = sr.rrule(sr.cat, x, x, dims=Val(0))
+    with pytest.raises(TypeError, match="mixed devices"):
+        back(fake_cupy(np.asarray(y)))
+    if KRON:
+        y, back = rrule_call(sr.kron, x, x)
+        with pytest.raises(TypeError, match="mixed devices"):
+            back(fake_cupy(np.asarray(y)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Huge sizes: ValueError / MemoryError before allocating, in a subprocess
+# ---------------------------------------------------------------------------------------------
+
+# Each line: label | expected exception | message pattern | expression (evaluated in the child).
+# ``huge(n)`` is np.broadcast_to(0.0, (n,)): an n-element input that costs nothing. The
+# MemoryError cases ask for at least 8 TiB, more than any machine these tests run on.
+HUGE_CALLS = """
+repeat 2**62           | ValueError  | too large to index          | sr.repeat(np.ones(4), Val(2**62))
+repeat 2**61           | ValueError  | too large to allocate       | sr.repeat(np.ones(4), Val(2**61))
+repeat 2**40           | MemoryError | more than this machine      | sr.repeat(np.ones(4), Val(2**40))
+repeat 2**40 axis      | MemoryError | more than this machine      | sr.repeat(np.ones((4, 2)), Val(2**40), axis=Val(0))
+rrule repeat 2**40     | MemoryError | more than this machine      | sr.rrule(sr.repeat, np.ones(4), Val(2**40))
+repeat inner product   | ValueError  | multiply to                 | sr.repeat(np.ones(4), inner=Val((2**31, 2**31, 4)))
+repeat outer huge      | MemoryError | more than this machine      | sr.repeat(np.ones(3), outer=Val((2**20, 2**20)))
+repeat counts 2**62    | ValueError  | too large to allocate       | sr.repeat(np.ones(4), np.array([2**62, 1, 1, 1]))
+repeat counts sum      | ValueError  | too large to allocate       | sr.repeat(np.ones(4), np.array([2**61] * 4))
+repeat counts uint64   | ValueError  | too large to allocate       | sr.repeat(np.ones(4), np.array([2**64 - 1, 1, 1, 1], dtype=np.uint64))
+repeat counts memory   | MemoryError | more than this machine      | sr.repeat(np.ones(4), np.array([2**40, 1, 1, 1]))
+repeat huge x count 1  | MemoryError | more than this machine      | sr.repeat(huge(2**40), np.array([1]))
+repeat huge x count 0  | MemoryError | counts and their offsets    | sr.repeat(huge(2**40), np.array([0]))
+repeat huge x Val(0)   | MemoryError | C-ordered copy              | sr.repeat(huge(2**40), Val(0))
+repeat huge x Val(2)   | MemoryError | more than this machine      | sr.repeat(huge(2**40), Val(2))
+repeat huge x Val big  | ValueError  | too large to allocate       | sr.repeat(huge(2**40), Val(2**30))
+tile huge reps         | ValueError  | multiply to                 | sr.tile(np.ones(4), Val((2**31, 2**31)))
+tile huge memory       | MemoryError | more than this machine      | sr.tile(np.ones(4), Val((2**20, 2**20)))
+tile huge x            | ValueError  | too large to allocate       | sr.tile(huge(2**40), Val((2**22,)))
+concatenate huge       | MemoryError | more than this machine      | sr.concatenate((huge(2**40), huge(2**40)))
+concatenate flat huge  | MemoryError | more than this machine      | sr.concatenate((huge(2**40), np.ones(3)), axis=None)
+concatenate 2**62      | ValueError  | too large to allocate       | sr.concatenate((huge(2**59), huge(2**59)))
+stack huge             | MemoryError | more than this machine      | sr.stack((huge(2**40), huge(2**40)))
+hstack huge            | MemoryError | more than this machine      | sr.hstack((huge(2**40), huge(2**40)))
+vstack huge            | MemoryError | more than this machine      | sr.vstack((huge(2**40), huge(2**40)))
+cat huge dims          | ValueError  | at most 64                  | sr.cat(np.ones(3), np.ones(3), dims=Val(2**40))
+cat block diagonal     | MemoryError | more than this machine      | sr.cat(huge(2**40), huge(2**40), dims=Val((0, 1)))
+cat new axis huge      | MemoryError | more than this machine      | sr.cat(huge(2**40), huge(2**40), dims=Val(1))
+precompile huge spec   | MemoryError | more than this machine      | sr.precompile(sr.repeat, sr.ArraySpec((2**40,), np.float64), Val(3))
+"""
+
+KRON_HUGE_CALLS = """
+kron huge              | MemoryError | more than this machine      | sr.kron(huge(2**20), huge(2**20))
+kron 2**62             | ValueError  | too large to allocate       | sr.kron(huge(2**31), huge(2**31))
+rrule kron huge        | MemoryError | more than this machine      | sr.rrule(sr.kron, huge(2**20), huge(2**20))
+kron huge 2-D          | MemoryError | more than this machine      | sr.kron(np.broadcast_to(1.0, (2**12, 2**12)), np.broadcast_to(1.0, (2**12, 2**12)))
+"""
+
+_CHILD = r"""
+import json, resource, sys
+# A cap on the address space: a check that regressed shows as a MemoryError here instead of
+# the kernel's OOM killer taking this process (or a neighbour).
+limit = 8 * 2**30
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+import numpy as np
+import stablerules as sr
+from stablerules import Val
+
+def huge(n):
+    return np.broadcast_to(np.float64(0.0), (n,))
+
+for line in sys.stdin.read().strip().splitlines():
+    label, _, _, expression = [part.strip() for part in line.split("|")]
+    print(json.dumps({"label": label, "started": True}), flush=True)
+    try:
+        result = eval(expression)
+        outcome = {"label": label, "type": None, "message": repr(type(result))}
+    except BaseException as error:
+        outcome = {"label": label, "type": type(error).__name__, "message": str(error)[:500]}
+    print(json.dumps(outcome), flush=True)
+"""
+
+
+def run_isolated(code: str, stdin: str = "", timeout: float = 300) -> str:
+    """Run ``code`` in a fresh interpreter (this checkout first on the path); return its stdout.
+
+    A negative return code is a signal (a segfault, an abort, the OOM killer): the test fails
+    naming it, with the child's last output, instead of taking the test run down with it.
+    """
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    completed = subprocess.run(
+        [sys.executable, "-c", code], input=stdin, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO
+    )
+    if completed.returncode < 0:
+        name = signal.Signals(-completed.returncode).name
+        pytest.fail(
+            f"the subprocess was killed by {name} (a crash, not an exception); last output:\n"
+            f"{completed.stdout[-2000:]}\n{completed.stderr[-2000:]}"
+        )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed.stdout
+
+
+def test_run_isolated_reports_a_crash_as_a_failure() -> None:
+    with pytest.raises(pytest.fail.Exception, match="SIGSEGV"):
+        run_isolated("import ctypes; ctypes.string_at(0)")
+    assert run_isolated("print('fine')") == "fine\n"
+
+
+def test_huge_sizes_are_refused_before_allocating() -> None:
+    table = HUGE_CALLS.strip() + ("\n" + KRON_HUGE_CALLS.strip() if KRON else "")
+    expected = {}
+    for line in table.strip().splitlines():
+        label, kind, pattern, _ = [part.strip() for part in line.split("|")]
+        expected[label] = (kind, pattern)
+    output = run_isolated(_CHILD, stdin=table)
+    outcomes = {}
+    for line in output.splitlines():
+        record = json.loads(line)
+        if "started" not in record:
+            outcomes[record["label"]] = record
+    problems = []
+    for label, (kind, pattern) in expected.items():
+        got = outcomes.get(label)
+        if got is None:
+            problems.append(f"{label}: no outcome")
+        elif got["type"] != kind or not re.search(pattern, got["message"]):
+            problems.append(f"{label}: expected {kind} matching {pattern!r}, got {got['type']}: {got['message']}")
+    assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cache faults missing from tests/test_cache.py: a cache directory someone else owns, and one
+# writable by its group, are refused (a Numba cache file is a pickle: loading one runs code).
+# ---------------------------------------------------------------------------------------------
+
+
+def _fresh_cache_run() -> object:
+    from stablerules._cache import KernelCache
+
+    from .test_cache import run_kernel
+
+    cache = KernelCache()
+    np.testing.assert_array_equal(run_kernel(cache, uuid.uuid4().hex), 2 * np.arange(6.0))
+    return cache.store
+
+
+def test_cache_dir_owned_by_another_user_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stablerules._cache import MemoryStore
+
+    directory = tmp_path / "someone-elses-cache"
+    directory.mkdir(mode=0o700)
+    directory.chmod(0o700)  # private, but (below) not ours
+    monkeypatch.setenv("STABLERULES_CACHE_DIR", str(directory))
+    monkeypatch.delenv("STABLERULES_DISK_CACHE", raising=False)
+    other = os.getuid() + 1
+    monkeypatch.setattr(os, "getuid", lambda: other)
+    with pytest.warns(RuntimeWarning, match="not owned by this user"):
+        store = _fresh_cache_run()
+    assert isinstance(store, MemoryStore)
+    assert not (directory / "kernels").exists()
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o720, 0o702])
+def test_cache_dir_writable_by_group_or_others_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: int
+) -> None:
+    from stablerules._cache import MemoryStore
+
+    directory = tmp_path / "loose-cache"
+    directory.mkdir()
+    directory.chmod(mode)
+    monkeypatch.setenv("STABLERULES_CACHE_DIR", str(directory))
+    monkeypatch.delenv("STABLERULES_DISK_CACHE", raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        store = _fresh_cache_run()
+    messages = [str(w.message) for w in caught if "writable by other users" in str(w.message)]
+    assert len(messages) == 1, [str(w.message) for w in caught]
+    assert isinstance(store, MemoryStore)
+
+
+def test_invalid_rendered_source_is_raised_not_reported_as_a_damaged_cache_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stablerules._cache import KernelCache, KernelSource, ShapeSignature
+    from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array
+
+    monkeypatch.setenv("STABLERULES_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("STABLERULES_DISK_CACHE", raising=False)
+    signature = ShapeSignature("broken", "forward", (uuid.uuid4().hex,), ("float64",), (1,))
+
+    def render() -> KernelSource:
+        body = SourceWriter()
+        body.line("x[lo] = (")  # a rule's bug: not Python
+        return cpu_kernel(signature, [("x", readonly_array("float64")), ("lo", INDEX), ("hi", INDEX)], body, "broken")
+
+    cache = KernelCache()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(SyntaxError):
+            cache.get(signature, render)
+    assert not [w for w in caught if "could not be loaded" in str(w.message)], [str(w.message) for w in caught]
+    assert not list((tmp_path / "cache" / "kernels").glob("*.py"))
