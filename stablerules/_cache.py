@@ -32,10 +32,10 @@ import threading
 import time
 import types as pytypes
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from ._errors import DynamicFallbackError, RecompileError
 from ._version import __version__
@@ -104,7 +104,11 @@ class Kernel:
 
 @dataclass(frozen=True)
 class CacheInfo:
-    """A snapshot of the cache counters (``sr.cache_info()``)."""
+    """A snapshot of the cache counters (``sr.cache_info()``).
+
+    ``memory_hits`` counts kernel lookups served from memory; ``plan_hits`` counts calls that
+    found their signature's plan (see :class:`PlanCache`) and so looked up no kernel at all.
+    """
 
     compiles: int
     memory_hits: int
@@ -116,6 +120,7 @@ class CacheInfo:
     fallbacks: int
     disk_enabled: bool
     directory: str | None
+    plan_hits: int = 0
 
 
 def default_cache_dir() -> Path:
@@ -309,6 +314,7 @@ class KernelCache:
         self.load_seconds = 0.0
         self.dynamic_arguments = 0
         self.fallbacks = 0
+        self.plan_hits = 0
         self.no_compile_depth = 0
         self.no_fallback_depth = 0
         self._dependents: list[Callable[[], None]] = []
@@ -385,6 +391,7 @@ class KernelCache:
             fallbacks=self.fallbacks,
             disk_enabled=isinstance(store, DiskStore),
             directory=None if store is None or store.directory is None else str(store.directory),
+            plan_hits=self.plan_hits,
         )
 
     def register_dependent(self, clear: Callable[[], None]) -> None:
@@ -418,6 +425,47 @@ class KernelCache:
 
 
 CACHE = KernelCache()
+
+_Plan = TypeVar("_Plan")
+
+
+class PlanCache(Generic[_Plan]):
+    """Per-signature plans: what a rule computes from a call's signature alone (validated
+    shapes, the kernels it got from the kernel cache, launch arguments), built once and found
+    again by a key the rule makes from the static arguments, dtypes, shapes and target.
+
+    A plan must be immutable and must not depend on data (a counts array's values are never
+    part of a key). The dict is bounded: it is emptied when it holds ``limit`` plans (a plan
+    costs microseconds to rebuild), and ``clear_caches()`` empties it with the kernel cache,
+    so no plan outlives the kernels it holds. Concurrent callers at worst build one plan twice.
+    A hit counts in ``cache_info().plan_hits`` (and, having looked up no kernel, not in
+    ``memory_hits``).
+    """
+
+    def __init__(self, limit: int = 4096, cache: KernelCache = CACHE) -> None:
+        self._plans: dict[Hashable, _Plan] = {}
+        self._limit = limit
+        self._cache = cache
+        cache.register_dependent(self._plans.clear)
+
+    def get(self, key: Hashable) -> _Plan | None:
+        plan = self._plans.get(key)
+        if plan is not None:
+            self._cache.plan_hits += 1
+        return plan
+
+    def remember(self, key: Hashable, plan: _Plan) -> _Plan:
+        plans = self._plans
+        if len(plans) >= self._limit:
+            plans.clear()  # atomic under concurrent callers
+        plans[key] = plan
+        return plan
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def clear(self) -> None:
+        self._plans.clear()
 
 
 def cache_info() -> CacheInfo:

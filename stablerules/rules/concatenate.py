@@ -17,9 +17,10 @@ Plans
 Everything that depends on the signature alone (output shape and dtype, the index tuple that
 cuts each input's block out of the output, per-input tangent dtypes, whether a block needs a
 reshape or a cast) is computed once, validated, and kept in a :class:`ConcatenationPlan`. Plans
-live in a small dict keyed by a :class:`ShapeSignature` whose ``extents`` are the input shapes
-(a plan's slices depend on them), so a repeated call skips validation and index arithmetic;
-the dict is bounded (emptied when it reaches ``_PLAN_LIMIT`` signatures). A pullback closure
+live in the shared :class:`~stablerules._cache.PlanCache` keyed by a :class:`ShapeSignature`
+whose ``extents`` are the input shapes (a plan's slices depend on them), so a repeated call
+skips validation and index arithmetic; the cache is bounded and ``clear_caches()`` empties it.
+A pullback closure
 holds its plan, nothing else: it never sees the primal arrays.
 
 The pullback has one quick entry: a cotangent that already *is* an array of the output's
@@ -76,7 +77,7 @@ from .._arrays import (
     static_int,
     static_ints,
 )
-from .._cache import CACHE, ShapeSignature
+from .._cache import PlanCache, ShapeSignature
 from .._registry import KernelRequest, Op, Pullback, frule_rule, rrule_rule
 from .._tangents import Fill, NoTangent, ZeroTangent, prepare_cotangent, project, unthunk
 from .._val import Val
@@ -89,7 +90,6 @@ DType: TypeAlias = np.dtype[np.generic]
 Scalar: TypeAlias = "bool | int | float | complex"
 
 _AXIS0: Val[int] = Val(0)
-_PLAN_LIMIT = 4096
 _PYTHON_SCALARS: dict[type, str] = {bool: "weak-bool", int: "weak-int", float: "weak-float", complex: "weak-complex"}
 _FLOAT64: DType = np.dtype(np.float64)
 _INT64: DType = np.dtype(np.int64)
@@ -144,8 +144,7 @@ class _Input:
     value: object
 
 
-_PLANS: dict[ShapeSignature, ConcatenationPlan] = {}
-CACHE.register_dependent(_PLANS.clear)
+_PLANS: PlanCache[ConcatenationPlan] = PlanCache()
 
 
 def _plan_key(op: str, static: tuple[object, ...], values: Sequence[object]) -> ShapeSignature | None:
@@ -195,11 +194,7 @@ def _cached_plan(key: ShapeSignature | None) -> ConcatenationPlan | None:
 
 
 def _remember(key: ShapeSignature | None, plan: ConcatenationPlan) -> ConcatenationPlan:
-    if key is not None:
-        if len(_PLANS) >= _PLAN_LIMIT:
-            _PLANS.clear()  # atomic under concurrent callers; a plan costs microseconds to rebuild
-        _PLANS[key] = plan
-    return plan
+    return plan if key is None else _PLANS.remember(key, plan)
 
 
 def _sequence(arrays: object, op: str) -> tuple[object, ...]:
