@@ -59,9 +59,10 @@ from .._arrays import (
     static_int,
     static_ints,
 )
-from .._cache import Kernel, KernelSource, ShapeSignature
+from .._cache import Kernel, KernelSource, PlanCache, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel, launch
+from .. import _parallel
 from .._parallel import chunk_bounds, run_chunks
 from .._registry import KernelRequest, Op, frule_rule, rrule_rule
 from .._tangents import (
@@ -830,23 +831,26 @@ def _do_nothing(*args: object) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Launch:
-    """How to call a plan's kernel: ``function(source, target, *arguments, lo, hi)`` for each
-    ``(lo, hi)`` in ``chunks`` (one chunk, or one per thread for large work)."""
+    """How to call a plan's kernel: ``function(source, target, *arguments, lo, hi)`` over
+    ``[0, extent)``, in one call, or split across threads when ``work`` (elements) reaches
+    ``PARALLEL_THRESHOLD`` (read at each call, like the thread count)."""
 
     function: Callable[..., object]
     arguments: tuple[object, ...]
-    chunks: tuple[tuple[int, int], ...]
+    extent: int
+    work: int
 
     def __call__(self, source: ArrayLike, target: ArrayLike) -> None:
-        if len(self.chunks) == 1:
-            self.function(source, target, *self.arguments, *self.chunks[0])
-        elif self.chunks:
-            run_chunks(self.function, [(source, target, *self.arguments, lo, hi) for lo, hi in self.chunks])
+        if self.work < _parallel.PARALLEL_THRESHOLD or self.extent < 2:
+            self.function(source, target, *self.arguments, 0, self.extent)
+        else:
+            chunks = chunk_bounds(self.extent, self.work)
+            run_chunks(self.function, [(source, target, *self.arguments, lo, hi) for lo, hi in chunks])
 
 
 def _launch(plan: _Plan, kernel: Kernel | None) -> _Launch:
     if kernel is None:
-        return _Launch(_do_nothing, (), ())
+        return _Launch(_do_nothing, (), 0, 0)
     work = math.prod(plan.out_shape)
     arguments: tuple[object, ...]
     if isinstance(plan, _NestPlan):
@@ -854,8 +858,14 @@ def _launch(plan: _Plan, kernel: Kernel | None) -> _Launch:
     else:
         extent = plan.length
         arguments = (plan.offsets, plan.outer, plan.length, plan.inner, plan.total)
-    chunks = tuple(chunk_bounds(extent, work))
-    return _Launch(kernel.entry, arguments, chunks)
+    return _Launch(kernel.entry, arguments, extent, work)
+
+
+def _source(x: ArrayLike, dtype: np.dtype[np.generic]) -> ArrayLike:
+    """``x`` as the flat, C-ordered array of ``dtype`` that a kernel reads."""
+    if type(x) is np.ndarray and x.dtype is dtype and x.flags.c_contiguous:
+        return x.reshape(-1)
+    return contiguous(x).astype(dtype, copy=False).reshape(-1)
 
 
 def _forward(plan: _Plan, kernel: Kernel | None, x: ArrayLike) -> ArrayLike:
@@ -863,8 +873,11 @@ def _forward(plan: _Plan, kernel: Kernel | None, x: ArrayLike) -> ArrayLike:
     if plan.target == "cuda":
         return _forward_cuda(plan, kernel, x)
     y = np.empty(plan.out_shape, dtype=plan.dtype)
-    source = contiguous(x).astype(plan.dtype, copy=False).reshape(-1)
-    _launch(plan, kernel)(source, y.reshape(-1))
+    # x is read (copied when strided) even for an empty output, so an input whose C-ordered
+    # copy cannot exist (a huge broadcast view) is refused whatever the counts.
+    source = _source(x, plan.dtype)
+    if kernel is not None:
+        _launch(plan, kernel)(source, y.reshape(-1))
     return y
 
 
@@ -898,9 +911,9 @@ def _make_pullback(
         return constant_pullback
 
     launch = _launch(plan, kernel)
-    function, arguments = launch.function, launch.arguments
-    lo, hi = launch.chunks[0] if len(launch.chunks) == 1 else (0, 0)
-    single = len(launch.chunks) == 1
+    function, arguments, extent = launch.function, launch.arguments, launch.extent
+    # Below the threshold (checked per call, as _Launch does) one kernel call, inline.
+    work = launch.work if extent >= 2 else -1
     size = math.prod(x_shape)
     flat_input = len(x_shape) == 1
     if kernel is None:
@@ -923,8 +936,8 @@ def _make_pullback(
             else:
                 return (_ZERO_TANGENT, *rest)
         dx_flat = allocate(size, dtype)
-        if single:
-            function(flat, dx_flat, *arguments, lo, hi)
+        if work < _parallel.PARALLEL_THRESHOLD:
+            function(flat, dx_flat, *arguments, 0, extent)
         else:
             launch(flat, dx_flat)
         return (dx_flat if flat_input else dx_flat.reshape(x_shape), *rest)
@@ -953,9 +966,11 @@ def _prepare_tangent(tangent: object, plan: _Plan, like: ArrayLike | None = None
     return prepare_cotangent(tangent, plan.shape, plan.dtype, like)
 
 
-def _pushforward(plan: _Plan, kernel: Kernel | None, tangent: object, like: ArrayLike | None = None) -> object:
-    """The tangent of ``y``: the forward map applied to ``x``'s tangent (it is linear).
-    ``like`` (the primal output) says which device the tangent must be on."""
+def _pushforward(
+    plan: _Plan, forward: Callable[[ArrayLike], ArrayLike], tangent: object, like: ArrayLike | None = None
+) -> object:
+    """The tangent of ``y``: the forward map (``forward``, the plan's) applied to ``x``'s
+    tangent (it is linear). ``like`` (the primal output) says which device the tangent must be on."""
     if not _differentiable(plan.dtype):
         return _NO_TANGENT
     prepared = _prepare_tangent(tangent, plan, like)
@@ -963,7 +978,7 @@ def _pushforward(plan: _Plan, kernel: Kernel | None, tangent: object, like: Arra
         return prepared
     if isinstance(prepared, Fill):
         return Fill(prepared.value, plan.out_shape, plan.dtype)
-    return _forward(plan, kernel, prepared.array)
+    return forward(prepared.array)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1040,6 +1055,131 @@ def _check_tangents(tangents: object, positional: int) -> tuple[object, ...]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Prepared signatures: a static-count call, settled once and found again by its key
+# ---------------------------------------------------------------------------------------------
+#
+# A call whose counts are all Val (or None) on a NumPy array with CPU kernels depends only on
+# its op, its static values, x's dtype and x's shape: validation, the plan, the kernels and the
+# pullback closure (which holds no call data) are built once and kept in the shared PlanCache.
+# A hit allocates y and calls the kernel. Plain-int counts (dynamic, counted on every call),
+# counts arrays (data), CuPy arrays and STABLERULES_DEVICE=cuda take the general path.
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Prepared:
+    """One static-count signature: its plan, the forward kernel's call, and for an rrule
+    entry (``positional`` > 0) the pullback closure of that arity."""
+
+    plan: _NestPlan
+    launch: _Launch
+    function: Callable[..., object] | None  # the forward kernel's entry; None for an empty output
+    arguments: tuple[object, ...]
+    extent: int
+    work: int  # elements of y, or -1 when the partition loop cannot be split
+    out_size: int
+    flat_output: bool
+    pullback: Pullback | None
+
+    def forward(self, x: ArrayLike) -> ArrayLike:
+        """``y`` (or the pushforward of a dense tangent) from an array of the plan's shape."""
+        plan = self.plan
+        dtype = plan.dtype
+        y = np.empty(self.out_size, dtype)
+        if type(x) is _NDARRAY and x.dtype is dtype and x.flags.c_contiguous:
+            source = x.reshape(-1)
+        else:
+            source = contiguous(x).astype(dtype, copy=False).reshape(-1)  # as _forward: even when empty
+        if self.function is not None:
+            if self.work < _parallel.PARALLEL_THRESHOLD:
+                self.function(source, y, *self.arguments, 0, self.extent)
+            else:
+                self.launch(source, y)
+        return y if self.flat_output else y.reshape(plan.out_shape)
+
+
+_NDARRAY = np.ndarray
+_PLANS: PlanCache[_Prepared] = PlanCache()
+
+
+def _prepare(plan: _NestPlan, positional: int, named: Callable[[Pullback], Pullback] | None = None) -> _Prepared:
+    kernel = _kernel(plan, "forward")
+    launch = _launch(plan, kernel)
+    pullback: Pullback | None = None
+    if positional:
+        pullback_kernel = _kernel(plan, "pullback") if _differentiable(plan.dtype) else None
+        pullback = _make_pullback(plan, pullback_kernel, positional)
+        if named is not None:
+            pullback = named(pullback)
+    out_size = math.prod(plan.out_shape)
+    return _Prepared(
+        plan,
+        launch,
+        None if kernel is None else launch.function,
+        launch.arguments,
+        launch.extent,
+        launch.work if launch.extent >= 2 else -1,
+        out_size,
+        len(plan.out_shape) == 1,
+        pullback,
+    )
+
+
+def _prepared_repeat(
+    positional: int, x: object, repeats: object, axis: object, inner: object, outer: object
+) -> _Prepared | None:
+    """The prepared signature of a ``repeat`` call (``positional`` 0 for the forward map,
+    else the rrule's arity), or ``None`` when the call takes the general path."""
+    if type(x) is not _NDARRAY or kernel_target("cpu") != "cpu":
+        return None
+    # Each static argument enters the key as its value; only Val (or None) qualifies, so a
+    # plain int, a bool or a counts array never meets a plan.
+    if repeats is not None:
+        if type(repeats) is not Val:
+            return None
+        repeats_value: object = repeats.value
+    else:
+        repeats_value = None
+    if axis is not None:
+        if type(axis) is not Val:
+            return None
+        axis_value: object = axis.value
+    else:
+        axis_value = None
+    if inner is not None:
+        if type(inner) is not Val:
+            return None
+        inner_value: object = inner.value
+    else:
+        inner_value = None
+    if outer is not None:
+        if type(outer) is not Val:
+            return None
+        outer_value: object = outer.value
+    else:
+        outer_value = None
+    key = ("repeat", positional, x.dtype, x.shape, repeats_value, axis_value, inner_value, outer_value)
+    prepared = _PLANS.get(key)
+    if prepared is None:
+        _, plan = _check_repeat(x, repeats, axis, inner, outer)
+        if not isinstance(plan, _NestPlan):  # pragma: no cover - Val counts always plan a nest
+            return None
+        prepared = _PLANS.remember(key, _prepare(plan, positional))
+    return prepared
+
+
+def _prepared_tile(positional: int, x: object, reps: object) -> _Prepared | None:
+    """The prepared signature of a ``tile`` call, as :func:`_prepared_repeat`."""
+    if type(x) is not _NDARRAY or type(reps) is not Val or kernel_target("cpu") != "cpu":
+        return None
+    key = ("tile", positional, x.dtype, x.shape, reps.value)
+    prepared = _PLANS.get(key)
+    if prepared is None:
+        _, plan = _check_tile(x, reps)
+        prepared = _PLANS.remember(key, _prepare(plan, positional, _named_tile_pullback))
+    return prepared
+
+
+# ---------------------------------------------------------------------------------------------
 # repeat
 # ---------------------------------------------------------------------------------------------
 
@@ -1100,6 +1240,9 @@ class _Repeat(Op):
         are a ``ValueError`` (NumPy itself crashes on some). A non-native byte order computes
         and returns in native order.
         """
+        prepared = _prepared_repeat(0, x, repeats, axis, inner, outer)
+        if prepared is not None:
+            return prepared.forward(x)  # type: ignore[arg-type]
         array, plan = _check_repeat(x, repeats, axis, inner, outer)
         return _forward(plan, _kernel(plan, "forward"), _need_array(array))
 
@@ -1114,7 +1257,11 @@ repeat = _Repeat()
 
 @rrule_rule(repeat)
 def _repeat_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-    array, plan = _check_repeat(*_repeat_arguments(*args, **kwargs))
+    arguments = _repeat_arguments(*args, **kwargs)
+    prepared = _prepared_repeat(len(args), *arguments)
+    if prepared is not None and prepared.pullback is not None:
+        return prepared.forward(arguments[0]), prepared.pullback  # type: ignore[arg-type]
+    array, plan = _check_repeat(*arguments)
     y = _forward(plan, _kernel(plan, "forward"), _need_array(array))
     pullback_kernel = _kernel(plan, "pullback") if _differentiable(plan.dtype) else None
     return y, _make_pullback(plan, pullback_kernel, len(args), array_namespace(y))
@@ -1122,11 +1269,16 @@ def _repeat_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]
 
 @frule_rule(repeat)
 def _repeat_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-    array, plan = _check_repeat(*_repeat_arguments(*args, **kwargs))
+    arguments = _repeat_arguments(*args, **kwargs)
+    prepared = _prepared_repeat(0, *arguments)
     tangent = _check_tangents(tangents, len(args))[0]
+    if prepared is not None:
+        y = prepared.forward(arguments[0])  # type: ignore[arg-type]
+        return y, _pushforward(prepared.plan, prepared.forward, tangent, y)
+    array, plan = _check_repeat(*arguments)
     kernel = _kernel(plan, "forward")
     y = _forward(plan, kernel, _need_array(array))
-    return y, _pushforward(plan, kernel, tangent, y)
+    return y, _pushforward(plan, functools.partial(_forward, plan, kernel), tangent, y)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1149,6 +1301,9 @@ class _Tile(Op):
         Rules: ``back(dy)`` returns ``(dx, NoTangent())``, ``dx`` the sum of ``dy`` over the
         tiles (a ``Fill`` cotangent gives a ``Fill``).
         """
+        prepared = _prepared_tile(0, x, reps)
+        if prepared is not None:
+            return prepared.forward(x)  # type: ignore[return-value]
         array, plan = _check_tile(x, reps)
         return _forward(plan, _kernel(plan, "forward"), _need_array(array))  # type: ignore[return-value]
 
@@ -1161,23 +1316,34 @@ class _Tile(Op):
 tile = _Tile()
 
 
-@rrule_rule(tile)
-def _tile_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-    array, plan = _check_tile(*_tile_arguments(*args, **kwargs))
-    y = _forward(plan, _kernel(plan, "forward"), _need_array(array))
-    pullback_kernel = _kernel(plan, "pullback") if _differentiable(plan.dtype) else None
-    pullback = _make_pullback(plan, pullback_kernel, len(args), array_namespace(y))
-
+def _named_tile_pullback(pullback: Pullback) -> Pullback:
     def tile_pullback(dy: object) -> tuple[object, ...]:
         return pullback(dy)
 
-    return y, tile_pullback
+    return tile_pullback
+
+
+@rrule_rule(tile)
+def _tile_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
+    arguments = _tile_arguments(*args, **kwargs)
+    prepared = _prepared_tile(len(args), *arguments)
+    if prepared is not None and prepared.pullback is not None:
+        return prepared.forward(arguments[0]), prepared.pullback  # type: ignore[arg-type]
+    array, plan = _check_tile(*arguments)
+    y = _forward(plan, _kernel(plan, "forward"), _need_array(array))
+    pullback_kernel = _kernel(plan, "pullback") if _differentiable(plan.dtype) else None
+    return y, _named_tile_pullback(_make_pullback(plan, pullback_kernel, len(args), array_namespace(y)))
 
 
 @frule_rule(tile)
 def _tile_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-    array, plan = _check_tile(*_tile_arguments(*args, **kwargs))
+    arguments = _tile_arguments(*args, **kwargs)
+    prepared = _prepared_tile(0, *arguments)
     tangent = _check_tangents(tangents, len(args))[0]
+    if prepared is not None:
+        y = prepared.forward(arguments[0])  # type: ignore[arg-type]
+        return y, _pushforward(prepared.plan, prepared.forward, tangent, y)
+    array, plan = _check_tile(*arguments)
     kernel = _kernel(plan, "forward")
     y = _forward(plan, kernel, _need_array(array))
-    return y, _pushforward(plan, kernel, tangent, y)
+    return y, _pushforward(plan, functools.partial(_forward, plan, kernel), tangent, y)
