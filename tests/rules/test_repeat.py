@@ -654,6 +654,93 @@ def test_plain_static_arguments_count_as_dynamic() -> None:
         sr.tile(x, (2, 2))
 
 
+def test_plain_static_arguments_are_counted_on_every_call() -> None:
+    # Val calls are served from a prepared signature after the first; a plain int is dynamic
+    # and is counted (and refused inside no_fallback) every time, however warm its signature.
+    x = random_array((3, 2))
+    calls: list[Callable[[], object]] = [
+        lambda: sr.repeat(x, 2, axis=0),
+        lambda: sr.rrule(sr.repeat, x, 2, 0),  # type: ignore[call-overload]  # plain ints, on purpose
+        lambda: sr.repeat(x, Val(2), axis=0),
+        lambda: sr.tile(x, (2, 1)),
+        lambda: sr.repeat(x, inner=(2, 1)),
+    ]
+    for _ in range(3):
+        before = sr.cache_info().dynamic_arguments
+        for call in calls:
+            call()
+        assert sr.cache_info().dynamic_arguments == before + 7
+    sr.repeat(x, Val(2), axis=Val(0))
+    with sr.no_fallback():
+        for _ in range(2):
+            np.testing.assert_array_equal(sr.repeat(x, Val(2), axis=Val(0)), np.repeat(x, 2, axis=0))
+            for call in calls:
+                with pytest.raises(sr.DynamicFallbackError):
+                    call()
+
+
+def test_prepared_signatures_are_counted_and_cleared() -> None:
+    x = random_array((4, 3))
+    y, back = rrule(sr.repeat, x, Val(3), axis=Val(1))
+    dy = random_array(y.shape)
+    expected = dense(back(dy)[0])
+    sr.repeat(x, Val(3), axis=Val(1))  # the forward map's own entry (it builds no pullback)
+    hits = sr.cache_info().plan_hits
+    with sr.no_compile():
+        y2, back2 = rrule(sr.repeat, x, Val(3), axis=Val(1))
+        sr.repeat(x, Val(3), axis=Val(1))
+    assert sr.cache_info().plan_hits == hits + 2  # one for the rrule, one for the forward map
+    np.testing.assert_array_equal(y2, y)
+    np.testing.assert_array_equal(dense(back2(dy)[0]), expected)
+    sr.clear_caches()
+    # The plans went with the kernels: the same call now needs its kernel again.
+    with sr.no_compile(), pytest.raises(sr.RecompileError):
+        sr.repeat(x, Val(3), axis=Val(1))
+    np.testing.assert_array_equal(dense(back(dy)[0]), expected)  # a pullback keeps its kernel
+
+
+@pytest.mark.parametrize("make", ["strided", "transposed", "fortran", "swapped", "readonly"])
+def test_prepared_signature_serves_every_layout(make: str) -> None:
+    base = random_array((6, 4))
+    layouts = {
+        "strided": base[::2],
+        "transposed": base.T,
+        "fortran": np.asfortranarray(base),
+        "swapped": base.astype(">f8"),
+        "readonly": base.copy(),
+    }
+    x = layouts[make]
+    x.flags.writeable = make != "readonly"
+    contiguous_x = np.ascontiguousarray(x, dtype=np.float64)
+    for _ in range(2):  # the second call is served by the prepared signature
+        np.testing.assert_array_equal(sr.repeat(x, Val(2), axis=Val(0)), np.repeat(x, 2, axis=0))
+        np.testing.assert_array_equal(sr.tile(x, Val((2, 3))), np.tile(x, (2, 3)))
+        y, back = rrule(sr.repeat, x, inner=Val((1, 3)), outer=Val((2, 1)))
+        np.testing.assert_array_equal(y, julia_reference(contiguous_x, (1, 3), (2, 1)))
+        dy = random_array(y.shape)
+        v = random_array(x.shape)
+        dx = dense(back(dy)[0])
+        assert dx.shape == x.shape and dx.dtype == np.float64
+        np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, julia_reference(v, (1, 3), (2, 1))), rtol=1e-12)
+        _, dy_forward = sr.frule(sr.tile, (v, NoTangent()), x, Val((2, 3)))
+        np.testing.assert_array_equal(dense(dy_forward), np.tile(v, (2, 3)))
+
+
+def test_counts_arrays_are_data_not_signature() -> None:
+    # Same shapes, dtypes and axis, other counts: each call reads its own counts.
+    x = random_array((4, 2))
+    for counts in ([1, 2, 0, 3], [3, 0, 0, 1], [0, 0, 0, 0], [2, 2, 2, 2]):
+        array = np.array(counts)
+        for _ in range(2):
+            y, back = rrule(sr.repeat, x, array, Val(0))
+            np.testing.assert_array_equal(y, np.repeat(x, counts, axis=0))
+            np.testing.assert_array_equal(sr.repeat(x, array, axis=Val(0)), y)
+            dy = random_array(y.shape)
+            v = random_array(x.shape)
+            dx = dense(back(dy)[0])
+            np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, np.repeat(v, counts, axis=0)), rtol=1e-12, atol=1e-12)
+
+
 def test_precompile_and_explain_with_specs() -> None:
     spec = sr.ArraySpec((17, 3, 4), np.float32)
     signatures = sr.precompile(sr.repeat, spec, inner=Val((5, 1, 3)), outer=Val((2,)))
