@@ -70,7 +70,7 @@ from .._arrays import (
     kernel_target,
     shape_text,
 )
-from .._cache import CACHE, Kernel, KernelSource, ShapeSignature
+from .._cache import CACHE, Kernel, KernelFunction, KernelSource, PlanCache, ShapeSignature
 from .._codegen import INDEX, SourceWriter, conj, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel, launch, launch_blocks
 from .. import _parallel
@@ -650,17 +650,64 @@ def _layout_of(a: ArrayLike, b: ArrayLike) -> _KronLayout:
 
 def _kernel_operand(array: ArrayLike, dtype: np.dtype[np.generic]) -> ArrayLike:
     """``array`` as the flat C array of ``dtype`` that the kernels read."""
+    if type(array) is np.ndarray and array.dtype is dtype and array.flags.c_contiguous:
+        return array.reshape(-1)  # the common case, without contiguous()'s namespace lookup
     flat = contiguous(array).reshape(-1)
     return flat if flat.dtype == dtype else flat.astype(dtype)
 
 
-def _product(layout: _KronLayout, left: ArrayLike, right: ArrayLike) -> ArrayLike:
-    """``kron(left, right)`` with the operands' layout (``left``/``right`` flat kernel operands)."""
-    function = _product_request(layout).get().function
+def _product(
+    layout: _KronLayout, left: ArrayLike, right: ArrayLike, function: KernelFunction | None = None
+) -> ArrayLike:
+    """``kron(left, right)`` with the operands' layout (``left``/``right`` flat kernel operands);
+    ``function`` is the forward kernel's entry when the caller has it (a prepared signature)."""
+    if function is None:
+        function = _product_request(layout).get().entry
     y = np.empty(layout.y_size, dtype=layout.result)
-    if layout.y_size:
-        run_partitioned(function, (y, left, right, *layout.extents), layout.blocks, layout.y_size)
+    size = layout.y_size
+    if size:
+        if size < _parallel.PARALLEL_THRESHOLD or layout.blocks < 2:
+            function(y, left, right, *layout.extents, 0, layout.blocks)
+        else:
+            run_partitioned(function, (y, left, right, *layout.extents), layout.blocks, size)
     return y.reshape(layout.y_shape)
+
+
+# Prepared signatures: two NumPy operands with CPU kernels depend only on their dtypes and
+# shapes, so the validation, the layout and the kernels are looked up once per signature and
+# kept in the shared PlanCache. A hit flattens the operands and calls the kernel; the pullback
+# closure is still made per call (it holds the operands).
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _KronPrepared:
+    """One signature: its layout, the forward kernel's entry and, for an rrule entry whose
+    result is differentiable, the pullback kernel."""
+
+    layout: _KronLayout
+    product: KernelFunction
+    pullback: KernelFunction | None
+
+
+_PLANS: PlanCache[_KronPrepared] = PlanCache()
+
+
+def _prepared_kron(with_pullback: bool, a: object, b: object) -> _KronPrepared | None:
+    """The prepared signature of ``kron(a, b)``, or ``None`` for the general path (Python
+    scalars, CuPy arrays, ``STABLERULES_DEVICE=cuda``)."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or kernel_target("cpu") != "cpu":
+        return None
+    key = ("kron", with_pullback, a.dtype, a.shape, b.dtype, b.shape)
+    prepared = _PLANS.get(key)
+    if prepared is None:
+        _check_kron(a, b)
+        layout = _layout_of(a, b)
+        product = _product_request(layout).get().entry
+        pullback = None
+        if with_pullback and (layout.a_differentiable or layout.b_differentiable):
+            pullback = _pullback_request(layout).get().function
+        prepared = _PLANS.remember(key, _KronPrepared(layout, product, pullback))
+    return prepared
 
 
 def _check_cotangent_shape(dy: object, y_shape: tuple[int, ...]) -> None:
@@ -728,6 +775,15 @@ class _Kron(Op):
         ``np.result_type(a, b)``. Nothing is static but the number of axes: one compiled kernel
         serves every shape of the same ndims and dtypes.
         """
+        prepared = _prepared_kron(False, a, b)
+        if prepared is not None:
+            layout = prepared.layout
+            return _product(
+                layout,
+                _kernel_operand(a, layout.a_kernel_dtype),  # type: ignore[arg-type]
+                _kernel_operand(b, layout.b_kernel_dtype),  # type: ignore[arg-type]
+                prepared.product,
+            )
         a_array, b_array, target = _check_kron(a, b)
         if target == "cuda":
             call = _cuda_call(a_array, b_array)
@@ -783,17 +839,25 @@ def kron_frule(
     drops its term; with both dropped ``dy`` is ``ZeroTangent()``. Tangents are projected
     onto their operand's dtype (the real part for a real operand); a ``Fill`` is expanded.
     """
-    a_array, b_array, target = _check_kron(a, b)
+    prepared = _prepared_kron(False, a, b)
+    product: KernelFunction | None = None
+    a_array: ArrayLike
+    b_array: ArrayLike
+    if prepared is not None:
+        a_array, b_array, layout, product = a, b, prepared.layout, prepared.product
+    else:
+        a_array, b_array, target = _check_kron(a, b)
     if not isinstance(tangents, tuple) or len(tangents) != 2:
         raise TypeError("kron frule: tangents must be a tuple (da, db), one per positional argument")
-    if target == "cuda":
-        return _kron_frule_cuda(tangents, a_array, b_array)  # type: ignore[return-value]
-    layout = _layout_of(a_array, b_array)
+    if prepared is None:
+        if target == "cuda":
+            return _kron_frule_cuda(tangents, a_array, b_array)  # type: ignore[return-value]
+        layout = _layout_of(a_array, b_array)
     a_flat = _kernel_operand(a_array, layout.a_kernel_dtype)
     b_flat = _kernel_operand(b_array, layout.b_kernel_dtype)
     a_tangent = _tangent_operand(tangents[0], a_array, layout.a_kernel_dtype, "a")
     b_tangent = _tangent_operand(tangents[1], b_array, layout.b_kernel_dtype, "b")
-    y = _product(layout, a_flat, b_flat)
+    y = _product(layout, a_flat, b_flat, product)
     dy: ArrayLike | ZeroTangent
     if a_tangent is not None and b_tangent is not None:
         function = _pushforward_request(layout).get().function
@@ -803,9 +867,9 @@ def kron_frule(
             run_partitioned(function, arguments, layout.blocks, layout.y_size)
         dy = dy_flat.reshape(layout.y_shape)
     elif a_tangent is not None:
-        dy = _product(layout, a_tangent, b_flat)
+        dy = _product(layout, a_tangent, b_flat, product)
     elif b_tangent is not None:
-        dy = _product(layout, a_flat, b_tangent)
+        dy = _product(layout, a_flat, b_tangent, product)
     else:
         dy = ZeroTangent()
     return y, dy  # type: ignore[return-value]
@@ -889,13 +953,22 @@ def kron_rrule(a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> tuple[npt.NDArray[_D
     conj(sum(b)))`` over ``a``'s shape and ``Fill(c * conj(sum(a)))`` over ``b``'s without
     materializing ``dy``; a ``ZeroTangent`` gives ``ZeroTangent``s.
     """
-    a_array, b_array, target = _check_kron(a, b)
-    if target == "cuda":
-        return _kron_rrule_cuda(a_array, b_array)  # type: ignore[return-value]
-    layout = _layout_of(a_array, b_array)
+    prepared = _prepared_kron(True, a, b)
+    product: KernelFunction | None = None
+    pullback: KernelFunction | None = None
+    a_array: ArrayLike
+    b_array: ArrayLike
+    if prepared is not None:
+        a_array, b_array, layout = a, b, prepared.layout
+        product, pullback = prepared.product, prepared.pullback
+    else:
+        a_array, b_array, target = _check_kron(a, b)
+        if target == "cuda":
+            return _kron_rrule_cuda(a_array, b_array)  # type: ignore[return-value]
+        layout = _layout_of(a_array, b_array)
     a_flat = _kernel_operand(a_array, layout.a_kernel_dtype)
     b_flat = _kernel_operand(b_array, layout.b_kernel_dtype)
-    y = _product(layout, a_flat, b_flat)
+    y = _product(layout, a_flat, b_flat, product)
     y_shape = layout.y_shape
     want_a, want_b = layout.a_differentiable, layout.b_differentiable
 
@@ -907,7 +980,7 @@ def kron_rrule(a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> tuple[npt.NDArray[_D
 
         return y, kron_pullback_integer  # type: ignore[return-value]
 
-    function = _pullback_request(layout).get().function
+    function = pullback if pullback is not None else _pullback_request(layout).get().function
     a_side, b_side = _pullback_channels(layout, a_flat, b_flat)
     view = 2 if layout.result.kind == "c" else 1  # db's accumulators hold (re, im) pairs
     sizes = (a_flat.size,) * len(b_side) + (b_flat.size * view,) * len(a_side)
