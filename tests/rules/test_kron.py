@@ -366,6 +366,36 @@ def test_threaded_path_matches(monkeypatch: pytest.MonkeyPatch, a_shape: tuple[i
     np.testing.assert_array_equal(_frule((va, vb), a, b)[1], serial_forward)
 
 
+def test_prepared_signature_serves_new_data_and_layouts() -> None:
+    # After the first call a signature (dtypes and shapes) is served from its prepared plan:
+    # each later call must still read its own operands, whatever their layout.
+    rng = np.random.default_rng(12)
+    base_a, base_b = _random(rng, (4, 3), np.float64), _random(rng, (2, 5), np.complex128)
+    sr.kron(base_a, base_b)
+    _rrule(base_a, base_b)
+    hits = sr.cache_info().plan_hits
+    operands = [
+        (_random(rng, (4, 3), np.float64), _random(rng, (2, 5), np.complex128)),
+        (np.asfortranarray(_random(rng, (4, 3), np.float64)), _random(rng, (2, 10), np.complex128)[:, ::2]),
+        (_random(rng, (4, 3), np.float64).astype(">f8"), _random(rng, (5, 2), np.complex128).T),
+    ]
+    with sr.no_compile():
+        for a, b in operands:
+            np.testing.assert_array_equal(sr.kron(a, b), np.kron(a, b))
+            y, back = _rrule(a, b)
+            np.testing.assert_array_equal(y, np.kron(a, b))
+            dy = _random(rng, y.shape, y.dtype)
+            va, vb = _random(rng, a.shape, np.float64), _random(rng, b.shape, np.complex128)
+            da, db = back(dy)
+            # The adjoint identity against NumPy's kron, which is bilinear: J(va, vb) is
+            # kron(va, b) + kron(a, vb).
+            expected = _inner(dy, np.kron(va, b) + np.kron(a, vb))
+            assert abs(_inner(da, va) + _inner(db, vb) - expected) <= 1e-10 * max(1.0, abs(expected))
+    # The first two pairs are the warm signature; '>f8' is a dtype of its own (a new plan,
+    # with the same kernels).
+    assert sr.cache_info().plan_hits == hits + 4
+
+
 def test_second_call_compiles_nothing() -> None:
     rng = np.random.default_rng(11)
     a, b = _random(rng, (2, 3), np.float64), _random(rng, (3, 2), np.complex128)
