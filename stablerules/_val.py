@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Generic, TypeVar, final
 
 import numpy as np
@@ -36,7 +37,12 @@ class Val(Generic[_T]):
     _value: _T
 
     def __init__(self, value: _T) -> None:
-        object.__setattr__(self, "_value", _static_value(value))
+        # Static arguments are built per call (``f(x, Val(3))``): plain ints and tuples of
+        # plain ints skip the general conversion (~0.45 us -> ~0.15 us for an int).
+        if type(value) is int or (type(value) is tuple and all(type(item) is int for item in value)):
+            _set_value(self, value)
+        else:
+            _set_value(self, _static_value(value))
 
     @property
     def value(self) -> _T:
@@ -61,3 +67,8 @@ class Val(Generic[_T]):
 
     def __reduce__(self) -> tuple[type[Val[_T]], tuple[_T]]:
         return (Val, (self._value,))
+
+
+# The slot's own setter: what ``object.__setattr__(self, "_value", ...)`` reaches, without the
+# attribute lookup (Val.__setattr__ refuses every assignment).
+_set_value: Callable[[Val[int] | Val[tuple[int, ...]], object], None] = Val.__dict__["_value"].__set__
