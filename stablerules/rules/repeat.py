@@ -59,7 +59,7 @@ from .._arrays import (
     static_int,
     static_ints,
 )
-from .._cache import Kernel, KernelSource, PlanCache, ShapeSignature
+from .._cache import CACHE, Kernel, KernelSource, PlanCache, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel, launch
 from .. import _parallel
@@ -1124,58 +1124,106 @@ def _prepare(plan: _NestPlan, positional: int, named: Callable[[Pullback], Pullb
     )
 
 
+def _static_key(value: object, counts: bool) -> object:
+    """A static argument as it enters a plan key: a ``Val``'s value, or a plain int (or, for
+    per-axis ``counts``, a tuple of plain ints), which is dynamic; ``_UNPLANNED`` for anything
+    else (a bool, a NumPy integer, a list, a counts array: the general path handles them)."""
+    kind = type(value)
+    if kind is Val:
+        return value.value  # type: ignore[attr-defined]
+    if kind is int:
+        return value
+    if counts and kind is tuple and all(type(item) is int for item in value):  # type: ignore[attr-defined]
+        return value
+    return _UNPLANNED
+
+
+_UNPLANNED = object()
+
+
+def _count_dynamic(names: tuple[str, ...], values: tuple[object, ...]) -> None:
+    """What the general path's ``static_int``/``static_ints`` do for a plain static argument,
+    in the same order: count it, and refuse it inside ``no_fallback()``."""
+    for name, value in zip(names, values):
+        if value is not None and type(value) is not Val:
+            CACHE.note_dynamic_argument(name, value)
+
+
 def _prepared_repeat(
     positional: int, x: object, repeats: object, axis: object, inner: object, outer: object
 ) -> _Prepared | None:
     """The prepared signature of a ``repeat`` call (``positional`` 0 for the forward map,
-    else the rrule's arity), or ``None`` when the call takes the general path."""
+    else the rrule's arity), or ``None`` when the call takes the general path.
+
+    Static arguments enter the key by value, so ``Val(7)`` and a plain ``7`` share a plan; a
+    plain one is still counted as dynamic on every call (by the general path on a miss, here
+    on a hit). A plain tuple for ``repeats`` is a counts array (data) and is never planned.
+    """
     if type(x) is not _NDARRAY or kernel_target("cpu") != "cpu":
         return None
-    # Each static argument enters the key as its value; only Val (or None) qualifies, so a
-    # plain int, a bool or a counts array never meets a plan.
-    if repeats is not None:
-        if type(repeats) is not Val:
-            return None
-        repeats_value: object = repeats.value
+    dynamic = False
+    if repeats is None:
+        repeats_value: object = None
+    elif type(repeats) is Val:
+        repeats_value = repeats.value
     else:
-        repeats_value = None
-    if axis is not None:
-        if type(axis) is not Val:
+        repeats_value = _static_key(repeats, counts=False)
+        if repeats_value is _UNPLANNED:
             return None
-        axis_value: object = axis.value
+        dynamic = True
+    if axis is None:
+        axis_value: object = None
+    elif type(axis) is Val:
+        axis_value = axis.value
     else:
-        axis_value = None
-    if inner is not None:
-        if type(inner) is not Val:
+        axis_value = _static_key(axis, counts=False)
+        if axis_value is _UNPLANNED:
             return None
-        inner_value: object = inner.value
+        dynamic = True
+    if inner is None:
+        inner_value: object = None
+    elif type(inner) is Val:
+        inner_value = inner.value
     else:
-        inner_value = None
-    if outer is not None:
-        if type(outer) is not Val:
+        inner_value = _static_key(inner, counts=True)
+        if inner_value is _UNPLANNED:
             return None
-        outer_value: object = outer.value
+        dynamic = True
+    if outer is None:
+        outer_value: object = None
+    elif type(outer) is Val:
+        outer_value = outer.value
     else:
-        outer_value = None
+        outer_value = _static_key(outer, counts=True)
+        if outer_value is _UNPLANNED:
+            return None
+        dynamic = True
     key = ("repeat", positional, x.dtype, x.shape, repeats_value, axis_value, inner_value, outer_value)
     prepared = _PLANS.get(key)
     if prepared is None:
-        _, plan = _check_repeat(x, repeats, axis, inner, outer)
-        if not isinstance(plan, _NestPlan):  # pragma: no cover - Val counts always plan a nest
+        _, plan = _check_repeat(x, repeats, axis, inner, outer)  # counts dynamic arguments itself
+        if not isinstance(plan, _NestPlan):  # pragma: no cover - static counts always plan a nest
             return None
-        prepared = _PLANS.remember(key, _prepare(plan, positional))
+        return _PLANS.remember(key, _prepare(plan, positional))
+    if dynamic:
+        _count_dynamic(("axis", "repeats", "inner", "outer"), (axis, repeats, inner, outer))
     return prepared
 
 
 def _prepared_tile(positional: int, x: object, reps: object) -> _Prepared | None:
     """The prepared signature of a ``tile`` call, as :func:`_prepared_repeat`."""
-    if type(x) is not _NDARRAY or type(reps) is not Val or kernel_target("cpu") != "cpu":
+    if type(x) is not _NDARRAY or kernel_target("cpu") != "cpu":
         return None
-    key = ("tile", positional, x.dtype, x.shape, reps.value)
+    reps_value = _static_key(reps, counts=True)
+    if reps_value is _UNPLANNED:
+        return None
+    key = ("tile", positional, x.dtype, x.shape, reps_value)
     prepared = _PLANS.get(key)
     if prepared is None:
-        _, plan = _check_tile(x, reps)
-        prepared = _PLANS.remember(key, _prepare(plan, positional, _named_tile_pullback))
+        _, plan = _check_tile(x, reps)  # counts a dynamic reps itself
+        return _PLANS.remember(key, _prepare(plan, positional, _named_tile_pullback))
+    if type(reps) is not Val:
+        _count_dynamic(("reps",), (reps,))
     return prepared
 
 
