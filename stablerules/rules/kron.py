@@ -28,6 +28,11 @@ zeroed partial buffers of both, summed at the end: no atomics, and the extra mem
 ``threads - 1`` sets of accumulators (``a.size + b.size`` float64 for real operands, up to
 ``2 * a.size + 4 * b.size`` for complex ones), tiny next to the cotangent.
 
+Prepared signatures. Two NumPy operands with CPU kernels depend only on their dtypes and
+shapes: validation, the layout and the kernels are looked up once per signature and kept in
+the shared ``PlanCache`` (a forward call is then ~2 us on small operands); the pullback
+closure is made per call, since it holds the operands.
+
 CUDA (CuPy arrays, or ``STABLERULES_DEVICE=cuda``). ``y``'s flat index of ``a[i] * b[k]`` is
 ``offset_a[i] + offset_b[k]``; one small kernel writes both tables (per call, on the device,
 from the extents), so the other kernels are independent of ``n`` and index without dividing

@@ -26,6 +26,14 @@ full in every thread).
 
 Per-element counts arrays (``np.repeat(x, counts, axis)``) are data: a segment kernel over
 ``x`` viewed as ``(outer, n, inner)``, with offsets computed once per call.
+
+Static-count calls on NumPy arrays are *prepared* once per signature (op, static values, x's
+dtype and shape, rrule arity) and kept in the shared ``PlanCache``: validation, the nest, the
+kernels and the pullback closure (which holds no call data, so every rrule of the signature
+returns the same one). A repeated call allocates ``y`` and calls the kernel (~2 us for W1,
+against ~1 us for ``np.repeat``). Counts arrays, CuPy arrays and ``STABLERULES_DEVICE=cuda``
+take the general path; plain-int static arguments share their ``Val``'s plan but are still
+counted as dynamic on every call.
 """
 
 from __future__ import annotations
