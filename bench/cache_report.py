@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import gc
 import json
 import os
 import shutil
@@ -82,6 +83,7 @@ class CacheFigure:
     compiles: int | None = None
     disk_hits: int | None = None
     detail: str | None = None
+    gc_seconds: float | None = None  # median time Python's cyclic GC ran inside the timed call
 
 
 @dataclass
@@ -168,6 +170,18 @@ def _first_call(workload: Workload) -> dict[str, Json]:
     from workloads import call_ours_rrule
 
     arrays, dy = workload.make_inputs()
+    collections: list[float] = []
+    clock: list[float] = []
+
+    def on_collection(phase: str, info: dict[str, int]) -> None:
+        # Python's cyclic GC runs when enough objects survive; loading a kernel adds many
+        # (Numba's heap is large), so a full collection often lands in a first call.
+        if phase == "start":
+            clock.append(time.perf_counter())
+        elif clock:
+            collections.append(time.perf_counter() - clock.pop())
+
+    gc.callbacks.append(on_collection)
     try:
         before = sr.cache_info()
         started = time.perf_counter()
@@ -178,7 +192,10 @@ def _first_call(workload: Workload) -> dict[str, Json]:
         after = sr.cache_info()
     except Exception as error:
         return {"error": _error_text(error)}
+    finally:
+        gc.callbacks.remove(on_collection)
     return {
+        "gc_s": sum(collections),
         "seconds": finished - started,
         "rrule_s": middle - started,
         "pullback_s": finished - middle,
@@ -298,6 +315,7 @@ def _median_figure(label: str, records: Sequence[Json], goal_s: float | None = N
     runs = [_number(record, "seconds") or 0.0 for record in records]
     compiles = [count for count in (_count(record, "compiles") for record in records) if count is not None]
     disk_hits = [count for count in (_count(record, "disk_hits") for record in records) if count is not None]
+    collections = [_number(record, "gc_s") or 0.0 for record in records]
     return CacheFigure(
         label,
         seconds=statistics.median(runs),
@@ -305,6 +323,7 @@ def _median_figure(label: str, records: Sequence[Json], goal_s: float | None = N
         goal_s=goal_s,
         compiles=max(compiles) if compiles else None,
         disk_hits=max(disk_hits) if disk_hits else None,
+        gc_seconds=statistics.median(collections),
     )
 
 
@@ -390,7 +409,8 @@ def measure_cold_and_warm(report: CacheReport, warm_runs: int, later: int, step:
             figure = _median_figure(label, records, goal)
             if figure.status == "ok" and figure.seconds is not None:
                 figure.passed = None if goal is None else (figure.seconds <= goal and figure.compiles == 0)
-                figure.detail = f"{len(records)} fresh processes after import stablerules, numba; {note}"
+                collected = "" if not figure.gc_seconds else f"; of which Python's cyclic GC {format_seconds(figure.gc_seconds)} (median)"
+                figure.detail = f"{len(records)} fresh processes after import stablerules, numba; {note}{collected}"
             report.figures[name] = figure
     finally:
         shutil.rmtree(directory, ignore_errors=True)
