@@ -232,37 +232,65 @@ def prepare_cotangent(
         return dy
     if isinstance(dy, NoTangent):
         raise TypeError("pullback: got NoTangent() as a cotangent; use ZeroTangent() for a zero")
-    if isinstance(dy, Fill):
-        if dy.shape != shape:
+    return _normalize(dy, shape, dtype, like, "pullback: cotangent dy", "the output", "dy")
+
+
+def prepare_tangent(
+    tangent: object,
+    shape: tuple[int, ...],
+    dtype: np.dtype[np.generic],
+    like: ArrayLike | None,
+    where: str,
+) -> Cotangent:
+    """Validate an frule's input tangent against its primal's ``shape``, like
+    :func:`prepare_cotangent`; ``NoTangent`` counts as a hard zero here. ``where`` names the
+    tangent in messages (``"kron frule: the tangent of 'a'"``)."""
+    tangent = unthunk(tangent)
+    if isinstance(tangent, (ZeroTangent, NoTangent)):
+        return ZeroTangent()
+    return _normalize(tangent, shape, dtype, like, where, "its primal", where.rsplit(": ", 1)[-1])
+
+
+def _normalize(
+    value: object,
+    shape: tuple[int, ...],
+    dtype: np.dtype[np.generic],
+    like: ArrayLike | None,
+    subject: str,
+    owner: str,
+    dtype_name: str,
+) -> Cotangent:
+    """The checks and the one normalizing copy shared by cotangents and tangents: a ``Fill``
+    keeps its laziness (value projected), anything dense becomes C-contiguous ``dtype``."""
+    if isinstance(value, Fill):
+        if value.shape != shape:
             raise ValueError(
-                f"pullback: cotangent dy has shape {shape_text(dy.shape)} but the output has "
-                f"shape {shape_text(shape)}"
+                f"{subject} has shape {shape_text(value.shape)} but {owner} has shape {shape_text(shape)}"
             )
-        value = dy.value if dtype.kind == "c" else complex(dy.value).real
-        return Fill(value, shape, dtype)
-    if isinstance(dy, (int, float, complex, np.number)) and not isinstance(dy, bool) and shape == ():
-        dy = np.asarray(dy)
-    if not is_array(dy):
+        projected = value.value if dtype.kind == "c" else complex(value.value).real
+        return Fill(projected, shape, dtype)
+    if isinstance(value, (int, float, complex, np.number)) and not isinstance(value, bool) and shape == ():
+        value = np.asarray(value) if like is None else array_namespace(like).asarray(value)
+    if not is_array(value):
         raise TypeError(
-            f"pullback: cotangent dy must be an array, Fill, ZeroTangent or Thunk, "
-            f"got {type(dy).__name__}"
+            f"{subject} must be an array, Fill, ZeroTangent or Thunk, got {type(value).__name__}"
         )
-    if like is not None and array_namespace(dy) is not array_namespace(like):
+    if like is not None and array_namespace(value) is not array_namespace(like):
         raise TypeError(
-            f"pullback: cotangent dy lives on {type(dy).__module__.split('.')[0]} but the primal "
-            f"on {type(like).__module__.split('.')[0]}: mixed devices"
+            f"{subject} lives on {type(value).__module__.split('.')[0]} but {owner} on "
+            f"{type(like).__module__.split('.')[0]}: mixed devices"
         )
-    if tuple(dy.shape) != shape:
+    if tuple(value.shape) != shape:
         raise ValueError(
-            f"pullback: cotangent dy has shape {shape_text(tuple(dy.shape))} but the output has "
-            f"shape {shape_text(shape)}"
+            f"{subject} has shape {shape_text(tuple(value.shape))} but {owner} has shape "
+            f"{shape_text(shape)}"
         )
-    check_dtype(dy.dtype, "dy")
-    xp = array_namespace(dy)
-    if dy.dtype.kind == "c" and dtype.kind != "c":
-        dy = dy.real
-    # ascontiguousarray returns at least 1-d: reshape keeps a 0-d cotangent 0-d (a view).
-    dense: ArrayLike = xp.ascontiguousarray(dy, dtype=dtype).reshape(shape)
+    check_dtype(value.dtype, dtype_name)
+    xp = array_namespace(value)
+    if value.dtype.kind == "c" and dtype.kind != "c":
+        value = value.real
+    # ascontiguousarray returns at least 1-d: reshape keeps a 0-d array 0-d (a view).
+    dense: ArrayLike = xp.ascontiguousarray(value, dtype=dtype).reshape(shape)
     return DenseCotangent(dense)
 
 
@@ -275,6 +303,7 @@ __all__ = [
     "ZeroTangent",
     "materialize",
     "prepare_cotangent",
+    "prepare_tangent",
     "project",
     "project_dtype",
     "unthunk",

@@ -81,7 +81,7 @@ from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel, launch, lau
 from .. import _parallel
 from .._parallel import chunk_bounds, run_chunks, run_partitioned
 from .._registry import KernelRequest, Op, frule_rule, rrule_rule
-from .._tangents import DenseCotangent, Fill, NoTangent, ZeroTangent, prepare_cotangent, project, unthunk
+from .._tangents import DenseCotangent, Fill, NoTangent, ZeroTangent, prepare_cotangent, prepare_tangent
 
 _DT = TypeVar("_DT", bound=np.generic)
 
@@ -722,40 +722,19 @@ def _check_cotangent_shape(dy: object, y_shape: tuple[int, ...]) -> None:
 
 
 def _tangent_operand(tangent: object, primal: ArrayLike, dtype: np.dtype[np.generic], name: str) -> ArrayLike | None:
-    """A pushforward input as a flat kernel operand of the primal's ``dtype``, or ``None``
+    """A pushforward input as a flat kernel operand of the kernel's ``dtype``, or ``None``
     for a hard zero (``ZeroTangent``, ``NoTangent``, or any tangent of an integer primal)."""
-    tangent = unthunk(tangent)
-    if isinstance(tangent, (ZeroTangent, NoTangent)) or not is_differentiable(primal.dtype):
+    if not is_differentiable(primal.dtype):
         return None
-    shape = tuple(primal.shape)
-    if isinstance(tangent, Fill):
-        if tangent.shape != shape:
-            raise ValueError(
-                f"kron frule: the tangent of {name!r} has shape {shape_text(tangent.shape)} but "
-                f"{name!r} has shape {shape_text(shape)}"
-            )
-        value = tangent.value if dtype.kind == "c" else complex(tangent.value).real
-        filled: ArrayLike = array_namespace(primal).full(primal.size, value, dtype=dtype)
+    prepared = prepare_tangent(
+        tangent, tuple(primal.shape), primal.dtype, primal, f"kron frule: the tangent of {name!r}"
+    )
+    if isinstance(prepared, ZeroTangent):
+        return None
+    if isinstance(prepared, Fill):
+        filled: ArrayLike = array_namespace(primal).full(primal.size, prepared.value, dtype=dtype)
         return filled
-    if isinstance(tangent, (bool, int, float, complex)) and not shape:
-        tangent = array_namespace(primal).asarray(tangent)
-    if not is_array(tangent):
-        raise TypeError(
-            f"kron frule: the tangent of {name!r} must be an array, Fill, ZeroTangent, NoTangent "
-            f"or Thunk, got {type(tangent).__name__}"
-        )
-    if array_namespace(tangent) is not array_namespace(primal):
-        raise TypeError(
-            f"kron frule: the tangent of {name!r} lives on {device_of(tangent)} but {name!r} on "
-            f"{device_of(primal)}: mixed devices"
-        )
-    if tuple(tangent.shape) != shape:
-        raise ValueError(
-            f"kron frule: the tangent of {name!r} has shape {shape_text(tangent.shape)} but "
-            f"{name!r} has shape {shape_text(shape)}"
-        )
-    check_dtype(tangent.dtype, f"tangent of {name}")
-    return _kernel_operand(project(tangent, primal.dtype), dtype)
+    return _kernel_operand(prepared.array, dtype)
 
 
 # --------------------------------------------------------------------------------------------

@@ -79,7 +79,7 @@ from .._tangents import (
     NoTangent,
     ZeroTangent,
     prepare_cotangent,
-    unthunk,
+    prepare_tangent,
 )
 from .._val import Val
 
@@ -954,24 +954,7 @@ def _make_pullback(
 
 
 def _prepare_tangent(tangent: object, plan: _Plan, like: ArrayLike | None = None) -> DenseCotangent | Fill | ZeroTangent:
-    tangent = unthunk(tangent)
-    if isinstance(tangent, (ZeroTangent, NoTangent)):
-        return _ZERO_TANGENT
-    if isinstance(tangent, (int, float, complex, np.number)) and not isinstance(tangent, bool) and not plan.shape:
-        tangent = np.asarray(tangent)
-    if not (isinstance(tangent, Fill) or is_array(tangent)):
-        raise TypeError(
-            f"frule: the tangent of x must be an array, Fill, ZeroTangent or NoTangent, got "
-            f"{type(tangent).__name__}"
-        )
-    if tuple(tangent.shape) != plan.shape:
-        raise ValueError(
-            f"frule: the tangent of x has shape {shape_text(tuple(tangent.shape))} but x has shape "
-            f"{shape_text(plan.shape)}"
-        )
-    if not isinstance(tangent, Fill):
-        check_dtype(tangent.dtype, "the tangent of x")
-    return prepare_cotangent(tangent, plan.shape, plan.dtype, like)
+    return prepare_tangent(tangent, plan.shape, plan.dtype, like, "repeat frule: the tangent of x")
 
 
 def _pushforward(
