@@ -15,3 +15,12 @@ def test_readme_commands_and_ci_agree() -> None:
     assert TEST_COMMAND in readme
     assert MAIN_COMMAND in readme
     assert TEST_COMMAND in ci.splitlines()
+
+
+def test_readme_example_runs() -> None:
+    readme = (REPO / "README.md").read_text()
+    example = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, object] = {}
+    exec(compile(example, "README.md example", "exec"), namespace)
+    lazy = namespace["lazy"]
+    assert isinstance(lazy, __import__("stablerules").Fill) and lazy.value == 560.0
