@@ -84,6 +84,7 @@ def cpu_kernel(
     description: str,
     *,
     reassociate: bool = False,
+    numpy: bool = False,
 ) -> KernelSource:
     """A module defining ``kernel(*parameters)`` compiled by Numba for that one signature.
 
@@ -92,15 +93,18 @@ def cpu_kernel(
     LLVM reorder and fuse floating-point sums (``fastmath={'reassoc', 'contract'}``, nothing
     else: NaN, inf and signed zeros keep their meaning), which is what lets a reduction loop
     vectorize; only kernels whose results need not be bit-exact should ask for it.
+    ``numpy=True`` imports NumPy as ``np`` for the body (``np.empty`` of a scratch buffer).
     """
     names = ", ".join(name for name, _ in parameters)
     types_text = ",\n    ".join(kind for _, kind in parameters)
     body_text = "".join("    " + line + "\n" if line else "\n" for line in body.text().splitlines())
     fastmath = ", fastmath={'reassoc', 'contract'}" if reassociate else ""
+    imports = "import numpy as np\n" if numpy else ""
     text = (
         f'"""stablerules kernel: {description}\n\n'
         f"signature: {signature!r}\n"
         f'"""\n'
+        f"{imports}"
         f"from numba import njit, types\n\n"
         f"SIGNATURE = types.void(\n    {types_text},\n)\n\n\n"
         f"@njit(SIGNATURE, cache={{CACHE}}, nogil=True, boundscheck=False, error_model='numpy'{fastmath})\n"

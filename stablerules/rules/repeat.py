@@ -19,8 +19,11 @@ the extents of the ``s`` loops are runtime arguments (one kernel serves every sh
 one compiled kernel. The forward kernel walks the nest writing ``y``; the pullback walks it
 over ``dy`` in memory order, summing each innermost run of copies in registers (a pairwise
 tree, so the adds do not form one dependent chain) and adding into ``dx`` (assigning, into
-``np.empty``, when each ``dx`` element is visited once); no temporary is allocated. The
-pushforward is the forward kernel applied to the tangent. Kernels partition the first ``s``
+``np.empty``, when each ``dx`` element is visited once). A small count right before the last
+input loop (the 7 in ``(s, 7, s, 10)``) is summed first, elementwise over its adjacent copies
+of the block (contiguous loads, which vectorize), then the runs: through a scratch buffer of
+at most ``_BUFFER_SIZE`` elements, the only temporary, when there is a run (``_Nest.copies_level``
+says when). The pushforward is the forward kernel applied to the tangent. Kernels partition the first ``s``
 loop across threads, so each thread owns a disjoint range of ``dx`` (loops outside it run in
 full in every thread).
 
@@ -96,6 +99,10 @@ _COUNT_LIMIT = 2**62
 _MAX_NEST_LEVELS = 20
 # Innermost counts up to this size are summed as one unrolled pairwise expression.
 _UNROLL_LIMIT = 16
+# Elements of the CPU pullback's scratch buffer (summed copies of a chunk of the block; 16 KiB
+# of float64, so it stays in the L1 cache between the copy sums and the run sums).
+_BUFFER_SIZE = 2048
+_BUFFERED_COPIES = 4
 _INPUT_AXIS = "s"
 
 NestItem = int | str
@@ -129,10 +136,32 @@ class _Nest:
     empty: bool  # some count is 0: the output is empty
 
     @property
+    def copies_level(self) -> int:
+        """The level of the count whose copies the CPU pullback sums elementwise, or -1.
+
+        That is the count right before the last input loop, when it is at most
+        ``_UNROLL_LIMIT``: its copies are adjacent equal blocks of ``dy`` (the loop times
+        the run after it), summed elementwise with contiguous loads, which vectorizes where
+        summing each run of each copy does not. With a run after the loop the sum goes
+        through a buffer before the runs are summed: only for ``_BUFFERED_COPIES`` copies or
+        more and runs up to ``_UNROLL_LIMIT`` (for fewer copies of a small block, the buffer's
+        extra pass costs more than it saves)."""
+        items = self.items
+        block = len(items) - 1 if items[-1] == _INPUT_AXIS else len(items) - 2
+        run = items[-1] if isinstance(items[-1], int) else 1
+        count = items[block - 1] if block >= 1 else 1
+        if not isinstance(count, int) or not 2 <= count <= _UNROLL_LIMIT:
+            return -1
+        if run == 1 or _BUFFERED_COPIES <= count and run <= _UNROLL_LIMIT:
+            return block - 1
+        return -1
+
+    @property
     def accumulates(self) -> bool:
-        """Whether a ``dx`` element is visited more than once in memory order (a count loop
-        other than the innermost): the pullback then adds into zeros instead of assigning."""
-        return any(isinstance(item, int) for item in self.items[:-1])
+        """Whether the CPU pullback visits a ``dx`` element more than once (a count loop other
+        than the innermost and the summed copies): it then adds into zeros instead of assigning."""
+        copies = self.copies_level
+        return any(isinstance(item, int) and level != copies for level, item in enumerate(self.items[:-1]))
 
     def extents(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(math.prod(shape[axis] for axis in group) for group in self.groups)
@@ -233,11 +262,15 @@ def _times(index: str, step: str) -> str:
     return index if step == "1" else f"{index} * {step}"
 
 
+def _pairwise(terms: Sequence[str]) -> str:
+    if len(terms) == 1:
+        return terms[0]
+    middle = len(terms) // 2
+    return f"({_pairwise(terms[:middle])} + {_pairwise(terms[middle:])})"
+
+
 def _pairwise_sum(array: str, base: str, lo: int, hi: int) -> str:
-    if hi - lo == 1:
-        return f"{array}[{_plus(base, str(lo))}]"
-    middle = (lo + hi) // 2
-    return f"({_pairwise_sum(array, base, lo, middle)} + {_pairwise_sum(array, base, middle, hi)})"
+    return _pairwise([f"{array}[{_plus(base, str(offset))}]" for offset in range(lo, hi)])
 
 
 def _emit_run_sum(writer: SourceWriter, array: str, base: str, count: int) -> None:
@@ -304,6 +337,11 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
     # The innermost block: the last input loop and the count after it (1 if none).
     block = len(items) - 1 if items[-1] == _INPUT_AXIS else len(items) - 2
     run = items[-1] if isinstance(items[-1], int) else 1
+    copies_level = nest.copies_level if pullback else -1
+    copies = items[copies_level] if copies_level >= 0 else 1
+    assert isinstance(copies, int)
+    operator = "+=" if nest.accumulates else "="
+    chunk = max(_BUFFER_SIZE // run, 1)  # block loop iterations per buffer fill
 
     long_name, short_name = ("dy", "dx") if pullback else ("y", "x")
     writer = SourceWriter()
@@ -318,6 +356,9 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
     for axis in range(axis_at[block]):
         if short_names[axis] != short_steps[axis]:
             writer.line(f"{short_names[axis]} = {short_steps[axis]}")
+    if copies_level >= 0 and run > 1:
+        count = "hi - lo" if axis_at[block] == 0 else extents[axis_at[block]]
+        writer.line(f"buffer = np.empty(min({count}, {chunk}) * {run}, np.{dtype})  # summed copies of a chunk")
 
     def long_step(level: int) -> str:
         return long_names[level]
@@ -337,7 +378,6 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
         writer.line(f"{short_name}_block = {short_name}[{_plus(short_base, start)}:{_plus(short_base, stop)}]")
         with writer.block(f"for {index} in range({count}):"):
             if pullback:
-                operator = "+=" if nest.accumulates else "="
                 if run == 1:
                     writer.line(f"dx_block[{index}] {operator} dy_block[{index}]")
                 else:
@@ -352,9 +392,49 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
                 with writer.block(f"for r in range({run}):"):
                     writer.line("y_block[k + r] = value")
 
+    def emit_copies(long_base: str, short_base: str) -> None:
+        # The count right before the block: dy holds that many adjacent copies of the block
+        # (stride apart), one slice each, summed elementwise (contiguous loads) first.
+        axis = axis_at[block]
+        index = f"j{axis}"
+        start, stop = ("lo", "hi") if axis == 0 else ("0", extents[axis])
+        stride = long_step(copies_level)
+        offsets = ["0", stride] + [f"{copy} * {stride}" for copy in range(2, copies)]
+
+        def slice_copies(begin: str, end: str) -> None:
+            for copy, offset in enumerate(offsets):
+                writer.line(f"copy{copy} = dy[{_plus(begin, offset)}:{_plus(end, offset)}]")
+
+        def copy_sum(position: str) -> str:
+            return _pairwise([f"copy{copy}[{position}]" for copy in range(copies)])
+
+        if run == 1:
+            count = "hi - lo" if axis == 0 else extents[axis]
+            slice_copies(_plus(long_base, start), _plus(long_base, stop))
+            writer.line(f"dx_block = dx[{_plus(short_base, start)}:{_plus(short_base, stop)}]")
+            with writer.block(f"for {index} in range({count}):"):
+                writer.line(f"dx_block[{index}] {operator} {copy_sum(index)}")
+            return
+        # The summed block goes through `buffer`, a chunk of the block loop at a time.
+        with writer.block(f"for chunk in range({start}, {stop}, {chunk}):"):
+            writer.line(f"n = min({stop} - chunk, {chunk})")
+            writer.line(f"width = n * {run}")
+            writer.line(f"first = {_plus(long_base, f'chunk * {run}')}")
+            slice_copies("first", "first + width")
+            with writer.block("for i in range(width):"):
+                writer.line(f"buffer[i] = {copy_sum('i')}")
+            writer.line(f"dx_block = dx[{_plus(short_base, 'chunk')}:{_plus(short_base, 'chunk + n')}]")
+            with writer.block(f"for {index} in range(n):"):
+                writer.line(f"k = {index} * {run}")
+                _emit_run_sum(writer, "buffer", "k", run)
+                writer.line(f"dx_block[{index}] {operator} total")
+
     def emit(level: int, long_base: str, short_base: str) -> None:
         if level == block:
             emit_block(long_base, short_base)
+            return
+        if level == copies_level:
+            emit_copies(long_base, short_base)
             return
         item = items[level]
         if isinstance(item, int):
@@ -379,7 +459,9 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
         ("hi", INDEX),
     ]
     what = "pullback: dx[j] = sum of dy over the copies of x[j]" if pullback else "forward: y = repeat(x)"
-    return cpu_kernel(signature, parameters, writer, f"repeat nest {nest.items}, {what}")
+    return cpu_kernel(
+        signature, parameters, writer, f"repeat nest {nest.items}, {what}", numpy=copies_level >= 0 and run > 1
+    )
 
 
 def _differentiable(dtype: np.dtype[np.generic]) -> bool:

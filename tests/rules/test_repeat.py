@@ -391,6 +391,38 @@ def test_pullback_larger_arrays_against_numpy_reduction(args: tuple[object, ...]
         np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, reference(v)), rtol=1e-10)
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize(
+    ("shape", "inner", "outer"),
+    [
+        ((3, 700), (4, 3), (1, 1)),  # copies summed through the buffer, two chunks of the block
+        ((1500,), (3,), (5,)),  # the same with the block on the partitioned loop
+        ((50, 20), (4, 2), (1, 2)),  # 8 merged copies, runs of 2
+        ((5, 300), (1, 1), (2, 3)),  # copies without runs, added to the outer copies
+        ((300, 7), (1, 1), (3, 1)),  # copies without runs, on the partitioned loop
+        ((6, 4, 5), (2, 1, 3), (1, 1, 1)),  # 2 copies of runs of 3: summed run by run
+    ],
+)
+def test_pullback_copy_sums_against_numpy_reduction(
+    monkeypatch: pytest.MonkeyPatch, threads: int, shape: tuple[int, ...], inner: tuple[int, ...], outer: tuple[int, ...]
+) -> None:
+    # dy viewed as (outer[0], s[0], inner[0], outer[1], ...) summed over the counts, with
+    # infinities and NaNs in place (the pullback's sums must propagate them as NumPy's do).
+    if threads > 1:
+        monkeypatch.setattr(_parallel, "PARALLEL_THRESHOLD", 1)
+        monkeypatch.setenv("STABLERULES_NUM_THREADS", str(threads))
+    x = random_array(shape)
+    y, back = rrule(sr.repeat, x, inner=Val(inner), outer=Val(outer))
+    dy = random_array(y.shape)
+    flat = dy.reshape(-1)
+    flat[:: max(flat.size // 5, 1)] = np.inf
+    flat[3] = -np.inf
+    flat[flat.size // 2] = np.nan
+    split = tuple(n for o, s, i in zip(outer, shape, inner) for n in (o, s, i))
+    expected = dy.reshape(split).sum(axis=tuple(k for k in range(len(split)) if k % 3 != 1))
+    np.testing.assert_allclose(dense(back(dy)[0]), expected, rtol=1e-12, atol=1e-12)
+
+
 def test_parallel_partition_matches_serial(monkeypatch: pytest.MonkeyPatch) -> None:
     x = random_array((40, 3, 5))
     kwargs: dict[str, object] = {"inner": Val((3, 1, 2)), "outer": Val((2, 1, 2))}
