@@ -1234,6 +1234,8 @@ def _prepared_repeat(
     """
     if type(x) is not _NDARRAY or kernel_target("cpu") != "cpu":
         return None
+    # Unrolled on purpose: a loop over the four arguments (or one helper call each) costs
+    # ~0.5 us of a ~1.5 us forward call (measured); this is the hot path of every call.
     dynamic = False
     if repeats is None:
         repeats_value: object = None
