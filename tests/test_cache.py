@@ -308,3 +308,15 @@ def test_shared_source_is_compiled_once_for_two_signatures(cache_dir: Path) -> N
 
 def test_disk_store_type(cache_dir: Path) -> None:
     assert isinstance(KernelCache().store, DiskStore)
+
+
+def test_first_kernel_of_a_cache_pays_the_gc_debt_of_numbas_start_up(cache_dir: Path) -> None:
+    import gc
+
+    cache = KernelCache()
+    full_collections = gc.get_stats()[2]["collections"]
+    run_kernel(cache, uuid.uuid4().hex)
+    assert gc.get_stats()[2]["collections"] >= full_collections + 1
+    after_first = gc.get_stats()[2]["collections"]
+    cache.get(*doubling_kernel(uuid.uuid4().hex, "float32"))
+    assert gc.get_stats()[2]["collections"] - after_first <= 1  # no forced collection again
