@@ -23,9 +23,12 @@ tree, so the adds do not form one dependent chain) and adding into ``dx`` (assig
 input loop (the 7 in ``(s, 7, s, 10)``) is summed first, elementwise over its adjacent copies
 of the block (contiguous loads, which vectorize), then the runs: through a scratch buffer of
 at most ``_BUFFER_SIZE`` elements, the only temporary, when there is a run (``_Nest.copies_level``
-says when). The pushforward is the forward kernel applied to the tangent. Kernels partition the first ``s``
-loop across threads, so each thread owns a disjoint range of ``dx`` (loops outside it run in
-full in every thread).
+says when). Otherwise a small leading count (the 4 in W3's ``(4, s, 7, s, 2, s, 10)``) is fused
+into the innermost sums (``_Nest.outer_level``): the input loop runs outermost and each run is
+read from every copy at once, so the copies stream together and ``dx`` is updated once instead
+of once per copy. The pushforward is the forward kernel applied to the tangent. Kernels
+partition the first ``s`` loop across threads, so each thread owns a disjoint range of ``dx``
+(loops outside it run in full in every thread).
 
 Per-element counts arrays (``np.repeat(x, counts, axis)``) are data: a segment kernel over
 ``x`` viewed as ``(outer, n, inner)``, with offsets computed once per call.
