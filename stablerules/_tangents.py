@@ -151,11 +151,6 @@ def unthunk(tangent: object) -> object:
     return tangent
 
 
-def project_dtype(dtype: np.dtype[np.generic]) -> np.dtype[np.generic] | None:
-    """The tangent dtype of a primal dtype: itself if floating, ``None`` if not differentiable."""
-    return dtype if dtype.kind in "fc" else None
-
-
 def project(tangent: ArrayLike, dtype: np.dtype[np.generic]) -> ArrayLike:
     """A tangent projected onto a primal's dtype: the real part for a real primal, then cast.
 
@@ -305,6 +300,5 @@ __all__ = [
     "prepare_cotangent",
     "prepare_tangent",
     "project",
-    "project_dtype",
     "unthunk",
 ]
