@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 import stablerules as sr
 from stablerules import Fill, NoTangent, Val, ZeroTangent
 
+from .references import kron_pullback
+
 Array = npt.NDArray[Any]
 Shape = tuple[int, ...]
 
@@ -387,20 +389,6 @@ def _kron_is_implemented() -> bool:
     except NotImplementedError:
         return False
     return True
-
-
-def kron_pullback(a: Array, b: Array, dy: Array) -> tuple[Array, Array]:
-    n = max(a.ndim, b.ndim)
-    a_ = a.reshape((1,) * (n - a.ndim) + a.shape)
-    b_ = b.reshape((1,) * (n - b.ndim) + b.shape)
-    blocks = dy.reshape(tuple(extent for pair in zip(a_.shape, b_.shape) for extent in pair))
-    letters = "abcdefghijkl"
-    a_axes = "".join(letters[2 * d] for d in range(n))
-    b_axes = "".join(letters[2 * d + 1] for d in range(n))
-    pairs = "".join(letters[2 * d] + letters[2 * d + 1] for d in range(n))
-    da = np.einsum(f"{pairs},{b_axes}->{a_axes}", blocks, np.conj(b_)).reshape(a.shape)
-    db = np.einsum(f"{pairs},{a_axes}->{b_axes}", blocks, np.conj(a_)).reshape(b.shape)
-    return da, db
 
 
 # Each (dtype pair, ndim) is a kernel signature: pairs come from a small set.

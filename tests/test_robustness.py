@@ -37,6 +37,8 @@ import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules._arrays import MAX_NDIM, common_device
 
+from .references import kron_pullback
+
 Array = npt.NDArray[Any]
 Shape = tuple[int, ...]
 Call = tuple[tuple[object, ...], dict[str, object]]
@@ -288,16 +290,7 @@ def reference_pullback(case: Case, xs: Sequence[Array], dy: Array) -> list[Array
     dy = np.asarray(dy)
     if case.bilinear:
         a, b = xs
-        n = max(a.ndim, b.ndim)
-        a_, b_ = a.reshape((1,) * (n - a.ndim) + a.shape), b.reshape((1,) * (n - b.ndim) + b.shape)
-        blocks = dy.reshape(tuple(extent for pair in zip(a_.shape, b_.shape) for extent in pair))
-        letters = "abcdefghij"
-        a_axes = "".join(letters[2 * d] for d in range(n))
-        b_axes = "".join(letters[2 * d + 1] for d in range(n))
-        pairs = "".join(letters[2 * d] + letters[2 * d + 1] for d in range(n))
-        da = np.einsum(f"{pairs},{b_axes}->{a_axes}", blocks, np.conj(b_)).reshape(a.shape)
-        db = np.einsum(f"{pairs},{a_axes}->{b_axes}", blocks, np.conj(a_)).reshape(b.shape)
-        return [da, db]
+        return list(kron_pullback(a, b, dy))
     ids: list[Array] = []
     start = 1
     for x in xs:
