@@ -328,6 +328,11 @@ class Plan:
         """What the pullback keeps of the primals (only for ``saves_primals``)."""
         return None
 
+    def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
+        """``(forward(arrays), save(arrays))``, for ``saves_primals``; override it when the two
+        share work (kron's flattened operands)."""
+        return self.forward(arrays), self.save(arrays)
+
     def cotangent_shape(self, saved: object) -> tuple[int, ...]:
         """The shape the pullback's ``dy`` must have: ``out_shape``, unless the output's shape
         depends on data the plan saved (repeat's per-element counts)."""
@@ -491,13 +496,17 @@ class RuleOp(Op):
     def _rrule(self, *args: object, **kwargs: object) -> tuple[object, Pullback]:
         arrays, statics = self._bind(args, kwargs)
         plan = self.lookup(arrays, statics)
-        if GUARDED[0] and "forward" in plan.kernel_entries and guarded():
-            before = context_launches()
-            y = plan.forward(arrays)
-            _count_unlaunched(self.name, "forward", before)
+        checked = GUARDED[0] and "forward" in plan.kernel_entries and guarded()
+        before = context_launches() if checked else 0
+        if plan.saves_primals:
+            y, saved = plan.forward_and_save(arrays)
+            pullback = self._make_pullback(plan, saved, len(args))
         else:
             y = plan.forward(arrays)
-        return y, self._pullback_of(plan, arrays, len(args))
+            pullback = self._pullback_of(plan, len(args))
+        if checked:
+            _count_unlaunched(self.name, "forward", before)
+        return y, pullback
 
     def _pullback_builder(self, *args: object, **kwargs: object) -> Pullback:
         arrays, statics = self._bind(args, kwargs)
@@ -506,11 +515,11 @@ class RuleOp(Op):
             raise TypeError(
                 f"pullback: {self.name}'s pullback reads the primal values; pass arrays, not ArraySpecs"
             )
-        return self._pullback_of(plan, arrays, len(args))
-
-    def _pullback_of(self, plan: Plan, arrays: tuple[object, ...], positional: int) -> Pullback:
         if plan.saves_primals:
-            return self._make_pullback(plan, plan.save(arrays), positional)
+            return self._make_pullback(plan, plan.save(arrays), len(args))
+        return self._pullback_of(plan, len(args))
+
+    def _pullback_of(self, plan: Plan, positional: int) -> Pullback:
         cache: dict[int, Pullback] = plan.__dict__.setdefault("_pullbacks", {})
         pullback = cache.get(positional)
         if pullback is None:
