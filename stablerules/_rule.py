@@ -100,7 +100,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import _cuda, _parallel
-from ._arrays import ArrayLike, ArraySpec, device_of, is_array, kernel_target
+from ._arrays import ArrayLike, ArraySpec, device_of, is_array, kernel_target, shape_text
 from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, guarded
 from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op
 from ._tangents import (
@@ -465,7 +465,8 @@ class RuleOp(Op):
                 where = device_of(value)
                 if where != "cpu":
                     device = where
-                parts.append((where, spec.dtype))
+                # A CPU ArraySpec keys as a NumPy array does: precompile warms the call's plan.
+                parts.append(spec.dtype if where == "cpu" else (where, spec.dtype))
                 parts.append(tuple(spec.shape))
             else:
                 return None
@@ -672,7 +673,7 @@ class RuleOp(Op):
             given = tangents[:count] + (ZERO_TANGENT,) * max(count - positional, 0)
         names = self._input_names(count)
         return tuple(
-            prepare_tangent(tangent, shape, dtype, plan.like, f"{self.name} frule: the tangent of {name}")
+            _prepare_tangent(tangent, shape, dtype, plan.like, f"{self.name} frule: the tangent of {name}")
             if wanted
             else ZERO_TANGENT
             for tangent, wanted, shape, dtype, name in zip(
@@ -687,6 +688,18 @@ class RuleOp(Op):
         if self.sequence or len(names) < count:
             return [f"arrays[{index}]" for index in range(count)]
         return [repr(name) for name in names[:count]]
+
+
+def _prepare_tangent(
+    tangent: object, shape: tuple[int, ...], dtype: np.dtype[np.generic], like: ArrayLike, where: str
+) -> Cotangent:
+    """``prepare_tangent``, saying so when a ``Fill`` has the wrong shape."""
+    tangent = unthunk(tangent)
+    if isinstance(tangent, Fill) and tangent.shape != shape:
+        raise ValueError(
+            f"{where} is a Fill of shape {shape_text(tangent.shape)} but its primal has shape {shape_text(shape)}"
+        )
+    return prepare_tangent(tangent, shape, dtype, like, where)
 
 
 _Function = TypeVar("_Function", bound=Callable[..., object])
