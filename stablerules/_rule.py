@@ -102,7 +102,7 @@ import numpy as np
 from . import _cuda, _parallel
 from ._arrays import ArrayLike, ArraySpec, device_of, is_array, kernel_target, shape_text
 from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, guarded
-from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op
+from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op, Pullback
 from ._tangents import (
     Cotangent,
     DenseCotangent,
@@ -114,9 +114,6 @@ from ._tangents import (
     unthunk,
 )
 from ._val import Val
-
-Pullback = Callable[[object], tuple[object, ...]]
-"""A pullback: ``back(dy)`` returns one tangent per positional argument of the call."""
 
 DensePullback = Callable[[Any], tuple[object, ...]]
 """A plan's pullback of a dense cotangent (an array; for a plan with ``output_shapes``, the
@@ -153,13 +150,23 @@ def _slot(signature: ShapeSignature) -> int:
     return slot
 
 
-def kernel_launches(signature: ShapeSignature | None = None) -> int:
-    """Launches of the kernel of ``signature`` in this process (of every kernel for ``None``),
-    counted by the launchers below: what tests assert to show a rule ran its kernel."""
-    if signature is None:
-        return sum(_LAUNCHES)
-    slot = _SLOTS.get(signature)
-    return 0 if slot is None else _LAUNCHES[slot]
+def kernel_launches(
+    signature: ShapeSignature | None = None, *, op: str | None = None, kind: str | None = None, device: str | None = None
+) -> int:
+    """Launches counted by the launchers below in this process: of the kernel of
+    ``signature``, or of every kernel whose op, kind (a prefix: ``"forward"`` takes in
+    ``"forward-counts"``) and device match those given. What tests assert to show that a rule
+    ran its kernel."""
+    if signature is not None:
+        slot = _SLOTS.get(signature)
+        return 0 if slot is None else _LAUNCHES[slot]
+    return sum(
+        _LAUNCHES[slot]
+        for known, slot in list(_SLOTS.items())
+        if (op is None or known.op == op)
+        and (kind is None or known.kind.startswith(kind))
+        and (device is None or known.device == device)
+    )
 
 
 def _note_launch() -> None:
