@@ -82,7 +82,6 @@ from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
 
-_NO_TANGENT = NO_TANGENT
 _NDARRAY = np.ndarray
 # Counts whose product reaches this cannot index memory: rejected before any kernel is built.
 _COUNT_LIMIT = 2**62
@@ -499,11 +498,6 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
     return cpu_kernel(
         signature, parameters, writer, f"repeat nest {nest.items}, {what}", numpy=copies_level >= 0 and run > 1
     )
-
-
-def _differentiable(dtype: np.dtype[np.generic]) -> bool:
-    # ``is_differentiable`` for dtypes that passed ``check_dtype``, without ``dtype.name``.
-    return dtype.kind in "fc"
 
 
 def _nest_signature(nest: _Nest, dtype: np.dtype[np.generic], kind: str, target: str = "cpu") -> ShapeSignature:
@@ -996,7 +990,7 @@ class CountsPlan(_RepeatPlan):
         def dense(dy: ArrayLike) -> tuple[object, ...]:
             dx: ArrayLike = allocate(size, dtype)
             self._launch("pullback", counts, dy.reshape(-1), dx)
-            return (dx.reshape(shape), _NO_TANGENT)
+            return (dx.reshape(shape), NO_TANGENT)
 
         return dense
 
@@ -1006,7 +1000,7 @@ class CountsPlan(_RepeatPlan):
         xp = self.namespace
         dx: ArrayLike = xp.empty(self.shape, dtype=self.out_dtype)
         dx[...] = (xp.asarray(fill.value, dtype=self.out_dtype) * saved.counts).reshape(self.counts_shape)
-        return (dx, _NO_TANGENT)
+        return (dx, NO_TANGENT)
 
     def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
         tangent = tangents[0]
