@@ -76,8 +76,9 @@ What the scaffold does, for every op alike:
   partition loop, split across threads by ``_parallel``'s policy (one call below
   ``PARALLEL_THRESHOLD`` elements of work); :func:`cuda_launch`/:func:`cuda_launch_blocks`
   for CUDA kernels;
-- launch counting and the steady-state check that makes "no dynamic fallback" provable: every
-  launch through those launchers is counted per kernel signature (:func:`kernel_launches`).
+- launch counting and the steady-state check that makes "no dynamic fallback" provable: while
+  a guard or ``count_launches()`` is open, every launch through those launchers is counted per
+  kernel signature (:func:`kernel_launches`); outside them launching costs no counting.
   Inside ``no_compile()`` or ``no_fallback()`` (this context's), each forward, dense pullback
   and pushforward entry listed in ``kernel_entries`` must launch at least one compiled kernel;
   one that does not (a NumPy composition in its place) is a fallback: counted in
@@ -104,7 +105,7 @@ import numpy as np
 
 from . import _cuda, _parallel
 from ._arrays import ArrayLike, ArraySpec, device_of, is_array, kernel_target, shape_text
-from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, guarded
+from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, count_launches, guarded
 from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op, Pullback
 from ._tangents import (
     Cotangent,
@@ -128,7 +129,8 @@ _FLOAT64: np.dtype[np.generic] = np.dtype(np.float64)
 _NDARRAY = np.ndarray
 
 # ---------------------------------------------------------------------------------------------
-# Kernel launches: counted per kernel signature (process-wide) and, inside a guard, per context
+# Kernel launches: counted per kernel signature (process-wide) and per context, while a guard
+# or count_launches() is open (in any thread): outside them a launch costs no counting at all
 # ---------------------------------------------------------------------------------------------
 
 _LAUNCHES: list[int] = []
@@ -156,10 +158,10 @@ def _slot(signature: ShapeSignature) -> int:
 def kernel_launches(
     signature: ShapeSignature | None = None, *, op: str | None = None, kind: str | None = None, device: str | None = None
 ) -> int:
-    """Launches counted by the launchers below in this process: of the kernel of
-    ``signature``, or of every kernel whose op, kind (a prefix: ``"forward"`` takes in
-    ``"forward-counts"``) and device match those given. What tests assert to show that a rule
-    ran its kernel."""
+    """Launches counted by the launchers below in this process (while a guard or
+    ``count_launches()`` was open): of the kernel of ``signature``, or of every kernel whose
+    op, kind (a prefix: ``"forward"`` takes in ``"forward-counts"``) and device match those
+    given. What tests assert to show that a rule ran its kernel."""
     if signature is not None:
         slot = _SLOTS.get(signature)
         return 0 if slot is None else _LAUNCHES[slot]
@@ -189,8 +191,8 @@ def context_launches() -> int:
 # A launcher is generated per arity (a fixed parameter list calls ~0.1 us faster than *args).
 _LAUNCHER_TEMPLATE = """
 def launch({arrays}):
-    launches[slot] += 1
     if guarded[0]:
+        launches[slot] += 1
         note()
     if work < parallel.PARALLEL_THRESHOLD:
         entry({arrays}, {trailing}0, extent)
@@ -201,8 +203,8 @@ def launch({arrays}):
 
 _PRIVATE_LAUNCHER_TEMPLATE = """
 def launch({arrays}):
-    launches[slot] += 1
     if guarded[0]:
+        launches[slot] += 1
         note()
     if work < parallel.PARALLEL_THRESHOLD:
         entry({arrays}, {trailing}0, extent)
@@ -265,8 +267,8 @@ def cpu_launcher(
 def cpu_launch(kernel: Kernel, *args: object, extent: int, work: int) -> None:
     """One launch with per-call arguments (data-dependent offsets, say): ``kernel(*args, lo,
     hi)`` over ``[0, extent)``, split as :func:`cpu_launcher` splits. Counted."""
-    _LAUNCHES[_slot(kernel.signature)] += 1
     if GUARDED[0]:
+        _LAUNCHES[_slot(kernel.signature)] += 1
         _note_launch()
     _parallel.run_partitioned(kernel.entry, args, extent, work if extent >= 2 else -1)
 
@@ -280,16 +282,16 @@ def empty_launch() -> None:
 
 def cuda_launch(kernel: Kernel, total: int, *args: object, work: int = 1) -> None:
     """``_cuda.launch`` (a grid-stride kernel over ``total`` items), counted."""
-    _LAUNCHES[_slot(kernel.signature)] += 1
     if GUARDED[0]:
+        _LAUNCHES[_slot(kernel.signature)] += 1
         _note_launch()
     _cuda.launch(kernel, total, *args, work=work)
 
 
 def cuda_launch_blocks(kernel: Kernel, units: int, threads: int, *args: object) -> None:
     """``_cuda.launch_blocks`` (a block-stride kernel over ``units``), counted."""
-    _LAUNCHES[_slot(kernel.signature)] += 1
     if GUARDED[0]:
+        _LAUNCHES[_slot(kernel.signature)] += 1
         _note_launch()
     _cuda.launch_blocks(kernel, units, threads, *args)
 
@@ -334,7 +336,6 @@ def make(array_type, out_dtype, out_shape, guarded, general, allocate, size, dty
     def pullback(dy):
         if type(dy) is array_type and dy.dtype is out_dtype and dy.shape == out_shape and not guarded[0]:
             dx = allocate(size, dtype)
-            launches[slot] += 1
             if work < parallel.PARALLEL_THRESHOLD:
                 entry(dy.ravel(), dx, {trailing}0, extent)
             else:
@@ -817,6 +818,7 @@ __all__ = [
     "RuleOp",
     "ZERO_TANGENT",
     "context_launches",
+    "count_launches",
     "cpu_launch",
     "cpu_launcher",
     "empty_launch",

@@ -33,7 +33,7 @@ import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules._cache import CACHE
 from stablerules._cuda import cuda_available, simulator_enabled
-from stablerules._rule import kernel_launches
+from stablerules._rule import count_launches, kernel_launches
 
 Array = npt.NDArray[Any]
 
@@ -119,10 +119,12 @@ def cuda_kernel_runs(op: str, kind: str, expected: bool = True) -> Iterator[None
     """The block launches a CUDA kernel of ``op`` and ``kind`` (a prefix), when ``expected``
     (an empty output has nothing to launch): results equal to the CPU's are not enough, the
     work must have run in CUDA kernels."""
-    before = kernel_launches(op=op, kind=kind, device="cuda")
-    yield
+    with count_launches():
+        before = kernel_launches(op=op, kind=kind, device="cuda")
+        yield
+        after = kernel_launches(op=op, kind=kind, device="cuda")
     if expected:
-        assert kernel_launches(op=op, kind=kind, device="cuda") > before, f"no CUDA {op} {kind} kernel ran"
+        assert after > before, f"no CUDA {op} {kind} kernel ran"
 
 
 # ------------------------------------------------------------------------------------ cases
