@@ -408,3 +408,85 @@ def test_numpy_forward_and_pushforward_in_place_of_kernels_are_caught(
     monkeypatch.setattr(NestPlan, "pushforward", numpy_pushforward)
     with pytest.raises(AssertionError, match="tile pushforward: no compiled kernel"):
         check_frule(sr.tile, a, Val((2, 2)))
+
+
+# --------------------------------------------------------------------------------------------
+# An op with several outputs (as split): the scaffold prepares each output's cotangent
+# --------------------------------------------------------------------------------------------
+
+
+class HalvesPlan(Plan):
+    """``halves(x)``: the two halves of a 1-D ``x`` of even length, as copies (no kernel)."""
+
+    def __init__(self, length: int, dtype: np.dtype[np.generic]) -> None:
+        self.op = "halves"
+        self.half = length // 2
+        self.out_shape = (self.half,)
+        self.output_shapes = ((self.half,), (self.half,))
+        self.out_dtype = dtype
+        self.differentiable = dtype.kind in "fc"
+        self.input_tangents = (self.differentiable,)
+        self.input_shapes = ((length,),)
+        self.input_dtypes = (dtype,)
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        x = as_array(arrays[0], "x")
+        return x[: self.half].copy(), x[self.half :].copy()
+
+    def pullback(self, saved: object) -> DensePullback:
+        def dense(cotangents: tuple[Cotangent, ...]) -> tuple[object, ...]:
+            parts = [
+                entry.array if isinstance(entry, DenseCotangent)
+                else np.full(self.half, entry.value if isinstance(entry, Fill) else 0.0, self.out_dtype)
+                for entry in cotangents
+            ]
+            return (np.concatenate(parts),)
+
+        return dense
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        (tangent,) = tangents
+        if isinstance(tangent, DenseCotangent):
+            return tangent.array[: self.half].copy(), tangent.array[self.half :].copy()
+        return ZeroTangent(), ZeroTangent()
+
+
+class Halves(RuleOp):
+    name = "halves"
+    input_names = ("x",)
+
+    def __call__(self, x: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        return self.forward(x)  # type: ignore[return-value]
+
+    def bind(self, x: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return (x,), ()
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        x = as_array(arrays[0], "x")
+        if x.ndim != 1 or x.shape[0] % 2:
+            raise ValueError(f"halves: x must be 1-D of even length, got shape {x.shape}")
+        return HalvesPlan(x.shape[0], x.dtype)
+
+
+def test_several_outputs_take_a_tuple_of_cotangents() -> None:
+    halves = Halves()
+    try:
+        x = np.arange(6.0)
+        (first, second), back = _rrule(halves, x)
+        np.testing.assert_array_equal(first, [0.0, 1.0, 2.0])
+        (dx,) = back((np.ones(3), np.full(3, 2.0)))
+        np.testing.assert_array_equal(dx, [1, 1, 1, 2, 2, 2])
+        (dx,) = back((ZeroTangent(), Thunk(lambda: Fill(3.0, (3,)))))
+        np.testing.assert_array_equal(dx, [0, 0, 0, 3, 3, 3])
+        assert back(ZeroTangent()) == (ZeroTangent(),)
+        assert back((ZeroTangent(), ZeroTangent())) == (ZeroTangent(),)
+        with pytest.raises(ValueError, match="halves has 2 outputs, so dy must be a tuple of 2 cotangents, got 1 entries"):
+            back((np.ones(3),))
+        with pytest.raises(ValueError, match=r"\(4,\).*\(3,\)"):
+            back((np.ones(4), np.ones(3)))
+        _, (d_first, d_second) = _frule(halves, (np.arange(6.0) * 2,), x)
+        np.testing.assert_array_equal(d_second, [6.0, 8.0, 10.0])
+        check_rrule(halves, np.random.default_rng(6).standard_normal(4))
+    finally:
+        for registry in (RRULES, FRULES, PULLBACKS):
+            registry.unregister(halves)
