@@ -52,7 +52,15 @@ An op module supplies three things; the scaffold does the rest.
    - ``pushforward(arrays, tangents) -> dy``; each tangent arrives prepared: a
      ``DenseCotangent`` (C-contiguous, the input's dtype), a ``Fill`` or ``ZeroTangent()``
      (also for ``NoTangent()``, for an argument without a tangent and for a non-differentiable
-     input). Only called when the output is differentiable (else ``dy`` is ``NoTangent()``).
+     input). Only called when the output is differentiable (else ``dy`` is ``NoTangent()``);
+   - with ``saves_primals`` only: ``save(arrays)``, ``forward_and_save(arrays)`` (override it
+     when the two share work) and, when the output's shape depends on data (repeat's counts
+     array), ``cotangent_shape(saved)``.
+
+   Kernels run through the scaffold's launchers (:func:`cpu_launcher`, :func:`cpu_launch`,
+   :func:`cuda_launch`, :func:`cuda_launch_blocks`), never by calling a kernel directly: that
+   is what counts them. An entry whose work is empty for this call's data calls
+   :func:`empty_launch`.
 
 What the scaffold does, for every op alike:
 

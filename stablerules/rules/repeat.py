@@ -530,12 +530,8 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
     return _NestWriter(nest, dtype, pullback).render(signature)
 
 
-def _nest_signature(nest: _Nest, dtype: np.dtype[np.generic], kind: str, target: str = "cpu") -> ShapeSignature:
-    return ShapeSignature("repeat", kind, nest.items, (dtype_name(dtype),), (len(nest.groups),), target)
-
-
-def _nest_request(nest: _Nest, dtype: np.dtype[np.generic], kind: str, target: str = "cpu") -> KernelRequest:
-    signature = _nest_signature(nest, dtype, kind, target)
+def _nest_request(nest: _Nest, dtype: np.dtype[np.generic], kind: str, target: str) -> KernelRequest:
+    signature = ShapeSignature("repeat", kind, nest.items, (dtype_name(dtype),), (len(nest.groups),), target)
     render = _render_nest_cuda if target == "cuda" else _render_nest
     return KernelRequest(
         signature, lambda: render(signature, nest, dtype_name(dtype), pullback=kind == "pullback")
@@ -599,7 +595,7 @@ def _render_segments(signature: ShapeSignature, dtype: str, pullback: bool, unit
     return cpu_kernel(signature, parameters, writer, f"repeat with per-element counts, {what}")
 
 
-def _segments_request(dtype: np.dtype[np.generic], kind: str, unit_inner: bool, target: str = "cpu") -> KernelRequest:
+def _segments_request(dtype: np.dtype[np.generic], kind: str, unit_inner: bool, target: str) -> KernelRequest:
     signature = ShapeSignature(
         "repeat", f"{kind}-counts", ("inner=1" if unit_inner else "inner=n",), (dtype_name(dtype),), (1,), target
     )
