@@ -53,8 +53,12 @@ def dense(tangent: object) -> Array:
     return tangent
 
 
+def static(value: int | tuple[int, ...]) -> Static:
+    return Val(value) if isinstance(value, int) else Val(value)
+
+
 def val(value: int | tuple[int, ...] | None) -> Static | None:
-    return None if value is None else Val(value)
+    return None if value is None else static(value)
 
 
 def negated(shift: int | tuple[int, ...]) -> int | tuple[int, ...]:
@@ -266,7 +270,7 @@ ROLL_CASES: list[tuple[tuple[int, ...], int | tuple[int, ...], int | tuple[int, 
 def test_roll_forward_is_numpys(shape: tuple[int, ...], shift: int | tuple[int, ...], axis: int | tuple[int, ...] | None) -> None:
     for dtype in DTYPES + [">f8", "<c16", ">i2"]:
         x = random_array(shape, dtype)
-        y = sr.roll(x, Val(shift), axis=val(axis))
+        y = sr.roll(x, static(shift), axis=val(axis))
         expected = np.roll(x, shift, axis=axis)
         assert y.shape == expected.shape and y.dtype == expected.dtype, (dtype, y.dtype)
         np.testing.assert_array_equal(y, expected)
@@ -293,14 +297,14 @@ def test_roll_pullback_and_pushforward_are_rolls(
     shape: tuple[int, ...], shift: int | tuple[int, ...], axis: int | tuple[int, ...] | None
 ) -> None:
     x = random_array(shape, np.complex128)
-    y, back = rrule(sr.roll, x, Val(shift), axis=val(axis))
+    y, back = rrule(sr.roll, x, static(shift), axis=val(axis))
     dy = random_array(y.shape, np.complex128)
     dx, dshift = back(dy)
     assert dshift == NoTangent()
     np.testing.assert_array_equal(dense(dx), np.roll(dy, negated(shift), axis=axis))
     v = random_array(shape, np.complex128)
     np.testing.assert_allclose(np.vdot(dense(dx), v), np.vdot(dy, np.roll(v, shift, axis=axis)), rtol=1e-12, atol=1e-12)
-    _, tangent = sr.frule(sr.roll, (v, NoTangent()), x, Val(shift), axis=val(axis))
+    _, tangent = sr.frule(sr.roll, (v, NoTangent()), x, static(shift), axis=val(axis))
     np.testing.assert_array_equal(dense(tangent), np.roll(v, shift, axis=axis))
 
 
@@ -319,9 +323,9 @@ def test_roll_passes_the_shared_checker(
     shape: tuple[int, ...], shift: int | tuple[int, ...], axis: int | tuple[int, ...] | None, dtype: npt.DTypeLike
 ) -> None:
     x = random_array(shape, dtype)
-    check_rrule(sr.roll, x, Val(shift), axis=val(axis))
-    check_frule(sr.roll, x, Val(shift), axis=val(axis))
-    check_rrule(sr.roll, x, Val(shift), val(axis))
+    check_rrule(sr.roll, x, static(shift), axis=val(axis))
+    check_frule(sr.roll, x, static(shift), axis=val(axis))
+    check_rrule(sr.roll, x, static(shift), val(axis))
 
 
 def test_roll_tangents_are_fresh_projected_and_of_the_primals_dtype() -> None:
@@ -394,7 +398,7 @@ def test_roll_thread_split_matches_numpy(monkeypatch: pytest.MonkeyPatch, thread
     monkeypatch.setenv("STABLERULES_NUM_THREADS", str(threads))
     for shape, shift, axis in (((7, 5, 3), (2, -1), (0, 2)), ((41,), 17, 0), ((5, 8), 3, 0), ((6, 4), (2, 1), (1, 1))):
         x = random_array(shape)
-        y, back = rrule(sr.roll, x, Val(shift), axis=Val(axis))
+        y, back = rrule(sr.roll, x, static(shift), axis=static(axis))
         np.testing.assert_array_equal(y, np.roll(x, shift, axis=axis))
         dy = random_array(shape)
         np.testing.assert_array_equal(dense(back(dy)[0]), np.roll(dy, negated(shift), axis=axis))
@@ -449,7 +453,7 @@ def test_roll_kernels_are_shared_by_shapes_shifts_and_dtypes_of_one_size() -> No
         # Other shapes, other shifts, another dtype of 4 bytes: the same kernel.
         for shape, shift, dtype in (((2, 9, 3), -4, np.int32), ((1, 1, 1), 7, np.float32), ((3, 2, 8), 1, np.uint32)):
             v = random_array(shape, dtype)
-            np.testing.assert_array_equal(sr.roll(v, Val(shift), axis=Val(1)), np.roll(v, shift, axis=1))
+            np.testing.assert_array_equal(sr.roll(v, static(shift), axis=Val(1)), np.roll(v, shift, axis=1))
         w = random_array((4, 3, 2), np.float32)
         y, back = rrule(sr.roll, w, Val(5), axis=Val(1))
         dy = random_array(y.shape, np.float32)
@@ -486,7 +490,7 @@ def test_flip_and_roll_random(shape: tuple[int, ...], data: st.DataObject) -> No
     shift = data.draw(st.integers(-9, 9))
     x = random_array(shape)
     v = random_array(shape)
-    y, back = rrule(sr.roll, x, Val(shift), axis=val(axis))
+    y, back = rrule(sr.roll, x, static(shift), axis=val(axis))
     np.testing.assert_array_equal(y, np.roll(x, shift, axis=axis))
     dy = random_array(y.shape)
     dx = dense(back(dy)[0])
