@@ -43,7 +43,6 @@ Decisions where SPEC is silent
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import types as pytypes
@@ -54,87 +53,28 @@ from typing import TypeAlias, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from .. import _parallel
-from .._arrays import (
-    ArrayLike,
-    ArraySpec,
-    array_namespace,
-    as_array,
-    check_dtype,
-    checked_size,
-    device_of,
-    kernel_target,
-    normalize_axis,
-    shape_text,
-    static_ints,
-)
-from .._cache import CACHE, Kernel, KernelSource, PlanCache, ShapeSignature
+from .._arrays import ArrayLike, InputFacts, checked_size, input_facts, normalize_axis, shape_text, static_ints
+from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
-from .._cuda import cuda_array_type, cuda_kernel, launch
-from .._parallel import chunk_bounds, run_chunks
-from .._registry import KernelRequest, Op, frule_rule, rrule_rule
-from .._tangents import DenseCotangent, Fill, NoTangent, ZeroTangent, prepare_cotangent, prepare_tangent, unthunk
+from .._cuda import cuda_array_type, cuda_kernel, require_cuda
+from .._registry import KernelRequest
+from .._rule import DensePullback, Plan, RuleOp, cpu_launcher, cuda_launch
+from .._tangents import Cotangent, DenseCotangent, Fill
 from .._val import Val
+from .._views import ViewPlan
 
 _DT = TypeVar("_DT", bound=np.generic)
 
 Shape: TypeAlias = tuple[int, ...]
 DType: TypeAlias = np.dtype[np.generic]
-Pullback = Callable[[object], tuple[object, ...]]
 _Static: TypeAlias = "Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]"
 
-_NO_TANGENT = NoTangent()
-_ZERO_TANGENT = ZeroTangent()
-_NDARRAY = np.ndarray
-# Python refuses source with more than 20 statically nested blocks: a nest of that many
-# groups is refused (an ndim-64 array rolled along every other axis would need 64 levels).
+# Python refuses source with more than 20 statically nested blocks: a nest of more groups is
+# refused (an ndim-64 array rolled along every other axis would need 64 levels).
 _MAX_NEST_LEVELS = 18
 _PLAIN = "plain"
 _ROLLED = "rolled"
-_UNITS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
-
-
-# ======================================================================================
-# Shared facts of one input
-# ======================================================================================
-
-
-@dataclass(frozen=True, slots=True)
-class _Input:
-    """An input as validation sees it: the array (``None`` for an ``ArraySpec``), its shape,
-    dtype, the dtype of its tangents (``None``: not differentiable) and its kernel target."""
-
-    array: ArrayLike | None
-    shape: Shape
-    dtype: DType
-    tangent_dtype: DType | None
-    device: str
-    target: str
-
-
-def _input(x: object, op: str) -> _Input:
-    if isinstance(x, ArraySpec):
-        try:
-            check_dtype(x.dtype, "x")
-        except TypeError as error:
-            raise TypeError(f"{op}: {error}") from None
-        array: ArrayLike | None = None
-        shape, dtype, device = x.shape, x.dtype, device_of(x)
-    else:
-        try:
-            array = as_array(x, "x")
-        except TypeError as error:
-            raise TypeError(f"{op}: {error}") from None
-        shape, dtype, device = tuple(int(n) for n in array.shape), array.dtype, device_of(array)
-    native = dtype if dtype.isnative else dtype.newbyteorder("=")
-    tangent = native if native.kind in "fc" else None
-    return _Input(array, shape, dtype, tangent, device, kernel_target(device))
-
-
-def _need_array(item: _Input, op: str) -> ArrayLike:
-    if item.array is None:
-        raise TypeError(f"{op}: x must be an array (an ArraySpec only describes one, for precompile/explain)")
-    return item.array
+_UNITS: dict[int, DType] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
 def _axes(value: object, ndim: int, op: str, name: str = "axis") -> tuple[int, ...]:
@@ -147,62 +87,9 @@ def _axes(value: object, ndim: int, op: str, name: str = "axis") -> tuple[int, .
         raise ValueError(f"{op}: {error}") from None
 
 
-def _check_tangents(tangents: object, positional: int, op: str) -> object:
-    """The tangent of ``x`` from ``frule``'s ``tangents`` (one entry per positional argument)."""
-    if not isinstance(tangents, tuple) or len(tangents) != positional:
-        count = len(tangents) if isinstance(tangents, tuple) else type(tangents).__name__
-        raise ValueError(
-            f"{op} frule: tangents must be a tuple with one entry per positional argument "
-            f"({positional}), got {count}"
-        )
-    return tangents[0]
-
-
-def _like(xp: pytypes.ModuleType) -> ArrayLike:
-    """An empty array naming a namespace's device, for the cotangent's device check."""
-    return cast(ArrayLike, xp.empty((0,)))
-
-
-_NUMPY_LIKE: ArrayLike = np.empty((0,))
-
-
-def _namespace_like(item: _Input) -> ArrayLike:
-    if item.array is None or type(item.array) is _NDARRAY:
-        return _NUMPY_LIKE
-    return _like(array_namespace(item.array))
-
-
-def _view_source(dy: object, shape: Shape, dtype: DType, like: ArrayLike) -> ArrayLike | Fill | ZeroTangent:
-    """A cotangent for a view pullback: ``dy`` itself when it is an array of ``like``'s type,
-    ``shape`` and ``dtype`` (any layout: a view needs no contiguity), else what
-    ``prepare_cotangent`` makes of it (validated, projected, C-contiguous)."""
-    if type(dy) is type(like) and dy.dtype == dtype and dy.shape == shape:  # type: ignore[attr-defined]
-        return cast(ArrayLike, dy)
-    prepared = prepare_cotangent(dy, shape, dtype, like)
-    return prepared.array if isinstance(prepared, DenseCotangent) else prepared
-
-
-def _tangent_source(tangent: object, shape: Shape, dtype: DType, like: ArrayLike | None, where: str) -> ArrayLike | Fill | ZeroTangent:
-    """``_view_source`` for an frule's tangent (``NoTangent`` reads as a hard zero)."""
-    tangent = unthunk(tangent)
-    if like is not None and type(tangent) is type(like) and tangent.dtype == dtype and tangent.shape == shape:  # type: ignore[attr-defined]
-        return cast(ArrayLike, tangent)
-    prepared = prepare_tangent(tangent, shape, dtype, like, where)
-    return prepared.array if isinstance(prepared, DenseCotangent) else prepared
-
-
 # ======================================================================================
 # flip
 # ======================================================================================
-
-
-@dataclass(frozen=True, slots=True)
-class FlipPlan:
-    """A flip of one shape: the index that views an array of that shape flipped."""
-
-    shape: Shape
-    index: tuple[slice | pytypes.EllipsisType, ...]
-    tangent_dtype: DType | None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -211,26 +98,41 @@ def _flip_index(ndim: int, axes: tuple[int, ...]) -> tuple[slice | pytypes.Ellip
     return (*(slice(None, None, -1) if axis in axes else slice(None) for axis in range(ndim)), Ellipsis)
 
 
-def _check_flip(x: object, axis: object) -> tuple[_Input, FlipPlan]:
+class FlipPlan(ViewPlan):
+    """A flip of one shape: one index views an array of that shape flipped, and flipping is
+    its own adjoint."""
+
+    def __init__(self, facts: InputFacts, axes: tuple[int, ...]) -> None:
+        super().__init__("flip", facts, facts.shape)
+        self.index = _flip_index(len(facts.shape), axes)
+
+    def view(self, array: ArrayLike) -> ArrayLike:
+        return array[self.index]
+
+    def unview(self, array: ArrayLike) -> ArrayLike:
+        return array[self.index]
+
+
+def _check_flip(x: object, axis: object) -> FlipPlan:
     """Validate ``flip(x, axis)``: ``TypeError`` for a bad ``x`` or ``axis``, ``ValueError``
     for an axis out of bounds or named twice; nothing runs before this."""
-    item = _input(x, "flip")
-    ndim = len(item.shape)
+    facts = input_facts(x, "x", "flip")
+    ndim = len(facts.shape)
     if axis is None:
         axes = tuple(range(ndim))
     else:
         axes = _axes(axis, ndim, "flip")
         if len(set(axes)) != len(axes):
-            raise ValueError(f"flip: axis {static_ints(axis, 'axis')} names an axis twice (x has shape {shape_text(item.shape)})")
-    return item, FlipPlan(item.shape, _flip_index(ndim, axes), item.tangent_dtype)
+            raise ValueError(
+                f"flip: axis {static_ints(axis, 'axis')} names an axis twice (x has shape {shape_text(facts.shape)})"
+            )
+    return FlipPlan(facts, axes)
 
 
-def _flip_arguments(x: object, axis: object = None) -> tuple[object, object]:
-    return x, axis
-
-
-class _Flip(Op):
+class Flip(RuleOp):
     name = "flip"
+    static_names = ("axis",)
+    input_names = ("x",)
 
     def __call__(self, x: npt.NDArray[_DT], axis: _Static | None = None) -> npt.NDArray[_DT]:
         """Reverse the order of elements along ``axis`` (``np.flip``; Julia's ``reverse(x;
@@ -240,61 +142,18 @@ class _Flip(Op):
         ``NoTangent()`` for an ``axis`` given positionally; ``dx`` is ``dy`` flipped: a
         *view of the cotangent* (writable when ``dy`` is) when ``dy`` has ``x``'s dtype, else
         a view of its projected copy. A ``Fill`` cotangent gives a ``Fill``, ``ZeroTangent``
-        a ``ZeroTangent``. The pushforward is the tangent flipped, a view as well.
+        a ``ZeroTangent``. The pushforward is the tangent flipped. No kernel is compiled.
         """
-        item, plan = _check_flip(x, axis)
-        return cast("npt.NDArray[_DT]", _need_array(item, "flip")[plan.index])
+        return self.forward(x, axis)  # type: ignore[return-value]
 
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """No kernels: flip and its rules are views. Validates the signature."""
-        _check_flip(*_flip_arguments(*args, **kwargs))
-        return []
+    def bind(self, x: object, axis: object = None) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return (x,), (axis,)
 
-
-flip = _Flip()
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        return _check_flip(arrays[0], statics[0])
 
 
-def _flip_pullback_of(plan: FlipPlan, positional: int, like: ArrayLike) -> Pullback:
-    rest = (_NO_TANGENT,) * (positional - 1)
-    shape, index, dtype = plan.shape, plan.index, plan.tangent_dtype
-    if dtype is None:
-
-        def constant_flip_pullback(dy: object) -> tuple[object, ...]:
-            prepare_cotangent(dy, shape, np.dtype(np.float64), like)  # validates dy's shape
-            return (_NO_TANGENT, *rest)
-
-        return constant_flip_pullback
-
-    def flip_pullback(dy: object) -> tuple[object, ...]:
-        source = _view_source(dy, shape, dtype, like)
-        if isinstance(source, Fill):
-            return (source, *rest)  # a Fill flipped is itself
-        if isinstance(source, ZeroTangent):
-            return (source, *rest)
-        return (source[index], *rest)
-
-    return flip_pullback
-
-
-@rrule_rule(flip)
-def _flip_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-    item, plan = _check_flip(*_flip_arguments(*args, **kwargs))
-    y = _need_array(item, "flip")[plan.index]
-    return y, _flip_pullback_of(plan, len(args), _namespace_like(item))
-
-
-@frule_rule(flip)
-def _flip_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-    item, plan = _check_flip(*_flip_arguments(*args, **kwargs))
-    tangent = _check_tangents(tangents, len(args), "flip")
-    array = _need_array(item, "flip")
-    y = array[plan.index]
-    if plan.tangent_dtype is None:
-        return y, _NO_TANGENT
-    source = _tangent_source(tangent, plan.shape, plan.tangent_dtype, _namespace_like(item), "flip frule: the tangent of x")
-    if isinstance(source, (Fill, ZeroTangent)):
-        return y, source
-    return y, source[plan.index]
+flip = Flip()
 
 
 # ======================================================================================
@@ -363,27 +222,6 @@ def _roll_layout(ndim: int, itemsize: int, net: tuple[tuple[int, int], ...] | No
     return RollLayout(tuple(pattern), tuple(groups), tuple(shifts), unit, factor)
 
 
-@dataclass(frozen=True, slots=True)
-class RollPlan:
-    """A roll of one shape: the layout, the runtime extents of its groups, and the reduced
-    shifts of its rolled groups for the forward map (``forward_shifts``) and for its adjoint,
-    the roll back (``backward_shifts``)."""
-
-    layout: RollLayout
-    shape: Shape
-    dtype: DType
-    tangent_dtype: DType | None
-    extents: tuple[int, ...]
-    forward_shifts: tuple[int, ...]
-    backward_shifts: tuple[int, ...]
-    size: int
-    target: str
-
-    def units(self) -> int:
-        """Elements of the kernel's unit dtype in one array of this shape."""
-        return self.size * self.layout.factor
-
-
 def _roll_shifts(shift: object, axis: object, ndim: int) -> tuple[tuple[tuple[int, int], ...] | None, int]:
     """``(net, flat_shift)`` for ``_roll_layout``: NumPy's broadcasting of ``shift`` against
     ``axis``, repeated axes summed."""
@@ -407,23 +245,6 @@ def _roll_shifts(shift: object, axis: object, ndim: int) -> tuple[tuple[tuple[in
     for value, along in zip(shifts, axes):
         net[along] = net.get(along, 0) + value
     return tuple(sorted((along, value) for along, value in net.items() if value != 0)), 0
-
-
-def _check_roll(x: object, shift: object, axis: object) -> tuple[_Input, RollPlan]:
-    """Validate ``roll(x, shift, axis)`` and plan it for ``x``'s shape; nothing runs before."""
-    item = _input(x, "roll")
-    if shift is None:
-        raise TypeError("roll: shift is required, e.g. roll(x, Val(1), axis=Val(0))")
-    ndim = len(item.shape)
-    net, flat_shift = _roll_shifts(shift, axis, ndim)
-    layout = _roll_layout(ndim, item.dtype.itemsize, net, flat_shift)
-    shape = item.shape + ((layout.factor,) if layout.factor > 1 else ())
-    extents = tuple(math.prod(shape[axis] for axis in group) for group in layout.groups)
-    forward = tuple(value % extent if extent else 0 for value, extent in zip(layout.shifts, extents))
-    backward = tuple((extent - value) % extent if extent else 0 for value, extent in zip(forward, extents))
-    size = checked_size(item.shape, item.dtype.itemsize, "roll")
-    plan = RollPlan(layout, item.shape, item.dtype, item.tangent_dtype, extents, forward, backward, size, item.target)
-    return item, plan
 
 
 def _roll_signature(layout: RollLayout, target: str) -> ShapeSignature:
@@ -572,63 +393,122 @@ def _render_roll_cuda(signature: ShapeSignature, pattern: tuple[str, ...], unit:
 
 
 # ======================================================================================
-# roll: running a plan
+# roll: the plan and the op
 # ======================================================================================
-
-
-def _roll_kernel(plan: RollPlan) -> Kernel | None:
-    """The copy kernel of the plan's pattern (``None`` for an empty array: nothing to copy)."""
-    if plan.size == 0:
-        return None
-    if plan.target == "cuda":
-        from .._cuda import require_cuda  # noqa: PLC0415 - only CUDA plans need it
-
-        require_cuda("roll")
-    return _roll_request(plan.layout, plan.target).get()
 
 
 def _units(array: ArrayLike, unit: DType) -> ArrayLike:
     """The C-ordered bits of ``array`` as a flat array of ``unit`` (one copy when strided)."""
-    xp = array_namespace(array)
     if not array.flags.c_contiguous:
         # A broadcast view can be far larger than memory: refuse it before copying.
         checked_size(array.shape, array.dtype.itemsize, "a C-ordered copy of an input")
-        array = xp.ascontiguousarray(array)
-    return cast(ArrayLike, array.reshape(-1).view(unit))
+        array = array.copy(order="C")  # keeps the dtype's byte order: the bits are copied as they are
+    flat: ArrayLike = array.reshape(-1).view(unit)
+    return flat
 
 
-def _run_roll(plan: RollPlan, kernel: Kernel | None, source: ArrayLike, shifts: tuple[int, ...], dtype: DType) -> ArrayLike:
-    """A new array of ``plan.shape`` and ``dtype``: ``source`` (that shape, ``dtype``'s size)
-    rolled by ``shifts`` (one per group; those of plain groups are ignored)."""
-    xp = array_namespace(source)
-    out: ArrayLike = xp.empty(plan.shape, dtype=dtype)
-    if kernel is None:
+class RollPlan(Plan):
+    """A roll of one shape: the layout, the runtime extents of its groups, and the reduced
+    shifts of its rolled groups for the forward map and for its adjoint, the roll back.
+    Forward, pullback and pushforward run the one copy kernel of the layout's pattern."""
+
+    def __init__(self, facts: InputFacts, layout: RollLayout) -> None:
+        shape = facts.shape + ((layout.factor,) if layout.factor > 1 else ())
+        extents = tuple(math.prod(shape[axis] for axis in group) for group in layout.groups)
+        forward = tuple(value % extent if extent else 0 for value, extent in zip(layout.shifts, extents))
+        backward = tuple((extent - value) % extent if extent else 0 for value, extent in zip(forward, extents))
+        self.op = "roll"
+        self.layout = layout
+        self.out_shape = facts.shape
+        self.y_dtype = facts.dtype  # the result keeps x's dtype, byte order included (as NumPy's)
+        self.out_dtype = facts.native
+        self.differentiable = facts.differentiable
+        self.input_tangents = (facts.differentiable,)
+        self.input_shapes = (facts.shape,)
+        self.input_dtypes = (facts.native,)
+        self.namespace = facts.namespace
+        self.target = facts.target
+        self.size = checked_size(facts.shape, facts.dtype.itemsize, "roll")
+        self.units = self.size * layout.factor
+        self.extents = extents
+        rolled = [level for level, kind in enumerate(layout.pattern) if kind == _ROLLED]
+        self.forward_shifts = tuple(forward[level] for level in rolled)
+        self.backward_shifts = tuple(backward[level] for level in rolled)
+        self.kernel_entries = frozenset({"forward", "pullback", "pushforward"} if self.size else ())
+        self.request = _roll_request(layout, facts.target)
+
+    def requests(self) -> list[KernelRequest]:
+        return [self.request] if self.size else []
+
+    @functools.cached_property
+    def kernel(self) -> Kernel:
+        if self.target == "cuda":
+            require_cuda("roll")  # before a module whose import would need a GPU
+        return self.request.get()
+
+    @functools.cached_property
+    def forward_launch(self) -> Callable[[ArrayLike, ArrayLike], None]:
+        return self._launcher(self.forward_shifts)
+
+    @functools.cached_property
+    def backward_launch(self) -> Callable[[ArrayLike, ArrayLike], None]:
+        return self._launcher(self.backward_shifts)
+
+    def _launcher(self, shifts: tuple[int, ...]) -> Callable[[ArrayLike, ArrayLike], None]:
+        kernel, trailing = self.kernel, (*self.extents, *shifts)
+        if self.target == "cuda":
+            total = self.units
+
+            def launch(source: ArrayLike, target: ArrayLike) -> None:
+                cuda_launch(kernel, total, source, target, *trailing, total)
+
+            return launch
+        return cpu_launcher(kernel, 2, trailing, extent=self.extents[0], work=self.units)
+
+    def _run(self, launch: Callable[[ArrayLike, ArrayLike], None] | None, source: ArrayLike, dtype: DType) -> ArrayLike:
+        out: ArrayLike = self.namespace.empty(self.out_shape, dtype=dtype)
+        if launch is not None:
+            unit = self.layout.unit
+            launch(_units(source, unit), out.reshape(-1).view(unit))
         return out
-    layout = plan.layout
-    units_in = _units(source, layout.unit)
-    units_out = out.reshape(-1).view(layout.unit)
-    rolled = tuple(value for value, kind in zip(shifts, layout.pattern) if kind == _ROLLED)
-    if plan.target == "cuda":
-        total = plan.units()
-        launch(kernel, total, units_in, units_out, *plan.extents, *rolled, total)
-        return out
-    arguments = (units_in, units_out, *plan.extents, *rolled)
-    extent = plan.extents[0]
-    work = plan.units()
-    function = kernel.entry
-    if work < _parallel.PARALLEL_THRESHOLD or extent < 2:
-        function(*arguments, 0, extent)
-    else:
-        run_chunks(function, [(*arguments, lo, hi) for lo, hi in chunk_bounds(extent, work)])
-    return out
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        (x,) = arrays
+        if type(x) is not type(self.like):  # a Python scalar (a 0-d array), or an ArraySpec (an error)
+            x = input_facts(x, "x", "roll").need_array("roll")
+        return self._run(self.forward_launch if self.size else None, x, self.y_dtype)
+
+    def pullback(self, saved: object) -> DensePullback:
+        launch = self.backward_launch if self.size else None
+        run, dtype = self._run, self.out_dtype
+
+        def dense(dy: ArrayLike) -> tuple[object, ...]:
+            return (run(launch, dy, dtype),)
+
+        return dense
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        return (fill,)  # a constant rolled is itself (the fill comes with x's shape and dtype)
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        (tangent,) = tangents
+        if isinstance(tangent, DenseCotangent):
+            return self._run(self.forward_launch if self.size else None, tangent.array, self.out_dtype)
+        return tangent
 
 
-def _roll_arguments(x: object, shift: object = None, axis: object = None) -> tuple[object, object, object]:
-    return x, shift, axis
+def _check_roll(x: object, shift: object, axis: object) -> RollPlan:
+    """Validate ``roll(x, shift, axis)`` and plan it for ``x``'s shape; nothing runs before."""
+    facts = input_facts(x, "x", "roll")
+    ndim = len(facts.shape)
+    net, flat_shift = _roll_shifts(shift, axis, ndim)
+    return RollPlan(facts, _roll_layout(ndim, facts.dtype.itemsize, net, flat_shift))
 
 
-class _Roll(Op):
+class Roll(RuleOp):
     name = "roll"
+    static_names = ("shift", "axis")
+    input_names = ("x",)
 
     def __call__(self, x: npt.NDArray[_DT], shift: _Static, axis: _Static | None = None) -> npt.NDArray[_DT]:
         """Roll array elements along ``axis`` (``np.roll``; Julia's ``circshift``): element
@@ -642,58 +522,18 @@ class _Roll(Op):
         array, one pass of the same kernel). A ``Fill`` cotangent gives a ``Fill``,
         ``ZeroTangent`` a ``ZeroTangent``; the pushforward rolls the tangent likewise.
         """
-        item, plan = _check_roll(x, shift, axis)
-        return cast("npt.NDArray[_DT]", _run_roll(plan, _roll_kernel(plan), _need_array(item, "roll"), plan.forward_shifts, plan.dtype))
+        return self.forward(x, shift, axis)  # type: ignore[return-value]
 
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """The one copy kernel (forward, pullback and pushforward all run it)."""
-        _, plan = _check_roll(*_roll_arguments(*args, **kwargs))
-        return [] if plan.size == 0 else [_roll_request(plan.layout, plan.target)]
+    def bind(self, x: object, shift: object, axis: object = None) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        if shift is None:
+            raise TypeError("roll: shift is required, e.g. roll(x, Val(1), axis=Val(0))")
+        return (x,), (shift, axis)
 
-
-roll = _Roll()
-
-
-def _roll_pullback_of(plan: RollPlan, kernel: Kernel | None, positional: int, like: ArrayLike) -> Pullback:
-    rest = (_NO_TANGENT,) * (positional - 1)
-    shape, dtype, shifts = plan.shape, plan.tangent_dtype, plan.backward_shifts
-    if dtype is None:
-
-        def constant_roll_pullback(dy: object) -> tuple[object, ...]:
-            prepare_cotangent(dy, shape, np.dtype(np.float64), like)  # validates dy's shape
-            return (_NO_TANGENT, *rest)
-
-        return constant_roll_pullback
-
-    def roll_pullback(dy: object) -> tuple[object, ...]:
-        prepared = prepare_cotangent(dy, shape, dtype, like)
-        if isinstance(prepared, DenseCotangent):
-            return (_run_roll(plan, kernel, prepared.array, shifts, dtype), *rest)
-        return (prepared, *rest)  # a Fill rolls to itself; ZeroTangent stays
-
-    return roll_pullback
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        return _check_roll(arrays[0], *statics)
 
 
-@rrule_rule(roll)
-def _roll_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-    item, plan = _check_roll(*_roll_arguments(*args, **kwargs))
-    kernel = _roll_kernel(plan)
-    y = _run_roll(plan, kernel, _need_array(item, "roll"), plan.forward_shifts, plan.dtype)
-    return y, _roll_pullback_of(plan, kernel, len(args), _namespace_like(item))
+roll = Roll()
 
 
-@frule_rule(roll)
-def _roll_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-    item, plan = _check_roll(*_roll_arguments(*args, **kwargs))
-    tangent = _check_tangents(tangents, len(args), "roll")
-    kernel = _roll_kernel(plan)
-    y = _run_roll(plan, kernel, _need_array(item, "roll"), plan.forward_shifts, plan.dtype)
-    if plan.tangent_dtype is None:
-        return y, _NO_TANGENT
-    prepared = prepare_tangent(tangent, plan.shape, plan.tangent_dtype, _namespace_like(item), "roll frule: the tangent of x")
-    if isinstance(prepared, DenseCotangent):
-        return y, _run_roll(plan, kernel, prepared.array, plan.forward_shifts, plan.tangent_dtype)
-    return y, prepared
-
-
-__all__ = ["FlipPlan", "RollLayout", "RollPlan", "flip", "roll"]
+__all__ = ["Flip", "FlipPlan", "Roll", "RollLayout", "RollPlan", "flip", "roll"]

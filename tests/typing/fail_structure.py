@@ -13,15 +13,15 @@ Array = npt.NDArray[np.float64]
 
 def statics(a: Array) -> None:
     sr.roll(a, 1, axis=0)  # the forward op's convenience: accepted
-    # E: No overload variant of "rrule" matches argument types "_Roll", "ndarray[tuple[Any, ...], dtype[float64]]", "int"  [call-overload]
+    # E: No overload variant of "rrule" matches argument types "Roll", "ndarray[tuple[Any, ...], dtype[float64]]", "int"  [call-overload]
     sr.rrule(sr.roll, a, 1)
-    # E: No overload variant of "rrule" matches argument types "_Flip", "ndarray[tuple[Any, ...], dtype[float64]]", "int"  [call-overload]
+    # E: No overload variant of "rrule" matches argument types "Flip", "ndarray[tuple[Any, ...], dtype[float64]]", "int"  [call-overload]
     sr.rrule(sr.flip, a, 0)
     # E: Argument 1 to "Val" has incompatible type "int"; expected "tuple[int, ...]"  [arg-type]
     sr.permute_dims(a, Val(0))
     # E: Argument 1 to "Val" has incompatible type "int"; expected "tuple[int, ...]"  [arg-type]
     sr.rrule(sr.transpose, a, Val(0))
-    # E: No overload variant of "frule" matches argument types "_Reshape", "tuple[ndarray[tuple[Any, ...], dtype[float64]]]", "ndarray[tuple[Any, ...], dtype[float64]]", "tuple[int, int]"  [call-overload]
+    # E: No overload variant of "frule" matches argument types "Reshape", "tuple[ndarray[tuple[Any, ...], dtype[float64]]]", "ndarray[tuple[Any, ...], dtype[float64]]", "tuple[int, int]"  [call-overload]
     sr.frule(sr.reshape, (a,), a, (2, 3))
 
 
