@@ -499,3 +499,37 @@ def test_flip_and_roll_random(shape: tuple[int, ...], data: st.DataObject) -> No
     y2, back2 = rrule(sr.flip, x, val(flip_axis))
     np.testing.assert_array_equal(y2, np.flip(x, flip_axis))
     np.testing.assert_allclose(np.vdot(dense(back2(dy)[0]), v), np.vdot(dy, np.flip(v, flip_axis)), rtol=1e-9, atol=1e-12)
+
+
+# ======================================================================================
+# the scaffold: pullbacks without a forward, kernel launches
+# ======================================================================================
+
+
+def test_pullbacks_without_a_forward_take_specs() -> None:
+    from stablerules._registry import PULLBACKS
+
+    dy = random_array((3, 4))
+    build = PULLBACKS.lookup(sr.roll)
+    back = build(sr.ArraySpec((3, 4), np.float64), Val((1, 2)), axis=Val((0, 1)))
+    dx, dshift = back(dy)
+    np.testing.assert_array_equal(dense(dx), np.roll(dy, (-1, -2), axis=(0, 1)))
+    assert dshift == NoTangent()
+    back_flip = PULLBACKS.lookup(sr.flip)(sr.ArraySpec((3, 4), np.float64), axis=Val(1))
+    np.testing.assert_array_equal(dense(back_flip(dy)[0]), np.flip(dy, 1))
+    assert back_flip(Fill(2.0, (3, 4))) == (Fill(2.0, (3, 4), np.float64),)
+
+
+def test_roll_rules_launch_the_kernel_once_each() -> None:
+    from stablerules._rule import kernel_launches
+
+    x = random_array((5, 6), np.float32)
+    (signature,) = sr.precompile(sr.roll, x, Val(2), axis=Val(1))
+    before = kernel_launches(signature)
+    y, back = rrule(sr.roll, x, Val(2), axis=Val(1))
+    back(random_array(y.shape, np.float32))
+    sr.frule(sr.roll, (x, NoTangent()), x, Val(2), axis=Val(1))
+    assert kernel_launches(signature) == before + 4  # forward, pullback, frule's forward and pushforward
+    back(Fill(1.0, y.shape, np.float32))
+    back(ZeroTangent())
+    assert kernel_launches(signature) == before + 4  # lazy cotangents launch nothing
