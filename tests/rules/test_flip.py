@@ -9,7 +9,7 @@ differences through ``stablerules.testing``: never with the rule's own formula.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -510,12 +510,12 @@ def test_pullbacks_without_a_forward_take_specs() -> None:
     from stablerules._registry import PULLBACKS
 
     dy = random_array((3, 4))
-    build = PULLBACKS.lookup(sr.roll)
+    build = cast(Callable[..., Back], PULLBACKS.lookup(sr.roll))
     back = build(sr.ArraySpec((3, 4), np.float64), Val((1, 2)), axis=Val((0, 1)))
     dx, dshift = back(dy)
     np.testing.assert_array_equal(dense(dx), np.roll(dy, (-1, -2), axis=(0, 1)))
     assert dshift == NoTangent()
-    back_flip = PULLBACKS.lookup(sr.flip)(sr.ArraySpec((3, 4), np.float64), axis=Val(1))
+    back_flip = cast(Callable[..., Back], PULLBACKS.lookup(sr.flip))(sr.ArraySpec((3, 4), np.float64), axis=Val(1))
     np.testing.assert_array_equal(dense(back_flip(dy)[0]), np.flip(dy, 1))
     assert back_flip(Fill(2.0, (3, 4))) == (Fill(2.0, (3, 4), np.float64),)
 
