@@ -2,7 +2,7 @@
 
     python bench/run.py [--quick] [--large] [--no-peers] [--tiny] [--out DIR]
 
-For each workload W1-W5 (W6 with ``--large``, a 4.8 GB cotangent), the pullback and the
+For each workload W1-W5 and W7 (W6 with ``--large``, a 4.8 GB cotangent), the pullback and the
 forward are timed (medians) in this one process: stablerules, the best NumPy formulation,
 and, when installed, JAX's jitted vjp, PyTorch autograd (CPU) and HIPS autograd. A ratio is
 ``peer_time / stablerules_time`` (above 1: stablerules is faster), shown beside the issue's
