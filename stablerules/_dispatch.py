@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from .rules.flip import Flip, Roll
     from .rules.kron import _Kron
     from .rules.permute import PermuteDims, Reshape, Transpose
-    from .rules.repeat import _Repeat, _Tile
+    from .rules.repeat import Repeat, Tile
 
 _F = TypeVar("_F", bound=np.inexact)
 _G = TypeVar("_G", bound=np.generic)
@@ -160,39 +160,39 @@ def rrule(
 # --- repeat: (dx, NoTangent()[, NoTangent()]) with repeats; (dx,) with inner/outer only
 @overload
 def rrule(
-    op: _Repeat, x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
+    op: Repeat, x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
 ) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
 @overload
 def rrule(
-    op: _Repeat, x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
+    op: Repeat, x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
 ) -> tuple[NDArray[_F], ArrayStaticStaticPullback[_F]]: ...
 @overload
 def rrule(
-    op: _Repeat, x: NDArray[_F], /, *, inner: _Counts | None = ..., outer: _Counts | None = ...
+    op: Repeat, x: NDArray[_F], /, *, inner: _Counts | None = ..., outer: _Counts | None = ...
 ) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
 @overload
 def rrule(
-    op: _Repeat, x: NDArray[_G], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
+    op: Repeat, x: NDArray[_G], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
 ) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
 @overload
 def rrule(
-    op: _Repeat, x: NDArray[_G], repeats: _Repeats, axis: _OptionalAxis, /
+    op: Repeat, x: NDArray[_G], repeats: _Repeats, axis: _OptionalAxis, /
 ) -> tuple[NDArray[_G], LooseArrayStaticStaticPullback[_G]]: ...
 @overload
 def rrule(
-    op: _Repeat, x: NDArray[_G], /, *, inner: _Counts | None = ..., outer: _Counts | None = ...
+    op: Repeat, x: NDArray[_G], /, *, inner: _Counts | None = ..., outer: _Counts | None = ...
 ) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
 
 
 # --- tile: (dx, NoTangent()), or (dx,) with reps given by keyword
 @overload
-def rrule(op: _Tile, x: NDArray[_F], reps: _Counts, /) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+def rrule(op: Tile, x: NDArray[_F], reps: _Counts, /) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
 @overload
-def rrule(op: _Tile, x: NDArray[_F], /, *, reps: _Counts) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+def rrule(op: Tile, x: NDArray[_F], /, *, reps: _Counts) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
 @overload
-def rrule(op: _Tile, x: NDArray[_G], reps: _Counts, /) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+def rrule(op: Tile, x: NDArray[_G], reps: _Counts, /) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
 @overload
-def rrule(op: _Tile, x: NDArray[_G], /, *, reps: _Counts) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+def rrule(op: Tile, x: NDArray[_G], /, *, reps: _Counts) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
 
 
 # --- kron: (da, db); a Python scalar operand's tangent is a 0-d array (or NoTangent for an int)
@@ -395,15 +395,15 @@ def frule(
 # Fill (for a Fill) or ZeroTangent (for ZeroTangent/NoTangent)
 @overload
 def frule(
-    op: _Repeat, tangents: tuple[_Dense, object], x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
+    op: Repeat, tangents: tuple[_Dense, object], x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: _Repeat, tangents: tuple[_Dense, object, object], x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
+    op: Repeat, tangents: tuple[_Dense, object, object], x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: _Repeat,
+    op: Repeat,
     tangents: tuple[_Dense],
     x: NDArray[_F],
     /,
@@ -413,15 +413,15 @@ def frule(
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: _Repeat, tangents: tuple[object, object], x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
+    op: Repeat, tangents: tuple[object, object], x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: _Repeat, tangents: tuple[object, object, object], x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
+    op: Repeat, tangents: tuple[object, object, object], x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: _Repeat,
+    op: Repeat,
     tangents: tuple[object],
     x: NDArray[_F],
     /,
@@ -431,15 +431,15 @@ def frule(
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: _Repeat, tangents: tuple[object, object], x: NDArray[_G], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
+    op: Repeat, tangents: tuple[object, object], x: NDArray[_G], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
-    op: _Repeat, tangents: tuple[object, object, object], x: NDArray[_G], repeats: _Repeats, axis: _OptionalAxis, /
+    op: Repeat, tangents: tuple[object, object, object], x: NDArray[_G], repeats: _Repeats, axis: _OptionalAxis, /
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
-    op: _Repeat,
+    op: Repeat,
     tangents: tuple[object],
     x: NDArray[_G],
     /,
@@ -449,27 +449,27 @@ def frule(
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
-    op: _Tile, tangents: tuple[_Dense, object], x: NDArray[_F], reps: _Counts, /
+    op: Tile, tangents: tuple[_Dense, object], x: NDArray[_F], reps: _Counts, /
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: _Tile, tangents: tuple[_Dense], x: NDArray[_F], /, *, reps: _Counts
+    op: Tile, tangents: tuple[_Dense], x: NDArray[_F], /, *, reps: _Counts
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: _Tile, tangents: tuple[object, object], x: NDArray[_F], reps: _Counts, /
+    op: Tile, tangents: tuple[object, object], x: NDArray[_F], reps: _Counts, /
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: _Tile, tangents: tuple[object], x: NDArray[_F], /, *, reps: _Counts
+    op: Tile, tangents: tuple[object], x: NDArray[_F], /, *, reps: _Counts
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: _Tile, tangents: tuple[object, object], x: NDArray[_G], reps: _Counts, /
+    op: Tile, tangents: tuple[object, object], x: NDArray[_G], reps: _Counts, /
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
-    op: _Tile, tangents: tuple[object], x: NDArray[_G], /, *, reps: _Counts
+    op: Tile, tangents: tuple[object], x: NDArray[_G], /, *, reps: _Counts
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 
 

@@ -252,6 +252,22 @@ def cpu_launcher(
     return launch
 
 
+def cpu_launch(kernel: Kernel, *args: object, extent: int, work: int) -> None:
+    """One launch with per-call arguments (data-dependent offsets, say): ``kernel(*args, lo,
+    hi)`` over ``[0, extent)``, split as :func:`cpu_launcher` splits. Counted."""
+    _LAUNCHES[_slot(kernel.signature)] += 1
+    if GUARDED[0]:
+        _note_launch()
+    _parallel.run_partitioned(kernel.entry, args, extent, work if extent >= 2 else -1)
+
+
+def empty_launch() -> None:
+    """Say that an entry's work is empty for this call's data (a CUDA grid of no threads): it
+    took its signature's own path though no kernel had anything to do."""
+    if GUARDED[0]:
+        _note_launch()
+
+
 def cuda_launch(kernel: Kernel, total: int, *args: object, work: int = 1) -> None:
     """``_cuda.launch`` (a grid-stride kernel over ``total`` items), counted."""
     _LAUNCHES[_slot(kernel.signature)] += 1
@@ -311,6 +327,11 @@ class Plan:
     def save(self, arrays: tuple[object, ...]) -> object:
         """What the pullback keeps of the primals (only for ``saves_primals``)."""
         return None
+
+    def cotangent_shape(self, saved: object) -> tuple[int, ...]:
+        """The shape the pullback's ``dy`` must have: ``out_shape``, unless the output's shape
+        depends on data the plan saved (repeat's per-element counts)."""
+        return self.out_shape
 
     def pullback(self, saved: object) -> DensePullback:
         raise NotImplementedError
@@ -398,10 +419,13 @@ class RuleOp(Op):
                 raise
             raise TypeError(f"{self.name}: {message.replace('bind()', self.name + '()')}") from None
 
-    def lookup(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        """The plan of this call's signature: from the plan cache, or validated and built."""
-        key = self._key(arrays, statics)
+    def lookup(self, arrays: tuple[object, ...], statics: tuple[object, ...], specs: bool = False) -> Plan:
+        """The plan of this call's signature: from the plan cache, or validated and built.
+        ``specs`` says whether ``ArraySpec``s may stand for arrays (no computation runs)."""
+        key = self._key(arrays, statics, specs)
         if key is None:
+            if not specs:
+                self._refuse_specs(arrays)
             return self.plan(arrays, statics)
         plan = _PLANS.get(key)
         if plan is None:
@@ -411,7 +435,15 @@ class RuleOp(Op):
                 CACHE.note_dynamic_argument(name, value)
         return plan
 
-    def _key(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Hashable | None:
+    def _refuse_specs(self, arrays: tuple[object, ...]) -> None:
+        for name, value in zip(self._input_names(len(arrays)), arrays):
+            if isinstance(value, ArraySpec):
+                raise TypeError(
+                    f"{self.name}: {name} must be an array (an ArraySpec only describes one, for "
+                    f"precompile, explain and pullback)"
+                )
+
+    def _key(self, arrays: tuple[object, ...], statics: tuple[object, ...], specs: bool) -> Hashable | None:
         parts: list[object] = [self]
         device = "cpu"
         for value in arrays:
@@ -422,6 +454,8 @@ class RuleOp(Op):
             elif kind in _PYTHON_SCALARS:
                 parts.append(kind)
             elif kind is ArraySpec or is_array(value):
+                if kind is ArraySpec and not specs:
+                    self._refuse_specs(arrays)
                 spec: ArraySpec = value  # type: ignore[assignment]
                 where = device_of(value)
                 if where != "cpu":
@@ -452,7 +486,7 @@ class RuleOp(Op):
     def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
         """Every kernel (forward, pullback, pushforward) this call's signature uses."""
         arrays, statics = self._bind(args, kwargs)
-        return self.lookup(arrays, statics).requests()
+        return self.lookup(arrays, statics, specs=True).requests()
 
     def _rrule(self, *args: object, **kwargs: object) -> tuple[object, Pullback]:
         arrays, statics = self._bind(args, kwargs)
@@ -467,7 +501,7 @@ class RuleOp(Op):
 
     def _pullback_builder(self, *args: object, **kwargs: object) -> Pullback:
         arrays, statics = self._bind(args, kwargs)
-        plan = self.lookup(arrays, statics)
+        plan = self.lookup(arrays, statics, specs=True)
         if plan.saves_primals and any(isinstance(value, ArraySpec) for value in arrays):
             raise TypeError(
                 f"pullback: {self.name}'s pullback reads the primal values; pass arrays, not ArraySpecs"
@@ -499,7 +533,7 @@ class RuleOp(Op):
                 return (tangents, *padding)
             return tangents[:keep] + padding if keep < count else tangents + padding
 
-        out_shape, out_dtype, like = plan.out_shape, plan.out_dtype, plan.like
+        out_shape, out_dtype, like = plan.cotangent_shape(saved), plan.out_dtype, plan.like
         if plan.output_shapes is not None:
             return _named(self._multiple_output_pullback(plan, saved, finish), f"{name}_pullback")
         if not plan.differentiable:
@@ -665,7 +699,9 @@ __all__ = [
     "RuleOp",
     "ZERO_TANGENT",
     "context_launches",
+    "cpu_launch",
     "cpu_launcher",
+    "empty_launch",
     "cuda_launch",
     "cuda_launch_blocks",
     "kernel_launches",
