@@ -26,8 +26,8 @@ shift of one pattern share one compiled kernel, and the pullback, which is the r
 *output* in memory order (each thread owns a range of the outermost loop, so writes never
 overlap): a rolled level maps its output index ``j`` to the source ``j - s`` (wrapped once),
 and the innermost level copies two contiguous runs, ``[0, s)`` from the source's tail and
-``[s, n)`` from its head, from slices indexed from 0 (no negative-index wraparound code, so
-LLVM turns the loops into vector copies). The CUDA kernel is a gather: thread ``t`` writes
+``[s, n)`` from its head, with unsigned indices (Numba emits no negative-index wraparound
+code for them, so LLVM turns the loops into vector copies). The CUDA kernel is a gather: thread ``t`` writes
 ``y[t]``, its source found by one division per rolled group.
 
 Decisions where SPEC is silent
@@ -48,7 +48,7 @@ import math
 import types as pytypes
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias, TypeVar, cast
+from typing import TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -77,12 +77,12 @@ _ROLLED = "rolled"
 _UNITS: dict[int, DType] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
-def _axes(value: object, ndim: int, op: str, name: str = "axis") -> tuple[int, ...]:
-    """The axes in ``Val(int)``/``Val(tuple)`` (plain values count as dynamic), normalized;
-    ``ValueError`` naming the array's dimension for one out of bounds."""
-    axes = static_ints(value, name)
+def _axes(value: object, ndim: int, op: str, name: str = "axis") -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The axes in ``Val(int)``/``Val(tuple)`` (plain values count as dynamic) as given and
+    normalized; ``ValueError`` naming the array's dimension for one out of bounds."""
+    given = static_ints(value, name)
     try:
-        return tuple(normalize_axis(axis, ndim, name) for axis in axes)
+        return given, tuple(normalize_axis(axis, ndim, name) for axis in given)
     except ValueError as error:
         raise ValueError(f"{op}: {error}") from None
 
@@ -121,11 +121,9 @@ def _check_flip(x: object, axis: object) -> FlipPlan:
     if axis is None:
         axes = tuple(range(ndim))
     else:
-        axes = _axes(axis, ndim, "flip")
+        given, axes = _axes(axis, ndim, "flip")
         if len(set(axes)) != len(axes):
-            raise ValueError(
-                f"flip: axis {static_ints(axis, 'axis')} names an axis twice (x has shape {shape_text(facts.shape)})"
-            )
+            raise ValueError(f"flip: axis {given} names an axis twice (x has shape {shape_text(facts.shape)})")
     return FlipPlan(facts, axes)
 
 
@@ -226,20 +224,18 @@ def _roll_shifts(shift: object, axis: object, ndim: int) -> tuple[tuple[tuple[in
     """``(net, flat_shift)`` for ``_roll_layout``: NumPy's broadcasting of ``shift`` against
     ``axis``, repeated axes summed."""
     shifts = static_ints(shift, "shift")
-    scalar_shift = not (isinstance(shift, Val) and isinstance(shift.value, tuple)) and not isinstance(shift, (tuple, list))
     if axis is None:
         return None, sum(shifts)
-    axes = _axes(axis, ndim, "roll")
-    scalar_axis = not (isinstance(axis, Val) and isinstance(axis.value, tuple)) and not isinstance(axis, (tuple, list))
+    given, axes = _axes(axis, ndim, "roll")
+    # A single value (an int, or a 1-tuple) broadcasts against the other, as in NumPy.
     if len(shifts) != len(axes):
-        if scalar_shift or len(shifts) == 1:
-            shifts = shifts * len(axes) if len(shifts) == 1 else shifts
-        elif scalar_axis or len(axes) == 1:
+        if len(shifts) == 1:
+            shifts = shifts * len(axes)
+        elif len(axes) == 1:
             axes = axes * len(shifts)
-        if len(shifts) != len(axes):
+        else:
             raise ValueError(
-                f"roll: shift {static_ints(shift, 'shift')} and axis {static_ints(axis, 'axis')} "
-                f"must have the same length (or one of them a single value)"
+                f"roll: shift {shifts} and axis {given} must have the same length (or one of them a single value)"
             )
     net: dict[int, int] = {}
     for value, along in zip(shifts, axes):
