@@ -494,11 +494,6 @@ def guarded() -> bool:
     return bool(_NO_COMPILE.get() or _NO_FALLBACK.get())
 
 
-def fallback_guarded() -> bool:
-    """Whether this context is inside ``no_fallback()``."""
-    return bool(_NO_FALLBACK.get())
-
-
 @contextlib.contextmanager
 def _guard(depth: contextvars.ContextVar[int]) -> Iterator[None]:
     token = depth.set(depth.get() + 1)

@@ -47,7 +47,7 @@ from ._val import Val
 if TYPE_CHECKING:
     from .rules.concatenate import Cat, Concatenate, Hstack, Stack, Vstack
     from .rules.flip import Flip, Roll
-    from .rules.kron import _Kron
+    from .rules.kron import Kron
     from .rules.permute import PermuteDims, Reshape, Transpose
     from .rules.repeat import Repeat, Tile
 
@@ -197,12 +197,12 @@ def rrule(op: Tile, x: NDArray[_G], /, *, reps: _Counts) -> tuple[NDArray[_G], L
 
 # --- kron: (da, db); a Python scalar operand's tangent is a 0-d array (or NoTangent for an int)
 @overload
-def rrule(op: _Kron, a: NDArray[_F], b: NDArray[_F], /) -> tuple[NDArray[_F], PairPullback[_F]]: ...
+def rrule(op: Kron, a: NDArray[_F], b: NDArray[_F], /) -> tuple[NDArray[_F], PairPullback[_F]]: ...
 @overload
-def rrule(op: _Kron, a: NDArray[_G], b: NDArray[_G], /) -> tuple[NDArray[_G], LoosePairPullback[_G]]: ...
+def rrule(op: Kron, a: NDArray[_G], b: NDArray[_G], /) -> tuple[NDArray[_G], LoosePairPullback[_G]]: ...
 @overload
 def rrule(
-    op: _Kron, a: _KronOperand, b: _KronOperand, /
+    op: Kron, a: _KronOperand, b: _KronOperand, /
 ) -> tuple[NDArray[np.generic], LoosePairPullback[np.generic]]: ...
 
 
@@ -476,19 +476,19 @@ def frule(
 # --- kron: dense when either tangent is an array, else also ZeroTangent (both terms dropped)
 @overload
 def frule(
-    op: _Kron, tangents: tuple[_Dense, object] | tuple[object, _Dense], a: NDArray[_F], b: NDArray[_F], /
+    op: Kron, tangents: tuple[_Dense, object] | tuple[object, _Dense], a: NDArray[_F], b: NDArray[_F], /
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: _Kron, tangents: tuple[object, object], a: NDArray[_F], b: NDArray[_F], /
+    op: Kron, tangents: tuple[object, object], a: NDArray[_F], b: NDArray[_F], /
 ) -> tuple[NDArray[_F], NDArray[_F] | ZeroTangent]: ...
 @overload
 def frule(
-    op: _Kron, tangents: tuple[object, object], a: NDArray[_G], b: NDArray[_G], /
+    op: Kron, tangents: tuple[object, object], a: NDArray[_G], b: NDArray[_G], /
 ) -> tuple[NDArray[_G], NDArray[_G] | ZeroTangent | NoTangent]: ...
 @overload
 def frule(
-    op: _Kron, tangents: tuple[object, object], a: _KronOperand, b: _KronOperand, /
+    op: Kron, tangents: tuple[object, object], a: _KronOperand, b: _KronOperand, /
 ) -> tuple[NDArray[np.generic], NDArray[np.generic] | ZeroTangent | NoTangent]: ...
 
 

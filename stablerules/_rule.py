@@ -100,9 +100,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import _cuda, _parallel
-from ._arrays import ArrayLike, ArraySpec, device_of, is_array, kernel_target
+from ._arrays import ArrayLike, ArraySpec, device_of, is_array, kernel_target, shape_text
 from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, guarded
-from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op
+from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op, Pullback
 from ._tangents import (
     Cotangent,
     DenseCotangent,
@@ -114,9 +114,6 @@ from ._tangents import (
     unthunk,
 )
 from ._val import Val
-
-Pullback = Callable[[object], tuple[object, ...]]
-"""A pullback: ``back(dy)`` returns one tangent per positional argument of the call."""
 
 DensePullback = Callable[[Any], tuple[object, ...]]
 """A plan's pullback of a dense cotangent (an array; for a plan with ``output_shapes``, the
@@ -153,13 +150,23 @@ def _slot(signature: ShapeSignature) -> int:
     return slot
 
 
-def kernel_launches(signature: ShapeSignature | None = None) -> int:
-    """Launches of the kernel of ``signature`` in this process (of every kernel for ``None``),
-    counted by the launchers below: what tests assert to show a rule ran its kernel."""
-    if signature is None:
-        return sum(_LAUNCHES)
-    slot = _SLOTS.get(signature)
-    return 0 if slot is None else _LAUNCHES[slot]
+def kernel_launches(
+    signature: ShapeSignature | None = None, *, op: str | None = None, kind: str | None = None, device: str | None = None
+) -> int:
+    """Launches counted by the launchers below in this process: of the kernel of
+    ``signature``, or of every kernel whose op, kind (a prefix: ``"forward"`` takes in
+    ``"forward-counts"``) and device match those given. What tests assert to show that a rule
+    ran its kernel."""
+    if signature is not None:
+        slot = _SLOTS.get(signature)
+        return 0 if slot is None else _LAUNCHES[slot]
+    return sum(
+        _LAUNCHES[slot]
+        for known, slot in list(_SLOTS.items())
+        if (op is None or known.op == op)
+        and (kind is None or known.kind.startswith(kind))
+        and (device is None or known.device == device)
+    )
 
 
 def _note_launch() -> None:
@@ -328,6 +335,11 @@ class Plan:
         """What the pullback keeps of the primals (only for ``saves_primals``)."""
         return None
 
+    def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
+        """``(forward(arrays), save(arrays))``, for ``saves_primals``; override it when the two
+        share work (kron's flattened operands)."""
+        return self.forward(arrays), self.save(arrays)
+
     def cotangent_shape(self, saved: object) -> tuple[int, ...]:
         """The shape the pullback's ``dy`` must have: ``out_shape``, unless the output's shape
         depends on data the plan saved (repeat's per-element counts)."""
@@ -460,7 +472,8 @@ class RuleOp(Op):
                 where = device_of(value)
                 if where != "cpu":
                     device = where
-                parts.append((where, spec.dtype))
+                # A CPU ArraySpec keys as a NumPy array does: precompile warms the call's plan.
+                parts.append(spec.dtype if where == "cpu" else (where, spec.dtype))
                 parts.append(tuple(spec.shape))
             else:
                 return None
@@ -491,13 +504,17 @@ class RuleOp(Op):
     def _rrule(self, *args: object, **kwargs: object) -> tuple[object, Pullback]:
         arrays, statics = self._bind(args, kwargs)
         plan = self.lookup(arrays, statics)
-        if GUARDED[0] and "forward" in plan.kernel_entries and guarded():
-            before = context_launches()
-            y = plan.forward(arrays)
-            _count_unlaunched(self.name, "forward", before)
+        checked = GUARDED[0] and "forward" in plan.kernel_entries and guarded()
+        before = context_launches() if checked else 0
+        if plan.saves_primals:
+            y, saved = plan.forward_and_save(arrays)
+            pullback = self._make_pullback(plan, saved, len(args))
         else:
             y = plan.forward(arrays)
-        return y, self._pullback_of(plan, arrays, len(args))
+            pullback = self._pullback_of(plan, len(args))
+        if checked:
+            _count_unlaunched(self.name, "forward", before)
+        return y, pullback
 
     def _pullback_builder(self, *args: object, **kwargs: object) -> Pullback:
         arrays, statics = self._bind(args, kwargs)
@@ -506,11 +523,11 @@ class RuleOp(Op):
             raise TypeError(
                 f"pullback: {self.name}'s pullback reads the primal values; pass arrays, not ArraySpecs"
             )
-        return self._pullback_of(plan, arrays, len(args))
-
-    def _pullback_of(self, plan: Plan, arrays: tuple[object, ...], positional: int) -> Pullback:
         if plan.saves_primals:
-            return self._make_pullback(plan, plan.save(arrays), positional)
+            return self._make_pullback(plan, plan.save(arrays), len(args))
+        return self._pullback_of(plan, len(args))
+
+    def _pullback_of(self, plan: Plan, positional: int) -> Pullback:
         cache: dict[int, Pullback] = plan.__dict__.setdefault("_pullbacks", {})
         pullback = cache.get(positional)
         if pullback is None:
@@ -663,7 +680,7 @@ class RuleOp(Op):
             given = tangents[:count] + (ZERO_TANGENT,) * max(count - positional, 0)
         names = self._input_names(count)
         return tuple(
-            prepare_tangent(tangent, shape, dtype, plan.like, f"{self.name} frule: the tangent of {name}")
+            _prepare_tangent(tangent, shape, dtype, plan.like, f"{self.name} frule: the tangent of {name}")
             if wanted
             else ZERO_TANGENT
             for tangent, wanted, shape, dtype, name in zip(
@@ -678,6 +695,18 @@ class RuleOp(Op):
         if self.sequence or len(names) < count:
             return [f"arrays[{index}]" for index in range(count)]
         return [repr(name) for name in names[:count]]
+
+
+def _prepare_tangent(
+    tangent: object, shape: tuple[int, ...], dtype: np.dtype[np.generic], like: ArrayLike, where: str
+) -> Cotangent:
+    """``prepare_tangent``, saying so when a ``Fill`` has the wrong shape."""
+    tangent = unthunk(tangent)
+    if isinstance(tangent, Fill) and tangent.shape != shape:
+        raise ValueError(
+            f"{where} is a Fill of shape {shape_text(tangent.shape)} but its primal has shape {shape_text(shape)}"
+        )
+    return prepare_tangent(tangent, shape, dtype, like, where)
 
 
 _Function = TypeVar("_Function", bound=Callable[..., object])

@@ -287,3 +287,123 @@ def test_context_launches_count_only_inside_guards(scale: Scale) -> None:
     with sr.no_compile():
         scale(x, Val(8))
     assert context_launches() == before + 1
+
+
+# --------------------------------------------------------------------------------------------
+# The library's ops: every entry runs its signature's kernels, and a NumPy path is caught
+# --------------------------------------------------------------------------------------------
+
+from stablerules.rules.kron import KronPlan  # noqa: E402
+from stablerules.rules.repeat import NestPlan  # noqa: E402
+
+_KERNEL_CALLS: list[tuple[str, Callable[..., Any], tuple[object, ...], dict[str, object]]] = [
+    ("repeat-numpy", sr.repeat, (np.arange(12.0).reshape(3, 4), Val(3)), {"axis": Val(1)}),
+    ("repeat-julia", sr.repeat, (np.arange(24.0).reshape(2, 3, 4),), {"inner": Val((2, 1, 3)), "outer": Val((2, 1, 1))}),
+    ("repeat-counts", sr.repeat, (np.arange(6.0).reshape(2, 3), np.array([1, 0, 2])), {"axis": Val(1)}),
+    ("tile", sr.tile, (np.arange(6.0).reshape(2, 3), Val((2, 2))), {}),
+    ("kron", sr.kron, (np.arange(6.0).reshape(2, 3), np.arange(4.0).reshape(2, 2) + 1j), {}),
+]
+
+
+@pytest.mark.parametrize(("name", "op", "args", "kwargs"), _KERNEL_CALLS, ids=[call[0] for call in _KERNEL_CALLS])
+def test_every_entry_of_every_op_launches_its_kernels(
+    name: str, op: Callable[..., Any], args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
+    """A steady call launches the signature's own kernel for the forward, the dense pullback
+    and the pushforward, counted per kernel signature."""
+    y, back = _rrule(op, *args, **kwargs)
+    dy = np.ones(y.shape, y.dtype)
+    tangents = tuple(np.ones_like(arg) if i == 0 or op is sr.kron else NoTangent() for i, arg in enumerate(args))
+    back(dy)
+    _frule(op, tangents, *args, **kwargs)
+    op_name = "repeat" if op is sr.tile else getattr(op, "name")
+    forward_kind = "forward"
+    pushforward_kind = "pushforward" if op is sr.kron else "forward"
+
+    def launches(kind: str) -> int:
+        return kernel_launches(op=op_name, kind=kind, device="cpu")
+
+    with sr.no_compile(), sr.no_fallback():
+        before = launches(forward_kind)
+        op(*args, **kwargs)
+        assert launches(forward_kind) == before + 1, "forward"
+        y, back = _rrule(op, *args, **kwargs)
+        assert launches(forward_kind) == before + 2, "rrule's forward"
+        before = launches("pullback")
+        back(dy)
+        assert launches("pullback") == before + 1, "pullback"
+        before = launches(pushforward_kind)
+        _frule(op, tangents, *args, **kwargs)
+        assert launches(pushforward_kind) == before + (1 if op is sr.kron else 2), "frule's forward and pushforward"
+
+
+def test_view_ops_run_their_plan_and_no_kernel() -> None:
+    a, b = np.ones((2, 3)), np.ones((2, 4))
+    plan = sr.concatenate.lookup(*sr.concatenate.bind((a, b), Val(1)))
+    assert plan.requests() == [] and plan.kernel_entries == frozenset()
+    launches = kernel_launches()
+    with sr.no_compile(), sr.no_fallback():
+        y, back = _rrule(sr.concatenate, (a, b), axis=Val(1))
+        (da, db), = back(np.arange(14.0).reshape(2, 7))
+    assert kernel_launches() == launches
+    assert np.shares_memory(da, y) is False and da.base is not None  # a view of dy, not a copy
+
+
+@pytest.fixture
+def fresh_plans() -> Iterator[None]:
+    """Plans built around a mutation must not outlive it (they hold its closures)."""
+    sr.clear_caches()
+    yield
+    sr.clear_caches()
+
+
+def test_numpy_pullback_in_place_of_repeat_kernel_fails_the_suite_checks(
+    fresh_plans: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's mutation: repeat's CPU pullback computed as NumPy's reshape-sum, right
+    results and all. The shared checker (what every rule test runs) must fail on it."""
+
+    def numpy_pullback(self: NestPlan, saved: object) -> DensePullback:
+        count = self.nest.total
+
+        def reshape_sum(dy: ArrayLike) -> tuple[object, ...]:
+            return (dy.reshape(-1, count).sum(axis=1).reshape(self.shape),)
+
+        return reshape_sum
+
+    x = np.random.default_rng(4).standard_normal(6)
+    check_rrule(sr.repeat, x, Val(3), axis=Val(0))  # the real kernel passes
+    sr.clear_caches()
+    monkeypatch.setattr(NestPlan, "pullback", numpy_pullback)
+    y, back = _rrule(sr.repeat, x, Val(3), axis=Val(0))
+    np.testing.assert_allclose(back(np.ones(18))[0], np.full(6, 3.0))  # the mutant is right
+    with pytest.raises(AssertionError, match="repeat pullback: no compiled kernel of its signature ran"):
+        check_rrule(sr.repeat, x, Val(3), axis=Val(0))
+
+
+def test_numpy_forward_and_pushforward_in_place_of_kernels_are_caught(
+    fresh_plans: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((2, 3)), rng.standard_normal((3, 2))
+
+    def numpy_product(self: KronPlan, left: npt.NDArray[Any], right: npt.NDArray[Any]) -> ArrayLike:
+        return np.kron(left.reshape(self.layout.a_shape), right.reshape(self.layout.b_shape))
+
+    monkeypatch.setattr(KronPlan, "_product", numpy_product)  # kron's CPU forward, all entries
+    with pytest.raises(AssertionError, match="kron forward: no compiled kernel"):
+        check_rrule(sr.kron, a, b)
+    monkeypatch.undo()
+    sr.clear_caches()
+
+    kernel_pushforward = NestPlan.pushforward
+
+    def numpy_pushforward(self: NestPlan, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        tangent = tangents[0]
+        if isinstance(tangent, DenseCotangent):
+            return np.tile(tangent.array, (2, 2))
+        return kernel_pushforward(self, arrays, tangents)  # lazy tangents run no kernel anyway
+
+    monkeypatch.setattr(NestPlan, "pushforward", numpy_pushforward)
+    with pytest.raises(AssertionError, match="tile pushforward: no compiled kernel"):
+        check_frule(sr.tile, a, Val((2, 2)))
