@@ -533,3 +533,44 @@ def test_roll_rules_launch_the_kernel_once_each() -> None:
     back(Fill(1.0, y.shape, np.float32))
     back(ZeroTangent())
     assert kernel_launches(signature) == before + 4  # lazy cotangents launch nothing
+
+
+def test_a_numpy_pullback_in_place_of_rolls_kernel_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pullback computed by ``np.roll`` (right values, no kernel) fails the shared
+    checker's steady-state check: the rule must run its compiled kernel."""
+    from stablerules._rule import DensePullback
+    from stablerules.rules.flip import RollPlan
+
+    def numpy_pullback(self: RollPlan, saved: object) -> DensePullback:
+        def rolled_back(dy: Array) -> tuple[object, ...]:
+            return (np.roll(dy, (-1, -2), axis=(0, 1)),)
+
+        return rolled_back
+
+    x = random_array((3, 4))
+    check_rrule(sr.roll, x, Val((1, 2)), axis=Val((0, 1)))  # the real kernel passes
+    sr.clear_caches()
+    try:
+        monkeypatch.setattr(RollPlan, "pullback", numpy_pullback)
+        y, back = rrule(sr.roll, x, Val((1, 2)), axis=Val((0, 1)))
+        dy = random_array(y.shape)
+        np.testing.assert_array_equal(dense(back(dy)[0]), np.roll(dy, (-1, -2), axis=(0, 1)))  # the mutant is right
+        with pytest.raises(AssertionError, match="roll pullback: no compiled kernel of its signature ran"):
+            check_rrule(sr.roll, x, Val((1, 2)), axis=Val((0, 1)))
+    finally:
+        monkeypatch.undo()
+        sr.clear_caches()
+
+
+def test_flip_runs_its_view_plan_and_no_kernel() -> None:
+    from stablerules._rule import kernel_launches
+
+    x = random_array((3, 4))
+    plan = sr.flip.lookup(*sr.flip.bind(x, Val(1)))
+    assert plan.requests() == [] and plan.kernel_entries == frozenset()
+    launches = kernel_launches()
+    with sr.no_compile(), sr.no_fallback():
+        y, back = rrule(sr.flip, x, Val(1))
+        back(random_array((3, 4)))
+        sr.frule(sr.flip, (x, NoTangent()), x, Val(1))
+    assert kernel_launches() == launches
