@@ -44,7 +44,9 @@ An op module supplies three things; the scaffold does the rest.
      array of ``out_shape`` and ``out_dtype`` (C-contiguous unless ``any_layout``; with
      ``output_shapes``, the tuple of prepared cotangents: ``DenseCotangent``, ``Fill`` or
      ``ZeroTangent()``, not all zero) and returns one tangent per array argument
-     (``NoTangent()`` for a non-differentiable one);
+     (``NoTangent()`` for a non-differentiable one). A pullback that is one CPU kernel
+     launch is better returned as a :class:`KernelPullback`: the scaffold then generates
+     the whole pullback as one function;
    - ``fill_pullback(saved, dense, fill)``: the tangents for a ``Fill`` cotangent (default:
      ``dense`` of the materialized fill; override it to stay lazy);
    - ``pushforward(arrays, tangents) -> dy``; each tangent arrives prepared: a
@@ -93,6 +95,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from types import ModuleType
 from typing import Any, TypeVar
@@ -291,6 +294,86 @@ def cuda_launch_blocks(kernel: Kernel, units: int, threads: int, *args: object) 
     _cuda.launch_blocks(kernel, units, threads, *args)
 
 
+@dataclass(frozen=True)
+class KernelPullback:
+    """A dense pullback that is one CPU kernel launch, which a plan may return from
+    ``pullback`` instead of a function: ``dx = allocate(size, dtype)`` (``np.zeros`` when
+    ``zeros``, else ``np.empty``), then ``kernel(dy_flat, dx, *trailing, lo, hi)`` over ``[0,
+    extent)`` (split as :func:`cpu_launcher` splits), and the tangents are ``dx`` viewed as
+    ``shape`` followed by ``rest``. The scaffold then generates the whole pullback as one
+    function (the hot path of a small pullback is mostly call overhead: a frame less, and the
+    cotangent's layout handled by one ``ravel``)."""
+
+    kernel: Kernel
+    trailing: tuple[object, ...]
+    extent: int
+    work: int
+    size: int
+    dtype: np.dtype[np.generic]
+    shape: tuple[int, ...]
+    zeros: bool = False
+    rest: tuple[object, ...] = ()
+
+    def dense(self) -> DensePullback:
+        """The same pullback as a plain dense function (the scaffold's general path)."""
+        launch = cpu_launcher(self.kernel, 2, self.trailing, extent=self.extent, work=self.work)
+        allocate = np.zeros if self.zeros else np.empty
+        size, dtype, shape, rest = self.size, self.dtype, self.shape, self.rest
+
+        def dense(dy: ArrayLike) -> tuple[object, ...]:
+            dx = allocate(size, dtype)
+            launch(dy.reshape(-1), dx)
+            return (dx.reshape(shape), *rest)
+
+        return dense
+
+
+_KERNEL_PULLBACK_TEMPLATE = """
+def make(array_type, out_dtype, out_shape, guarded, general, allocate, size, dtype, launches, slot,
+         parallel, entry, extent, work, shape, {parameters}):
+    def pullback(dy):
+        if type(dy) is array_type and dy.dtype is out_dtype and dy.shape == out_shape and not guarded[0]:
+            dx = allocate(size, dtype)
+            launches[slot] += 1
+            if work < parallel.PARALLEL_THRESHOLD:
+                entry(dy.ravel(), dx, {trailing}0, extent)
+            else:
+                flat = dy.ravel()
+                parallel.run_chunks(entry, [(flat, dx, {trailing}lo, hi) for lo, hi in parallel.chunk_bounds(extent, work)])
+            return ({result}, {tail})
+        return general(dy)
+    return pullback
+"""
+
+
+def _kernel_pullback(
+    spec: KernelPullback,
+    out_dtype: np.dtype[np.generic],
+    out_shape: tuple[int, ...],
+    tail: tuple[object, ...],
+    general: Pullback,
+) -> Pullback:
+    """The one-function pullback of a :class:`KernelPullback`; ``tail`` follows ``dx`` in the
+    result (the plan's ``rest`` and the scaffold's padding); anything but an ndarray of the
+    output's dtype and shape, and any call inside a guard, goes to ``general``."""
+    values = [f"value{index}" for index in range(len(spec.trailing))]
+    tails = [f"tail{index}" for index in range(len(tail))]
+    text = _KERNEL_PULLBACK_TEMPLATE.format(
+        parameters=", ".join(values + tails) or "_unused=None",
+        trailing="".join(f"{name}, " for name in values),
+        result="dx" if len(spec.shape) == 1 else "dx.reshape(shape)",
+        tail="".join(f"{name}, " for name in tails),
+    )
+    namespace: dict[str, object] = {}
+    exec(compile(text, f"<stablerules pullback {spec.kernel.signature.op}>", "exec"), namespace)
+    make: Callable[..., Pullback] = namespace["make"]  # type: ignore[assignment]
+    return make(
+        np.ndarray, out_dtype, out_shape, GUARDED, general, np.zeros if spec.zeros else np.empty, spec.size,
+        spec.dtype, _LAUNCHES, _slot(spec.kernel.signature), _parallel, spec.kernel.entry, spec.extent,
+        spec.work if spec.extent >= 2 else -1, spec.shape, *spec.trailing, *tail,
+    )
+
+
 def _count_unlaunched(op: str, entry: str, before: int) -> None:
     """The steady-state check: an entry that should have run a kernel and did not."""
     if context_launches() == before:
@@ -345,7 +428,7 @@ class Plan:
         depends on data the plan saved (repeat's per-element counts)."""
         return self.out_shape
 
-    def pullback(self, saved: object) -> DensePullback:
+    def pullback(self, saved: object) -> DensePullback | KernelPullback:
         raise NotImplementedError
 
     def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
@@ -562,7 +645,8 @@ class RuleOp(Op):
 
             return _named(constant_pullback, f"{name}_pullback")
 
-        dense = plan.pullback(saved)
+        made = plan.pullback(saved)
+        dense = made.dense() if isinstance(made, KernelPullback) else made
         zeros = finish(plan.zero_tangents)
         array_type = type(like)
         any_layout = plan.any_layout
@@ -581,6 +665,9 @@ class RuleOp(Op):
             if isinstance(cotangent, Fill):
                 return finish(plan.fill_pullback(saved, dense, cotangent))
             return zeros
+
+        if isinstance(made, KernelPullback) and simple and array_type is np.ndarray:
+            return _named(_kernel_pullback(made, out_dtype, out_shape, made.rest + padding, general), f"{name}_pullback")
 
         def pullback(dy: object) -> tuple[object, ...]:
             if (
@@ -608,7 +695,8 @@ class RuleOp(Op):
         dtype = plan.out_dtype if plan.differentiable else _FLOAT64
         no_tangents = finish((NO_TANGENT,) * len(plan.input_tangents))
         zeros = finish(plan.zero_tangents) if plan.differentiable else no_tangents
-        dense = plan.pullback(saved) if plan.differentiable else None
+        made = plan.pullback(saved) if plan.differentiable else None
+        dense = made.dense() if isinstance(made, KernelPullback) else made
         checked = "pullback" in plan.kernel_entries
 
         def pullback(dy: object) -> tuple[object, ...]:
@@ -722,6 +810,7 @@ def _named(function: _Function, name: str) -> _Function:
 
 __all__ = [
     "DensePullback",
+    "KernelPullback",
     "NO_TANGENT",
     "Plan",
     "Pullback",

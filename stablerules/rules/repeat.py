@@ -76,7 +76,17 @@ from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._registry import KernelRequest
-from .._rule import NO_TANGENT, DensePullback, Plan, RuleOp, cpu_launch, cpu_launcher, cuda_launch, empty_launch
+from .._rule import (
+    NO_TANGENT,
+    DensePullback,
+    KernelPullback,
+    Plan,
+    RuleOp,
+    cpu_launch,
+    cpu_launcher,
+    cuda_launch,
+    empty_launch,
+)
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._val import Val
 
@@ -847,7 +857,7 @@ class NestPlan(_RepeatPlan):
         self._forward_launch(_flat_input(x, dtype), y)
         return y if self.flat_output else y.reshape(self.out_shape)
 
-    def pullback(self, saved: object) -> DensePullback:
+    def pullback(self, saved: object) -> DensePullback | KernelPullback:
         """Checks nothing (the scaffold did): allocates ``dx`` and makes one kernel call (or
         one per thread)."""
         kernel = self._kernel("pullback")
@@ -860,15 +870,15 @@ class NestPlan(_RepeatPlan):
                 return (zeros(shape, dtype),)
 
             return empty_output
-        if self.target == "cuda":
-            launch: Callable[..., None] = functools.partial(_cuda_pair_launch, kernel, size, self.extents, self.nest.total)
-            allocate: Callable[..., ArrayLike] = self.namespace.empty
-        else:
-            launch = cpu_launcher(kernel, 2, self.extents, extent=self.extents[0], work=self.out_size)
-            allocate = np.zeros if self.nest.accumulates else np.empty
+        if self.target == "cpu":
+            return KernelPullback(
+                kernel, self.extents, self.extents[0], self.out_size, size, dtype, shape, self.nest.accumulates
+            )
+        launch = functools.partial(_cuda_pair_launch, kernel, size, self.extents, self.nest.total)
+        allocate = self.namespace.empty
 
         def dense(dy: ArrayLike) -> tuple[object, ...]:
-            dx = allocate(size, dtype)
+            dx: ArrayLike = allocate(size, dtype)
             launch(dy.reshape(-1), dx)
             return (dx if flat_input else dx.reshape(shape),)
 
