@@ -67,6 +67,7 @@ def test_cuda_sources_render_without_a_gpu() -> None:
         (sr.repeat, (cuda_spec((2, 3), "float64"), Val(2)), {"axis": Val(1)}),
         (sr.tile, (cuda_spec((2, 3), "float32"), Val((2, 1))), {}),
         (sr.kron, (cuda_spec((2, 3), "complex64"), cuda_spec((3,), "complex64")), {}),
+        (sr.roll, (cuda_spec((2, 3, 4), "float32"), Val((1, -1))), {"axis": Val((0, 2))}),
     ):
         texts = _kernel_texts(op, *args, **kwargs)
         assert texts and all("@cuda.jit(SIGNATURE, cache=True)" in text for _, text in texts)
