@@ -23,7 +23,7 @@ from types import ModuleType
 
 import numpy as np
 
-from workloads import Array, Concatenate, Kron, OpSpec, RepeatAxis, RepeatInnerOuter, julia_repeat
+from workloads import Array, Concatenate, Kron, OpSpec, RepeatAxis, RepeatInnerOuter, Roll, julia_repeat
 
 PEER_NAMES = ("jax", "torch", "autograd")
 PEER_LABELS = {"jax": "jax jit(vjp)", "torch": "torch autograd", "autograd": "HIPS autograd"}
@@ -111,6 +111,8 @@ def _jax_function(jnp: ModuleType, spec: OpSpec) -> Callable[..., object]:
         return lambda x: julia_repeat(jnp, x, spec.inner, spec.outer)
     if isinstance(spec, Concatenate):
         return lambda *xs: jnp.concatenate(xs, axis=spec.axis)
+    if isinstance(spec, Roll):
+        return lambda x: jnp.roll(x, spec.shift, axis=spec.axis)
     assert isinstance(spec, Kron)
     return lambda a, b: jnp.kron(a, b)
 
@@ -190,6 +192,8 @@ def _torch_function(torch: ModuleType, spec: OpSpec) -> Callable[..., object]:
         return julia
     if isinstance(spec, Concatenate):
         return lambda *xs: torch.cat(xs, dim=spec.axis)
+    if isinstance(spec, Roll):
+        return lambda x: torch.roll(x, spec.shift, dims=spec.axis)
     assert isinstance(spec, Kron)
     return lambda a, b: torch.kron(a, b)
 
@@ -228,6 +232,14 @@ def _autograd_function(anp: ModuleType, spec: OpSpec) -> Callable[..., object]:
         return lambda x: julia_repeat(anp, x, spec.inner, spec.outer)
     if isinstance(spec, Concatenate):
         return lambda *xs: anp.concatenate(xs, axis=spec.axis)
+    if isinstance(spec, Roll):
+        # One axis at a time: autograd's vjp of roll negates the shift (a tuple fails there).
+        def roll(x: object) -> object:
+            for shift, axis in zip(spec.shift, spec.axis):
+                x = anp.roll(x, shift, axis=axis)
+            return x
+
+        return roll
     assert isinstance(spec, Kron)
     return lambda a, b: anp.kron(a, b)
 

@@ -2,7 +2,7 @@
 
     python bench/run.py [--quick] [--large] [--no-peers] [--tiny] [--out DIR]
 
-For each workload W1-W5 (W6 with ``--large``, a 4.8 GB cotangent), the pullback and the
+For each workload W1-W5 and W7 (W6 with ``--large``, a 4.8 GB cotangent), the pullback and the
 forward are timed (medians) in this one process: stablerules, the best NumPy formulation,
 and, when installed, JAX's jitted vjp, PyTorch autograd (CPU) and HIPS autograd. A ratio is
 ``peer_time / stablerules_time`` (above 1: stablerules is faster), shown beside the issue's
@@ -107,6 +107,10 @@ class Bandwidth:
     fraction: float | None = None
     goal: float | None = None
     passed: bool | None = None
+    # ``dy.copy()``: dy read once and a fresh array of its size written once, this run (for a
+    # pullback that must write a dense tangent as large as dy, as roll's does, the fastest it
+    # could be); None above 256 MB.
+    fresh_copy_gbps: float | None = None
 
 
 @dataclass
@@ -351,6 +355,9 @@ def run_workload(w: Workload, peers: dict[str, Peer], budget: Budget, step: Call
 
     bound_method, bound_gbps, methods = _bandwidth_bound(dy, budget)
     result.bandwidth = Bandwidth(result.dy_bytes, bound_gbps, bound_method, methods, goal=w.bandwidth_goal)
+    if result.dy_bytes <= 256 * 2**20:
+        copy_seconds = measure(lambda: dy.copy(), budget).median_s
+        result.bandwidth.fresh_copy_gbps = result.dy_bytes / copy_seconds / 1e9
     ours = result.pullback.times["stablerules"]
     if ours.status == "ok" and ours.median_s:
         result.bandwidth.pullback_gbps = result.dy_bytes / ours.median_s / 1e9
@@ -489,12 +496,20 @@ def bandwidth_table(results: list[WorkloadResult]) -> str:
             if memory.goal is not None:
                 extra += f" (<{100 * memory.goal:g}% {'pass' if memory.passed else 'MISS'})"
         ours = "-" if band.pullback_gbps is None else f"{band.pullback_gbps:.3g}"
+        copy = "-" if band.fresh_copy_gbps is None else f"{band.fresh_copy_gbps:.3g} ({band.fresh_copy_gbps / band.bound_gbps:.2f})"
         rows.append([
-            result.id, _bytes(band.dy_bytes), ours, f"{band.bound_gbps:.3g} ({band.bound_method})", fraction, extra,
+            result.id, _bytes(band.dy_bytes), ours, f"{band.bound_gbps:.3g} ({band.bound_method})", fraction, copy, extra,
         ])
-    text = table(["workload", "dy", "pullback GB/s", "read-once bound GB/s", "fraction", "pullback peak extra memory"], rows)
+    text = table(
+        ["workload", "dy", "pullback GB/s", "read-once bound GB/s", "fraction", "dy.copy() GB/s (fraction)", "pullback peak extra memory"],
+        rows,
+    )
     if any(isinstance(result.bandwidth, Bandwidth) and result.call.startswith("concatenate") for result in results):
         text += "\n(concatenate's pullback returns views of dy: it reads nothing, so its GB/s is not a read rate.)"
+    text += (
+        "\n(dy.copy(): dy read once into a fresh array, the least a pullback that writes a tangent as large as dy"
+        " (roll's) must do; its fraction is that pullback's ceiling on this machine.)"
+    )
     return text
 
 

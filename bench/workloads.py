@@ -1,4 +1,4 @@
-"""The seed workloads W1-W6 and their NumPy references.
+"""The seed workloads W1-W6, W7 (issue 15) and their NumPy references.
 
 Each workload is one op call with static arguments (an ``OpSpec``), its input shapes and
 dtype, the NumPy formulations its pullback is compared against (the best one counts), and
@@ -12,6 +12,7 @@ runner reports the error in that workload's row.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ _rrule: ReverseRule = sr.rrule
 _repeat: Operation = sr.repeat
 _concatenate: Operation = sr.concatenate
 _kron: Operation = sr.kron
+_roll: Operation = sr.roll
 
 
 # --- what is called -------------------------------------------------------------------------
@@ -83,7 +85,22 @@ class Kron:
         return "kron(a, b)"
 
 
-OpSpec: TypeAlias = RepeatAxis | RepeatInnerOuter | Concatenate | Kron
+@dataclass(frozen=True)
+class Roll:
+    """``roll(x, Val(shift), axis=Val(axis))``."""
+
+    shift: tuple[int, ...]
+    axis: tuple[int, ...]
+
+    def describe(self) -> str:
+        return f"roll(x, Val({self.shift}), axis=Val({self.axis}))"
+
+    def back(self) -> tuple[int, ...]:
+        """The shifts of the pullback (the roll back)."""
+        return tuple(-value for value in self.shift)
+
+
+OpSpec: TypeAlias = RepeatAxis | RepeatInnerOuter | Concatenate | Kron | Roll
 
 
 def pad_shape(shape: Shape, length: int) -> Shape:
@@ -117,6 +134,8 @@ def call_ours_forward(spec: OpSpec, arrays: Sequence[Array]) -> object:
         return _repeat(arrays[0], inner=Val(spec.inner), outer=Val(spec.outer))
     if isinstance(spec, Concatenate):
         return _concatenate(tuple(arrays), axis=Val(spec.axis))
+    if isinstance(spec, Roll):
+        return _roll(arrays[0], Val(spec.shift), axis=Val(spec.axis))
     return _kron(arrays[0], arrays[1])
 
 
@@ -130,6 +149,8 @@ def call_ours_rrule(spec: OpSpec, arrays: Sequence[Array]) -> tuple[object, Pull
         return _rrule(sr.repeat, arrays[0], inner=Val(spec.inner), outer=Val(spec.outer))
     if isinstance(spec, Concatenate):
         return _rrule(sr.concatenate, tuple(arrays), axis=Val(spec.axis))
+    if isinstance(spec, Roll):
+        return _rrule(sr.roll, arrays[0], Val(spec.shift), axis=Val(spec.axis))
     return _rrule(sr.kron, arrays[0], arrays[1])
 
 
@@ -157,6 +178,8 @@ def reference_forward(spec: OpSpec, arrays: Sequence[Array]) -> Array:
         return result
     if isinstance(spec, Concatenate):
         return np.concatenate(tuple(arrays), axis=spec.axis)
+    if isinstance(spec, Roll):
+        return np.roll(arrays[0], spec.shift, axis=spec.axis)
     return np.kron(arrays[0], arrays[1])
 
 
@@ -236,6 +259,31 @@ def _kron_einsum(optimize: bool) -> ReferencePullback:
     return einsums
 
 
+def _roll_back(spec: Roll) -> ReferencePullback:
+    def roll_back(arrays: Sequence[Array], dy: Array) -> tuple[Array, ...]:
+        return (np.roll(dy, spec.back(), axis=spec.axis),)
+
+    return roll_back
+
+
+def _roll_back_slices(spec: Roll) -> ReferencePullback:
+    def slice_copies(arrays: Sequence[Array], dy: Array) -> tuple[Array, ...]:
+        # One allocation, then each of the 2**k blocks copied once (np.roll allocates per axis).
+        dx = np.empty_like(dy)
+        pieces: list[list[tuple[slice, slice]]] = [[(slice(None), slice(None))] for _ in range(dy.ndim)]
+        for shift, axis in zip(spec.back(), spec.axis):
+            offset = shift % dy.shape[axis]
+            if offset:
+                pieces[axis] = [(slice(None, -offset), slice(offset, None)), (slice(-offset, None), slice(None, offset))]
+        for combination in itertools.product(*pieces):
+            source = tuple(pair[0] for pair in combination)
+            target = tuple(pair[1] for pair in combination)
+            dx[target] = dy[source]
+        return (dx,)
+
+    return slice_copies
+
+
 def reference_pullbacks(spec: OpSpec) -> dict[str, ReferencePullback]:
     """NumPy formulations of the pullback, by name; the fastest one is the reference."""
     if isinstance(spec, RepeatAxis):
@@ -247,6 +295,8 @@ def reference_pullbacks(spec: OpSpec) -> dict[str, ReferencePullback]:
         }
     if isinstance(spec, Concatenate):
         return {"bare slices": _concatenate_slices(spec)}
+    if isinstance(spec, Roll):
+        return {"np.roll by -shift": _roll_back(spec), "one allocation, block copies": _roll_back_slices(spec)}
     return {"einsum optimize=False": _kron_einsum(False), "einsum optimize=True": _kron_einsum(True)}
 
 
@@ -286,6 +336,8 @@ class Workload:
             inner = pad_shape(spec.inner, length)
             outer = pad_shape(spec.outer or (), length)
             return tuple(n * i * o for n, i, o in zip(base, inner, outer))
+        if isinstance(spec, Roll):
+            return self.shapes[0]
         if isinstance(spec, Concatenate):
             first = list(self.shapes[0])
             first[spec.axis] = sum(shape[spec.axis] for shape in self.shapes)
@@ -309,7 +361,7 @@ class Workload:
 
 
 def workloads(*, tiny: bool, large: bool) -> list[Workload]:
-    """W1-W5, and W6 when ``large``; ``tiny`` shrinks every size (for the test)."""
+    """W1-W5 and W7, and W6 when ``large``; ``tiny`` shrinks every size (for the test)."""
     w1 = RepeatAxis(3, 0) if tiny else RepeatAxis(7, 0)
     w2 = RepeatInnerOuter((2, 1, 3)) if tiny else RepeatInnerOuter((7, 1, 10))
     w3 = RepeatInnerOuter((2, 1, 3), (2, 1, 2)) if tiny else RepeatInnerOuter((7, 1, 10), (4, 1, 2))
@@ -318,6 +370,7 @@ def workloads(*, tiny: bool, large: bool) -> list[Workload]:
     c: Shape = (1, 4, 5, 5) if tiny else (1, 64, 56, 56)
     k5: tuple[Shape, Shape] = ((2, 3), (3, 2)) if tiny else ((10, 20), (30, 10))
     k6: tuple[Shape, Shape] = ((6, 8), (9, 5)) if tiny else ((100, 200), (300, 100))
+    r7: Shape = (2, 3, 6, 7) if tiny else (64, 64, 56, 56)
     result = [
         Workload("W1", 3, w1, (x1,), "float64", f"dy.reshape({x1[0]}, {w1.repeats}).sum(1)",
                  goals={"numpy": 2.0, "jax": 8.0}, arange_input=True),
@@ -327,6 +380,8 @@ def workloads(*, tiny: bool, large: bool) -> list[Workload]:
                  goals={"numpy": 0.25, "jax": 10.0}),
         Workload("W5", 5, Kron(), k5, "float64", "two einsums on dy's 4-D view",
                  goals={"numpy": 3.0, "jax": 4.0}),
+        Workload("W7", 15, Roll((3, -5), (2, 3)), (r7,), "float32", "np.roll(dy, (-3, 5), axis=(2, 3))",
+                 goals={"jax": 2.0}, bandwidth_goal=0.7),
     ]
     if large:
         result.append(

@@ -33,7 +33,12 @@ from .rules.concatenate import concatenate as concatenate
 from .rules.concatenate import hstack as hstack
 from .rules.concatenate import stack as stack
 from .rules.concatenate import vstack as vstack
+from .rules.flip import flip as flip
+from .rules.flip import roll as roll
 from .rules.kron import kron as kron
+from .rules.permute import permute_dims as permute_dims
+from .rules.permute import reshape as reshape
+from .rules.permute import transpose as transpose
 from .rules.repeat import repeat as repeat
 from .rules.repeat import tile as tile
 
@@ -56,19 +61,24 @@ __all__ = [
     "clear_caches",
     "concatenate",
     "explain",
+    "flip",
     "frule",
     "hstack",
     "kron",
     "materialize",
     "no_compile",
     "no_fallback",
+    "permute_dims",
     "precompile",
     "register_frule",
     "register_rrule",
     "repeat",
+    "reshape",
+    "roll",
     "rrule",
     "stack",
     "tile",
+    "transpose",
     "unthunk",
     "vstack",
 ]

@@ -288,3 +288,48 @@ def checked_size(shape: Sequence[int], itemsize: int, what: str) -> int:
             f"machine's {memory} bytes of memory and swap"
         )
     return size
+
+
+@dataclass(frozen=True, slots=True)
+class InputFacts:
+    """One array argument as a plan sees it: the array (``None`` for an ``ArraySpec``), its
+    shape and dtype as given, the native-order dtype its tangents (and kernels) use, its
+    namespace (``numpy`` or ``cupy``) and the kernel family that runs for it."""
+
+    array: ArrayLike | None
+    shape: tuple[int, ...]
+    dtype: np.dtype[np.generic]
+    native: np.dtype[np.generic]
+    namespace: pytypes.ModuleType
+    target: str
+
+    @property
+    def differentiable(self) -> bool:
+        return self.native.kind in "fc"
+
+    def need_array(self, op: str) -> ArrayLike:
+        """The array, or a ``TypeError`` for an ``ArraySpec`` (which only describes one)."""
+        if self.array is None:
+            raise TypeError(f"{op}: x must be an array (an ArraySpec only describes one, for precompile/explain)")
+        return self.array
+
+
+def input_facts(x: object, name: str, op: str) -> InputFacts:
+    """Validate one array argument (an array, a Python or NumPy scalar, an ``ArraySpec``):
+    ``TypeError`` naming ``op`` and the argument for anything else or an unsupported dtype."""
+    try:
+        if isinstance(x, ArraySpec):
+            check_dtype(x.dtype, name)
+            cupy = _cupy() if x.device.startswith("cuda") else None
+            array: ArrayLike | None = None
+            shape, dtype, device = x.shape, x.dtype, device_of(x)
+            namespace: pytypes.ModuleType = np if cupy is None else cupy
+        else:
+            array = as_array(x, name)
+            shape, dtype, device = tuple(int(n) for n in array.shape), array.dtype, device_of(array)
+            namespace = array_namespace(array)
+    except TypeError as error:
+        raise TypeError(f"{op}: {error}") from None
+    # The named dtype (a singleton), so ``dtype is native`` holds on the hot paths.
+    native = np.dtype(dtype.name)
+    return InputFacts(array, shape, dtype, native, namespace, kernel_target(device))

@@ -46,7 +46,9 @@ from ._val import Val
 
 if TYPE_CHECKING:
     from .rules.concatenate import Cat, Concatenate, Hstack, Stack, Vstack
+    from .rules.flip import Flip, Roll
     from .rules.kron import Kron
+    from .rules.permute import PermuteDims, Reshape, Transpose
     from .rules.repeat import Repeat, Tile
 
 _F = TypeVar("_F", bound=np.inexact)
@@ -63,6 +65,9 @@ _Repeats: TypeAlias = Val[int] | CountsArray
 _CatInput: TypeAlias = NDArray[np.generic] | np.generic | bool | int | float | complex
 _KronOperand: TypeAlias = NDArray[np.generic] | bool | int | float | complex
 _Dense: TypeAlias = NDArray[np.generic]
+_AxisOrAxes: TypeAlias = Val[int] | Val[tuple[int, ...]]
+_Permutation: TypeAlias = Val[tuple[int, ...]]
+_NewShape: TypeAlias = Val[tuple[int, ...]] | Val[int]
 
 
 def register_rrule(fn: object, rule: Callable[..., tuple[object, RulePullback]], *, replace: bool = False) -> None:
@@ -199,6 +204,79 @@ def rrule(op: Kron, a: NDArray[_G], b: NDArray[_G], /) -> tuple[NDArray[_G], Loo
 def rrule(
     op: Kron, a: _KronOperand, b: _KronOperand, /
 ) -> tuple[NDArray[np.generic], LoosePairPullback[np.generic]]: ...
+
+
+# --- flip, roll, permute_dims, transpose, reshape: (dx,) plus NoTangent per static given positionally
+@overload
+def rrule(
+    op: Flip, x: NDArray[_F], /, *, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+def rrule(op: Flip, x: NDArray[_F], axis: _AxisOrAxes | None, /) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+def rrule(
+    op: Flip, x: NDArray[_G], /, *, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+@overload
+def rrule(
+    op: Flip, x: NDArray[_G], axis: _AxisOrAxes | None, /
+) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+@overload
+def rrule(
+    op: Roll, x: NDArray[_F], shift: _AxisOrAxes, /, *, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+def rrule(
+    op: Roll, x: NDArray[_F], shift: _AxisOrAxes, axis: _AxisOrAxes | None, /
+) -> tuple[NDArray[_F], ArrayStaticStaticPullback[_F]]: ...
+@overload
+def rrule(
+    op: Roll, x: NDArray[_F], /, *, shift: _AxisOrAxes, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+def rrule(
+    op: Roll, x: NDArray[_G], shift: _AxisOrAxes, /, *, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+@overload
+def rrule(
+    op: Roll, x: NDArray[_G], shift: _AxisOrAxes, axis: _AxisOrAxes | None, /
+) -> tuple[NDArray[_G], LooseArrayStaticStaticPullback[_G]]: ...
+@overload
+def rrule(
+    op: Roll, x: NDArray[_G], /, *, shift: _AxisOrAxes, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+@overload
+def rrule(
+    op: PermuteDims | Transpose, x: NDArray[_F], axes: _Permutation, /
+) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+def rrule(op: PermuteDims, x: NDArray[_F], /, *, axes: _Permutation) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+def rrule(
+    op: Transpose, x: NDArray[_F], /, *, axes: _Permutation | None = ...
+) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+def rrule(
+    op: PermuteDims | Transpose, x: NDArray[_G], axes: _Permutation, /
+) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+@overload
+def rrule(
+    op: PermuteDims, x: NDArray[_G], /, *, axes: _Permutation
+) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+@overload
+def rrule(
+    op: Transpose, x: NDArray[_G], /, *, axes: _Permutation | None = ...
+) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+@overload
+def rrule(op: Reshape, x: NDArray[_F], shape: _NewShape, /) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+def rrule(op: Reshape, x: NDArray[_F], /, *, shape: _NewShape) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+def rrule(
+    op: Reshape, x: NDArray[_G], shape: _NewShape, /
+) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+@overload
+def rrule(op: Reshape, x: NDArray[_G], /, *, shape: _NewShape) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
 
 
 # --- a user-registered function: arguments checked against its own signature
@@ -412,6 +490,145 @@ def frule(
 def frule(
     op: Kron, tangents: tuple[object, object], a: _KronOperand, b: _KronOperand, /
 ) -> tuple[NDArray[np.generic], NDArray[np.generic] | ZeroTangent | NoTangent]: ...
+
+
+# --- flip, roll, permute_dims, transpose, reshape: the same map of x's tangent; dense for a
+# dense tangent, else also a Fill (for a Fill) or ZeroTangent (for ZeroTangent/NoTangent)
+@overload
+def frule(
+    op: Flip, tangents: tuple[_Dense], x: NDArray[_F], /, *, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: Flip, tangents: tuple[_Dense, object], x: NDArray[_F], axis: _AxisOrAxes | None, /
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: Flip, tangents: tuple[object], x: NDArray[_F], /, *, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: Flip, tangents: tuple[object, object], x: NDArray[_F], axis: _AxisOrAxes | None, /
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: Flip, tangents: tuple[object], x: NDArray[_G], /, *, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+def frule(
+    op: Flip, tangents: tuple[object, object], x: NDArray[_G], axis: _AxisOrAxes | None, /
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+def frule(
+    op: Roll, tangents: tuple[_Dense, object], x: NDArray[_F], shift: _AxisOrAxes, /, *, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: Roll,
+    tangents: tuple[_Dense, object, object],
+    x: NDArray[_F],
+    shift: _AxisOrAxes,
+    axis: _AxisOrAxes | None,
+    /,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: Roll, tangents: tuple[_Dense], x: NDArray[_F], /, *, shift: _AxisOrAxes, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: Roll, tangents: tuple[object, object], x: NDArray[_F], shift: _AxisOrAxes, /, *, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: Roll,
+    tangents: tuple[object, object, object],
+    x: NDArray[_F],
+    shift: _AxisOrAxes,
+    axis: _AxisOrAxes | None,
+    /,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: Roll, tangents: tuple[object], x: NDArray[_F], /, *, shift: _AxisOrAxes, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: Roll, tangents: tuple[object, object], x: NDArray[_G], shift: _AxisOrAxes, /, *, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+def frule(
+    op: Roll,
+    tangents: tuple[object, object, object],
+    x: NDArray[_G],
+    shift: _AxisOrAxes,
+    axis: _AxisOrAxes | None,
+    /,
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+def frule(
+    op: Roll, tangents: tuple[object], x: NDArray[_G], /, *, shift: _AxisOrAxes, axis: _AxisOrAxes | None = ...
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+def frule(
+    op: PermuteDims | Transpose, tangents: tuple[_Dense, object], x: NDArray[_F], axes: _Permutation, /
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: PermuteDims, tangents: tuple[_Dense], x: NDArray[_F], /, *, axes: _Permutation
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: Transpose, tangents: tuple[_Dense], x: NDArray[_F], /, *, axes: _Permutation | None = ...
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: PermuteDims | Transpose, tangents: tuple[object, object], x: NDArray[_F], axes: _Permutation, /
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: PermuteDims, tangents: tuple[object], x: NDArray[_F], /, *, axes: _Permutation
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: Transpose, tangents: tuple[object], x: NDArray[_F], /, *, axes: _Permutation | None = ...
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: PermuteDims | Transpose, tangents: tuple[object, object], x: NDArray[_G], axes: _Permutation, /
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+def frule(
+    op: PermuteDims, tangents: tuple[object], x: NDArray[_G], /, *, axes: _Permutation
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+def frule(
+    op: Transpose, tangents: tuple[object], x: NDArray[_G], /, *, axes: _Permutation | None = ...
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+def frule(
+    op: Reshape, tangents: tuple[_Dense, object], x: NDArray[_F], shape: _NewShape, /
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: Reshape, tangents: tuple[_Dense], x: NDArray[_F], /, *, shape: _NewShape
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: Reshape, tangents: tuple[object, object], x: NDArray[_F], shape: _NewShape, /
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: Reshape, tangents: tuple[object], x: NDArray[_F], /, *, shape: _NewShape
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: Reshape, tangents: tuple[object, object], x: NDArray[_G], shape: _NewShape, /
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+def frule(
+    op: Reshape, tangents: tuple[object], x: NDArray[_G], /, *, shape: _NewShape
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 
 
 # --- a user-registered function

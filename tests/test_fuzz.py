@@ -379,6 +379,94 @@ def test_fuzz_concatenate_family(spec: tuple[str, list[Shape], list[np.dtype[Any
 
 
 # ---------------------------------------------------------------------------------------------
+# flip, roll, permute_dims, transpose, reshape
+# ---------------------------------------------------------------------------------------------
+
+STRUCTURE_OPS = ["flip", "roll", "permute_dims", "transpose", "reshape"]
+# roll's kernels depend on the pattern of rolled axes, not on the shifts: shifts vary freely.
+SHIFTS = st.one_of(st.integers(-7, 7), st.sampled_from([2**65, -(2**40)]), st.lists(st.integers(-5, 5), max_size=3).map(tuple))
+
+
+def static_value(value: object) -> object:
+    """``Val(value)`` for an int or a tuple of ints, ``None`` as it is."""
+    return None if value is None else Val(cast(Any, value))
+
+
+@st.composite
+def structure_calls(draw: st.DrawFn) -> tuple[str, Shape, np.dtype[Any], tuple[object, ...]]:
+    shape = draw(shapes)
+    dtype = draw(dtypes)
+    op = draw(st.sampled_from(STRUCTURE_OPS))
+    ndim = len(shape)
+    axis = st.integers(-ndim - 1, ndim)
+    axes = st.one_of(st.none(), axis, st.lists(axis, max_size=3).map(tuple))
+    if op == "flip":
+        return op, shape, dtype, (draw(axes),)
+    if op == "roll":
+        chosen = draw(axes)
+        if ndim == 0 and chosen == ():
+            chosen = None  # NumPy 2.4 itself fails inside np.roll on that call (an empty zip)
+        return op, shape, dtype, (draw(SHIFTS), chosen)
+    if op in ("permute_dims", "transpose"):
+        permutation = list(draw(st.permutations(range(ndim))))
+        mutation = draw(st.sampled_from(["none"] * 4 + ["drop", "duplicate", "out of range", "negative"]))
+        if mutation == "drop" and permutation:
+            permutation.pop()
+        elif mutation == "duplicate" and permutation:
+            permutation[-1] = permutation[0]
+        elif mutation == "out of range":
+            permutation.append(ndim)
+        elif mutation == "negative" and permutation:
+            permutation[0] -= ndim
+        static = None if op == "transpose" and draw(st.booleans()) else tuple(permutation)
+        return op, shape, dtype, (static,)
+    size = int(np.prod(shape))
+    candidates = [(-1,), (size,), (1, -1), (-1, 1, 1), (-1, -1), (size + 1,), (0, -1), shape[::-1], (), (size, 1)]
+    return op, shape, dtype, (draw(st.sampled_from(candidates)),)
+
+
+def structure_numpy(op: str, statics: tuple[object, ...]) -> Callable[[Sequence[Array]], Array]:
+    if op == "flip":
+        return lambda xs: np.flip(xs[0], cast(Any, statics[0]))
+    if op == "roll":
+        return lambda xs: np.roll(xs[0], cast(Any, statics[0]), axis=cast(Any, statics[1]))
+    if op == "permute_dims":
+        return lambda xs: np.permute_dims(xs[0], cast(Any, statics[0]))
+    if op == "transpose":
+        return lambda xs: np.transpose(xs[0], cast(Any, statics[0]))
+    return lambda xs: np.reshape(xs[0], cast(Any, statics[0]))
+
+
+@FUZZ
+@given(structure_calls(), seeds)
+def test_fuzz_flip_roll_permute_reshape(spec: tuple[str, Shape, np.dtype[Any], tuple[object, ...]], seed: int) -> None:
+    op_name, shape, dtype, statics = spec
+    x = make(shape, dtype, seed)
+    op = getattr(sr, op_name)
+    numpy = structure_numpy(op_name, statics)
+    args: tuple[object, ...] = (x, *(static_value(value) for value in statics))
+    result = outcome(lambda: rrule_call(op, *args), lambda: numpy([x]), [dtype])
+    if result is None:
+        return
+    want, (y, back) = result[0], cast(tuple[object, Callable[[object], tuple[object, ...]]], result[1])
+    y = assert_forward(y, want)
+    assert_forward(call(op, *args), want)
+    dy = cotangent(y, seed + 3)
+    tangents = back(dy)
+    assert len(tangents) == len(args)
+    assert all(isinstance(t, NoTangent) for t in tangents[1:])
+    (expected,) = gather_pullback(numpy, [x.shape], dy)
+    assert_tangent(tangents[0], expected, x, y.dtype)
+    if dtype.kind in "fc":  # a Fill cotangent gives a Fill, equal to the pullback of its dense equivalent
+        (lazy, *_) = back(Fill(2.0, y.shape, dy.dtype))
+        assert isinstance(lazy, Fill)
+        np.testing.assert_array_equal(np.asarray(lazy), np.asarray(back(np.full(y.shape, 2.0))[0]))
+        assert back(ZeroTangent())[0] == ZeroTangent()
+    with pytest.raises(ValueError, match=r"shape"):
+        back(np.zeros(y.shape + (1,)))
+
+
+# ---------------------------------------------------------------------------------------------
 # kron
 # ---------------------------------------------------------------------------------------------
 

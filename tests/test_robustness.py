@@ -219,6 +219,22 @@ CASES = [
     ),
 ]
 
+# --- flip, roll, permute_dims, transpose, reshape
+CASES += [
+    Case("flip", sr.flip, lambda xs: ((xs[0],), {"axis": Val((0, 2))}), lambda xs: np.flip(xs[0], (0, 2)),
+         ((3, 4, 2),), ((0, 4, 2),)),
+    Case("flip-all", sr.flip, lambda xs: ((xs[0], None), {}), lambda xs: np.flip(xs[0]), ((3, 4),), ((3, 0),), ((),)),
+    Case("roll", sr.roll, lambda xs: ((xs[0], Val((1, -2))), {"axis": Val((0, 1))}),
+         lambda xs: np.roll(xs[0], (1, -2), axis=(0, 1)), ((3, 4),), ((0, 4),)),
+    Case("roll-flat", sr.roll, lambda xs: ((xs[0], Val(5)), {}), lambda xs: np.roll(xs[0], 5), ((3, 4),), ((0, 4),), ((),)),
+    Case("permute-dims", sr.permute_dims, lambda xs: ((xs[0], Val((2, 0, 1))), {}),
+         lambda xs: np.permute_dims(xs[0], (2, 0, 1)), ((3, 4, 2),), ((3, 0, 2),)),
+    Case("transpose", sr.transpose, lambda xs: ((xs[0],), {}), lambda xs: np.transpose(xs[0]), ((3, 4),), ((0, 4),), ((),)),
+    Case("reshape", sr.reshape, lambda xs: ((xs[0], Val((-1, 2))), {}), lambda xs: np.reshape(xs[0], (-1, 2)),
+         ((3, 4),), ((0, 4),)),
+]
+
+
 def _kron_is_implemented() -> bool:
     try:
         sr.kron(np.ones(1), np.ones(1))
@@ -853,6 +869,9 @@ cat huge dims          | ValueError  | at most 64                  | sr.cat(np.o
 cat block diagonal     | MemoryError | more than this machine      | sr.cat(huge(2**40), huge(2**40), dims=Val((0, 1)))
 cat new axis huge      | MemoryError | more than this machine      | sr.cat(huge(2**40), huge(2**40), dims=Val(1))
 precompile huge spec   | MemoryError | more than this machine      | sr.precompile(sr.repeat, sr.ArraySpec((2**40,), np.float64), Val(3))
+roll huge x            | MemoryError | more than this machine      | sr.roll(huge(2**40), Val(1))
+rrule roll huge x      | MemoryError | more than this machine      | sr.rrule(sr.roll, huge(2**40), Val(1), axis=Val(0))
+roll 2**62 bytes       | ValueError  | too large to allocate       | sr.roll(huge(2**59), Val(1))
 """
 
 KRON_HUGE_CALLS = """

@@ -392,6 +392,88 @@ def test_concatenate_family_stays_on_the_device(
     assert_same(ydot, ydot_cpu, namespace, f"{name} pushforward")
 
 
+# ---------------------------------------------- flip, roll, permute_dims, transpose, reshape
+# roll has CUDA kernels (one gather per pattern; forward, pullback and pushforward all run it,
+# on the unsigned-integer bits of the dtype); the others are views, the same code on every
+# device. Each case: forward, pullback and pushforward against the CPU and against NumPy.
+
+STRUCTURE_CASES: list[tuple[str, Any, Callable[[Array], Array], Callable[[Array], Array], tuple[int, ...], tuple[object, ...], dict[str, object], tuple[str, ...]]] = [
+    ("roll-last-two", sr.roll, lambda v: np.roll(v, (3, -5), axis=(2, 3)), lambda v: np.roll(v, (-3, 5), axis=(2, 3)),
+     (2, 3, 6, 7), (Val((3, -5)),), {"axis": Val((2, 3))}, ("float32", "float64", "complex128", "int8")),
+    ("roll-flat", sr.roll, lambda v: np.roll(v, 7), lambda v: np.roll(v, -7), (3, 5), (Val(7),), {}, ("float64", "complex64")),
+    ("roll-first-axis", sr.roll, lambda v: np.roll(v, 2, axis=0), lambda v: np.roll(v, -2, axis=0),
+     (5, 4, 3), (Val(2),), {"axis": Val(0)}, ("float64",)),
+    ("roll-repeated-axis", sr.roll, lambda v: np.roll(v, (1, 1), axis=(1, 1)), lambda v: np.roll(v, -2, axis=1),
+     (4, 5), (Val((1, 1)), Val((1, 1))), {}, ("float64",)),
+    ("roll-empty", sr.roll, lambda v: np.roll(v, 1, axis=1), lambda v: np.roll(v, -1, axis=1), (0, 3), (Val(1),), {"axis": Val(1)}, ("float64",)),
+    ("flip", sr.flip, lambda v: np.flip(v, (0, 2)), lambda v: np.flip(v, (0, 2)), (2, 3, 4), (), {"axis": Val((0, 2))}, ("float64", "complex64")),
+    ("permute-dims", sr.permute_dims, lambda v: np.permute_dims(v, (2, 0, 1)), lambda v: np.permute_dims(v, (1, 2, 0)),
+     (2, 3, 4), (Val((2, 0, 1)),), {}, ("float64",)),
+    ("transpose", sr.transpose, lambda v: np.transpose(v), lambda v: np.transpose(v), (2, 3, 4), (), {}, ("float32",)),
+    ("reshape", sr.reshape, lambda v: np.reshape(v, (4, -1)), lambda v: np.reshape(v, (2, 3, 4)), (2, 3, 4), (Val((4, -1)),), {}, ("float64",)),
+]
+STRUCTURE_PARAMETERS = [
+    pytest.param(case, dtype, namespace, id=f"{case[0]}-{dtype}-{namespace}")
+    for case in STRUCTURE_CASES
+    for dtype in case[7]
+    for namespace in NAMESPACES
+]
+
+
+@pytest.mark.parametrize(("case", "dtype", "namespace"), STRUCTURE_PARAMETERS)
+def test_structure_ops_forward_pullback_pushforward(
+    case: tuple[str, Any, Callable[[Array], Array], Callable[[Array], Array], tuple[int, ...], tuple[object, ...], dict[str, object], tuple[str, ...]],
+    dtype: str,
+    namespace: str,
+    on_cpu: Callable[[Callable[[], Any]], Any],
+) -> None:
+    name, op, forward, adjoint, shape, rest, kwargs, _ = case
+    x_host = integers(shape, dtype)
+    x = device(x_host, namespace)
+    args = (x, *rest)
+    kernels = op is sr.roll and x_host.size > 0  # the view ops launch nothing, on any device
+    with cuda_kernel_runs("roll", "copy", kernels):
+        y = op(*args, **kwargs)
+    y_cpu = on_cpu(lambda: op(x_host, *rest, **kwargs))
+    assert_same(np.ascontiguousarray(host(y)) if namespace == "numpy" else y, np.ascontiguousarray(y_cpu), namespace, f"{name} forward")
+    np.testing.assert_array_equal(y_cpu, forward(x_host))
+    y_rule, back = sr.rrule(op, *args, **kwargs)
+    dy_host = integers(tuple(host(y_rule).shape), dtype)
+    with cuda_kernel_runs("roll", "copy", kernels and np.dtype(dtype).kind in "fc"):
+        got = back(device(dy_host, namespace))
+    want = on_cpu(lambda: sr.rrule(op, x_host, *rest, **kwargs)[1](dy_host))
+    assert len(got) == len(want) == len(args)
+    if np.dtype(dtype).kind in "fc":
+        assert_same(np.ascontiguousarray(host(got[0])) if namespace == "numpy" else got[0], np.ascontiguousarray(want[0]), namespace, f"{name} pullback")
+        np.testing.assert_array_equal(want[0], adjoint(dy_host))
+        dx_host = integers(shape, dtype)
+        tangents = (device(dx_host, namespace),) + (NoTangent(),) * len(rest)
+        with cuda_kernel_runs("roll", "copy", kernels):
+            _, ydot = sr.frule(op, tangents, *args, **kwargs)
+        np.testing.assert_array_equal(host(ydot), forward(dx_host))
+        fill = Fill(2.0, tuple(host(y_rule).shape), np.dtype(dtype))
+        assert back(fill)[0] == Fill(2.0, shape, np.dtype(dtype))
+        assert back(ZeroTangent())[0] == ZeroTangent()
+        np.testing.assert_array_equal(host(back(Thunk(lambda: device(dy_host, namespace)))[0]), adjoint(dy_host))
+    else:
+        assert got[0] == NoTangent()
+
+
+def test_roll_is_a_cuda_kernel_compiled_once_for_every_shape_and_shift() -> None:
+    x = integers((3, 4, 5), "float64")
+    y, back = sr.rrule(sr.roll, x, Val(2), axis=Val(1))
+    back(integers((3, 4, 5), "float64"))
+    signatures = sr.precompile(sr.roll, sr.ArraySpec((3, 4, 5), np.float64, device="cuda"), Val(2), axis=Val(1))
+    assert len(signatures) == 1 and signatures[0] in cuda_signatures()
+    with sr.no_compile(), sr.no_fallback():
+        for shape, shift in (((2, 7, 3), 5), ((1, 1, 1), -1)):
+            v = integers(shape, "int64")  # another dtype of 8 bytes: the same kernel
+            np.testing.assert_array_equal(host(sr.roll(v, Val(shift), axis=Val(1))), np.roll(v, shift, axis=1))
+            y, back = sr.rrule(sr.roll, v.astype(np.float64), Val(shift), axis=Val(1))
+            dy = integers(shape, "float64")
+            np.testing.assert_array_equal(host(back(dy)[0]), np.roll(dy, -shift, axis=1))
+
+
 # ------------------------------------------------------------------------------------ kron
 
 KRON_CASES: list[tuple[str, tuple[int, ...], str, tuple[int, ...], str]] = [

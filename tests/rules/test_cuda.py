@@ -67,6 +67,7 @@ def test_cuda_sources_render_without_a_gpu() -> None:
         (sr.repeat, (cuda_spec((2, 3), "float64"), Val(2)), {"axis": Val(1)}),
         (sr.tile, (cuda_spec((2, 3), "float32"), Val((2, 1))), {}),
         (sr.kron, (cuda_spec((2, 3), "complex64"), cuda_spec((3,), "complex64")), {}),
+        (sr.roll, (cuda_spec((2, 3, 4), "float32"), Val((1, -1))), {"axis": Val((0, 2))}),
     ):
         texts = _kernel_texts(op, *args, **kwargs)
         assert texts and all("@cuda.jit(SIGNATURE, cache=True)" in text for _, text in texts)
@@ -135,6 +136,9 @@ PTX_CALLS: list[tuple[str, object, tuple[object, ...], dict[str, object]]] = [
     ("repeat-W3-c128", sr.repeat, (cuda_spec((200, 3, 4), "complex128"),), {"inner": Val((7, 1, 10)), "outer": Val((4, 1, 2))}),
     ("repeat-0d", sr.repeat, (cuda_spec((), "float64"), Val(5)), {}),
     ("tile", sr.tile, (cuda_spec((3, 5), "float64"), Val((2, 1, 3))), {}),
+    ("roll-W7-f32", sr.roll, (cuda_spec((64, 64, 56, 56), "float32"), Val((3, -5))), {"axis": Val((2, 3))}),
+    ("roll-flat-c128", sr.roll, (cuda_spec((3, 5), "complex128"), Val(7)), {}),
+    ("roll-first-axis-i8", sr.roll, (cuda_spec((5, 4), "int8"), Val(2)), {"axis": Val(0)}),
     ("repeat-counts", sr.repeat, (cuda_spec((2, 4, 3), "float64"), cuda_spec((4,), "int64")), {"axis": Val(1)}),
     ("repeat-counts-last", sr.repeat, (cuda_spec((3, 4), "complex128"), cuda_spec((4,), "int64")), {"axis": Val(1)}),
     ("repeat-int", sr.repeat, (cuda_spec((3, 4), "int32"), Val(2)), {"axis": Val(0)}),

@@ -1,0 +1,206 @@
+"""Axis bookkeeping: ``permute_dims``, ``transpose`` and ``reshape``. Views, no kernels.
+
+Each of these ops moves no data in NumPy: ``np.transpose``/``np.permute_dims`` return a view
+with permuted strides, ``np.reshape`` a view whenever the strides allow (a copy otherwise).
+Their pullbacks are the inverse maps, views of the cotangent too: ``dy`` transposed by the
+inverse permutation, ``dy`` reshaped to ``x``'s shape. A ``Fill`` cotangent is a ``Fill`` of
+``x``'s shape (a constant permuted or reshaped is the same constant), a ``ZeroTangent`` stays.
+So no kernel is ever compiled: ``precompile`` validates the signature, ``explain`` has nothing
+to print, and the same code serves NumPy and CuPy arrays (the namespace is the input's).
+
+Decisions where SPEC is silent
+------------------------------
+- The result is NumPy's: a view of ``x`` (``reshape``: a view when NumPy's is, else a copy).
+- ``permute_dims``/``transpose`` accept negative axes, as NumPy does; ``transpose(x)``
+  reverses the axes. ``reshape``'s shape is ``Val(tuple)`` or ``Val(int)`` (a 1-D shape); as in
+  NumPy, one entry may be negative (any negative value, not only ``-1``) and is inferred.
+- Tangents have the native-order dtype of the primal; an integer or bool primal gets
+  ``NoTangent()``. A dense cotangent of the tangent's dtype is viewed as it is, whatever its
+  layout; one of another dtype is projected first (one copy), and the tangent is a view of
+  that copy.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import TypeAlias, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from .._arrays import MAX_NDIM, ArrayLike, InputFacts, input_facts, normalize_axis, shape_text, static_ints
+from .._rule import Plan, RuleOp
+from .._val import Val
+from .._views import ViewPlan
+
+_DT = TypeVar("_DT", bound=np.generic)
+
+Shape: TypeAlias = tuple[int, ...]
+_StaticTuple: TypeAlias = "Val[tuple[int, ...]] | tuple[int, ...]"
+
+
+# ======================================================================================
+# permute_dims and transpose
+# ======================================================================================
+
+
+class PermutationPlan(ViewPlan):
+    """A permutation of one shape's axes; its adjoint is the inverse permutation."""
+
+    def __init__(self, op: str, facts: InputFacts, axes: tuple[int, ...], inverse: tuple[int, ...], out_shape: Shape) -> None:
+        super().__init__(op, facts, out_shape)
+        self.axes = axes
+        self.inverse = inverse
+
+    def view(self, array: ArrayLike) -> ArrayLike:
+        return array.transpose(self.axes)
+
+    def unview(self, array: ArrayLike) -> ArrayLike:
+        return array.transpose(self.inverse)
+
+
+@functools.lru_cache(maxsize=1024)
+def _permutation(op: str, axes: tuple[int, ...], shape: Shape) -> tuple[tuple[int, ...], tuple[int, ...], Shape]:
+    ndim = len(shape)
+    if len(axes) != ndim:
+        raise ValueError(f"{op}: axes {axes} must name each of the {ndim} axes of x (shape {shape_text(shape)}) once")
+    try:
+        normalized = tuple(normalize_axis(axis, ndim, "axes") for axis in axes)
+    except ValueError as error:
+        raise ValueError(f"{op}: {error} (x has shape {shape_text(shape)})") from None
+    if len(set(normalized)) != ndim:
+        raise ValueError(f"{op}: axes {axes} names an axis twice (x has shape {shape_text(shape)})")
+    inverse = tuple(int(position) for position in np.argsort(normalized))
+    return normalized, inverse, tuple(shape[axis] for axis in normalized)
+
+
+def _check_permutation(op: str, x: object, axes: object) -> PermutationPlan:
+    """Validate ``permute_dims(x, axes)`` / ``transpose(x, axes)`` (``None``: reversed)."""
+    facts = input_facts(x, "x", op)
+    if axes is None:
+        permutation = tuple(range(len(facts.shape)))[::-1]
+    else:
+        if isinstance(axes, Val) and isinstance(axes.value, int):
+            raise TypeError(f"{op}: axes must be Val(tuple of ints), got {axes!r}")
+        permutation = static_ints(axes, "axes")
+    normalized, inverse, out_shape = _permutation(op, permutation, facts.shape)
+    return PermutationPlan(op, facts, normalized, inverse, out_shape)
+
+
+class PermuteDims(RuleOp):
+    name = "permute_dims"
+    static_names = ("axes",)
+    input_names = ("x",)
+
+    def __call__(self, x: npt.NDArray[_DT], axes: _StaticTuple) -> npt.NDArray[_DT]:
+        """Permute the axes of ``x`` (``np.permute_dims``; Julia's ``permutedims``, 0-based):
+        axis ``k`` of the result is axis ``axes[k]`` of ``x``. ``axes`` is ``Val(tuple)``, static.
+
+        The result is a view of ``x``, as NumPy's. Rules: ``back(dy)`` returns ``(dx,)`` plus
+        ``NoTangent()`` for ``axes`` given positionally; ``dx`` is ``dy`` permuted back: a
+        *view of the cotangent* (of its projected copy when ``dy``'s dtype differs). A
+        ``Fill`` cotangent gives a ``Fill``; the pushforward permutes the tangent. No kernel.
+        """
+        return self.forward(x, axes)  # type: ignore[return-value]
+
+    def bind(self, x: object, axes: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        if axes is None:
+            raise TypeError("permute_dims: axes is required, e.g. permute_dims(x, Val((1, 0)))")
+        return (x,), (axes,)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        return _check_permutation("permute_dims", arrays[0], statics[0])
+
+
+class Transpose(RuleOp):
+    name = "transpose"
+    static_names = ("axes",)
+    input_names = ("x",)
+
+    def __call__(self, x: npt.NDArray[_DT], axes: _StaticTuple | None = None) -> npt.NDArray[_DT]:
+        """``np.transpose(x, axes)``: ``permute_dims`` with ``axes=None`` meaning the axes
+        reversed. Same rules as ``permute_dims`` (``dx`` a view of the cotangent)."""
+        return self.forward(x, axes)  # type: ignore[return-value]
+
+    def bind(self, x: object, axes: object = None) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return (x,), (axes,)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        return _check_permutation("transpose", arrays[0], statics[0])
+
+
+permute_dims = PermuteDims()
+transpose = Transpose()
+
+
+# ======================================================================================
+# reshape
+# ======================================================================================
+
+
+class ReshapePlan(ViewPlan):
+    """A reshape of one shape into another (C order); its adjoint reshapes back."""
+
+    def view(self, array: ArrayLike) -> ArrayLike:
+        return array.reshape(self.out_shape)
+
+    def unview(self, array: ArrayLike) -> ArrayLike:
+        return array.reshape(self.in_shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _reshaped(shape: Shape, wanted: tuple[int, ...]) -> Shape:
+    size = math.prod(shape)
+    unknown = [position for position, extent in enumerate(wanted) if extent < 0]
+    if len(unknown) > 1:
+        raise ValueError(f"reshape: shape {wanted} has {len(unknown)} negative (inferred) entries; at most one is allowed")
+    known = math.prod(extent for extent in wanted if extent >= 0)
+    if unknown and known and size % known == 0:
+        result = list(wanted)
+        result[unknown[0]] = size // known
+        return tuple(result)
+    if unknown or known != size:
+        raise ValueError(f"reshape: cannot reshape x of shape {shape_text(shape)} (size {size}) into shape {wanted}")
+    return wanted
+
+
+def _check_reshape(x: object, shape: object) -> ReshapePlan:
+    """Validate ``reshape(x, shape)``: ``ValueError`` naming both shapes when the sizes
+    differ, for two inferred entries, or for more than NumPy's 64 axes."""
+    facts = input_facts(x, "x", "reshape")
+    wanted = static_ints(shape, "shape")
+    if len(wanted) > MAX_NDIM:
+        raise ValueError(f"reshape: shape {wanted} has {len(wanted)} dimensions; NumPy arrays have at most {MAX_NDIM}")
+    return ReshapePlan("reshape", facts, _reshaped(facts.shape, wanted))
+
+
+class Reshape(RuleOp):
+    name = "reshape"
+    static_names = ("shape",)
+    input_names = ("x",)
+
+    def __call__(self, x: npt.NDArray[_DT], shape: _StaticTuple | Val[int] | int) -> npt.NDArray[_DT]:
+        """Give ``x`` a new shape without changing its data, in C order (``np.reshape``):
+        ``shape`` is ``Val(tuple)`` (one entry may be negative: inferred) or ``Val(int)``.
+
+        The result is NumPy's: a view of ``x`` when the strides allow, else a copy. Rules:
+        ``back(dy)`` returns ``(dx,)`` plus ``NoTangent()`` for ``shape`` given positionally;
+        ``dx`` is ``dy`` reshaped to ``x``'s shape: a *view of the cotangent* when ``dy``'s
+        layout allows (always for a C-contiguous ``dy``). A ``Fill`` gives a ``Fill``.
+        """
+        return self.forward(x, shape)  # type: ignore[return-value]
+
+    def bind(self, x: object, shape: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        if shape is None:
+            raise TypeError("reshape: shape is required, e.g. reshape(x, Val((2, -1)))")
+        return (x,), (shape,)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        return _check_reshape(arrays[0], statics[0])
+
+
+reshape = Reshape()
+
+
+__all__ = ["PermutationPlan", "PermuteDims", "Reshape", "ReshapePlan", "Transpose", "permute_dims", "reshape", "transpose"]

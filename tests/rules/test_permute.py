@@ -1,0 +1,323 @@
+"""Axis bookkeeping: ``permute_dims``, ``transpose`` and ``reshape``.
+
+Forward results are compared with NumPy (``np.permute_dims``, ``np.transpose``,
+``np.reshape``); pullbacks with NumPy's inverse maps, with the adjoint identity against
+NumPy's forward, and with central finite differences through ``stablerules.testing``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import stablerules as sr
+from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
+from stablerules.testing import test_frule as check_frule
+from stablerules.testing import test_rrule as check_rrule
+
+Array = npt.NDArray[Any]
+Back = Callable[[object], tuple[object, ...]]
+
+RNG = np.random.default_rng(77)
+
+
+def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
+    resolved = np.dtype(dtype)
+    if resolved.kind == "c":
+        return np.asarray(RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(resolved)
+    if resolved.kind == "b":
+        return RNG.integers(0, 2, shape).astype(bool)
+    if resolved.kind in "iu":
+        return RNG.integers(0, 100, shape).astype(resolved)
+    return np.asarray(RNG.standard_normal(shape)).astype(resolved)
+
+
+def rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Back]:
+    y, back = sr.rrule(op, *args, **kwargs)
+    assert isinstance(y, np.ndarray)
+    return y, back
+
+
+def static(value: int | tuple[int, ...]) -> Val[int] | Val[tuple[int, ...]]:
+    return Val(value) if isinstance(value, int) else Val(value)
+
+
+def dense(tangent: object) -> Array:
+    assert isinstance(tangent, np.ndarray), tangent
+    return tangent
+
+
+# ======================================================================================
+# permute_dims and transpose
+# ======================================================================================
+
+PERMUTATIONS: list[tuple[tuple[int, ...], tuple[int, ...] | None]] = [
+    ((), ()),
+    ((), None),
+    ((5,), (0,)),
+    ((5,), None),
+    ((3, 4), (1, 0)),
+    ((3, 4), (0, 1)),
+    ((3, 4), None),
+    ((3, 4), (-1, 0)),
+    ((2, 0, 3), (2, 0, 1)),
+    ((2, 3, 4), (1, 2, 0)),
+    ((2, 3, 4, 5), (3, 1, 0, 2)),
+    ((2, 3, 4, 5), None),
+]
+
+
+@pytest.mark.parametrize(("shape", "axes"), PERMUTATIONS)
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128, np.int16, np.bool_])
+def test_transpose_and_permute_dims_forward_are_numpys(
+    shape: tuple[int, ...], axes: tuple[int, ...] | None, dtype: npt.DTypeLike
+) -> None:
+    x = random_array(shape, dtype)
+    y = sr.transpose(x, None if axes is None else Val(axes))
+    expected = np.transpose(x, axes)
+    assert y.shape == expected.shape and y.dtype == expected.dtype
+    np.testing.assert_array_equal(y, expected)
+    assert np.shares_memory(y, x) or x.size == 0
+    if axes is not None:
+        z = sr.permute_dims(x, Val(axes))
+        expected = np.permute_dims(x, axes)
+        assert z.shape == expected.shape and z.dtype == expected.dtype
+        np.testing.assert_array_equal(z, expected)
+
+
+@pytest.mark.parametrize(("shape", "axes"), PERMUTATIONS)
+def test_transpose_pullback_and_pushforward(shape: tuple[int, ...], axes: tuple[int, ...] | None) -> None:
+    x = random_array(shape, np.complex128)
+    static = None if axes is None else Val(axes)
+    y, back = rrule(sr.transpose, x, axes=static)
+    dy = random_array(y.shape, np.complex128)
+    (dx,) = back(dy)
+    inverse = None if axes is None else tuple(np.argsort([a % max(len(shape), 1) for a in axes]))
+    np.testing.assert_array_equal(dense(dx), np.transpose(dy, inverse))
+    v = random_array(shape, np.complex128)
+    np.testing.assert_allclose(np.vdot(dense(dx), v), np.vdot(dy, np.transpose(v, axes)), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(dense(sr.frule(sr.transpose, (v,), x, axes=static)[1]), np.transpose(v, axes))
+    if axes is not None:
+        _, back_p = rrule(sr.permute_dims, x, Val(axes))
+        dxp, daxes = back_p(dy)
+        assert daxes == NoTangent()
+        np.testing.assert_array_equal(dense(dxp), dense(dx))
+        np.testing.assert_array_equal(
+            dense(sr.frule(sr.permute_dims, (v, NoTangent()), x, Val(axes))[1]), np.permute_dims(v, axes)
+        )
+
+
+@pytest.mark.parametrize(
+    ("shape", "axes", "dtype"),
+    [((3, 4), (1, 0), np.float64), ((2, 3, 4), (2, 0, 1), np.float32), ((2, 3), (1, 0), np.complex64),
+     ((), (), np.float64), ((0, 2), (1, 0), np.complex128)],
+)
+def test_permutations_pass_the_shared_checker(shape: tuple[int, ...], axes: tuple[int, ...], dtype: npt.DTypeLike) -> None:
+    x = random_array(shape, dtype)
+    check_rrule(sr.permute_dims, x, Val(axes))
+    check_frule(sr.permute_dims, x, Val(axes))
+    check_rrule(sr.permute_dims, x, axes=Val(axes))
+    check_rrule(sr.transpose, x)
+    check_frule(sr.transpose, x, Val(axes))
+
+
+def test_permutation_pullback_is_a_view_of_the_cotangent() -> None:
+    x = random_array((3, 4, 2))
+    _, back = rrule(sr.permute_dims, x, Val((2, 0, 1)))
+    dy = random_array((2, 3, 4))
+    dx = dense(back(dy)[0])
+    assert np.shares_memory(dx, dy) and dx.shape == (3, 4, 2)
+    strided = random_array((4, 3, 8))[::2].transpose(2, 1, 0)[:, :, ::1]  # any layout is viewed as it is
+    assert strided.shape == (8, 3, 2)
+    _, back2 = rrule(sr.transpose, random_array((2, 3, 8)))
+    assert np.shares_memory(dense(back2(strided)[0]), strided)
+
+
+def test_permutation_lazy_cotangents_projection_and_integers() -> None:
+    x = random_array((3, 4), np.float32)
+    y, back = rrule(sr.transpose, x)
+    assert back(ZeroTangent()) == (ZeroTangent(),)
+    assert back(Fill(1.0 + 2.0j, y.shape, np.complex64)) == (Fill(1.0, x.shape, np.float32),)
+    dy = random_array(y.shape, np.complex128)
+    dx = dense(back(Thunk(lambda: dy))[0])
+    assert dx.dtype == np.float32
+    np.testing.assert_allclose(dx, dy.real.T, rtol=1e-6)
+    assert sr.frule(sr.transpose, (Fill(2.0, x.shape, np.float32),), x)[1] == Fill(2.0, y.shape, np.float32)
+    assert sr.frule(sr.permute_dims, (ZeroTangent(), NoTangent()), x, Val((1, 0)))[1] == ZeroTangent()
+    n = random_array((3, 4), np.int32)
+    y_int, back_int = rrule(sr.permute_dims, n, Val((1, 0)))
+    np.testing.assert_array_equal(y_int, n.T)
+    assert back_int(np.ones((4, 3))) == (NoTangent(), NoTangent())
+    with pytest.raises(ValueError, match=r"\(3, 4\).*\(4, 3\)"):
+        back_int(np.ones((3, 4)))
+
+
+def test_permutation_errors() -> None:
+    x = random_array((3, 4))
+    with pytest.raises(ValueError, match=r"permute_dims: axes \(0,\) must name each of the 2 axes of x \(shape \(3, 4\)\) once"):
+        sr.permute_dims(x, Val((0,)))
+    with pytest.raises(ValueError, match=r"transpose: axes \(0, 0\) names an axis twice"):
+        sr.transpose(x, Val((0, 0)))
+    with pytest.raises(ValueError, match="out of bounds"):
+        sr.permute_dims(x, Val((0, 2)))
+    with pytest.raises(TypeError, match="axes"):
+        sr.permute_dims(x)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"Val\(tuple of ints\)"):
+        sr.permute_dims(x, Val(0))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="dtype"):
+        sr.transpose(np.array([[1.0]], dtype=np.float16))
+    _, back = rrule(sr.transpose, x)
+    with pytest.raises(ValueError, match=r"\(3, 4\).*\(4, 3\)"):
+        back(np.ones((3, 4)))
+    with pytest.raises(ValueError, match=r"\(4, 3\).*\(3, 4\)"):
+        sr.frule(sr.transpose, (np.ones((4, 3)),), x)
+
+
+# ======================================================================================
+# reshape
+# ======================================================================================
+
+RESHAPES: list[tuple[tuple[int, ...], int | tuple[int, ...]]] = [
+    ((), ()),
+    ((), (1, 1)),
+    ((1,), ()),
+    ((6,), (2, 3)),
+    ((6,), 6),
+    ((6,), -1),
+    ((2, 3), (3, 2)),
+    ((2, 3), (-1,)),
+    ((2, 3), (3, -1)),
+    ((2, 3), (1, -5, 1)),
+    ((2, 3, 4), (4, 6)),
+    ((0, 3), (3, 0)),
+    ((0, 3), (-1,)),
+    ((0, 3), (5, -1)),
+]
+
+
+@pytest.mark.parametrize(("shape", "new"), RESHAPES)
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64, np.uint8])
+def test_reshape_forward_is_numpys(shape: tuple[int, ...], new: int | tuple[int, ...], dtype: npt.DTypeLike) -> None:
+    x = random_array(shape, dtype)
+    y = sr.reshape(x, static(new))
+    expected = np.reshape(x, new)
+    assert y.shape == expected.shape and y.dtype == expected.dtype
+    np.testing.assert_array_equal(y, expected)
+    assert np.shares_memory(y, x) or x.size == 0
+
+
+@pytest.mark.parametrize(("shape", "new"), RESHAPES)
+def test_reshape_pullback_and_pushforward(shape: tuple[int, ...], new: int | tuple[int, ...]) -> None:
+    x = random_array(shape, np.complex128)
+    y, back = rrule(sr.reshape, x, static(new))
+    dy = random_array(y.shape, np.complex128)
+    dx, dshape = back(dy)
+    assert dshape == NoTangent()
+    np.testing.assert_array_equal(dense(dx), dy.reshape(shape))
+    assert np.shares_memory(dense(dx), dy) or dy.size == 0
+    v = random_array(shape, np.complex128)
+    np.testing.assert_allclose(np.vdot(dense(dx), v), np.vdot(dy, np.reshape(v, new)), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(dense(sr.frule(sr.reshape, (v, NoTangent()), x, static(new))[1]), np.reshape(v, new))
+
+
+@pytest.mark.parametrize(
+    ("shape", "new", "dtype"),
+    [((2, 3), (3, 2), np.float64), ((2, 3, 4), (-1, 4), np.float32), ((4,), (2, 2), np.complex128), ((), (1,), np.float64)],
+)
+def test_reshape_passes_the_shared_checker(shape: tuple[int, ...], new: tuple[int, ...], dtype: npt.DTypeLike) -> None:
+    x = random_array(shape, dtype)
+    check_rrule(sr.reshape, x, static(new))
+    check_frule(sr.reshape, x, static(new))
+    check_rrule(sr.reshape, x, shape=static(new))
+
+
+def test_reshape_of_a_strided_input_copies_as_numpy_does() -> None:
+    x = random_array((4, 6))[:, ::2]
+    y = sr.reshape(x, Val((12,)))
+    np.testing.assert_array_equal(y, np.reshape(x, 12))
+    _, back = rrule(sr.reshape, x, Val(-1))
+    dy = random_array((12,))[::-1]  # a negative-stride cotangent: reshaped (a copy if it must)
+    np.testing.assert_array_equal(dense(back(dy)[0]), dy.reshape(4, 3))
+
+
+def test_reshape_lazy_cotangents() -> None:
+    x = random_array((2, 3), np.complex128)
+    y, back = rrule(sr.reshape, x, Val((3, 2)))
+    assert back(Fill(0.5j, y.shape, np.complex128)) == (Fill(0.5j, x.shape, np.complex128), NoTangent())
+    assert back(ZeroTangent()) == (ZeroTangent(), NoTangent())
+    assert sr.frule(sr.reshape, (Fill(1.0, x.shape, np.complex128), NoTangent()), x, Val((6,)))[1] == Fill(1.0, (6,), np.complex128)
+    assert sr.frule(sr.reshape, (NoTangent(), NoTangent()), x, Val((6,)))[1] == ZeroTangent()
+
+
+def test_reshape_errors() -> None:
+    x = random_array((2, 3))
+    with pytest.raises(ValueError, match=r"cannot reshape x of shape \(2, 3\) \(size 6\) into shape \(4, 2\)"):
+        sr.reshape(x, Val((4, 2)))
+    with pytest.raises(ValueError, match="at most one"):
+        sr.reshape(x, Val((-1, -1)))
+    with pytest.raises(ValueError, match=r"into shape \(0, -1\)"):
+        sr.reshape(x, Val((0, -1)))
+    with pytest.raises(TypeError, match="shape"):
+        sr.reshape(x)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="shape"):
+        sr.reshape(x, "6")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="at most 64"):
+        sr.reshape(np.ones(1), Val((1,) * 65))
+    _, back = rrule(sr.reshape, x, Val((3, 2)))
+    with pytest.raises(ValueError, match=r"\(2, 3\).*\(3, 2\)"):
+        back(np.ones((2, 3)))
+
+
+# ======================================================================================
+# statics, guards, precompile
+# ======================================================================================
+
+
+def test_plain_statics_count_as_dynamic_and_vals_do_not() -> None:
+    x = random_array((2, 3))
+    before = sr.cache_info().dynamic_arguments
+    np.testing.assert_array_equal(sr.reshape(x, (3, 2)), x.reshape(3, 2))
+    np.testing.assert_array_equal(sr.permute_dims(x, (1, 0)), x.T)
+    np.testing.assert_array_equal(sr.transpose(x, (1, 0)), x.T)
+    assert sr.cache_info().dynamic_arguments == before + 3
+    with sr.no_fallback(), sr.no_compile():
+        sr.reshape(x, Val((3, 2)))
+        sr.permute_dims(x, Val((1, 0)))
+        sr.transpose(x)
+        y, back = rrule(sr.reshape, x, Val(-1))
+        back(np.ones(6))
+        with pytest.raises(sr.DynamicFallbackError):
+            sr.reshape(x, 6)
+
+
+def test_view_ops_list_no_kernels() -> None:
+    spec = sr.ArraySpec((2, 3), np.float32)
+    assert sr.precompile(sr.reshape, spec, Val((3, 2))) == ()
+    assert sr.precompile(sr.permute_dims, spec, Val((1, 0))) == ()
+    assert sr.precompile(sr.transpose, spec) == ()
+    assert sr.explain(sr.transpose, spec, Val((1, 0))) == ""
+    with pytest.raises(ValueError, match="cannot reshape"):
+        sr.precompile(sr.reshape, spec, Val((4,)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=st.lists(st.integers(0, 4), min_size=0, max_size=4).map(tuple), data=st.data())
+def test_permutations_and_reshapes_random(shape: tuple[int, ...], data: st.DataObject) -> None:
+    x = random_array(shape)
+    v = random_array(shape)
+    axes = tuple(data.draw(st.permutations(range(len(shape)))))
+    y, back = rrule(sr.permute_dims, x, Val(axes))
+    np.testing.assert_array_equal(y, np.permute_dims(x, axes))
+    dy = random_array(y.shape)
+    np.testing.assert_allclose(np.vdot(dense(back(dy)[0]), v), np.vdot(dy, np.permute_dims(v, axes)), rtol=1e-9, atol=1e-12)
+    flat = data.draw(st.sampled_from([(-1,), (1, -1), (-1, 1)]) if x.size else st.just((0,)))
+    y2, back2 = rrule(sr.reshape, x, Val(flat))
+    np.testing.assert_array_equal(y2, np.reshape(x, flat))
+    dy2 = random_array(y2.shape)
+    np.testing.assert_allclose(np.vdot(dense(back2(dy2)[0]), v), np.vdot(dy2, np.reshape(v, flat)), rtol=1e-9, atol=1e-12)
