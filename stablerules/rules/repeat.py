@@ -848,7 +848,7 @@ def _check_repeat(
     if isinstance(repeats, Val) or (
         isinstance(repeats, (int, np.integer)) and not isinstance(repeats, (bool, np.bool_))
     ):
-        if isinstance(repeats, Val) and not isinstance(repeats.value, int):
+        if isinstance(repeats, Val) and (not isinstance(repeats.value, int) or isinstance(repeats.value, bool)):
             raise TypeError(
                 f"repeat: repeats must be Val(int) or a 1-D integer array of per-element counts, "
                 f"got {repeats!r}; for counts per axis use inner={repeats!r}"
