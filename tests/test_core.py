@@ -57,7 +57,7 @@ def test_a_bool_val_is_not_a_count() -> None:
     with pytest.raises(TypeError, match="'keepdims' must be Val\\(True\\) or Val\\(False\\)"):
         static_bool(sr.Val(1), "keepdims")
     with pytest.raises(TypeError, match="repeats must be Val\\(int\\)"):
-        sr.repeat(np.ones(3), sr.Val(True))  # type: ignore[call-overload]
+        sr.repeat(np.ones(3), sr.Val(True))
     assert static_bool(sr.Val(True), "keepdims") is True
 
 
