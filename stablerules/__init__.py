@@ -28,6 +28,9 @@ from ._typing import Pullback as Pullback
 from ._typing import Tangent as Tangent
 from ._val import Val as Val
 from ._version import __version__ as __version__
+from .rules.broadcast import broadcast_to as broadcast_to
+from .rules.broadcast import mean as mean
+from .rules.broadcast import sum as sum
 from .rules.concatenate import cat as cat
 from .rules.concatenate import concatenate as concatenate
 from .rules.concatenate import hstack as hstack
@@ -51,6 +54,7 @@ __all__ = [
     "Val",
     "ZeroTangent",
     "__version__",
+    "broadcast_to",
     "cache_info",
     "cat",
     "clear_caches",
@@ -60,6 +64,7 @@ __all__ = [
     "hstack",
     "kron",
     "materialize",
+    "mean",
     "no_compile",
     "no_fallback",
     "precompile",
@@ -68,6 +73,7 @@ __all__ = [
     "repeat",
     "rrule",
     "stack",
+    "sum",
     "tile",
     "unthunk",
     "vstack",
