@@ -37,6 +37,8 @@ from .rules.concatenate import hstack as hstack
 from .rules.concatenate import stack as stack
 from .rules.concatenate import vstack as vstack
 from .rules.kron import kron as kron
+from .rules.pad import pad as pad
+from .rules.pad import split as split
 from .rules.repeat import repeat as repeat
 from .rules.repeat import tile as tile
 
@@ -67,11 +69,13 @@ __all__ = [
     "mean",
     "no_compile",
     "no_fallback",
+    "pad",
     "precompile",
     "register_frule",
     "register_rrule",
     "repeat",
     "rrule",
+    "split",
     "stack",
     "sum",
     "tile",
