@@ -28,16 +28,26 @@ from ._typing import (
     LooseArrayPullback,
     LooseArrayStaticPullback,
     LooseArrayStaticStaticPullback,
+    LoosePadConstantPullback,
     LoosePairPullback,
     LooseSequencePullback,
     LooseSequenceStaticPullback,
+    LooseSplitPullback,
+    LooseSplitStaticPullback,
+    LooseSplitStaticStaticPullback,
     LooseTangent,
     LooseVariadicPullback,
+    PadConstantPullback,
     PairPullback,
+    Pullback,
     QuadruplePullback,
     RulePullback,
     SequencePullback,
     SequenceStaticPullback,
+    SplitPullback,
+    SplitStaticPullback,
+    SplitStaticStaticPullback,
+    SplitTangent,
     Tangent,
     TriplePullback,
     VariadicPullback,
@@ -45,6 +55,8 @@ from ._typing import (
 from ._val import Val
 
 if TYPE_CHECKING:
+    from .rules.broadcast import BroadcastTo, Mean, Sum
+    from .rules.pad import Pad, Split
     from .rules.concatenate import Cat, Concatenate, Hstack, Stack, Vstack
     from .rules.kron import _Kron
     from .rules.repeat import _Repeat, _Tile
@@ -63,6 +75,14 @@ _Repeats: TypeAlias = Val[int] | CountsArray
 _CatInput: TypeAlias = NDArray[np.generic] | np.generic | bool | int | float | complex
 _KronOperand: TypeAlias = NDArray[np.generic] | bool | int | float | complex
 _Dense: TypeAlias = NDArray[np.generic]
+_Shape: TypeAlias = Val[tuple[int, ...]] | Val[int]
+_Axes: TypeAlias = Val[int] | Val[tuple[int, ...]] | None
+_Flag: TypeAlias = Val[bool]
+_Integral: TypeAlias = NDArray[np.bool_ | np.integer]
+_PadConstant: TypeAlias = bool | int | float | complex | np.generic | NDArray[np.generic]
+_NoTangents1: TypeAlias = Pullback[tuple[NoTangent], tuple[NoTangent]]
+_NoTangents2: TypeAlias = Pullback[tuple[NoTangent, NoTangent], tuple[NoTangent, NoTangent]]
+_NoTangents3: TypeAlias = Pullback[tuple[NoTangent, NoTangent, NoTangent], tuple[NoTangent, NoTangent, NoTangent]]
 
 
 def register_rrule(fn: object, rule: Callable[..., tuple[object, RulePullback]], *, replace: bool = False) -> None:
@@ -199,6 +219,93 @@ def rrule(op: _Kron, a: NDArray[_G], b: NDArray[_G], /) -> tuple[NDArray[_G], Lo
 def rrule(
     op: _Kron, a: _KronOperand, b: _KronOperand, /
 ) -> tuple[NDArray[np.generic], LoosePairPullback[np.generic]]: ...
+
+
+# --- broadcast_to, sum, mean, pad, split
+# broadcast_to: (dx[, NoTangent()]); sum/mean: (dx, NoTangent() per positional axis/keepdims),
+# an integer or bool input's entries all NoTangent (its sum is an integer array, its mean
+# float64); pad: (dx, NoTangent()[, the constant's tangent]); split: its output is a tuple, its
+# pullback takes a tuple of cotangents (TuplePullback).
+@overload
+def rrule(op: BroadcastTo, x: NDArray[_F], shape: _Shape, /) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+def rrule(op: BroadcastTo, x: NDArray[_F], /, *, shape: _Shape) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+def rrule(op: BroadcastTo, x: NDArray[_G], shape: _Shape, /) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+@overload
+def rrule(op: BroadcastTo, x: NDArray[_G], /, *, shape: _Shape) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+@overload
+def rrule(
+    op: Sum | Mean, x: NDArray[_F], /, *, axis: _Axes = ..., keepdims: _Flag = ...
+) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+def rrule(
+    op: Sum | Mean, x: NDArray[_F], axis: _Axes, /, *, keepdims: _Flag = ...
+) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+def rrule(
+    op: Sum | Mean, x: NDArray[_F], axis: _Axes, keepdims: _Flag, /
+) -> tuple[NDArray[_F], ArrayStaticStaticPullback[_F]]: ...
+@overload
+def rrule(
+    op: Sum, x: _Integral, /, *, axis: _Axes = ..., keepdims: _Flag = ...
+) -> tuple[NDArray[np.integer], _NoTangents1]: ...
+@overload
+def rrule(
+    op: Sum, x: _Integral, axis: _Axes, /, *, keepdims: _Flag = ...
+) -> tuple[NDArray[np.integer], _NoTangents2]: ...
+@overload
+def rrule(op: Sum, x: _Integral, axis: _Axes, keepdims: _Flag, /) -> tuple[NDArray[np.integer], _NoTangents3]: ...
+@overload
+def rrule(
+    op: Mean, x: _Integral, /, *, axis: _Axes = ..., keepdims: _Flag = ...
+) -> tuple[NDArray[np.float64], _NoTangents1]: ...
+@overload
+def rrule(
+    op: Mean, x: _Integral, axis: _Axes, /, *, keepdims: _Flag = ...
+) -> tuple[NDArray[np.float64], _NoTangents2]: ...
+@overload
+def rrule(op: Mean, x: _Integral, axis: _Axes, keepdims: _Flag, /) -> tuple[NDArray[np.float64], _NoTangents3]: ...
+@overload
+def rrule(
+    op: Pad, x: NDArray[_F], pad_width: _Counts, /, *, constant_values: _PadConstant = ...
+) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+def rrule(
+    op: Pad, x: NDArray[_F], pad_width: _Counts, constant_values: _PadConstant, /
+) -> tuple[NDArray[_F], PadConstantPullback[_F]]: ...
+@overload
+def rrule(
+    op: Pad, x: NDArray[_G], pad_width: _Counts, /, *, constant_values: _PadConstant = ...
+) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+@overload
+def rrule(
+    op: Pad, x: NDArray[_G], pad_width: _Counts, constant_values: _PadConstant, /
+) -> tuple[NDArray[_G], LoosePadConstantPullback[_G]]: ...
+@overload
+def rrule(
+    op: Split, x: NDArray[_F], indices_or_sections: _Counts, /, *, axis: _Axis = ...
+) -> tuple[tuple[NDArray[_F], ...], SplitStaticPullback[_F]]: ...
+@overload
+def rrule(
+    op: Split, x: NDArray[_F], indices_or_sections: _Counts, axis: _Axis, /
+) -> tuple[tuple[NDArray[_F], ...], SplitStaticStaticPullback[_F]]: ...
+@overload
+def rrule(
+    op: Split, x: NDArray[_F], /, *, indices_or_sections: _Counts, axis: _Axis = ...
+) -> tuple[tuple[NDArray[_F], ...], SplitPullback[_F]]: ...
+@overload
+def rrule(
+    op: Split, x: NDArray[_G], indices_or_sections: _Counts, /, *, axis: _Axis = ...
+) -> tuple[tuple[NDArray[_G], ...], LooseSplitStaticPullback[_G]]: ...
+@overload
+def rrule(
+    op: Split, x: NDArray[_G], indices_or_sections: _Counts, axis: _Axis, /
+) -> tuple[tuple[NDArray[_G], ...], LooseSplitStaticStaticPullback[_G]]: ...
+@overload
+def rrule(
+    op: Split, x: NDArray[_G], /, *, indices_or_sections: _Counts, axis: _Axis = ...
+) -> tuple[tuple[NDArray[_G], ...], LooseSplitPullback[_G]]: ...
 
 
 # --- a user-registered function: arguments checked against its own signature
@@ -412,6 +519,123 @@ def frule(
 def frule(
     op: _Kron, tangents: tuple[object, object], a: _KronOperand, b: _KronOperand, /
 ) -> tuple[NDArray[np.generic], NDArray[np.generic] | ZeroTangent | NoTangent]: ...
+
+
+# --- broadcast_to, sum, mean, pad, split: the forward map of x's tangent; dense for a dense
+# tangent, else also a Fill or ZeroTangent; an integer input's is NoTangent. split's is a
+# tuple of tangents (or ZeroTangent).
+@overload
+def frule(
+    op: BroadcastTo, tangents: tuple[_Dense, object] | tuple[_Dense], x: NDArray[_F], /, *args: _Shape, shape: _Shape = ...
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: BroadcastTo, tangents: tuple[object, object] | tuple[object], x: NDArray[_F], /, *args: _Shape, shape: _Shape = ...
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: BroadcastTo, tangents: tuple[object, object] | tuple[object], x: NDArray[_G], /, *args: _Shape, shape: _Shape = ...
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+def frule(
+    op: Sum | Mean,
+    tangents: tuple[_Dense] | tuple[_Dense, object] | tuple[_Dense, object, object],
+    x: NDArray[_F],
+    /,
+    *args: _Axes | _Flag,
+    axis: _Axes = ...,
+    keepdims: _Flag = ...,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: Sum | Mean,
+    tangents: tuple[object] | tuple[object, object] | tuple[object, object, object],
+    x: NDArray[_F],
+    /,
+    *args: _Axes | _Flag,
+    axis: _Axes = ...,
+    keepdims: _Flag = ...,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: Sum,
+    tangents: tuple[object] | tuple[object, object] | tuple[object, object, object],
+    x: _Integral,
+    /,
+    *args: _Axes | _Flag,
+    axis: _Axes = ...,
+    keepdims: _Flag = ...,
+) -> tuple[NDArray[np.integer], NoTangent]: ...
+@overload
+def frule(
+    op: Mean,
+    tangents: tuple[object] | tuple[object, object] | tuple[object, object, object],
+    x: _Integral,
+    /,
+    *args: _Axes | _Flag,
+    axis: _Axes = ...,
+    keepdims: _Flag = ...,
+) -> tuple[NDArray[np.float64], NoTangent]: ...
+@overload
+def frule(
+    op: Pad,
+    tangents: tuple[_Dense, object] | tuple[_Dense, object, object],
+    x: NDArray[_F],
+    pad_width: _Counts,
+    /,
+    *args: _PadConstant,
+    constant_values: _PadConstant = ...,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: Pad,
+    tangents: tuple[object, object] | tuple[object, object, object],
+    x: NDArray[_F],
+    pad_width: _Counts,
+    /,
+    *args: _PadConstant,
+    constant_values: _PadConstant = ...,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: Pad,
+    tangents: tuple[object, object] | tuple[object, object, object],
+    x: NDArray[_G],
+    pad_width: _Counts,
+    /,
+    *args: _PadConstant,
+    constant_values: _PadConstant = ...,
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+def frule(
+    op: Split,
+    tangents: tuple[_Dense] | tuple[_Dense, object] | tuple[_Dense, object, object],
+    x: NDArray[_F],
+    /,
+    *args: _Counts | _Axis,
+    indices_or_sections: _Counts = ...,
+    axis: _Axis = ...,
+) -> tuple[tuple[NDArray[_F], ...], tuple[NDArray[_F], ...]]: ...
+@overload
+def frule(
+    op: Split,
+    tangents: tuple[object] | tuple[object, object] | tuple[object, object, object],
+    x: NDArray[_F],
+    /,
+    *args: _Counts | _Axis,
+    indices_or_sections: _Counts = ...,
+    axis: _Axis = ...,
+) -> tuple[tuple[NDArray[_F], ...], SplitTangent[_F]]: ...
+@overload
+def frule(
+    op: Split,
+    tangents: tuple[object] | tuple[object, object] | tuple[object, object, object],
+    x: NDArray[_G],
+    /,
+    *args: _Counts | _Axis,
+    indices_or_sections: _Counts = ...,
+    axis: _Axis = ...,
+) -> tuple[tuple[NDArray[_G], ...], SplitTangent[_G] | NoTangent]: ...
 
 
 # --- a user-registered function

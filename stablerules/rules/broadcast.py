@@ -81,6 +81,7 @@ from .._tangents import DenseCotangent, Fill, NoTangent, ZeroTangent, prepare_co
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
+_F = TypeVar("_F", bound=np.inexact)
 DType = np.dtype[np.generic]
 Pullback = Callable[[object], tuple[object, ...]]
 
@@ -624,11 +625,9 @@ _KeepdimsArgument = Val[bool] | bool
 class _Reduction(Op):
     mean = False
 
-    def __call__(
-        self, x: npt.NDArray[_DT], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
-    ) -> npt.NDArray[_DT]:
+    def _compute(self, x: object, axis: object, keepdims: object) -> ArrayLike:
         array, plan = _sum_plan(self.name, x, axis, keepdims)
-        return cast("npt.NDArray[_DT]", _reduction(plan, _need(array), self.mean))
+        return _reduction(plan, _need(array), self.mean)
 
     def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
         """The pullback's expand kernel (the forward is NumPy's, the pushforward a sum)."""
@@ -644,23 +643,46 @@ class Sum(_Reduction):
     sums to int64); a full reduction is a 0-d array.
 
     Rules: ``back(dy)`` returns ``(dx, NoTangent(), ...)``, one entry per positional argument:
-    ``dx`` is ``dy`` copied along the summed axes, one compiled pass, a fresh array; a
-    cotangent of one element (a full reduction) or a ``Fill`` gives a ``Fill`` in O(1); with
-    no axis of extent > 1 summed ``dx`` is ``dy`` itself (a view). The pushforward is the sum
-    of the tangent (a ``Fill`` times the count for a ``Fill``).
+    ``dx`` is ``dy`` copied along the summed axes, one compiled pass, a fresh writable array;
+    a cotangent of one element (a full reduction) or a ``Fill`` gives a ``Fill`` in O(1);
+    with no axis of extent > 1 summed ``dx`` is ``dy`` itself (a view of the cotangent). The
+    pushforward is the sum of the tangent (a ``Fill`` times the count for a ``Fill``).
     """
 
     name = "sum"
 
+    @overload
+    def __call__(self, x: npt.NDArray[_F], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE) -> npt.NDArray[_F]: ...
+
+    @overload
+    def __call__(
+        self, x: npt.NDArray[np.bool_ | np.integer], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[np.integer]: ...
+
+    def __call__(self, x: npt.NDArray[np.generic], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE) -> npt.NDArray[np.generic]:
+        return self._compute(x, axis, keepdims)
+
 
 class Mean(_Reduction):
-    """``np.mean(x, axis, keepdims)``, arguments as ``sum`` (ints and bools average to
+    """``np.mean(x, axis, keepdims)``, arguments as ``sum``'s (integers and bools average to
     float64). Rules as ``sum``'s, divided by the number of entries averaged: ``dx`` is ``dy /
-    count`` copied along the averaged axes (a ``Fill`` for one-element or ``Fill`` cotangents).
+    count`` copied along the averaged axes (a ``Fill`` for one-element or ``Fill`` cotangents;
+    ``dy`` itself when the count is 1).
     """
 
     name = "mean"
     mean = True
+
+    @overload
+    def __call__(self, x: npt.NDArray[_F], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE) -> npt.NDArray[_F]: ...
+
+    @overload
+    def __call__(
+        self, x: npt.NDArray[np.bool_ | np.integer], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[np.float64]: ...
+
+    def __call__(self, x: npt.NDArray[np.generic], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE) -> npt.NDArray[np.generic]:
+        return self._compute(x, axis, keepdims)
 
 
 sum = Sum()  # noqa: A001 - NumPy's name, as the SPEC says
