@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import EllipsisType
 from typing import TypeAlias, TypeVar, cast
 
 import numpy as np
@@ -66,7 +67,7 @@ from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
 DType: TypeAlias = np.dtype[np.generic]
-Index: TypeAlias = tuple[slice, ...]
+Index: TypeAlias = tuple["slice | EllipsisType", ...]
 Pullback = Callable[[object], tuple[object, ...]]
 
 _NO_TANGENT = NoTangent()
@@ -145,7 +146,7 @@ def _check_pad(x_shape: tuple[int, ...], dtype: DType, widths: tuple[int, ...]) 
         raise ValueError(f"pad: pad_width={widths} has a negative width; widths must be non-negative")
     y_shape = tuple(before + extent + after for extent, (before, after) in zip(x_shape, pairs))
     checked_size(y_shape, dtype.itemsize, "pad")
-    interior = tuple(slice(before, before + extent) for extent, (before, _) in zip(x_shape, pairs))
+    interior: Index = tuple(slice(before, before + extent) for extent, (before, _) in zip(x_shape, pairs))
     borders: list[Index] = []
     for axis, (before, after) in enumerate(pairs):
         # Slabs along this axis, inside the interior along earlier axes: disjoint, covering.
@@ -156,6 +157,8 @@ def _check_pad(x_shape: tuple[int, ...], dtype: DType, widths: tuple[int, ...]) 
         if after:
             start = y_shape[axis] - after
             borders.append((*head, slice(start, y_shape[axis]), *tail))
+    if not interior:
+        interior = (Ellipsis,)  # an empty index would read a 0-d dy as a scalar, not a view
     border_size = math.prod(y_shape) - math.prod(x_shape)
     return _PadPlan(x_shape, y_shape, dtype, _tangent_dtype(dtype), interior, tuple(borders), border_size)
 

@@ -32,12 +32,12 @@ FLOATING = ["float32", "float64", "complex64", "complex128"]
 def integers(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
     """Small integers in ``dtype``: sums of them are exact in any order."""
     resolved = np.dtype(dtype)
-    values = RNG.integers(-8, 9, shape)
+    values: Array = np.asarray(RNG.integers(-8, 9, shape))
     if resolved.kind == "c":
-        return (values + 1j * RNG.integers(-8, 9, shape)).astype(resolved)
-    if resolved.kind == "b":
-        return (values > 0).astype(resolved)
-    return values.astype(resolved)
+        values = values + 1j * RNG.integers(-8, 9, shape)
+    elif resolved.kind == "b":
+        values = values > 0
+    return np.asarray(values, dtype=resolved)
 
 
 def rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Back]:
