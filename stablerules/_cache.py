@@ -22,6 +22,7 @@ warning.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gc
 import hashlib
 import importlib.util
@@ -82,7 +83,6 @@ class Kernel:
     function: KernelFunction
     signature: ShapeSignature
     source: KernelSource
-    module_name: str
     entry: KernelFunction
 
     @staticmethod
@@ -316,8 +316,6 @@ class KernelCache:
         self.dynamic_arguments = 0
         self.fallbacks = 0
         self.plan_hits = 0
-        self.no_compile_depth = 0
-        self.no_fallback_depth = 0
         self._dependents: list[Callable[[], None]] = []
         self._started_up = False
 
@@ -328,11 +326,6 @@ class KernelCache:
                 if self._store is None:
                     self._store = _open_store()
         return self._store
-
-    def reset_store(self) -> None:
-        """Re-read the environment (cache dir, disk switch) on the next lookup."""
-        with self._guard:
-            self._store = None
 
     def get(self, signature: ShapeSignature, render: Callable[[], KernelSource]) -> Kernel:
         kernel = self._entries.get(signature)
@@ -360,8 +353,8 @@ class KernelCache:
         if shared is not None:
             # Another signature rendered the same source: reuse its compiled function.
             self.memory_hits += 1
-            return Kernel(shared.function, signature, source, name, shared.entry)
-        if self.no_compile_depth:
+            return Kernel(shared.function, signature, source, shared.entry)
+        if _NO_COMPILE.get():
             raise RecompileError(
                 f"stablerules: no_compile() is active but signature {signature} is not compiled "
                 f"in this process (it would be compiled or loaded from disk)"
@@ -383,7 +376,7 @@ class KernelCache:
             self.compiles += 1
             self.compile_seconds += elapsed
         function: KernelFunction = getattr(module, source.entry)
-        kernel = Kernel(function, signature, source, name, Kernel.entry_of(function))
+        kernel = Kernel(function, signature, source, Kernel.entry_of(function))
         self._by_module[name] = kernel
         return kernel
 
@@ -421,7 +414,7 @@ class KernelCache:
 
     def note_dynamic_argument(self, name: str, value: object) -> None:
         self.dynamic_arguments += 1
-        if self.no_fallback_depth:
+        if _NO_FALLBACK.get():
             raise DynamicFallbackError(
                 f"stablerules: argument {name!r} was given as a plain {type(value).__name__} "
                 f"({value!r}); inside no_fallback() static arguments must be Val(...)"
@@ -429,7 +422,7 @@ class KernelCache:
 
     def note_fallback(self, reason: str) -> None:
         self.fallbacks += 1
-        if self.no_fallback_depth:
+        if _NO_FALLBACK.get():
             raise DynamicFallbackError(f"stablerules: fallback path taken: {reason}")
 
 
@@ -487,22 +480,46 @@ def clear_caches(disk: bool = False) -> None:
     CACHE.clear(disk=disk)
 
 
+# The guards hold per context (a thread, or an asyncio task): a guard entered in one thread
+# neither fires on nor hides another thread's compile. ``GUARDED[0]`` counts the guards open in
+# any context, so hot paths test one list entry before they look up their context's guards.
+_NO_COMPILE: contextvars.ContextVar[int] = contextvars.ContextVar("stablerules_no_compile", default=0)
+_NO_FALLBACK: contextvars.ContextVar[int] = contextvars.ContextVar("stablerules_no_fallback", default=0)
+GUARDED = [0]
+_GUARDED_LOCK = threading.Lock()
+
+
+def guarded() -> bool:
+    """Whether this context is inside ``no_compile()`` or ``no_fallback()``."""
+    return bool(_NO_COMPILE.get() or _NO_FALLBACK.get())
+
+
+def fallback_guarded() -> bool:
+    """Whether this context is inside ``no_fallback()``."""
+    return bool(_NO_FALLBACK.get())
+
+
 @contextlib.contextmanager
-def no_compile() -> Iterator[None]:
-    """Raise ``RecompileError`` if any kernel is compiled or loaded from disk in the block."""
-    CACHE.no_compile_depth += 1
+def _guard(depth: contextvars.ContextVar[int]) -> Iterator[None]:
+    token = depth.set(depth.get() + 1)
+    with _GUARDED_LOCK:
+        GUARDED[0] += 1
     try:
         yield
     finally:
-        CACHE.no_compile_depth -= 1
+        with _GUARDED_LOCK:
+            GUARDED[0] -= 1
+        depth.reset(token)
 
 
-@contextlib.contextmanager
-def no_fallback() -> Iterator[None]:
+def no_compile() -> contextlib.AbstractContextManager[None]:
+    """Raise ``RecompileError`` if any kernel is compiled or loaded from disk in the block
+    (in this thread or context; other threads are not affected)."""
+    return _guard(_NO_COMPILE)
+
+
+def no_fallback() -> contextlib.AbstractContextManager[None]:
     """Raise ``DynamicFallbackError`` if a call in the block takes any path other than its
-    signature's specialized implementation, or gets a non-``Val`` static argument."""
-    CACHE.no_fallback_depth += 1
-    try:
-        yield
-    finally:
-        CACHE.no_fallback_depth -= 1
+    signature's specialized implementation, or gets a non-``Val`` static argument (in this
+    thread or context; other threads are not affected)."""
+    return _guard(_NO_FALLBACK)

@@ -135,13 +135,10 @@ def test_no_compile_raises_on_new_signature_and_is_silent_when_warm(cache_dir: P
     cache = KernelCache()
     warm = uuid.uuid4().hex
     run_kernel(cache, warm)
-    cache.no_compile_depth += 1
-    try:
+    with sr.no_compile():
         run_kernel(cache, warm)
         with pytest.raises(sr.RecompileError, match="no_compile"):
             run_kernel(cache, uuid.uuid4().hex)
-    finally:
-        cache.no_compile_depth -= 1
 
 
 def test_public_no_compile_guards_the_global_cache() -> None:

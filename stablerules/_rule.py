@@ -1,0 +1,672 @@
+"""The rule scaffold: what every op shares, written once.
+
+An op module supplies three things; the scaffold does the rest.
+
+1. **Binding.** A subclass of :class:`RuleOp` with ``name``, ``static_names``,
+   ``input_names`` and ``bind(*args, **kwargs) -> (arrays, statics)``: it binds a call the way
+   the op's ``__call__`` does (same parameters and defaults) and returns the *array
+   arguments* (arrays, ``ArraySpec``s, Python scalars where the op takes them, per-element data
+   such as a counts array), in positional order, and the *static arguments* as given (``Val``,
+   plain int or tuple, ``None``), in the order of ``static_names``. ``input_names`` name the
+   array arguments in messages (``("x",)``, ``("a", "b")``). ``sequence = True`` says the
+   arrays came as one sequence argument (``concatenate((a, b))``): its tangent is one tuple.
+   The op's ``__call__`` carries its typed overloads; its body is
+   ``return self.forward(*args, **kwargs)``. Instantiating the op (``flip = Flip()``)
+   registers its rules.
+2. **Validation and plan.** ``plan(arrays, statics) -> Plan``: the op's ``_check_*``
+   (``TypeError``/``ValueError`` naming arguments and shapes, before any kernel) and
+   everything the signature fixes. ``arrays`` may hold ``ArraySpec``s (``precompile``,
+   ``explain``, ``sr.pullback``), so a plan reads only shapes, dtypes and devices. Statics are
+   read with ``static_int``/``static_ints`` (``_arrays``), which count a plain value as a
+   dynamic argument; on a plan hit the scaffold counts it. Building a plan compiles nothing
+   (``explain`` builds plans too): a plan gets its kernels lazily, e.g. a
+   ``functools.cached_property`` returning ``cpu_launcher(request.get(), ...)``. Plans are
+   plain classes with a ``__dict__`` (no ``__slots__``: the scaffold keeps per-plan state).
+3. **The plan.** A :class:`Plan` subclass, one instance per signature, kept in the shared
+   ``PlanCache`` and reused by every later call of that signature. It sets:
+
+   - ``out_shape``, ``out_dtype`` (the primal output; for several outputs, as ``split``,
+     ``output_shapes`` too, all of ``out_dtype``), ``differentiable`` (the output is
+     floating), ``input_tangents`` (per array argument: whether it gets a tangent),
+     ``input_shapes``/``input_dtypes`` (each tangent's shape and dtype), ``namespace``
+     (``numpy``, or ``cupy`` for CuPy inputs), ``kernel_entries`` (which of ``"forward"``,
+     ``"pullback"``, ``"pushforward"`` launch a compiled kernel: empty for view ops and empty
+     outputs), ``saves_primals`` (the pullback reads the primals, as kron's does) and
+     ``any_layout`` (the dense pullback takes ``dy`` in any memory layout, as slicing does);
+
+   and implements:
+
+   - ``requests() -> list[KernelRequest]``: every kernel of the signature, for ``precompile``
+     (compiles them) and ``explain`` (prints them); ``[]`` for view ops;
+   - ``forward(arrays) -> y``;
+   - ``pullback(saved) -> dense``, called once per signature (``saved`` is ``None``) or, with
+     ``saves_primals``, once per rrule (``saved = save(arrays)``). ``dense(dy)`` gets an
+     array of ``out_shape`` and ``out_dtype`` (C-contiguous unless ``any_layout``; with
+     ``output_shapes``, the tuple of prepared cotangents: ``DenseCotangent``, ``Fill`` or
+     ``ZeroTangent()``, not all zero) and returns one tangent per array argument
+     (``NoTangent()`` for a non-differentiable one);
+   - ``fill_pullback(saved, dense, fill)``: the tangents for a ``Fill`` cotangent (default:
+     ``dense`` of the materialized fill; override it to stay lazy);
+   - ``pushforward(arrays, tangents) -> dy``; each tangent arrives prepared: a
+     ``DenseCotangent`` (C-contiguous, the input's dtype), a ``Fill`` or ``ZeroTangent()``
+     (also for ``NoTangent()``, for an argument without a tangent and for a non-differentiable
+     input). Only called when the output is differentiable (else ``dy`` is ``NoTangent()``).
+
+What the scaffold does, for every op alike:
+
+- registration: ``rrule``/``frule`` in ``RRULES``/``FRULES`` and, in ``PULLBACKS``, a builder
+  ``builder(*args, **kwargs) -> pullback`` that runs no forward, takes ``ArraySpec``s unless
+  the plan ``saves_primals``, and shares the rrule's plan and kernels. Rules and pullbacks are
+  named functions (``repeat_rrule``, ``repeat_pullback``) so tracebacks read well;
+- the plan key: the op, each array argument's dtype and shape (a Python scalar's type), the
+  static values and the kernel target (``kernel_target`` of the arguments' device). An
+  argument it cannot key (a list, a NumPy integer as a static) gets a plan for that call alone;
+- dynamic statics: a plain ``int``/``tuple`` static is counted in
+  ``cache_info().dynamic_arguments`` and refused inside ``no_fallback()``, on every call;
+- cotangents: ``Thunk``s unthunked, shapes validated before any kernel (``ValueError`` naming
+  both shapes), ``ZeroTangent`` gives ``ZeroTangent()``/``NoTangent()`` per argument, a
+  non-floating output's pullback gives ``NoTangent()``s, and the result has one entry per
+  positional argument: ``NoTangent()`` for statics given positionally, a sequence argument's
+  tangents as one tuple, nothing for keyword arguments;
+- ``frule``'s tangent check: one ``ValueError`` unless ``tangents`` is a tuple (or list) with
+  one entry per positional argument (and, for a sequence argument, one tangent per array);
+- the thread split: :func:`cpu_launcher` runs a kernel over ``[lo, hi)`` ranges of its
+  partition loop, split across threads by ``_parallel``'s policy (one call below
+  ``PARALLEL_THRESHOLD`` elements of work); :func:`cuda_launch`/:func:`cuda_launch_blocks`
+  for CUDA kernels;
+- launch counting and the steady-state check that makes "no dynamic fallback" provable: every
+  launch through those launchers is counted per kernel signature (:func:`kernel_launches`).
+  Inside ``no_compile()`` or ``no_fallback()`` (this context's), each forward, dense pullback
+  and pushforward entry listed in ``kernel_entries`` must launch at least one compiled kernel;
+  one that does not (a NumPy composition in its place) is a fallback: counted in
+  ``cache_info().fallbacks`` and, inside ``no_fallback()``, a ``DynamicFallbackError``.
+  ``testing.test_rrule``/``test_frule`` run every second call under those guards. View ops
+  (``kernel_entries`` empty) run their precomputed view plan, which is their compiled
+  implementation.
+
+So a new op is one module under ``rules/`` (its ``RuleOp`` subclass, ``_check_*``, ``Plan``
+subclass and kernel templates), its overloads in ``_dispatch.py``, and its tests.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from functools import cached_property
+from types import ModuleType
+from typing import Any, TypeVar
+
+import numpy as np
+
+from . import _cuda, _parallel
+from ._arrays import ArrayLike, ArraySpec, device_of, is_array, kernel_target
+from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, guarded
+from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op
+from ._tangents import (
+    Cotangent,
+    DenseCotangent,
+    Fill,
+    NoTangent,
+    ZeroTangent,
+    prepare_cotangent,
+    prepare_tangent,
+    unthunk,
+)
+from ._val import Val
+
+Pullback = Callable[[object], tuple[object, ...]]
+"""A pullback: ``back(dy)`` returns one tangent per positional argument of the call."""
+
+DensePullback = Callable[[Any], tuple[object, ...]]
+"""A plan's pullback of a dense cotangent (an array; for a plan with ``output_shapes``, the
+tuple of prepared cotangents): one tangent per array argument."""
+
+NO_TANGENT = NoTangent()
+ZERO_TANGENT = ZeroTangent()
+_FLOAT64: np.dtype[np.generic] = np.dtype(np.float64)
+_NDARRAY = np.ndarray
+
+# ---------------------------------------------------------------------------------------------
+# Kernel launches: counted per kernel signature (process-wide) and, inside a guard, per context
+# ---------------------------------------------------------------------------------------------
+
+_LAUNCHES: list[int] = []
+_SLOTS: dict[ShapeSignature, int] = {}
+# Launches seen by this context while a guard was open anywhere: [count]. A pool thread that
+# runs a chunk does not count; the launching thread counted the launch before splitting it.
+_CONTEXT_LAUNCHES: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "stablerules_launches", default=None
+)
+
+
+_SLOTS_LOCK = threading.Lock()
+
+
+def _slot(signature: ShapeSignature) -> int:
+    slot = _SLOTS.get(signature)
+    if slot is None:
+        with _SLOTS_LOCK:
+            slot = _SLOTS.setdefault(signature, len(_SLOTS))
+            while len(_LAUNCHES) <= slot:
+                _LAUNCHES.append(0)
+    return slot
+
+
+def kernel_launches(signature: ShapeSignature | None = None) -> int:
+    """Launches of the kernel of ``signature`` in this process (of every kernel for ``None``),
+    counted by the launchers below: what tests assert to show a rule ran its kernel."""
+    if signature is None:
+        return sum(_LAUNCHES)
+    slot = _SLOTS.get(signature)
+    return 0 if slot is None else _LAUNCHES[slot]
+
+
+def _note_launch() -> None:
+    record = _CONTEXT_LAUNCHES.get()
+    if record is None:
+        record = [0]
+        _CONTEXT_LAUNCHES.set(record)
+    record[0] += 1
+
+
+def context_launches() -> int:
+    """Launches counted in this context while a guard was open (the steady-state check)."""
+    record = _CONTEXT_LAUNCHES.get()
+    return 0 if record is None else record[0]
+
+
+# A launcher is generated per arity (a fixed parameter list calls ~0.1 us faster than *args).
+_LAUNCHER_TEMPLATE = """
+def launch({arrays}):
+    launches[slot] += 1
+    if guarded[0]:
+        note()
+    if work < parallel.PARALLEL_THRESHOLD:
+        entry({arrays}, {trailing}0, extent)
+    else:
+        bounds = parallel.chunk_bounds(extent, work)
+        parallel.run_chunks(entry, [({arrays}, {trailing}lo, hi) for lo, hi in bounds])
+"""
+
+_PRIVATE_LAUNCHER_TEMPLATE = """
+def launch({arrays}):
+    launches[slot] += 1
+    if guarded[0]:
+        note()
+    if work < parallel.PARALLEL_THRESHOLD:
+        entry({arrays}, {trailing}0, extent)
+        return
+    bounds = parallel.chunk_bounds(extent, work)
+    owned = ({owned},)
+    parts = [owned] + [tuple(zeros_like(array) for array in owned) for _ in bounds[1:]]
+    parallel.run_chunks(entry, [({shared}*part, {trailing}lo, hi) for part, (lo, hi) in zip(parts, bounds)])
+    for part in parts[1:]:
+        for total, partial in zip(owned, part):
+            add(total, partial, out=total)
+"""
+
+
+def cpu_launcher(
+    kernel: Kernel,
+    arrays: int,
+    trailing: Sequence[object] = (),
+    *,
+    extent: int,
+    work: int,
+    private: int = 0,
+) -> Callable[..., None]:
+    """``launch(*arrays)`` runs ``kernel(*arrays, *trailing, lo, hi)`` over ``[lo, hi) =
+    [0, extent)`` of its partition loop: in one call below ``_parallel.PARALLEL_THRESHOLD``
+    elements of ``work`` (read at each call), else split across threads (``_parallel``).
+    ``extent < 2`` never splits. The last ``private`` arrays are accumulators that the chunks
+    must not share: every chunk after the first gets zeroed copies, added in at the end.
+
+    Each launch counts once (``kernel_launches``), in the launching thread. The kernel's
+    compiled entry point is called directly, so the arrays must be C-contiguous.
+    """
+    names = [f"array{index}" for index in range(arrays)]
+    trailing_names = [f"value{index}" for index in range(len(trailing))]
+    namespace: dict[str, object] = dict(zip(trailing_names, trailing))
+    namespace.update(
+        launches=_LAUNCHES,
+        slot=_slot(kernel.signature),
+        guarded=GUARDED,
+        note=_note_launch,
+        parallel=_parallel,
+        entry=kernel.entry,
+        extent=extent,
+        work=work if extent >= 2 else -1,
+        zeros_like=np.zeros_like,
+        add=np.add,
+    )
+    template = _PRIVATE_LAUNCHER_TEMPLATE if private else _LAUNCHER_TEMPLATE
+    text = template.format(
+        arrays=", ".join(names),
+        trailing="".join(f"{name}, " for name in trailing_names),
+        owned=", ".join(names[arrays - private :]),
+        shared="".join(f"{name}, " for name in names[: arrays - private]),
+    )
+    exec(compile(text, f"<stablerules launcher {kernel.signature.op} {kernel.signature.kind}>", "exec"), namespace)
+    launch: Callable[..., None] = namespace["launch"]  # type: ignore[assignment]
+    return launch
+
+
+def cuda_launch(kernel: Kernel, total: int, *args: object, work: int = 1) -> None:
+    """``_cuda.launch`` (a grid-stride kernel over ``total`` items), counted."""
+    _LAUNCHES[_slot(kernel.signature)] += 1
+    if GUARDED[0]:
+        _note_launch()
+    _cuda.launch(kernel, total, *args, work=work)
+
+
+def cuda_launch_blocks(kernel: Kernel, units: int, threads: int, *args: object) -> None:
+    """``_cuda.launch_blocks`` (a block-stride kernel over ``units``), counted."""
+    _LAUNCHES[_slot(kernel.signature)] += 1
+    if GUARDED[0]:
+        _note_launch()
+    _cuda.launch_blocks(kernel, units, threads, *args)
+
+
+def _count_unlaunched(op: str, entry: str, before: int) -> None:
+    """The steady-state check: an entry that should have run a kernel and did not."""
+    if context_launches() == before:
+        CACHE.note_fallback(f"{op} {entry}: no compiled kernel of its signature ran")
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans
+# ---------------------------------------------------------------------------------------------
+
+
+class Plan:
+    """One signature of one op, built once and reused (see the module docstring).
+
+    Subclasses set the attributes below in their constructor (dataclass fields are fine) and
+    implement ``forward``, ``pullback`` and ``pushforward``; ``requests`` lists their kernels.
+    """
+
+    op: str
+    out_shape: tuple[int, ...]
+    out_dtype: np.dtype[np.generic]
+    # For an op with several outputs (split): their shapes (all of out_dtype); None for one.
+    output_shapes: tuple[tuple[int, ...], ...] | None = None
+    differentiable: bool
+    input_tangents: tuple[bool, ...]
+    input_shapes: tuple[tuple[int, ...], ...]
+    input_dtypes: tuple[np.dtype[np.generic], ...]
+    namespace: ModuleType = np
+    # Entries that launch a compiled kernel ("forward", "pullback", "pushforward"): checked
+    # inside the guards. Empty for view ops and for empty outputs.
+    kernel_entries: frozenset[str] = frozenset()
+    saves_primals: bool = False
+    any_layout: bool = False
+
+    def requests(self) -> list[KernelRequest]:
+        return []
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        raise NotImplementedError
+
+    def save(self, arrays: tuple[object, ...]) -> object:
+        """What the pullback keeps of the primals (only for ``saves_primals``)."""
+        return None
+
+    def pullback(self, saved: object) -> DensePullback:
+        raise NotImplementedError
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        """Tangents for a ``Fill`` cotangent; by default, the dense pullback of it materialized."""
+        array: ArrayLike = self.namespace.full(self.out_shape, fill.value, dtype=self.out_dtype)
+        return dense(array)
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        raise NotImplementedError
+
+    @cached_property
+    def like(self) -> ArrayLike:
+        """An empty array on the plan's device: names it to ``prepare_cotangent``."""
+        like: ArrayLike = self.namespace.empty((0,))
+        return like
+
+    @cached_property
+    def zero_tangents(self) -> tuple[object, ...]:
+        return tuple(ZERO_TANGENT if wanted else NO_TANGENT for wanted in self.input_tangents)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ops
+# ---------------------------------------------------------------------------------------------
+
+_PLANS: PlanCache[Plan] = PlanCache()
+_UNKEYED = object()
+_PYTHON_SCALARS = (bool, int, float, complex)
+
+
+def _static_key(value: object) -> object:
+    """A static argument as it enters the key: a ``Val``'s value, a plain int or tuple of plain
+    ints (dynamic), ``None``; ``_UNKEYED`` for anything else."""
+    kind = type(value)
+    if kind is Val:
+        return value.value  # type: ignore[attr-defined]
+    if value is None or kind is int:
+        return value
+    if kind is tuple and all(type(item) is int for item in value):  # type: ignore[attr-defined]
+        return value
+    return _UNKEYED
+
+
+class RuleOp(Op):
+    """Base of the ops built on the scaffold. Instantiating one registers its rules."""
+
+    name: str = "op"
+    static_names: tuple[str, ...] = ()
+    sequence: bool = False
+
+    def __init__(self) -> None:
+        op = self
+
+        def rrule(*args: object, **kwargs: object) -> tuple[object, Pullback]:
+            return op._rrule(*args, **kwargs)
+
+        def frule(tangents: object, *args: object, **kwargs: object) -> tuple[object, object]:
+            return op._frule(tangents, *args, **kwargs)
+
+        def pullback(*args: object, **kwargs: object) -> Pullback:
+            return op._pullback_builder(*args, **kwargs)
+
+        RRULES.register(self, _named(rrule, f"{self.name}_rrule"))
+        FRULES.register(self, _named(frule, f"{self.name}_frule"))
+        PULLBACKS.register(self, _named(pullback, f"{self.name}_pullback_builder"))
+
+    # --- supplied by the op -------------------------------------------------------------------
+
+    def bind(self, *args: object, **kwargs: object) -> tuple[tuple[object, ...], tuple[object, ...]]:
+        raise NotImplementedError
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        raise NotImplementedError
+
+    # --- the scaffold ---------------------------------------------------------------------------
+
+    def _bind(self, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[tuple[object, ...], tuple[object, ...]]:
+        try:
+            return self.bind(*args, **kwargs)
+        except TypeError as error:
+            message = str(error)
+            if message.startswith(f"{self.name}:"):
+                raise
+            raise TypeError(f"{self.name}: {message.replace('bind()', self.name + '()')}") from None
+
+    def lookup(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        """The plan of this call's signature: from the plan cache, or validated and built."""
+        key = self._key(arrays, statics)
+        if key is None:
+            return self.plan(arrays, statics)
+        plan = _PLANS.get(key)
+        if plan is None:
+            return _PLANS.remember(key, self.plan(arrays, statics))
+        for name, value in zip(self.static_names, statics):
+            if value is not None and type(value) is not Val:
+                CACHE.note_dynamic_argument(name, value)
+        return plan
+
+    def _key(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Hashable | None:
+        parts: list[object] = [self]
+        device = "cpu"
+        for value in arrays:
+            kind = type(value)
+            if kind is _NDARRAY:
+                parts.append(value.dtype)  # type: ignore[attr-defined]
+                parts.append(value.shape)  # type: ignore[attr-defined]
+            elif kind in _PYTHON_SCALARS:
+                parts.append(kind)
+            elif kind is ArraySpec or is_array(value):
+                spec: ArraySpec = value  # type: ignore[assignment]
+                where = device_of(value)
+                if where != "cpu":
+                    device = where
+                parts.append((where, spec.dtype))
+                parts.append(tuple(spec.shape))
+            else:
+                return None
+        for value in statics:
+            static = _static_key(value)
+            if static is _UNKEYED:
+                return None
+            parts.append(static)
+        parts.append(kernel_target(device))
+        return tuple(parts)
+
+    def forward(self, *args: object, **kwargs: object) -> object:
+        """The op's forward call (what ``__call__`` runs)."""
+        arrays, statics = self._bind(args, kwargs)
+        plan = self.lookup(arrays, statics)
+        if GUARDED[0] and "forward" in plan.kernel_entries and guarded():
+            before = context_launches()
+            y = plan.forward(arrays)
+            _count_unlaunched(self.name, "forward", before)
+            return y
+        return plan.forward(arrays)
+
+    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
+        """Every kernel (forward, pullback, pushforward) this call's signature uses."""
+        arrays, statics = self._bind(args, kwargs)
+        return self.lookup(arrays, statics).requests()
+
+    def _rrule(self, *args: object, **kwargs: object) -> tuple[object, Pullback]:
+        arrays, statics = self._bind(args, kwargs)
+        plan = self.lookup(arrays, statics)
+        if GUARDED[0] and "forward" in plan.kernel_entries and guarded():
+            before = context_launches()
+            y = plan.forward(arrays)
+            _count_unlaunched(self.name, "forward", before)
+        else:
+            y = plan.forward(arrays)
+        return y, self._pullback_of(plan, arrays, len(args))
+
+    def _pullback_builder(self, *args: object, **kwargs: object) -> Pullback:
+        arrays, statics = self._bind(args, kwargs)
+        plan = self.lookup(arrays, statics)
+        if plan.saves_primals and any(isinstance(value, ArraySpec) for value in arrays):
+            raise TypeError(
+                f"pullback: {self.name}'s pullback reads the primal values; pass arrays, not ArraySpecs"
+            )
+        return self._pullback_of(plan, arrays, len(args))
+
+    def _pullback_of(self, plan: Plan, arrays: tuple[object, ...], positional: int) -> Pullback:
+        if plan.saves_primals:
+            return self._make_pullback(plan, plan.save(arrays), positional)
+        cache: dict[int, Pullback] = plan.__dict__.setdefault("_pullbacks", {})
+        pullback = cache.get(positional)
+        if pullback is None:
+            pullback = cache.setdefault(positional, self._make_pullback(plan, None, positional))
+        return pullback
+
+    def _make_pullback(self, plan: Plan, saved: object, positional: int) -> Pullback:
+        """The pullback closure: everything but ``dy`` settled here, once."""
+        count = len(plan.input_tangents)
+        if self.sequence:
+            padding: tuple[object, ...] = (NO_TANGENT,) * max(positional - 1, 0)
+            keep = count
+        else:
+            padding = (NO_TANGENT,) * max(positional - count, 0)
+            keep = min(positional, count)
+        sequence, name = self.sequence, self.name
+
+        def finish(tangents: tuple[object, ...]) -> tuple[object, ...]:
+            if sequence:
+                return (tangents, *padding)
+            return tangents[:keep] + padding if keep < count else tangents + padding
+
+        out_shape, out_dtype, like = plan.out_shape, plan.out_dtype, plan.like
+        if plan.output_shapes is not None:
+            return _named(self._multiple_output_pullback(plan, saved, finish), f"{name}_pullback")
+        if not plan.differentiable:
+            no_tangents = finish((NO_TANGENT,) * count)
+
+            def constant_pullback(dy: object) -> tuple[object, ...]:
+                prepare_cotangent(dy, out_shape, _FLOAT64, like)  # validates dy's shape
+                return no_tangents
+
+            return _named(constant_pullback, f"{name}_pullback")
+
+        dense = plan.pullback(saved)
+        zeros = finish(plan.zero_tangents)
+        array_type = type(like)
+        any_layout = plan.any_layout
+        checked = "pullback" in plan.kernel_entries
+        simple = not sequence and keep == count
+
+        def general(dy: object) -> tuple[object, ...]:
+            cotangent = prepare_cotangent(dy, out_shape, out_dtype, like)
+            if isinstance(cotangent, DenseCotangent):
+                if GUARDED[0] and checked and guarded():
+                    before = context_launches()
+                    tangents = dense(cotangent.array)
+                    _count_unlaunched(name, "pullback", before)
+                    return finish(tangents)
+                return finish(dense(cotangent.array))
+            if isinstance(cotangent, Fill):
+                return finish(plan.fill_pullback(saved, dense, cotangent))
+            return zeros
+
+        def pullback(dy: object) -> tuple[object, ...]:
+            if (
+                type(dy) is array_type
+                and dy.dtype is out_dtype
+                and dy.shape == out_shape
+                and not GUARDED[0]
+                and (any_layout or dy.flags.c_contiguous)
+            ):
+                array: ArrayLike = dy
+                return dense(array) + padding if simple else finish(dense(array))
+            return general(dy)
+
+        return _named(pullback, f"{name}_pullback")
+
+    def _multiple_output_pullback(
+        self, plan: Plan, saved: object, finish: Callable[[tuple[object, ...]], tuple[object, ...]]
+    ) -> Pullback:
+        """The pullback of a plan with several outputs: ``dy`` is a tuple (or list) of one
+        cotangent per output, each dense, ``Fill``, ``ZeroTangent`` or ``Thunk``; the plan's
+        dense pullback gets them prepared (``DenseCotangent``, ``Fill``, ``ZeroTangent``)."""
+        shapes = plan.output_shapes
+        assert shapes is not None
+        name, like, count = self.name, plan.like, len(shapes)
+        dtype = plan.out_dtype if plan.differentiable else _FLOAT64
+        no_tangents = finish((NO_TANGENT,) * len(plan.input_tangents))
+        zeros = finish(plan.zero_tangents) if plan.differentiable else no_tangents
+        dense = plan.pullback(saved) if plan.differentiable else None
+        checked = "pullback" in plan.kernel_entries
+
+        def pullback(dy: object) -> tuple[object, ...]:
+            dy = unthunk(dy)
+            if isinstance(dy, ZeroTangent):
+                return zeros
+            if not isinstance(dy, (tuple, list)) or len(dy) != count:
+                got = f"{len(dy)} entries" if isinstance(dy, (tuple, list)) else type(dy).__name__
+                raise ValueError(
+                    f"pullback: {name} has {count} outputs, so dy must be a tuple of {count} "
+                    f"cotangents, got {got}"
+                )
+            prepared = tuple(prepare_cotangent(entry, shape, dtype, like) for entry, shape in zip(dy, shapes))
+            if dense is None:
+                return no_tangents
+            if all(isinstance(entry, ZeroTangent) for entry in prepared):
+                return zeros
+            if GUARDED[0] and checked and guarded() and any(isinstance(entry, DenseCotangent) for entry in prepared):
+                before = context_launches()
+                tangents = dense(prepared)
+                _count_unlaunched(name, "pullback", before)
+                return finish(tangents)
+            return finish(dense(prepared))
+
+        return pullback
+
+    def _frule(self, tangents: object, *args: object, **kwargs: object) -> tuple[object, object]:
+        arrays, statics = self._bind(args, kwargs)
+        plan = self.lookup(arrays, statics)
+        positional = len(args)
+        if not isinstance(tangents, (tuple, list)) or len(tangents) != positional:
+            got = len(tangents) if isinstance(tangents, (tuple, list)) else type(tangents).__name__
+            raise ValueError(
+                f"{self.name} frule: tangents must be a tuple with one entry per positional "
+                f"argument ({positional}), got {got}"
+            )
+        checked = GUARDED[0] and guarded()
+        before = context_launches() if checked else 0
+        y = plan.forward(arrays)
+        if checked and "forward" in plan.kernel_entries:
+            _count_unlaunched(self.name, "forward", before)
+        if not plan.differentiable:
+            return y, NO_TANGENT
+        prepared = self._prepare_tangents(plan, tuple(tangents), positional)
+        if checked and "pushforward" in plan.kernel_entries and any(
+            isinstance(tangent, DenseCotangent) for tangent in prepared
+        ):
+            before = context_launches()
+            dy = plan.pushforward(arrays, prepared)
+            _count_unlaunched(self.name, "pushforward", before)
+            return y, dy
+        return y, plan.pushforward(arrays, prepared)
+
+    def _prepare_tangents(self, plan: Plan, tangents: tuple[object, ...], positional: int) -> tuple[Cotangent, ...]:
+        count = len(plan.input_tangents)
+        if self.sequence:
+            inner = unthunk(tangents[0]) if tangents else ZERO_TANGENT
+            if isinstance(inner, (ZeroTangent, NoTangent)):
+                given: Sequence[object] = (ZERO_TANGENT,) * count
+            elif isinstance(inner, (tuple, list)) and len(inner) == count:
+                given = inner
+            else:
+                got = len(inner) if isinstance(inner, (tuple, list)) else type(inner).__name__
+                raise ValueError(
+                    f"{self.name} frule: the tangent of arrays must hold one tangent per array "
+                    f"({count}), got {got}"
+                )
+        else:
+            given = tangents[:count] + (ZERO_TANGENT,) * max(count - positional, 0)
+        names = self._input_names(count)
+        return tuple(
+            prepare_tangent(tangent, shape, dtype, plan.like, f"{self.name} frule: the tangent of {name}")
+            if wanted
+            else ZERO_TANGENT
+            for tangent, wanted, shape, dtype, name in zip(
+                given, plan.input_tangents, plan.input_shapes, plan.input_dtypes, names
+            )
+        )
+
+    def _input_names(self, count: int) -> list[str]:
+        """How messages name the array arguments: ``arrays[i]`` for a sequence, else the op's
+        ``input_names`` (``("x",)``, ``("a", "b")``)."""
+        names = getattr(self, "input_names", ())
+        if self.sequence or len(names) < count:
+            return [f"arrays[{index}]" for index in range(count)]
+        return [repr(name) for name in names[:count]]
+
+
+_Function = TypeVar("_Function", bound=Callable[..., object])
+
+
+def _named(function: _Function, name: str) -> _Function:
+    """``function`` renamed (its code too, which is what tracebacks show)."""
+    function.__code__ = function.__code__.replace(co_name=name, co_qualname=name)
+    function.__name__ = name
+    function.__qualname__ = name
+    return function
+
+
+__all__ = [
+    "DensePullback",
+    "NO_TANGENT",
+    "Plan",
+    "Pullback",
+    "RuleOp",
+    "ZERO_TANGENT",
+    "context_launches",
+    "cpu_launcher",
+    "cuda_launch",
+    "cuda_launch_blocks",
+    "kernel_launches",
+]
