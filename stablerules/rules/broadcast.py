@@ -51,13 +51,13 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from types import ModuleType
 from typing import TypeVar, cast, overload
 
 import numpy as np
 import numpy.typing as npt
 
-from .. import _parallel
 from .._arrays import (
     ArrayLike,
     ArraySpec,
@@ -72,23 +72,19 @@ from .._arrays import (
     static_bool,
     static_ints,
 )
-from .._cache import Kernel, KernelSource, PlanCache, ShapeSignature
+from .._cache import KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
-from .._cuda import cuda_array_type, cuda_kernel, launch
-from .._parallel import chunk_bounds, run_chunks
-from .._registry import KernelRequest, Op, frule_rule, rrule_rule
-from .._tangents import DenseCotangent, Fill, NoTangent, ZeroTangent, prepare_cotangent, prepare_tangent
+from .._cuda import cuda_array_type, cuda_kernel
+from .._registry import KernelRequest
+from .._rule import ZERO_TANGENT, DensePullback, Plan, RuleOp, cpu_launcher, cuda_launch
+from .._tangents import Cotangent, DenseCotangent, Fill
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
 _F = TypeVar("_F", bound=np.inexact)
 DType = np.dtype[np.generic]
-Pullback = Callable[[object], tuple[object, ...]]
 
-_NO_TANGENT = NoTangent()
-_ZERO_TANGENT = ZeroTangent()
 _FALSE: Val[bool] = Val(False)
-_FLOAT64: DType = np.dtype(np.float64)
 # Python refuses source with more than 20 statically nested blocks; the kernels nest one loop
 # per group (plus the function and the thread-range loop).
 _MAX_GROUPS = 16
@@ -123,44 +119,31 @@ def _groups(full: tuple[int, ...], reduced: tuple[bool, ...]) -> tuple[str, tupl
     return "".join(kinds), tuple(extents)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class _Plan:
-    """One call signature: shapes, dtypes, the group pattern, the kernel target.
+@dataclass(frozen=True, slots=True)
+class _IndexMap:
+    """One call's index map: the primal input's shape, the full array's size, the group
+    pattern and extents, and how many full entries meet each kept one (``count``)."""
 
-    ``x_shape``/``dtype`` are the primal input's (``dtype`` native, ``None`` when the input is
-    not differentiable); ``y_shape`` the output's; ``full_size`` the size of the full array;
-    ``count`` the number of entries each kept element sums (``mean``'s divisor).
-    """
-
-    op: str
     x_shape: tuple[int, ...]
-    y_shape: tuple[int, ...]
-    dtype: DType | None
+    full_size: int
     pattern: str
     extents: tuple[int, ...]
-    full_size: int
     count: int
-    target: str
-    axes: tuple[int, ...] | None = None  # sum/mean: the normalized axes
-    keepdims: bool = False
 
 
-def _signature(plan: _Plan, kind: str) -> ShapeSignature:
-    assert plan.dtype is not None
-    static: tuple[object, ...] = (plan.pattern, kind == "mean")
-    name = "reduce" if kind == "reduce" else "expand"
-    return ShapeSignature("broadcast", name, static, (plan.dtype.name,), (len(plan.pattern),), plan.target)
-
-
-def _kernel_request(plan: _Plan, kind: str) -> KernelRequest | None:
-    """The pullback kernel of a plan (``kind``: "reduce", "sum" or "mean"); ``None`` when the
-    pullback needs none (nothing reduced, an empty array, a one-element cotangent)."""
-    if plan.dtype is None or plan.full_size == 0 or "r" not in plan.pattern:
+def _kernel_request(index_map: _IndexMap, dtype: DType | None, kind: str, target: str) -> KernelRequest | None:
+    """The pullback kernel (``kind``: "reduce", "sum" or "mean"); ``None`` when the pullback
+    needs none (a non-floating input, an empty array, nothing reduced, a one-element ``dy``)."""
+    pattern = index_map.pattern
+    if dtype is None or index_map.full_size == 0 or "r" not in pattern:
         return None
-    if kind != "reduce" and "k" not in plan.pattern:
+    if kind != "reduce" and "k" not in pattern:
         return None  # sum's cotangent has one element: the pullback is a Fill
-    signature = _signature(plan, kind)
-    render = _render_cuda if plan.target == "cuda" else _render_cpu
+    static: tuple[object, ...] = (pattern, kind == "mean")
+    signature = ShapeSignature(
+        "broadcast", "reduce" if kind == "reduce" else "expand", static, (dtype.name,), (len(pattern),), target
+    )
+    render = _render_cuda if target == "cuda" else _render_cpu
     return KernelRequest(signature, functools.partial(render, signature))
 
 
@@ -323,21 +306,29 @@ def _render_cuda(signature: ShapeSignature) -> KernelSource:
 # ---------------------------------------------------------------------------------------------
 
 
-def _input(x: object) -> tuple[ArrayLike | None, tuple[int, ...], DType, str]:
-    """``(array or None for a spec, shape, dtype, kernel target)``; ``TypeError`` for a
-    non-array or an unsupported dtype."""
+def _input(x: object) -> tuple[tuple[int, ...], DType, str, ModuleType]:
+    """``(shape, dtype, kernel target, namespace)`` of an array or ``ArraySpec``; ``TypeError``
+    for a non-array or an unsupported dtype."""
     if isinstance(x, ArraySpec):
         check_dtype(x.dtype, "x")
-        return None, x.shape, x.dtype, kernel_target(device_of(x))
+        return x.shape, x.dtype, kernel_target(device_of(x)), _namespace_of(device_of(x))
     array = as_array(x, "x")
-    return array, tuple(array.shape), array.dtype, kernel_target(device_of(array))
+    return tuple(array.shape), array.dtype, kernel_target(device_of(array)), array_namespace(array)
+
+
+def _namespace_of(device: str) -> ModuleType:
+    if device == "cuda":
+        import cupy  # noqa: PLC0415 - only a CUDA ArraySpec names CuPy's namespace
+
+        return cupy
+    return np
 
 
 def _tangent_dtype(dtype: DType) -> DType | None:
     return np.dtype(dtype.name) if is_differentiable(dtype) else None
 
 
-def _check_broadcast_to(x_shape: tuple[int, ...], dtype: DType, shape: tuple[int, ...], target: str) -> _Plan:
+def _check_broadcast_to(x_shape: tuple[int, ...], shape: tuple[int, ...]) -> _IndexMap:
     if any(extent < 0 for extent in shape):
         raise ValueError(f"broadcast_to: shape {shape_text(shape)} has a negative extent")
     if len(shape) < len(x_shape):
@@ -363,12 +354,13 @@ def _check_broadcast_to(x_shape: tuple[int, ...], dtype: DType, shape: tuple[int
         )
     full_size = math.prod(shape)
     count = full_size // max(math.prod(x_shape), 1) if full_size else 0
-    return _Plan("broadcast_to", x_shape, shape, _tangent_dtype(dtype), pattern, extents, full_size, count, target)
+    return _IndexMap(x_shape, full_size, pattern, extents, count)
 
 
 def _check_sum(
-    op: str, x_shape: tuple[int, ...], dtype: DType, axis: tuple[int, ...] | None, keepdims: bool, target: str
-) -> _Plan:
+    op: str, x_shape: tuple[int, ...], axis: tuple[int, ...] | None, keepdims: bool
+) -> tuple[_IndexMap, tuple[int, ...], tuple[int, ...]]:
+    """The index map, the normalized axes and the output's shape."""
     ndim = len(x_shape)
     if axis is None:
         axes = tuple(range(ndim))
@@ -395,245 +387,261 @@ def _check_sum(
             f"{len(pattern)} times; the compiled kernels take at most {_MAX_GROUPS}"
         )
     count = math.prod(x_shape[position] for position in axes)
-    return _Plan(
-        op, x_shape, y_shape, _tangent_dtype(dtype), pattern, extents, math.prod(x_shape), count, target,
-        axes, keepdims,
-    )
-
-
-_PLANS: PlanCache[_Plan] = PlanCache()
-
-
-def _broadcast_plan(x: object, shape: object) -> tuple[ArrayLike | None, _Plan]:
-    array, x_shape, dtype, target = _input(x)
-    target_shape = static_ints(shape, "shape")
-    key = ("broadcast_to", x_shape, dtype, target_shape, target)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _PLANS.remember(key, _check_broadcast_to(x_shape, dtype, target_shape, target))
-    return array, plan
-
-
-def _sum_plan(op: str, x: object, axis: object, keepdims: object) -> tuple[ArrayLike | None, _Plan]:
-    array, x_shape, dtype, target = _input(x)
-    axes = None if axis is None else static_ints(axis, "axis")
-    flag = static_bool(keepdims, "keepdims")
-    key = (op, x_shape, dtype, axes, flag, target)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _PLANS.remember(key, _check_sum(op, x_shape, dtype, axes, flag, target))
-    return array, plan
-
-
-def _need(array: ArrayLike | None) -> ArrayLike:
-    if array is None:
-        raise TypeError("an ArraySpec describes a signature for precompile/explain; pass an array to compute")
-    return array
+    return _IndexMap(x_shape, math.prod(x_shape), pattern, extents, count), axes, y_shape
 
 
 # ---------------------------------------------------------------------------------------------
-# Running the kernels
+# Plans
 # ---------------------------------------------------------------------------------------------
 
 
-def _kernel(plan: _Plan, kind: str) -> Kernel | None:
-    request = _kernel_request(plan, kind)
-    return None if request is None else request.get()
+class _IndexPlan(Plan):
+    """What ``broadcast_to`` and ``sum``/``mean`` plans share: the index map, the input's
+    tangent dtype (``None`` for an integer or bool input), the target and the pullback kernel."""
+
+    kind = "reduce"
+
+    def __init__(self, op: str, index_map: _IndexMap, dtype: DType, target: str, namespace: ModuleType) -> None:
+        self.op = op
+        self.index_map = index_map
+        self.tangent_dtype = _tangent_dtype(dtype)
+        self.target = target
+        self.namespace = namespace
+        self.input_tangents = (self.tangent_dtype is not None,)
+        self.input_shapes = (index_map.x_shape,)
+        self.input_dtypes = (self.tangent_dtype or np.dtype(dtype.name),)
+        self.request = _kernel_request(index_map, self.tangent_dtype, self.kind, target)
+        self.kernel_entries = frozenset() if self.request is None else frozenset({"pullback"})
+
+    def requests(self) -> list[KernelRequest]:
+        return [] if self.request is None else [self.request]
+
+    @cached_property
+    def launch(self) -> Callable[..., None]:
+        """The pullback kernel, split across threads (CPU) or launched on the device (CUDA)."""
+        assert self.request is not None and self.tangent_dtype is not None
+        kernel = self.request.get()
+        index_map = self.index_map
+        extents = index_map.extents
+        if self.target == "cuda":
+            if self.kind == "reduce":
+                kept = math.prod(index_map.x_shape)
+
+                def launch_cuda_reduce(dy: ArrayLike, dx: ArrayLike) -> None:
+                    cuda_launch(kernel, kept, dy, dx, *extents, kept, work=index_map.count)
+
+                return launch_cuda_reduce
+            divisor = (float(index_map.count),) if self.kind == "mean" else ()
+            size = index_map.full_size
+
+            def launch_cuda_expand(dy: ArrayLike, dx: ArrayLike) -> None:
+                cuda_launch(kernel, size, dy, dx, *extents, *divisor, size)
+
+            return launch_cuda_expand
+        if self.kind == "reduce":
+            # An outer reduced group: every thread adds into its own zeroed accumulator.
+            private = 1 if index_map.pattern[0] == "r" else 0
+            return cpu_launcher(kernel, 2, extents, extent=extents[0], work=index_map.full_size, private=private)
+        trailing = (*extents, float(index_map.count)) if self.kind == "mean" else extents
+        return cpu_launcher(kernel, 2, trailing, extent=extents[0], work=index_map.full_size)
 
 
-def _reduce(plan: _Plan, kernel: Kernel | None, dy: ArrayLike) -> ArrayLike:
-    """``dx`` from a dense C-contiguous ``dy`` of the full shape: the sum over reduced groups."""
-    assert plan.dtype is not None
-    dtype = plan.dtype
-    xp = array_namespace(dy)
-    if kernel is None:
-        if plan.full_size == 0:
-            return cast(ArrayLike, xp.zeros(plan.x_shape, dtype=dtype))
-        return dy.reshape(plan.x_shape)  # nothing reduced: dy itself
-    flat = dy.reshape(-1)
-    kept_size = math.prod(plan.x_shape)
-    if plan.target == "cuda":
-        dx: ArrayLike = xp.empty(kept_size, dtype=dtype)
-        launch(kernel, kept_size, flat, dx, *plan.extents, kept_size, work=plan.count)
-        return dx.reshape(plan.x_shape)
-    wide = _WIDENED[dtype.name]
-    extent = plan.extents[0]
-    function = kernel.entry
-    chunks = chunk_bounds(extent, plan.full_size)
-    acc = np.zeros(kept_size, dtype=wide)
-    if len(chunks) == 1:
-        function(flat, acc, *plan.extents, 0, extent)
-    elif plan.pattern[0] == "k":
-        run_chunks(function, [(flat, acc, *plan.extents, lo, hi) for lo, hi in chunks])
-    else:
-        partials = [acc] + [np.zeros(kept_size, dtype=wide) for _ in chunks[1:]]
-        run_chunks(function, [(flat, part, *plan.extents, lo, hi) for part, (lo, hi) in zip(partials, chunks)])
-        for part in partials[1:]:
-            np.add(acc, part, out=acc)
-    return (acc if wide == dtype else acc.astype(dtype)).reshape(plan.x_shape)
+class BroadcastPlan(_IndexPlan):
+    """``broadcast_to`` of one input dtype and shape to one target shape."""
+
+    def __init__(self, index_map: _IndexMap, shape: tuple[int, ...], dtype: DType, target: str, namespace: ModuleType) -> None:
+        super().__init__("broadcast_to", index_map, dtype, target, namespace)
+        self.out_shape = shape
+        self.out_dtype = self.input_dtypes[0]
+        self.differentiable = self.tangent_dtype is not None
+        self.any_layout = self.request is None  # no kernel: dy is returned (or zeros made) as is
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        return self.namespace.broadcast_to(arrays[0], self.out_shape)
+
+    def pullback(self, saved: object) -> DensePullback:
+        index_map, dtype, xp = self.index_map, self.out_dtype, self.namespace
+        x_shape = index_map.x_shape
+        if self.request is None:
+            if index_map.full_size == 0:
+
+                def broadcast_to_pullback_empty(dy: ArrayLike) -> tuple[object, ...]:
+                    return (xp.zeros(x_shape, dtype=dtype),)
+
+                return broadcast_to_pullback_empty
+
+            def broadcast_to_pullback_view(dy: ArrayLike) -> tuple[object, ...]:
+                return (dy.reshape(x_shape),)  # nothing reduced: dy itself, a view
+
+            return broadcast_to_pullback_view
+
+        wide = _WIDENED[dtype.name]
+        kept = math.prod(x_shape)
+        cuda = self.target == "cuda"
+        launch = self.launch
+
+        def broadcast_to_pullback_dense(dy: ArrayLike) -> tuple[object, ...]:
+            if cuda:
+                dx: ArrayLike = xp.empty(kept, dtype=dtype)
+                launch(dy.reshape(-1), dx)
+                return (dx.reshape(x_shape),)
+            accumulator = np.zeros(kept, dtype=wide)
+            launch(dy.reshape(-1), accumulator)
+            return ((accumulator if wide == dtype else accumulator.astype(dtype)).reshape(x_shape),)
+
+        return broadcast_to_pullback_dense
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        return (Fill(fill.value * self.index_map.count, self.index_map.x_shape, self.out_dtype),)
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        (tangent,) = tangents
+        if isinstance(tangent, DenseCotangent):
+            return self.namespace.broadcast_to(tangent.array, self.out_shape)
+        if isinstance(tangent, Fill):
+            return Fill(tangent.value, self.out_shape, self.out_dtype)
+        return ZERO_TANGENT
 
 
-def _expand(plan: _Plan, kernel: Kernel | None, dy: ArrayLike, mean: bool) -> ArrayLike:
-    """``dx`` from a dense C-contiguous ``dy`` of the kept shape: ``dy`` copied along the
-    reduced groups (divided by the count for ``mean``)."""
-    assert plan.dtype is not None and kernel is not None
-    dtype = plan.dtype
-    xp = array_namespace(dy)
-    flat = dy.reshape(-1)
-    dx: ArrayLike = xp.empty(plan.full_size, dtype=dtype)
-    divisor = (float(plan.count),) if mean else ()
-    if plan.target == "cuda":
-        launch(kernel, plan.full_size, flat, dx, *plan.extents, *divisor, plan.full_size)
-        return dx.reshape(plan.x_shape)
-    extent = plan.extents[0]
-    chunks = chunk_bounds(extent, plan.full_size) if plan.full_size >= _parallel.PARALLEL_THRESHOLD else [(0, extent)]
-    run_chunks(kernel.entry, [(flat, dx, *plan.extents, *divisor, lo, hi) for lo, hi in chunks])
-    return dx.reshape(plan.x_shape)
+class SumPlan(_IndexPlan):
+    """``sum`` or ``mean`` of one input dtype and shape over static axes."""
 
+    def __init__(
+        self,
+        op: str,
+        index_map: _IndexMap,
+        axes: tuple[int, ...],
+        keepdims: bool,
+        y_shape: tuple[int, ...],
+        dtype: DType,
+        target: str,
+        namespace: ModuleType,
+    ) -> None:
+        self.kind = op
+        super().__init__(op, index_map, dtype, target, namespace)
+        self.mean = op == "mean"
+        self.axes = axes
+        self.keepdims = keepdims
+        self.out_shape = y_shape
+        self.differentiable = self.tangent_dtype is not None
+        # NumPy's result dtype (int32 sums to int64, integers average to float64)
+        reduction = np.mean if self.mean else np.sum
+        self.out_dtype = self.tangent_dtype or np.dtype(reduction(np.zeros(1, dtype=dtype)).dtype.name)
+        self.any_layout = self.request is None
 
-def _like(array: ArrayLike | None) -> ArrayLike | None:
-    return None if array is None or type(array) is np.ndarray else array
+    def _reduce(self, x: object) -> ArrayLike:
+        """NumPy's (or CuPy's) own sum or mean; a 0-d array where NumPy gives a scalar."""
+        reduction = self.namespace.mean if self.mean else self.namespace.sum
+        result = reduction(x, axis=self.axes, keepdims=self.keepdims)
+        if isinstance(result, np.generic):
+            return np.asarray(result)
+        return cast(ArrayLike, result)
 
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        return self._reduce(arrays[0])
 
-def _check_cotangent(dy: object, shape: tuple[int, ...], like: ArrayLike | None) -> None:
-    """A non-differentiable output's cotangent: validated as any other, then not read."""
-    prepare_cotangent(dy, shape, _FLOAT64, like)
+    def _constant(self, value: complex) -> Fill:
+        """The pullback of a constant cotangent: ``value`` (divided by the count for mean)."""
+        scale = max(self.index_map.count, 1) if self.mean else 1
+        return Fill(value / scale if scale != 1 else value, self.index_map.x_shape, self.out_dtype)
 
+    def pullback(self, saved: object) -> DensePullback:
+        index_map, dtype, xp = self.index_map, self.out_dtype, self.namespace
+        x_shape = index_map.x_shape
+        if index_map.full_size == 0:
 
-def _count_positional(positional: int) -> tuple[NoTangent, ...]:
-    return (_NO_TANGENT,) * (positional - 1)
+            def sum_pullback_empty(dy: ArrayLike) -> tuple[object, ...]:
+                return (xp.zeros(x_shape, dtype=dtype),)
+
+            return sum_pullback_empty
+        if math.prod(self.out_shape) == 1:
+            constant = self._constant
+
+            def sum_pullback_scalar(dy: ArrayLike) -> tuple[object, ...]:
+                return (constant(complex(dy.reshape(-1)[0].item())),)  # O(1): a Fill
+
+            return sum_pullback_scalar
+        if self.request is None:
+
+            def sum_pullback_view(dy: ArrayLike) -> tuple[object, ...]:
+                return (dy.reshape(x_shape),)  # nothing of extent > 1 summed: dy itself, a view
+
+            return sum_pullback_view
+
+        size, launch = index_map.full_size, self.launch
+
+        def sum_pullback_dense(dy: ArrayLike) -> tuple[object, ...]:
+            dx: ArrayLike = xp.empty(size, dtype=dtype)
+            launch(dy.reshape(-1), dx)
+            return (dx.reshape(x_shape),)
+
+        return sum_pullback_dense
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        return (self._constant(fill.value),)
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        (tangent,) = tangents
+        if isinstance(tangent, DenseCotangent):
+            return self._reduce(tangent.array)
+        if isinstance(tangent, Fill):
+            value = tangent.value if self.mean else tangent.value * self.index_map.count
+            return Fill(value, self.out_shape, self.out_dtype)
+        return ZERO_TANGENT
 
 
 # ---------------------------------------------------------------------------------------------
-# broadcast_to
+# The ops
 # ---------------------------------------------------------------------------------------------
 
-
-def _broadcast_arguments(x: object, shape: object) -> tuple[object, object]:
-    return x, shape
-
-
-class BroadcastTo(Op):
-    name = "broadcast_to"
-
-    def __call__(self, x: npt.NDArray[_DT], shape: Val[tuple[int, ...]] | Val[int] | tuple[int, ...] | int) -> npt.NDArray[_DT]:
-        """``np.broadcast_to(x, shape)``: a read-only view of ``x`` with the given shape
-        (``Val(tuple)``, static; a plain tuple is accepted and counted as dynamic).
-
-        Rules: ``back(dy)`` returns ``(dx,)`` (plus ``NoTangent()`` for a positional
-        ``shape``), ``dx`` the sum of ``dy`` over the broadcast axes: one compiled pass over
-        ``dy`` (float32/complex64 accumulated in float64/complex128), a fresh array; to
-        ``x``'s own shape ``dx`` is ``dy`` itself, a view. A ``Fill`` cotangent gives a
-        ``Fill`` (scaled by the copies of each element). The pushforward of a tangent is its
-        broadcast view (read-only, as the primal), of a ``Fill`` a ``Fill``.
-        """
-        array, plan = _broadcast_plan(x, shape)
-        return cast("npt.NDArray[_DT]", array_namespace(_need(array)).broadcast_to(array, plan.y_shape))
-
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """The pullback's reduce kernel (the forward and pushforward are views)."""
-        _, plan = _broadcast_plan(*_broadcast_arguments(*args, **kwargs))
-        request = _kernel_request(plan, "reduce")
-        return [] if request is None else [request]
-
-
-broadcast_to = BroadcastTo()
-
-
-def _broadcast_pullback(plan: _Plan, positional: int, like: ArrayLike | None) -> Pullback:
-    rest = _count_positional(positional)
-    y_shape = plan.y_shape
-    if plan.dtype is None:
-
-        def broadcast_to_pullback_integer(dy: object) -> tuple[object, ...]:
-            _check_cotangent(dy, y_shape, like)
-            return (_NO_TANGENT, *rest)
-
-        return broadcast_to_pullback_integer
-
-    kernel = _kernel(plan, "reduce")
-    dtype, x_shape, count = plan.dtype, plan.x_shape, plan.count
-
-    def broadcast_to_pullback(dy: object) -> tuple[object, ...]:
-        cotangent = prepare_cotangent(dy, y_shape, dtype, like)
-        if isinstance(cotangent, DenseCotangent):
-            return (_reduce(plan, kernel, cotangent.array), *rest)
-        if isinstance(cotangent, Fill):
-            return (Fill(cotangent.value * count, x_shape, dtype), *rest)
-        return (_ZERO_TANGENT, *rest)
-
-    return broadcast_to_pullback
-
-
-@rrule_rule(broadcast_to)
-def _broadcast_to_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-    array, plan = _broadcast_plan(*_broadcast_arguments(*args, **kwargs))
-    x = _need(array)
-    y: ArrayLike = array_namespace(x).broadcast_to(x, plan.y_shape)
-    return y, _broadcast_pullback(plan, len(args), _like(x))
-
-
-def _check_tangents(op: str, tangents: object, positional: int) -> object:
-    if not isinstance(tangents, tuple) or len(tangents) != positional:
-        count = len(tangents) if isinstance(tangents, tuple) else type(tangents).__name__
-        raise ValueError(
-            f"{op} frule: tangents must be a tuple with one entry per positional argument ({positional}), got {count}"
-        )
-    return tangents[0]
-
-
-@frule_rule(broadcast_to)
-def _broadcast_to_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-    array, plan = _broadcast_plan(*_broadcast_arguments(*args, **kwargs))
-    x = _need(array)
-    tangent = _check_tangents("broadcast_to", tangents, len(args))
-    xp = array_namespace(x)
-    y: ArrayLike = xp.broadcast_to(x, plan.y_shape)
-    if plan.dtype is None:
-        return y, _NO_TANGENT
-    prepared = prepare_tangent(tangent, plan.x_shape, plan.dtype, _like(x), "broadcast_to frule: the tangent of x")
-    if isinstance(prepared, ZeroTangent):
-        return y, prepared
-    if isinstance(prepared, Fill):
-        return y, Fill(prepared.value, plan.y_shape, plan.dtype)
-    return y, xp.broadcast_to(prepared.array, plan.y_shape)
-
-
-# ---------------------------------------------------------------------------------------------
-# sum and mean
-# ---------------------------------------------------------------------------------------------
-
-
-def _sum_arguments(x: object, axis: object = None, keepdims: object = _FALSE) -> tuple[object, object, object]:
-    return x, axis, keepdims
-
-
-def _reduction(plan: _Plan, x: ArrayLike, mean: bool) -> ArrayLike:
-    """NumPy's (or CuPy's) own sum or mean; a 0-d array where NumPy gives a scalar."""
-    xp = array_namespace(x)
-    function = xp.mean if mean else xp.sum
-    result = function(x, axis=plan.axes, keepdims=plan.keepdims)
-    if not hasattr(result, "shape") or isinstance(result, np.generic):
-        return np.asarray(result)
-    return cast(ArrayLike, result)
-
-
+_ShapeArgument = Val[tuple[int, ...]] | Val[int] | tuple[int, ...] | int
 _AxisArgument = Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None
 _KeepdimsArgument = Val[bool] | bool
 
 
-class _Reduction(Op):
-    mean = False
+class BroadcastTo(RuleOp):
+    """``np.broadcast_to(x, shape)``: a read-only view of ``x`` with the given shape
+    (``Val(tuple)``, static; a plain tuple is accepted and counted as dynamic).
 
-    def _compute(self, x: object, axis: object, keepdims: object) -> ArrayLike:
-        array, plan = _sum_plan(self.name, x, axis, keepdims)
-        return _reduction(plan, _need(array), self.mean)
+    Rules: ``back(dy)`` returns ``(dx,)`` (plus ``NoTangent()`` for a positional ``shape``),
+    ``dx`` the sum of ``dy`` over the broadcast axes: one compiled pass over ``dy``
+    (float32/complex64 accumulated in float64/complex128), a fresh array; to ``x``'s own shape
+    ``dx`` is ``dy`` itself (a view of the cotangent). A ``Fill`` cotangent gives a ``Fill``
+    (scaled by the copies of each element). The pushforward of a tangent is its broadcast view
+    (read-only, as the primal), of a ``Fill`` a ``Fill``.
+    """
 
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """The pullback's expand kernel (the forward is NumPy's, the pushforward a sum)."""
-        _, plan = _sum_plan(self.name, *_sum_arguments(*args, **kwargs))
-        request = _kernel_request(plan, "mean" if self.mean else "sum")
-        return [] if request is None else [request]
+    name = "broadcast_to"
+    static_names = ("shape",)
+    input_names = ("x",)
+
+    def __call__(self, x: npt.NDArray[_DT], shape: _ShapeArgument) -> npt.NDArray[_DT]:
+        return cast("npt.NDArray[_DT]", self.forward(x, shape))
+
+    def bind(self, x: object, shape: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return (x,), (shape,)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        x_shape, dtype, target, namespace = _input(arrays[0])
+        shape = static_ints(statics[0], "shape")
+        return BroadcastPlan(_check_broadcast_to(x_shape, shape), shape, dtype, target, namespace)
+
+
+class _Reduction(RuleOp):
+    static_names = ("axis", "keepdims")
+    input_names = ("x",)
+
+    def bind(  # type: ignore[override]
+        self, x: object, axis: object = None, keepdims: object = _FALSE
+    ) -> tuple[tuple[object, ...], tuple[object, ...]]:
+        return (x,), (axis, keepdims)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        x_shape, dtype, target, namespace = _input(arrays[0])
+        axis = None if statics[0] is None else static_ints(statics[0], "axis")
+        keepdims = static_bool(statics[1], "keepdims")
+        index_map, axes, y_shape = _check_sum(self.name, x_shape, axis, keepdims)
+        return SumPlan(self.name, index_map, axes, keepdims, y_shape, dtype, target, namespace)
 
 
 class Sum(_Reduction):
@@ -652,15 +660,19 @@ class Sum(_Reduction):
     name = "sum"
 
     @overload
-    def __call__(self, x: npt.NDArray[_F], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE) -> npt.NDArray[_F]: ...
+    def __call__(
+        self, x: npt.NDArray[_F], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[_F]: ...
 
     @overload
     def __call__(
         self, x: npt.NDArray[np.bool_ | np.integer], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
     ) -> npt.NDArray[np.integer]: ...
 
-    def __call__(self, x: npt.NDArray[np.generic], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE) -> npt.NDArray[np.generic]:
-        return self._compute(x, axis, keepdims)
+    def __call__(
+        self, x: npt.NDArray[np.generic], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[np.generic]:
+        return cast("npt.NDArray[np.generic]", self.forward(x, axis, keepdims))
 
 
 class Mean(_Reduction):
@@ -671,94 +683,26 @@ class Mean(_Reduction):
     """
 
     name = "mean"
-    mean = True
 
     @overload
-    def __call__(self, x: npt.NDArray[_F], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE) -> npt.NDArray[_F]: ...
+    def __call__(
+        self, x: npt.NDArray[_F], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[_F]: ...
 
     @overload
     def __call__(
         self, x: npt.NDArray[np.bool_ | np.integer], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
     ) -> npt.NDArray[np.float64]: ...
 
-    def __call__(self, x: npt.NDArray[np.generic], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE) -> npt.NDArray[np.generic]:
-        return self._compute(x, axis, keepdims)
+    def __call__(
+        self, x: npt.NDArray[np.generic], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[np.generic]:
+        return cast("npt.NDArray[np.generic]", self.forward(x, axis, keepdims))
 
 
-sum = Sum()  # noqa: A001 - NumPy's name, as the SPEC says
+broadcast_to = BroadcastTo()
+sum = Sum()  # noqa: A001 - NumPy's name, as SPEC section 9 writes it
 mean = Mean()
 
 
-def _sum_pullback(plan: _Plan, positional: int, like: ArrayLike | None, is_mean: bool) -> Pullback:
-    rest = _count_positional(positional)
-    y_shape = plan.y_shape
-    if plan.dtype is None:
-
-        def sum_pullback_integer(dy: object) -> tuple[object, ...]:
-            _check_cotangent(dy, y_shape, like)
-            return (_NO_TANGENT, *rest)
-
-        return sum_pullback_integer
-
-    kernel = _kernel(plan, "mean" if is_mean else "sum")
-    dtype, x_shape, count = plan.dtype, plan.x_shape, plan.count
-    empty = plan.full_size == 0
-    single = math.prod(y_shape) == 1
-    # mean divides by the count (1 for sum); an empty x has nothing to divide
-    scale = max(count, 1) if is_mean else 1
-
-    def sum_pullback(dy: object) -> tuple[object, ...]:
-        cotangent = prepare_cotangent(dy, y_shape, dtype, like)
-        if isinstance(cotangent, DenseCotangent):
-            array = cotangent.array
-            if empty:
-                return (array_namespace(array).zeros(x_shape, dtype=dtype), *rest)
-            if single:
-                value = complex(array.reshape(-1)[0].item())
-                return (Fill(value / scale if scale != 1 else value, x_shape, dtype), *rest)
-            if kernel is None:  # nothing of extent > 1 summed: dx is dy (count 1)
-                return (array.reshape(x_shape), *rest)
-            return (_expand(plan, kernel, array, is_mean), *rest)
-        if isinstance(cotangent, Fill):
-            value = cotangent.value
-            return (Fill(value / scale if scale != 1 else value, x_shape, dtype), *rest)
-        return (_ZERO_TANGENT, *rest)
-
-    return sum_pullback
-
-
-def _sum_rrule(op: _Reduction) -> Callable[..., tuple[ArrayLike, Pullback]]:
-    def rule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-        array, plan = _sum_plan(op.name, *_sum_arguments(*args, **kwargs))
-        x = _need(array)
-        return _reduction(plan, x, op.mean), _sum_pullback(plan, len(args), _like(x), op.mean)
-
-    return rule
-
-
-def _sum_frule(op: _Reduction) -> Callable[..., tuple[ArrayLike, object]]:
-    def rule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-        array, plan = _sum_plan(op.name, *_sum_arguments(*args, **kwargs))
-        x = _need(array)
-        tangent = _check_tangents(op.name, tangents, len(args))
-        y = _reduction(plan, x, op.mean)
-        if plan.dtype is None:
-            return y, _NO_TANGENT
-        prepared = prepare_tangent(tangent, plan.x_shape, plan.dtype, _like(x), f"{op.name} frule: the tangent of x")
-        if isinstance(prepared, ZeroTangent):
-            return y, prepared
-        if isinstance(prepared, Fill):
-            value = prepared.value if op.mean else prepared.value * plan.count
-            return y, Fill(value, plan.y_shape, plan.dtype)
-        return y, _reduction(plan, prepared.array, op.mean)
-
-    return rule
-
-
-rrule_rule(sum)(_sum_rrule(sum))
-frule_rule(sum)(_sum_frule(sum))
-rrule_rule(mean)(_sum_rrule(mean))
-frule_rule(mean)(_sum_frule(mean))
-
-
-__all__ = ["BroadcastTo", "Mean", "Sum", "broadcast_to", "mean", "sum"]
+__all__ = ["BroadcastPlan", "BroadcastTo", "Mean", "Sum", "SumPlan", "broadcast_to", "mean", "sum"]

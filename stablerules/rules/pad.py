@@ -38,9 +38,7 @@ Decisions where SPEC is silent
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from types import EllipsisType
+from types import EllipsisType, ModuleType
 from typing import TypeAlias, TypeVar, cast
 
 import numpy as np
@@ -53,6 +51,7 @@ from .._arrays import (
     as_array,
     check_dtype,
     checked_size,
+    device_of,
     is_array,
     is_differentiable,
     normalize_axis,
@@ -60,56 +59,34 @@ from .._arrays import (
     static_int,
     static_ints,
 )
-from .._cache import PlanCache
-from .._registry import KernelRequest, Op, frule_rule, rrule_rule
-from .._tangents import DenseCotangent, Fill, NoTangent, ZeroTangent, prepare_cotangent, prepare_tangent, unthunk
+from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, Pullback, RuleOp
+from .._tangents import Cotangent, DenseCotangent, Fill, Thunk, ZeroTangent, unthunk
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
 DType: TypeAlias = np.dtype[np.generic]
 Index: TypeAlias = tuple["slice | EllipsisType", ...]
-Pullback = Callable[[object], tuple[object, ...]]
 
-_NO_TANGENT = NoTangent()
-_ZERO_TANGENT = ZeroTangent()
 _AXIS0: Val[int] = Val(0)
 _FLOAT64: DType = np.dtype(np.float64)
 
 
-def _input(x: object) -> tuple[ArrayLike | None, tuple[int, ...], DType]:
-    """``(array or None for a spec, shape, dtype)``; ``TypeError`` for a non-array or an
-    unsupported dtype."""
+def _input(x: object) -> tuple[tuple[int, ...], DType, ModuleType]:
+    """``(shape, dtype, namespace)`` of an array or ``ArraySpec``; ``TypeError`` for a
+    non-array or an unsupported dtype."""
     if isinstance(x, ArraySpec):
         check_dtype(x.dtype, "x")
-        return None, x.shape, x.dtype
+        if device_of(x) == "cuda":
+            import cupy  # noqa: PLC0415 - only a CUDA ArraySpec names CuPy's namespace
+
+            return x.shape, x.dtype, cupy
+        return x.shape, x.dtype, np
     array = as_array(x, "x")
-    return array, tuple(array.shape), array.dtype
-
-
-def _need(array: ArrayLike | None) -> ArrayLike:
-    if array is None:
-        raise TypeError("an ArraySpec describes a signature for precompile/explain; pass an array to compute")
-    return array
+    return tuple(array.shape), array.dtype, array_namespace(array)
 
 
 def _tangent_dtype(dtype: DType) -> DType | None:
     return np.dtype(dtype.name) if is_differentiable(dtype) else None
-
-
-def _like(array: ArrayLike | None) -> ArrayLike | None:
-    return None if array is None or type(array) is np.ndarray else array
-
-
-def _check_tangents(op: str, tangents: object, positional: int) -> tuple[object, ...]:
-    if not isinstance(tangents, tuple) or len(tangents) != positional:
-        count = len(tangents) if isinstance(tangents, tuple) else type(tangents).__name__
-        raise ValueError(
-            f"{op} frule: tangents must be a tuple with one entry per positional argument ({positional}), got {count}"
-        )
-    return tangents
-
-
-_PLANS: PlanCache[object] = PlanCache()
 
 
 # =============================================================================================
@@ -117,21 +94,7 @@ _PLANS: PlanCache[object] = PlanCache()
 # =============================================================================================
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class _PadPlan:
-    """``interior`` cuts ``x``'s block out of ``y``; ``borders`` are disjoint slabs covering
-    the rest of ``y`` (each set to the constant by the forward, summed for its tangent)."""
-
-    x_shape: tuple[int, ...]
-    y_shape: tuple[int, ...]
-    dtype: DType
-    tangent_dtype: DType | None
-    interior: Index
-    borders: tuple[Index, ...]
-    border_size: int
-
-
-def _check_pad(x_shape: tuple[int, ...], dtype: DType, widths: tuple[int, ...]) -> _PadPlan:
+def _pairs(x_shape: tuple[int, ...], widths: tuple[int, ...]) -> list[tuple[int, int]]:
     ndim = len(x_shape)
     if len(widths) == 1:
         pairs = [(widths[0], widths[0])] * ndim
@@ -144,39 +107,15 @@ def _check_pad(x_shape: tuple[int, ...], dtype: DType, widths: tuple[int, ...]) 
         )
     if any(width < 0 for width in widths):
         raise ValueError(f"pad: pad_width={widths} has a negative width; widths must be non-negative")
-    y_shape = tuple(before + extent + after for extent, (before, after) in zip(x_shape, pairs))
-    checked_size(y_shape, dtype.itemsize, "pad")
-    interior: Index = tuple(slice(before, before + extent) for extent, (before, _) in zip(x_shape, pairs))
-    borders: list[Index] = []
-    for axis, (before, after) in enumerate(pairs):
-        # Slabs along this axis, inside the interior along earlier axes: disjoint, covering.
-        head = interior[:axis]
-        tail = tuple(slice(None) for _ in range(axis + 1, ndim))
-        if before:
-            borders.append((*head, slice(0, before), *tail))
-        if after:
-            start = y_shape[axis] - after
-            borders.append((*head, slice(start, y_shape[axis]), *tail))
-    if not interior:
-        interior = (Ellipsis,)  # an empty index would read a 0-d dy as a scalar, not a view
-    border_size = math.prod(y_shape) - math.prod(x_shape)
-    return _PadPlan(x_shape, y_shape, dtype, _tangent_dtype(dtype), interior, tuple(borders), border_size)
-
-
-def _pad_plan(x: object, pad_width: object) -> tuple[ArrayLike | None, _PadPlan]:
-    array, x_shape, dtype = _input(x)
-    widths = static_ints(pad_width, "pad_width")
-    key = ("pad", x_shape, dtype, widths)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _PLANS.remember(key, _check_pad(x_shape, dtype, widths))
-    return array, cast(_PadPlan, plan)
+    return pairs
 
 
 def _constant(constant_values: object, dtype: DType) -> np.generic:
     """The constant as ``np.pad`` reads it (``np.array(value)``), checked against ``x``'s dtype."""
     value = constant_values
-    if not isinstance(value, np.ndarray) and is_array(value):  # a CuPy array: read on the host
+    if isinstance(value, ArraySpec):
+        value = np.zeros((), value.dtype) if value.shape == () else np.zeros(value.shape, value.dtype)
+    elif not isinstance(value, np.ndarray) and is_array(value):  # a CuPy array: read on the host
         array: ArrayLike = value
         if tuple(array.shape) != ():
             raise ValueError(f"pad: constant_values must be a scalar, got an array of shape {shape_text(array.shape)}")
@@ -196,11 +135,9 @@ def _constant(constant_values: object, dtype: DType) -> np.generic:
     return cast(np.generic, scalar[()])
 
 
-def _constant_tangent_dtype(constant_values: object, plan: _PadPlan) -> DType | None:
+def _constant_tangent_dtype(constant_values: object) -> DType | None:
     """The dtype of the constant's tangent (see the module docstring), ``None`` for none."""
-    if plan.tangent_dtype is None:
-        return None
-    if isinstance(constant_values, bool) or isinstance(constant_values, int):
+    if isinstance(constant_values, (bool, int)):
         return None
     if isinstance(constant_values, float):
         return _FLOAT64
@@ -212,22 +149,141 @@ def _constant_tangent_dtype(constant_values: object, plan: _PadPlan) -> DType | 
     return None
 
 
-def _pad_forward(plan: _PadPlan, x: ArrayLike, constant: np.generic) -> ArrayLike:
-    """One allocation: the border slabs set to the constant, the interior copied."""
-    xp = array_namespace(x)
-    y: ArrayLike = xp.empty(plan.y_shape, dtype=plan.dtype)
-    for border in plan.borders:
-        y[border] = constant
-    y[plan.interior] = x
-    return y
+class PadPlan(Plan):
+    """``pad`` of one input dtype and shape by static widths, with a constant of one type.
+
+    ``interior`` cuts ``x``'s block out of ``y``; ``borders`` are disjoint slabs covering the
+    rest of ``y`` (set to the constant by the forward, summed for the constant's tangent). The
+    array arguments are ``(x, constant_values)``.
+    """
+
+    any_layout = True  # slicing takes dy in any layout
+
+    def __init__(
+        self,
+        x_shape: tuple[int, ...],
+        dtype: DType,
+        widths: tuple[int, ...],
+        constant_dtype: DType | None,
+        namespace: ModuleType,
+    ) -> None:
+        pairs = _pairs(x_shape, widths)
+        y_shape = tuple(before + extent + after for extent, (before, after) in zip(x_shape, pairs))
+        checked_size(y_shape, dtype.itemsize, "pad")
+        ndim = len(x_shape)
+        interior: Index = tuple(slice(before, before + extent) for extent, (before, _) in zip(x_shape, pairs))
+        borders: list[Index] = []
+        for axis, (before, after) in enumerate(pairs):
+            # Slabs along this axis, inside the interior along earlier axes: disjoint, covering.
+            head = interior[:axis]
+            tail = tuple(slice(None) for _ in range(axis + 1, ndim))
+            if before:
+                borders.append((*head, slice(0, before), *tail))
+            if after:
+                borders.append((*head, slice(y_shape[axis] - after, y_shape[axis]), *tail))
+        self.op = "pad"
+        self.x_shape = x_shape
+        self.dtype = dtype
+        self.interior: Index = interior or (Ellipsis,)  # () would read a 0-d dy as a scalar, not a view
+        self.borders = tuple(borders)
+        self.border_size = math.prod(y_shape) - math.prod(x_shape)
+        self.namespace = namespace
+        tangent_dtype = _tangent_dtype(dtype)
+        self.out_shape = y_shape
+        self.out_dtype = tangent_dtype or np.dtype(dtype.name)
+        self.differentiable = tangent_dtype is not None
+        self.constant_dtype = constant_dtype if self.differentiable else None
+        self.input_tangents = (self.differentiable, self.constant_dtype is not None)
+        self.input_shapes = (x_shape, ())
+        self.input_dtypes = (self.out_dtype, self.constant_dtype or _FLOAT64)
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        """One allocation: the border slabs set to the constant, the interior copied."""
+        x = cast(ArrayLike, arrays[0])
+        constant = _constant(arrays[1], self.dtype)
+        y: ArrayLike = self.namespace.empty(self.out_shape, dtype=x.dtype)
+        for border in self.borders:
+            y[border] = constant
+        y[self.interior] = x
+        return y
+
+    def _border_sum(self, dy: ArrayLike) -> ArrayLike:
+        """The sum of ``dy`` over the border slabs: the constant's tangent, a 0-d array."""
+        assert self.constant_dtype is not None
+        xp = self.namespace
+        wide = np.complex128 if dy.dtype.kind == "c" else np.float64
+        total = xp.zeros((), dtype=wide)
+        for border in self.borders:
+            total = total + dy[border].sum(dtype=wide)
+        if self.constant_dtype.kind != "c":
+            total = total.real
+        return cast(ArrayLike, xp.asarray(total, dtype=self.constant_dtype))
+
+    def pullback(self, saved: object) -> DensePullback:
+        interior = self.interior
+        if self.constant_dtype is None:
+
+            def pad_pullback_dense(dy: ArrayLike) -> tuple[object, ...]:
+                return (dy[interior], NO_TANGENT)
+
+            return pad_pullback_dense
+        border_sum = self._border_sum
+
+        def pad_pullback_dense_constant(dy: ArrayLike) -> tuple[object, ...]:
+            # The constant's tangent reads the border: deferred, run only where the constant
+            # was given positionally (Pad._make_pullback unthunks it; otherwise it is dropped).
+            return (dy[interior], Thunk(lambda: border_sum(dy)))
+
+        return pad_pullback_dense_constant
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        dx = Fill(fill.value, self.x_shape, self.out_dtype)
+        if self.constant_dtype is None:
+            return (dx, NO_TANGENT)
+        total = complex(fill.value) * self.border_size
+        constant = self.namespace.asarray(total if self.constant_dtype.kind == "c" else total.real, dtype=self.constant_dtype)
+        return (dx, constant)
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        tangent, constant_tangent = tangents
+        border: complex | None = None
+        if isinstance(constant_tangent, DenseCotangent):
+            border = complex(constant_tangent.array.item())
+        elif isinstance(constant_tangent, Fill):
+            border = complex(constant_tangent.value)
+        if isinstance(tangent, ZeroTangent) and border is None:
+            return ZERO_TANGENT
+        dtype = self.out_dtype
+        if dtype.kind != "c" and border is not None:
+            border = complex(border.real)
+        if isinstance(tangent, Fill) and (border == tangent.value or (border is None and tangent.value == 0)):
+            return Fill(tangent.value, self.out_shape, dtype)
+        dy: ArrayLike = self.namespace.empty(self.out_shape, dtype=dtype)
+        for slab in self.borders:
+            dy[slab] = 0 if border is None else (border if dtype.kind == "c" else border.real)
+        if isinstance(tangent, DenseCotangent):
+            dy[self.interior] = tangent.array
+        else:
+            dy[self.interior] = tangent.value if isinstance(tangent, Fill) else 0
+        return dy
 
 
-def _pad_arguments(x: object, pad_width: object, constant_values: object = 0) -> tuple[object, object, object]:
-    return x, pad_width, constant_values
+class Pad(RuleOp):
+    """``np.pad(x, pad_width, mode="constant", constant_values=...)``: ``x`` surrounded by
+    ``constant_values``. ``pad_width`` is ``Val(k)`` (every side) or ``Val`` of ``2 * ndim``
+    ints ``(before_0, after_0, before_1, after_1, ...)``, static (a plain int or tuple is
+    accepted and counted as dynamic); ``constant_values`` is a scalar (data).
 
+    Rules: ``back(dy)`` returns ``(dx, NoTangent()[, dc])``, one entry per positional
+    argument: ``dx = dy[interior]``, a *view* of the cotangent (writable when ``dy`` is);
+    ``dc`` (a positional floating constant) the sum of ``dy`` over the border. A ``Fill``
+    cotangent gives a ``Fill`` (a slice of it). The pushforward is the tangent padded with the
+    constant's tangent (zero for a keyword or integer constant).
+    """
 
-class Pad(Op):
     name = "pad"
+    static_names = ("pad_width",)
+    input_names = ("x", "constant_values")
 
     def __call__(
         self,
@@ -235,139 +291,44 @@ class Pad(Op):
         pad_width: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
         constant_values: bool | int | float | complex | np.generic | npt.NDArray[np.generic] = 0,
     ) -> npt.NDArray[_DT]:
-        """``np.pad(x, pad_width, mode="constant", constant_values=...)``: ``x`` surrounded by
-        ``constant_values``. ``pad_width`` is ``Val(k)`` (every side) or ``Val`` of ``2 * ndim``
-        ints ``(before_0, after_0, before_1, after_1, ...)``, static (a plain int or tuple is
-        accepted and counted as dynamic); ``constant_values`` is a scalar (data).
+        return cast("npt.NDArray[_DT]", self.forward(x, pad_width, constant_values))
 
-        Rules: ``back(dy)`` returns ``(dx, NoTangent()[, dc])``, one entry per positional
-        argument: ``dx = dy[interior]``, a *view* of the cotangent (writable when ``dy`` is);
-        ``dc`` (a positional floating constant) the sum of ``dy`` over the border. A ``Fill``
-        cotangent gives a ``Fill`` (a slice of it). The pushforward is the tangent padded with
-        the constant's tangent (zero for a keyword or integer constant).
-        """
-        array, plan = _pad_plan(x, pad_width)
-        x_array = _need(array)
-        return cast("npt.NDArray[_DT]", _pad_forward(plan, x_array, _constant(constant_values, plan.dtype)))
+    def bind(  # type: ignore[override]
+        self, x: object, pad_width: object, constant_values: object = 0
+    ) -> tuple[tuple[object, ...], tuple[object, ...]]:
+        return (x, constant_values), (pad_width,)
 
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """No kernels (see the module docstring); validates the signature and warms its plan."""
-        x, pad_width, constant_values = _pad_arguments(*args, **kwargs)
-        _, plan = _pad_plan(x, pad_width)
-        _constant(constant_values, plan.dtype)
-        return []
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        x, constant_values = arrays
+        x_shape, dtype, namespace = _input(x)
+        widths = static_ints(statics[0], "pad_width")
+        _constant(constant_values, dtype)  # its kind: checked once per plan (keyed by its type)
+        return PadPlan(x_shape, dtype, widths, _constant_tangent_dtype(constant_values), namespace)
 
+    # The scaffold orders tangents as the array arguments (x, constant_values); the call
+    # orders them (x, pad_width, constant_values). Both overrides put them in the call's order.
 
-pad = Pad()
+    def _make_pullback(self, plan: Plan, saved: object, positional: int) -> Pullback:
+        if positional < 3:
+            base = super()._make_pullback(plan, saved, 1)  # (dx,): no constant tangent wanted
+            if positional == 1:
+                return base
 
+            def pad_pullback(dy: object) -> tuple[object, ...]:
+                return (*base(dy), NO_TANGENT)
 
-def _border_sum(plan: _PadPlan, dy: ArrayLike, dtype: DType) -> ArrayLike:
-    """The sum of ``dy`` over the border slabs, a 0-d array of ``dtype`` (projected)."""
-    xp = array_namespace(dy)
-    total = xp.zeros((), dtype=np.complex128 if dy.dtype.kind == "c" else np.float64)
-    for border in plan.borders:
-        total = total + dy[border].sum(dtype=total.dtype)
-    if dtype.kind != "c":
-        total = total.real
-    return cast(ArrayLike, xp.asarray(total, dtype=dtype))
+            return pad_pullback
+        both = super()._make_pullback(plan, saved, 2)  # (dx, dc)
 
+        def pad_pullback_with_constant(dy: object) -> tuple[object, ...]:
+            dx, constant = both(dy)
+            return (dx, NO_TANGENT, unthunk(constant))
 
-def _pad_pullback(plan: _PadPlan, positional: int, constant_dtype: DType | None, like: ArrayLike | None) -> Pullback:
-    middle = (_NO_TANGENT,) if positional >= 2 else ()
-    has_constant = positional >= 3
-    y_shape = plan.y_shape
-    dtype = plan.tangent_dtype
-    if dtype is None:
+        return pad_pullback_with_constant
 
-        def pad_pullback_integer(dy: object) -> tuple[object, ...]:
-            prepare_cotangent(dy, y_shape, _FLOAT64, like)  # validates dy
-            return (_NO_TANGENT, *middle, *((_NO_TANGENT,) if has_constant else ()))
-
-        return pad_pullback_integer
-
-    interior, x_shape, border_size = plan.interior, plan.x_shape, plan.border_size
-
-    def pad_pullback(dy: object) -> tuple[object, ...]:
-        cotangent = prepare_cotangent(dy, y_shape, dtype, like)
-        constant: object = _NO_TANGENT
-        if isinstance(cotangent, DenseCotangent):
-            dx: object = cotangent.array[interior]
-            if constant_dtype is not None:
-                constant = _border_sum(plan, cotangent.array, constant_dtype)
-        elif isinstance(cotangent, Fill):
-            dx = Fill(cotangent.value, x_shape, dtype)
-            if constant_dtype is not None:
-                total = complex(cotangent.value) * border_size
-                xp = np if like is None else array_namespace(like)
-                constant = xp.asarray(total if constant_dtype.kind == "c" else total.real, dtype=constant_dtype)
-        else:
-            dx = _ZERO_TANGENT
-            if constant_dtype is not None:
-                constant = _ZERO_TANGENT
-        return (dx, *middle, *((constant,) if has_constant else ()))
-
-    return pad_pullback
-
-
-@rrule_rule(pad)
-def _pad_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-    x, pad_width, constant_values = _pad_arguments(*args, **kwargs)
-    array, plan = _pad_plan(x, pad_width)
-    x_array = _need(array)
-    y = _pad_forward(plan, x_array, _constant(constant_values, plan.dtype))
-    constant_dtype = _constant_tangent_dtype(constant_values, plan) if len(args) >= 3 else None
-    return y, _pad_pullback(plan, len(args), constant_dtype, _like(x_array))
-
-
-def _scalar_tangent(tangent: object, dtype: DType) -> complex | None:
-    """The constant's tangent as a number (projected onto ``dtype``), ``None`` for a zero."""
-    tangent = unthunk(tangent)
-    if isinstance(tangent, (ZeroTangent, NoTangent)):
-        return None
-    if isinstance(tangent, Fill):
-        if tangent.shape != ():
-            raise ValueError(f"pad frule: the tangent of constant_values is a Fill of shape {shape_text(tangent.shape)}; it must be a scalar")
-        value = complex(tangent.value)
-    elif isinstance(tangent, (int, float, complex, np.number)) and not isinstance(tangent, bool):
-        value = complex(tangent)
-    elif is_array(tangent) and tuple(tangent.shape) == ():
-        value = complex(tangent.item())
-    else:
-        raise TypeError(
-            f"pad frule: the tangent of constant_values must be a scalar, a 0-d array, ZeroTangent or "
-            f"NoTangent, got {type(tangent).__name__}"
-        )
-    return value if dtype.kind == "c" else complex(value.real)
-
-
-@frule_rule(pad)
-def _pad_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-    x, pad_width, constant_values = _pad_arguments(*args, **kwargs)
-    array, plan = _pad_plan(x, pad_width)
-    x_array = _need(array)
-    entries = _check_tangents("pad", tangents, len(args))
-    y = _pad_forward(plan, x_array, _constant(constant_values, plan.dtype))
-    dtype = plan.tangent_dtype
-    if dtype is None:
-        return y, _NO_TANGENT
-    prepared = prepare_tangent(entries[0], plan.x_shape, dtype, _like(x_array), "pad frule: the tangent of x")
-    constant: complex | None = None
-    if len(args) >= 3 and _constant_tangent_dtype(constant_values, plan) is not None:
-        constant = _scalar_tangent(entries[2], dtype)
-    if isinstance(prepared, ZeroTangent) and constant is None:
-        return y, _ZERO_TANGENT
-    if isinstance(prepared, Fill) and (constant == prepared.value or (constant is None and prepared.value == 0)):
-        return y, Fill(prepared.value, plan.y_shape, dtype)
-    xp = array_namespace(x_array)
-    border = 0 if constant is None else (constant if dtype.kind == "c" else constant.real)
-    dy: ArrayLike = xp.empty(plan.y_shape, dtype=dtype)
-    for slab in plan.borders:
-        dy[slab] = border
-    if isinstance(prepared, DenseCotangent):
-        dy[plan.interior] = prepared.array
-    else:
-        dy[plan.interior] = prepared.value if isinstance(prepared, Fill) else 0
-    return y, dy
+    def _prepare_tangents(self, plan: Plan, tangents: tuple[object, ...], positional: int) -> tuple[Cotangent, ...]:
+        ordered = (tangents[0], tangents[2]) if positional >= 3 else tangents[:1]
+        return super()._prepare_tangents(plan, ordered, min(positional, 2) if positional >= 3 else 1)
 
 
 # =============================================================================================
@@ -375,20 +336,8 @@ def _pad_frule(tangents: object, *args: object, **kwargs: object) -> tuple[Array
 # =============================================================================================
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class _SplitPlan:
-    """``indices[i]`` cuts part ``i`` out of ``x`` (NumPy's slices); ``tiles`` says the parts
-    are disjoint and cover ``x`` (the pullback then assigns blocks into ``np.empty``)."""
-
-    x_shape: tuple[int, ...]
-    dtype: DType
-    tangent_dtype: DType | None
-    indices: tuple[Index, ...]
-    part_shapes: tuple[tuple[int, ...], ...]
-    tiles: bool
-
-
-def _check_split(x_shape: tuple[int, ...], dtype: DType, sections: int | None, points: tuple[int, ...], axis: int) -> _SplitPlan:
+def _check_split(x_shape: tuple[int, ...], sections: int | None, points: tuple[int, ...], axis: int) -> tuple[tuple[Index, ...], tuple[tuple[int, ...], ...], bool]:
+    """Each part's index and shape, and whether the parts tile ``x`` (disjoint, covering)."""
     if not x_shape:
         raise ValueError("split: x has shape (); a 0-d array cannot be split (np.split needs an axis)")
     where = normalize_axis(axis, len(x_shape), "split: axis")
@@ -420,34 +369,98 @@ def _check_split(x_shape: tuple[int, ...], dtype: DType, sections: int | None, p
     for first, end in spans:  # in order, non-empty parts must follow each other exactly
         tiles = tiles and first == position
         position = end
-    tiles = tiles and position == length if spans else True
-    return _SplitPlan(x_shape, dtype, _tangent_dtype(dtype), tuple(indices), tuple(shapes), tiles)
+    tiles = tiles and (position == length if spans else True)
+    return tuple(indices), tuple(shapes), tiles
 
 
-def _split_plan(x: object, indices_or_sections: object, axis: object) -> tuple[ArrayLike | None, _SplitPlan]:
-    array, x_shape, dtype = _input(x)
-    sections: int | None = None
-    points: tuple[int, ...] = ()
-    if isinstance(indices_or_sections, Val) and isinstance(indices_or_sections.value, tuple):
-        points = indices_or_sections.value
-    elif type(indices_or_sections) is tuple or type(indices_or_sections) is list:
-        points = static_ints(indices_or_sections, "indices_or_sections")
-    else:
-        sections = static_int(indices_or_sections, "indices_or_sections")
-    axis_value = static_int(axis, "axis")
-    key = ("split", x_shape, dtype, sections, points, axis_value)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _PLANS.remember(key, _check_split(x_shape, dtype, sections, points, axis_value))
-    return array, cast(_SplitPlan, plan)
+class SplitPlan(Plan):
+    """``split`` of one input dtype and shape at static places: ``indices[i]`` cuts part ``i``
+    out of ``x`` (NumPy's slices); ``tiles`` says the parts are disjoint and cover ``x`` (the
+    pullback then writes blocks into ``np.empty``, else it adds them into zeros)."""
+
+    any_layout = True
+
+    def __init__(
+        self,
+        x_shape: tuple[int, ...],
+        dtype: DType,
+        indices: tuple[Index, ...],
+        shapes: tuple[tuple[int, ...], ...],
+        tiles: bool,
+        namespace: ModuleType,
+    ) -> None:
+        self.op = "split"
+        self.x_shape = x_shape
+        self.indices = indices
+        self.tiles = tiles
+        self.namespace = namespace
+        tangent_dtype = _tangent_dtype(dtype)
+        self.out_shape = x_shape
+        self.output_shapes = shapes
+        self.out_dtype = tangent_dtype or np.dtype(dtype.name)
+        self.differentiable = tangent_dtype is not None
+        self.input_tangents = (self.differentiable,)
+        self.input_shapes = (x_shape,)
+        self.input_dtypes = (self.out_dtype,)
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        x = cast(ArrayLike, arrays[0])
+        return tuple(map(x.__getitem__, self.indices))
+
+    def pullback(self, saved: object) -> DensePullback:
+        x_shape, indices, tiles, dtype, xp = self.x_shape, self.indices, self.tiles, self.out_dtype, self.namespace
+        shapes = self.output_shapes
+        assert shapes is not None
+        sizes = tuple(math.prod(shape) for shape in shapes)
+
+        def split_pullback_parts(parts: tuple[Cotangent, ...]) -> tuple[object, ...]:
+            fills = {part.value for part in parts if isinstance(part, Fill)}
+            if tiles and len(fills) == 1 and all(isinstance(part, Fill) or not size for part, size in zip(parts, sizes)):
+                return (Fill(fills.pop(), x_shape, dtype),)
+            if tiles:  # one allocation, every block written once
+                dx: ArrayLike = xp.empty(x_shape, dtype=dtype)
+                for index, part in zip(indices, parts):
+                    if isinstance(part, DenseCotangent):
+                        dx[index] = part.array
+                    else:
+                        dx[index] = part.value if isinstance(part, Fill) else 0
+                return (dx,)
+            dx = xp.zeros(x_shape, dtype=dtype)  # overlapping parts add
+            for index, part in zip(indices, parts):
+                if isinstance(part, DenseCotangent):
+                    xp.add(dx[index], part.array, out=dx[index])
+                elif isinstance(part, Fill):
+                    xp.add(dx[index], part.value, out=dx[index])
+            return (dx,)
+
+        return split_pullback_parts
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        (tangent,) = tangents
+        if isinstance(tangent, DenseCotangent):
+            return tuple(map(tangent.array.__getitem__, self.indices))
+        if isinstance(tangent, Fill):
+            shapes = self.output_shapes
+            assert shapes is not None
+            return tuple(Fill(tangent.value, shape, self.out_dtype) for shape in shapes)
+        return ZERO_TANGENT
 
 
-def _split_arguments(x: object, indices_or_sections: object, axis: object = _AXIS0) -> tuple[object, object, object]:
-    return x, indices_or_sections, axis
+class Split(RuleOp):
+    """``np.split(x, indices_or_sections, axis)`` as a tuple of views of ``x``: ``Val(k)``
+    cuts ``k`` equal parts (``k`` must divide the axis), ``Val((i, j, ...))`` cuts at those
+    indices. Both static, as ``axis`` (plain values counted as dynamic).
 
+    Rules: ``back(dys)`` takes a tuple of one cotangent per part (any may be
+    ``ZeroTangent()``) and returns ``(dx, NoTangent()[, NoTangent()])``: ``dx`` is one fresh
+    array with every part's cotangent in its block (zeros for a ``ZeroTangent``), a ``Fill``
+    when every part is a ``Fill`` of one value, ``ZeroTangent()`` when all are zero. The
+    pushforward is the tuple of the tangent's views (``Fill``s for a ``Fill``).
+    """
 
-class Split(Op):
     name = "split"
+    static_names = ("indices_or_sections", "axis")
+    input_names = ("x",)
 
     def __call__(
         self,
@@ -455,107 +468,31 @@ class Split(Op):
         indices_or_sections: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
         axis: Val[int] | int = _AXIS0,
     ) -> tuple[npt.NDArray[_DT], ...]:
-        """``np.split(x, indices_or_sections, axis)`` as a tuple of views of ``x``:
-        ``Val(k)`` cuts ``k`` equal parts (``k`` must divide the axis), ``Val((i, j, ...))``
-        cuts at those indices. Both static, as ``axis`` (plain values counted as dynamic).
+        return cast("tuple[npt.NDArray[_DT], ...]", self.forward(x, indices_or_sections, axis))
 
-        Rules: ``back(dys)`` takes a tuple of one cotangent per part (any may be
-        ``ZeroTangent()``) and returns ``(dx, NoTangent()[, NoTangent()])``: ``dx`` is one
-        fresh array with every part's cotangent in its block (zeros for a ``ZeroTangent``),
-        a ``Fill`` when every part is a ``Fill`` of one value, ``ZeroTangent()`` when all are
-        zero. The pushforward is the tuple of the tangent's views (``Fill``s for a ``Fill``).
-        """
-        array, plan = _split_plan(x, indices_or_sections, axis)
-        x_array = _need(array)
-        return tuple(cast("npt.NDArray[_DT]", x_array[index]) for index in plan.indices)
+    def bind(  # type: ignore[override]
+        self, x: object, indices_or_sections: object, axis: object = _AXIS0
+    ) -> tuple[tuple[object, ...], tuple[object, ...]]:
+        return (x,), (indices_or_sections, axis)
 
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """No kernels (see the module docstring); validates the signature and warms its plan."""
-        _split_plan(*_split_arguments(*args, **kwargs))
-        return []
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        x_shape, dtype, namespace = _input(arrays[0])
+        given = statics[0]
+        sections: int | None = None
+        points: tuple[int, ...] = ()
+        if isinstance(given, Val) and isinstance(given.value, tuple):
+            points = given.value
+        elif type(given) is tuple or type(given) is list:
+            points = static_ints(given, "indices_or_sections")
+        else:
+            sections = static_int(given, "indices_or_sections")
+        axis = static_int(statics[1], "axis")
+        indices, shapes, tiles = _check_split(x_shape, sections, points, axis)
+        return SplitPlan(x_shape, dtype, indices, shapes, tiles, namespace)
 
 
+pad = Pad()
 split = Split()
 
 
-def _part_cotangents(dys: object, plan: _SplitPlan, dtype: DType, like: ArrayLike | None) -> list[DenseCotangent | Fill | ZeroTangent] | None:
-    """Each part's cotangent, validated before anything is written; ``None`` for a whole zero."""
-    dys = unthunk(dys)
-    if isinstance(dys, ZeroTangent):
-        return None
-    if not isinstance(dys, (tuple, list)):
-        raise TypeError(
-            f"split pullback: the cotangent must be a tuple with one entry per part ({len(plan.indices)}), "
-            f"got {type(dys).__name__}"
-        )
-    if len(dys) != len(plan.indices):
-        raise ValueError(
-            f"split pullback: got {len(dys)} cotangents for {len(plan.indices)} parts of shapes "
-            f"{', '.join(shape_text(shape) for shape in plan.part_shapes)}"
-        )
-    return [prepare_cotangent(dy, shape, dtype, like) for dy, shape in zip(dys, plan.part_shapes)]
-
-
-def _split_pullback(plan: _SplitPlan, positional: int, like: ArrayLike | None) -> Pullback:
-    rest = (_NO_TANGENT,) * (positional - 1)
-    dtype = plan.tangent_dtype
-    if dtype is None:
-
-        def split_pullback_integer(dys: object) -> tuple[object, ...]:
-            _part_cotangents(dys, plan, _FLOAT64, like)  # validates every part
-            return (_NO_TANGENT, *rest)
-
-        return split_pullback_integer
-
-    x_shape, indices, tiles = plan.x_shape, plan.indices, plan.tiles
-    xp = np if like is None else array_namespace(like)
-
-    def split_pullback(dys: object) -> tuple[object, ...]:
-        parts = _part_cotangents(dys, plan, dtype, like)
-        if parts is None or all(isinstance(part, ZeroTangent) for part in parts):
-            return (_ZERO_TANGENT, *rest)
-        fills = {part.value for part in parts if isinstance(part, Fill)}
-        if tiles and len(fills) == 1 and all(isinstance(part, Fill) or math.prod(shape) == 0 for part, shape in zip(parts, plan.part_shapes)):
-            return (Fill(fills.pop(), x_shape, dtype), *rest)
-        dense = [part.array for part in parts if isinstance(part, DenseCotangent)]
-        namespace = array_namespace(dense[0]) if dense else xp
-        if tiles:
-            dx: ArrayLike = namespace.empty(x_shape, dtype=dtype)
-            for index, part in zip(indices, parts):
-                dx[index] = part.array if isinstance(part, DenseCotangent) else (part.value if isinstance(part, Fill) else 0)
-        else:
-            dx = namespace.zeros(x_shape, dtype=dtype)
-            for index, part in zip(indices, parts):
-                if isinstance(part, DenseCotangent):
-                    namespace.add(dx[index], part.array, out=dx[index])
-                elif isinstance(part, Fill):
-                    namespace.add(dx[index], part.value, out=dx[index])
-        return (dx, *rest)
-
-    return split_pullback
-
-
-@rrule_rule(split)
-def _split_rrule(*args: object, **kwargs: object) -> tuple[tuple[ArrayLike, ...], Pullback]:
-    array, plan = _split_plan(*_split_arguments(*args, **kwargs))
-    x = _need(array)
-    return tuple(map(x.__getitem__, plan.indices)), _split_pullback(plan, len(args), _like(x))
-
-
-@frule_rule(split)
-def _split_frule(tangents: object, *args: object, **kwargs: object) -> tuple[tuple[ArrayLike, ...], object]:
-    array, plan = _split_plan(*_split_arguments(*args, **kwargs))
-    x = _need(array)
-    entries = _check_tangents("split", tangents, len(args))
-    y = tuple(map(x.__getitem__, plan.indices))
-    if plan.tangent_dtype is None:
-        return y, _NO_TANGENT
-    prepared = prepare_tangent(entries[0], plan.x_shape, plan.tangent_dtype, _like(x), "split frule: the tangent of x")
-    if isinstance(prepared, ZeroTangent):
-        return y, prepared
-    if isinstance(prepared, Fill):
-        return y, tuple(Fill(prepared.value, shape, plan.tangent_dtype) for shape in plan.part_shapes)
-    return y, tuple(map(prepared.array.__getitem__, plan.indices))
-
-
-__all__ = ["Pad", "Split", "pad", "split"]
+__all__ = ["Pad", "PadPlan", "Split", "SplitPlan", "pad", "split"]

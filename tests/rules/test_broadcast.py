@@ -319,8 +319,9 @@ def test_validation_comes_first_and_names_the_arguments() -> None:
         sr.sum(x, Val(2))
     with pytest.raises(ValueError, match="duplicate value in axis"):
         sr.mean(x, Val((0, -2)))
+    sr.sum(x, Val(0), Val(True))
     with pytest.raises(TypeError, match="'keepdims' must be Val\\(True\\) or Val\\(False\\)"):
-        sr.sum(x, Val(0), Val(1))  # type: ignore[arg-type]
+        sr.sum(x, Val(0), Val(1))  # type: ignore[arg-type]  # not Val(True)'s plan: 1 is not a flag
     with pytest.raises(TypeError, match="'axis' must be Val"):
         sr.sum(x, Val(False))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="'x' must be an array"):
@@ -392,6 +393,21 @@ def test_precompile_and_explain_with_specs() -> None:
     assert "dx[dst + j] = value" in text and "divisor" in text
     assert sr.explain(sr.sum, sr.ArraySpec((3, 4), np.float64)) == ""  # a one-element cotangent: a Fill
     assert sr.precompile(sr.sum, sr.ArraySpec((3, 4), np.int32), Val(0)) == ()
+
+
+def test_pullback_without_forward_takes_specs() -> None:
+    from stablerules._registry import PULLBACKS
+
+    builder: Callable[..., Any] = PULLBACKS.lookup(sr.broadcast_to)
+    back = builder(sr.ArraySpec((1, 3, 1), np.float32), Val((4, 3, 5)))
+    dy = integers((4, 3, 5), "float32")
+    dx, static = back(dy)
+    assert static == NoTangent()
+    np.testing.assert_array_equal(dense(dx), broadcast_reference((1, 3, 1), dy))
+    builder = PULLBACKS.lookup(sr.mean)
+    back = builder(sr.ArraySpec((4, 6), np.float64), axis=Val(1))
+    dy = integers((4,))
+    np.testing.assert_array_equal(dense(back(dy)[0]), sum_reference((4, 6), (1,), False, dy, 6))
 
 
 def test_too_many_groups_is_a_value_error() -> None:
