@@ -9,7 +9,7 @@ order, and with central finite differences through ``stablerules.testing``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -404,7 +404,7 @@ def test_pullback_without_forward_takes_specs() -> None:
     dx, static = back(dy)
     assert static == NoTangent()
     np.testing.assert_array_equal(dense(dx), broadcast_reference((1, 3, 1), dy))
-    builder = PULLBACKS.lookup(sr.mean)
+    builder = cast(Callable[..., Any], PULLBACKS.lookup(sr.mean))
     back = builder(sr.ArraySpec((4, 6), np.float64), axis=Val(1))
     dy = integers((4,))
     np.testing.assert_array_equal(dense(back(dy)[0]), sum_reference((4, 6), (1,), False, dy, 6))

@@ -9,7 +9,7 @@ finite differences through ``stablerules.testing``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -344,7 +344,7 @@ def test_pullbacks_without_forward_take_specs() -> None:
     dx, static = back(dy)
     assert static == NoTangent()
     np.testing.assert_array_equal(dense(dx), dy[1:3, 1:4])
-    builder = PULLBACKS.lookup(sr.split)
+    builder = cast(Callable[..., Any], PULLBACKS.lookup(sr.split))
     back = builder(sr.ArraySpec((6, 4), np.float64), Val(2), axis=Val(1))
     parts = (integers((6, 2)), ZeroTangent())
     (dx, _) = back(parts)
