@@ -62,6 +62,16 @@ tangent is what the op's rule returns: always a dense array for the concatenate 
 array or ``ZeroTangent`` for ``kron``, a dense array, ``Fill`` or ``ZeroTangent`` for ``repeat``
 and ``tile``, and exactly a dense array when the array arguments' tangents are typed as arrays.
 
+Structure ops II. ``sum``/``mean`` of an integer or bool array are typed by their NumPy result
+(``NDArray[np.integer]``, ``NDArray[np.float64]``) with ``NoTangent`` entries exactly. ``pad``'s
+constant given positionally gets a :data:`ScalarTangent` entry (a 0-d floating array, or
+``NoTangent`` for an integer constant: the types see the constant's type only as a union).
+``split`` returns ``tuple[NDArray[DT], ...]``; its pullback is a :class:`TuplePullback`, dense
+for a tuple of arrays and lazy otherwise (a tuple holding a ``ZeroTangent``, ``ZeroTangent()``
+as a whole); its pushforward is :data:`SplitTangent`. For these ops ``frule``'s ``tangents``
+is typed as a tuple of one to three entries, not tied to the call's exact positional arity
+(the run-time check is).
+
 Nothing here, nor any public signature, mentions Numba's or CuPy's types, so a user's mypy
 sees these same types without our ``stubs/`` (tests/test_typing.py checks it).
 """

@@ -7,7 +7,7 @@ from typing import Generic, TypeVar, final
 
 import numpy as np
 
-_T = TypeVar("_T", bool, int, tuple[int, ...])
+_T = TypeVar("_T", int, bool, tuple[int, ...])
 
 
 def _integer(item: object, whole: object) -> int:
