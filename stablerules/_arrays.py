@@ -82,6 +82,20 @@ def array_namespace(value: object) -> pytypes.ModuleType:
     return np
 
 
+def spec_namespace(spec: ArraySpec) -> pytypes.ModuleType:
+    """The namespace the arrays an ``ArraySpec`` stands for live in: ``numpy`` for the CPU;
+    for CUDA, ``cupy`` where it is installed, else ``numpy`` (Numba's simulator runs CUDA
+    kernels on NumPy arrays)."""
+    if not spec.device.startswith("cuda"):
+        return np
+    try:
+        import cupy  # noqa: PLC0415 - imported only for a CUDA spec
+    except ImportError:
+        return np
+    module: pytypes.ModuleType = cupy
+    return module
+
+
 def device_of(value: object) -> str:
     """``"cpu"`` for NumPy arrays, scalars and CPU specs; ``"cuda"`` for CuPy arrays."""
     if isinstance(value, ArraySpec):

@@ -69,6 +69,7 @@ from .._arrays import (
     is_differentiable,
     kernel_target,
     shape_text,
+    spec_namespace,
     static_bool,
     static_ints,
 )
@@ -311,17 +312,9 @@ def _input(x: object) -> tuple[tuple[int, ...], DType, str, ModuleType]:
     for a non-array or an unsupported dtype."""
     if isinstance(x, ArraySpec):
         check_dtype(x.dtype, "x")
-        return x.shape, x.dtype, kernel_target(device_of(x)), _namespace_of(device_of(x))
+        return x.shape, x.dtype, kernel_target(device_of(x)), spec_namespace(x)
     array = as_array(x, "x")
     return tuple(array.shape), array.dtype, kernel_target(device_of(array)), array_namespace(array)
-
-
-def _namespace_of(device: str) -> ModuleType:
-    if device == "cuda":
-        import cupy  # noqa: PLC0415 - only a CUDA ArraySpec names CuPy's namespace
-
-        return cupy
-    return np
 
 
 def _tangent_dtype(dtype: DType) -> DType | None:

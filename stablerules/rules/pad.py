@@ -51,11 +51,11 @@ from .._arrays import (
     as_array,
     check_dtype,
     checked_size,
-    device_of,
     is_array,
     is_differentiable,
     normalize_axis,
     shape_text,
+    spec_namespace,
     static_int,
     static_ints,
 )
@@ -76,11 +76,7 @@ def _input(x: object) -> tuple[tuple[int, ...], DType, ModuleType]:
     non-array or an unsupported dtype."""
     if isinstance(x, ArraySpec):
         check_dtype(x.dtype, "x")
-        if device_of(x) == "cuda":
-            import cupy  # noqa: PLC0415 - only a CUDA ArraySpec names CuPy's namespace
-
-            return x.shape, x.dtype, cupy
-        return x.shape, x.dtype, np
+        return x.shape, x.dtype, spec_namespace(x)
     array = as_array(x, "x")
     return tuple(array.shape), array.dtype, array_namespace(array)
 
