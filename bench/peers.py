@@ -23,7 +23,7 @@ from types import ModuleType
 
 import numpy as np
 
-from workloads import Array, Concatenate, Kron, OpSpec, RepeatAxis, RepeatInnerOuter, julia_repeat
+from workloads import Array, BroadcastTo, Concatenate, Kron, OpSpec, RepeatAxis, RepeatInnerOuter, SumAxes, julia_repeat
 
 PEER_NAMES = ("jax", "torch", "autograd")
 PEER_LABELS = {"jax": "jax jit(vjp)", "torch": "torch autograd", "autograd": "HIPS autograd"}
@@ -111,6 +111,10 @@ def _jax_function(jnp: ModuleType, spec: OpSpec) -> Callable[..., object]:
         return lambda x: julia_repeat(jnp, x, spec.inner, spec.outer)
     if isinstance(spec, Concatenate):
         return lambda *xs: jnp.concatenate(xs, axis=spec.axis)
+    if isinstance(spec, BroadcastTo):
+        return lambda x: jnp.broadcast_to(x, spec.shape)
+    if isinstance(spec, SumAxes):
+        return lambda x: jnp.sum(x, axis=spec.axis)
     assert isinstance(spec, Kron)
     return lambda a, b: jnp.kron(a, b)
 
@@ -190,6 +194,10 @@ def _torch_function(torch: ModuleType, spec: OpSpec) -> Callable[..., object]:
         return julia
     if isinstance(spec, Concatenate):
         return lambda *xs: torch.cat(xs, dim=spec.axis)
+    if isinstance(spec, BroadcastTo):
+        return lambda x: getattr(x, "expand")(*spec.shape)
+    if isinstance(spec, SumAxes):
+        return lambda x: torch.sum(x, dim=spec.axis)
     assert isinstance(spec, Kron)
     return lambda a, b: torch.kron(a, b)
 
@@ -228,6 +236,10 @@ def _autograd_function(anp: ModuleType, spec: OpSpec) -> Callable[..., object]:
         return lambda x: julia_repeat(anp, x, spec.inner, spec.outer)
     if isinstance(spec, Concatenate):
         return lambda *xs: anp.concatenate(xs, axis=spec.axis)
+    if isinstance(spec, BroadcastTo):
+        return lambda x: anp.broadcast_to(x, spec.shape)
+    if isinstance(spec, SumAxes):
+        return lambda x: anp.sum(x, axis=spec.axis)
     assert isinstance(spec, Kron)
     return lambda a, b: anp.kron(a, b)
 

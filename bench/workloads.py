@@ -1,8 +1,9 @@
-"""The seed workloads W1-W6 and their NumPy references.
+"""The seed workloads W1-W6, W8 and W9, and their NumPy references.
 
 Each workload is one op call with static arguments (an ``OpSpec``), its input shapes and
 dtype, the NumPy formulations its pullback is compared against (the best one counts), and
-the goals from the issues that filed it (repeat: issue 3, concatenate: issue 4, kron: issue 5).
+the goals from the issues that filed it (repeat: issue 3, concatenate: issue 4, kron: issue 5,
+broadcast_to and sum: issue 15).
 
 stablerules is reached only through its public face (``import stablerules as sr``). The ops
 and ``rrule`` are held as plain callables here, so this file neither depends on how precisely
@@ -37,6 +38,8 @@ _rrule: ReverseRule = sr.rrule
 _repeat: Operation = sr.repeat
 _concatenate: Operation = sr.concatenate
 _kron: Operation = sr.kron
+_broadcast_to: Operation = sr.broadcast_to
+_sum: Operation = sr.sum
 
 
 # --- what is called -------------------------------------------------------------------------
@@ -83,7 +86,29 @@ class Kron:
         return "kron(a, b)"
 
 
-OpSpec: TypeAlias = RepeatAxis | RepeatInnerOuter | Concatenate | Kron
+@dataclass(frozen=True)
+class BroadcastTo:
+    """``broadcast_to(x, Val(shape))``; its pullback is a reduction over the broadcast axes."""
+
+    shape: Shape
+
+    def describe(self) -> str:
+        return f"broadcast_to(x, Val({self.shape}))"
+
+
+@dataclass(frozen=True)
+class SumAxes:
+    """``sum(x, axis=Val(axis))``; its pullback copies ``dy`` along the summed axes.
+    ``fill``: the cotangent is a ``Fill`` (a constant), whose pullback is a ``Fill`` in O(1)."""
+
+    axis: Shape
+    fill: bool = False
+
+    def describe(self) -> str:
+        return f"sum(x, axis=Val({self.axis}))" + (", dy a Fill" if self.fill else "")
+
+
+OpSpec: TypeAlias = RepeatAxis | RepeatInnerOuter | Concatenate | Kron | BroadcastTo | SumAxes
 
 
 def pad_shape(shape: Shape, length: int) -> Shape:
@@ -117,6 +142,10 @@ def call_ours_forward(spec: OpSpec, arrays: Sequence[Array]) -> object:
         return _repeat(arrays[0], inner=Val(spec.inner), outer=Val(spec.outer))
     if isinstance(spec, Concatenate):
         return _concatenate(tuple(arrays), axis=Val(spec.axis))
+    if isinstance(spec, BroadcastTo):
+        return _broadcast_to(arrays[0], Val(spec.shape))
+    if isinstance(spec, SumAxes):
+        return _sum(arrays[0], axis=Val(spec.axis))
     return _kron(arrays[0], arrays[1])
 
 
@@ -130,7 +159,19 @@ def call_ours_rrule(spec: OpSpec, arrays: Sequence[Array]) -> tuple[object, Pull
         return _rrule(sr.repeat, arrays[0], inner=Val(spec.inner), outer=Val(spec.outer))
     if isinstance(spec, Concatenate):
         return _rrule(sr.concatenate, tuple(arrays), axis=Val(spec.axis))
+    if isinstance(spec, BroadcastTo):
+        return _rrule(sr.broadcast_to, arrays[0], shape=Val(spec.shape))
+    if isinstance(spec, SumAxes):
+        return _rrule(sr.sum, arrays[0], axis=Val(spec.axis))
     return _rrule(sr.kron, arrays[0], arrays[1])
+
+
+def ours_cotangent(spec: OpSpec, dy: Array) -> object:
+    """The cotangent stablerules gets: ``dy`` itself, or for a ``fill`` workload the ``Fill``
+    of ``dy``'s first value (the peers and NumPy get the dense equivalent, ``dy``)."""
+    if isinstance(spec, SumAxes) and spec.fill:
+        return sr.Fill(float(dy.reshape(-1)[0]), tuple(dy.shape), dy.dtype)
+    return dy
 
 
 def tangent_arrays(tangents: object) -> list[Array]:
@@ -141,6 +182,8 @@ def tangent_arrays(tangents: object) -> list[Array]:
         return [array for item in tangents for array in tangent_arrays(item)]
     if isinstance(tangents, sr.NoTangent):
         return []
+    if isinstance(tangents, sr.Fill):  # a lazy tangent (W9's Fill case), materialized to check it
+        return [np.asarray(tangents)]
     raise TypeError(f"expected dense tangents from a dense cotangent, got {type(tangents).__name__}")
 
 
@@ -157,6 +200,10 @@ def reference_forward(spec: OpSpec, arrays: Sequence[Array]) -> Array:
         return result
     if isinstance(spec, Concatenate):
         return np.concatenate(tuple(arrays), axis=spec.axis)
+    if isinstance(spec, BroadcastTo):
+        return np.broadcast_to(arrays[0], spec.shape)
+    if isinstance(spec, SumAxes):
+        return np.asarray(np.sum(arrays[0], axis=spec.axis))
     return np.kron(arrays[0], arrays[1])
 
 
@@ -236,6 +283,43 @@ def _kron_einsum(optimize: bool) -> ReferencePullback:
     return einsums
 
 
+def _broadcast_sums(spec: BroadcastTo) -> dict[str, ReferencePullback]:
+    def broadcast_axes(shape: Shape) -> tuple[int, ...]:
+        lead = len(spec.shape) - len(shape)
+        return tuple(axis for axis, extent in enumerate(spec.shape) if axis < lead or shape[axis - lead] == 1)
+
+    def one_sum(arrays: Sequence[Array], dy: Array) -> tuple[Array, ...]:
+        shape = arrays[0].shape
+        return (dy.sum(axis=broadcast_axes(shape), keepdims=True).reshape(shape),)
+
+    def add_reduce(arrays: Sequence[Array], dy: Array) -> tuple[Array, ...]:
+        shape = arrays[0].shape
+        return (np.add.reduce(dy, axis=broadcast_axes(shape), keepdims=True).reshape(shape),)
+
+    return {"dy.sum(broadcast axes)": one_sum, "np.add.reduce": add_reduce}
+
+
+def _sum_broadcast_copies(spec: SumAxes) -> dict[str, ReferencePullback]:
+    """NumPy's broadcast copy of ``dy`` to ``x``'s shape (a fresh array, as ours is)."""
+
+    def copy(arrays: Sequence[Array], dy: Array) -> tuple[Array, ...]:
+        shape = arrays[0].shape
+        return (np.broadcast_to(np.expand_dims(dy, spec.axis), shape).copy(),)
+
+    def copyto(arrays: Sequence[Array], dy: Array) -> tuple[Array, ...]:
+        shape = arrays[0].shape
+        out = np.empty(shape, dtype=dy.dtype)
+        np.copyto(out, np.expand_dims(dy, spec.axis))
+        return (out,)
+
+    if spec.fill:  # the dense equivalent of a Fill: NumPy's np.full of x's shape
+        def full(arrays: Sequence[Array], dy: Array) -> tuple[Array, ...]:
+            return (np.full(arrays[0].shape, dy.reshape(-1)[0], dtype=dy.dtype),)
+
+        return {"np.full": full, "broadcast copy": copy}
+    return {"broadcast copy": copy, "np.copyto(empty, broadcast)": copyto}
+
+
 def reference_pullbacks(spec: OpSpec) -> dict[str, ReferencePullback]:
     """NumPy formulations of the pullback, by name; the fastest one is the reference."""
     if isinstance(spec, RepeatAxis):
@@ -247,6 +331,10 @@ def reference_pullbacks(spec: OpSpec) -> dict[str, ReferencePullback]:
         }
     if isinstance(spec, Concatenate):
         return {"bare slices": _concatenate_slices(spec)}
+    if isinstance(spec, BroadcastTo):
+        return _broadcast_sums(spec)
+    if isinstance(spec, SumAxes):
+        return _sum_broadcast_copies(spec)
     return {"einsum optimize=False": _kron_einsum(False), "einsum optimize=True": _kron_einsum(True)}
 
 
@@ -258,7 +346,8 @@ class Workload:
     """One benchmark: an op call, its inputs, its reference and its goals.
 
     ``goals`` maps a comparison (``"numpy"``, ``"jax"``) to the smallest acceptable ratio
-    ``reference_time / stablerules_time`` of the pullback.
+    ``reference_time / stablerules_time`` of the pullback; ``lazy_goal``: the pullback must
+    return a ``Fill`` (O(1), for a ``Fill`` cotangent).
     """
 
     id: str
@@ -272,6 +361,7 @@ class Workload:
     memory_goal: float | None = None
     arange_input: bool = False
     large: bool = False
+    lazy_goal: bool = False
 
     def output_shape(self) -> Shape:
         """The primal's shape, computed without running the op (W6's is 4.8 GB)."""
@@ -290,6 +380,10 @@ class Workload:
             first = list(self.shapes[0])
             first[spec.axis] = sum(shape[spec.axis] for shape in self.shapes)
             return tuple(first)
+        if isinstance(spec, BroadcastTo):
+            return spec.shape
+        if isinstance(spec, SumAxes):
+            return tuple(extent for axis, extent in enumerate(self.shapes[0]) if axis not in spec.axis)
         a, b = self.shapes
         return tuple(m * n for m, n in zip(a, b))
 
@@ -309,7 +403,8 @@ class Workload:
 
 
 def workloads(*, tiny: bool, large: bool) -> list[Workload]:
-    """W1-W5, and W6 when ``large``; ``tiny`` shrinks every size (for the test)."""
+    """W1-W5, W8, W9 (a dense cotangent) and W9s (a Fill), and W6 when ``large``; ``tiny``
+    shrinks every size (for the test)."""
     w1 = RepeatAxis(3, 0) if tiny else RepeatAxis(7, 0)
     w2 = RepeatInnerOuter((2, 1, 3)) if tiny else RepeatInnerOuter((7, 1, 10))
     w3 = RepeatInnerOuter((2, 1, 3), (2, 1, 2)) if tiny else RepeatInnerOuter((7, 1, 10), (4, 1, 2))
@@ -318,6 +413,8 @@ def workloads(*, tiny: bool, large: bool) -> list[Workload]:
     c: Shape = (1, 4, 5, 5) if tiny else (1, 64, 56, 56)
     k5: tuple[Shape, Shape] = ((2, 3), (3, 2)) if tiny else ((10, 20), (30, 10))
     k6: tuple[Shape, Shape] = ((6, 8), (9, 5)) if tiny else ((100, 200), (300, 100))
+    b8: tuple[Shape, Shape] = ((1, 4, 1, 5), (3, 4, 6, 5)) if tiny else ((1, 64, 1, 56), (32, 64, 56, 56))
+    s9: Shape = (20, 3, 4) if tiny else (200, 3, 40)
     result = [
         Workload("W1", 3, w1, (x1,), "float64", f"dy.reshape({x1[0]}, {w1.repeats}).sum(1)",
                  goals={"numpy": 2.0, "jax": 8.0}, arange_input=True),
@@ -327,6 +424,12 @@ def workloads(*, tiny: bool, large: bool) -> list[Workload]:
                  goals={"numpy": 0.25, "jax": 10.0}),
         Workload("W5", 5, Kron(), k5, "float64", "two einsums on dy's 4-D view",
                  goals={"numpy": 3.0, "jax": 4.0}),
+        Workload("W8", 15, BroadcastTo(b8[1]), (b8[0],), "float32", "dy.sum over the broadcast axes",
+                 goals={"jax": 2.0}, bandwidth_goal=0.7),
+        Workload("W9", 15, SumAxes((0, 2)), (s9,), "float64", "NumPy's broadcast copy of dy",
+                 goals={"numpy": 3.0}),
+        Workload("W9s", 15, SumAxes((0, 2), fill=True), (s9,), "float64", "np.full of x's shape (dense)",
+                 lazy_goal=True),
     ]
     if large:
         result.append(

@@ -195,22 +195,25 @@ def _render_cpu(signature: ShapeSignature) -> KernelSource:
         writer.line(f"# dy is the full array (groups {pattern}, extents E0..), acc the kept one: acc[kept] += dy[full]")
 
         def reduce_body(full: str, kept: str, kind: str) -> None:
+            # Rows are slices: indices from range() are known non-negative, so the loops
+            # vectorize (a flat dy[src + j] would need a wraparound check per element).
             last = f"E{count - 1}"
             if count == 1:  # a full reduction of [lo, hi)
+                writer.line("row = dy[lo:hi]")
                 writer.line("total = acc[0] * 0")
-                with writer.block("for j in range(lo, hi):"):
-                    writer.line("total += dy[j]")
+                with writer.block("for j in range(hi - lo):"):
+                    writer.line("total += row[j]")
                 writer.line("acc[0] += total")
                 return
-            writer.line(f"src = {full}")
+            writer.line(f"row = dy[{full}:{full} + {last}]")
             if kind == "k":
-                writer.line(f"dst = {kept}")
+                writer.line(f"out = acc[{kept}:{kept} + {last}]")
                 with writer.block(f"for j in range({last}):"):
-                    writer.line("acc[dst + j] += dy[src + j]")
+                    writer.line("out[j] += row[j]")
             else:
                 writer.line("total = acc[0] * 0")
                 with writer.block(f"for j in range({last}):"):
-                    writer.line("total += dy[src + j]")
+                    writer.line("total += row[j]")
                 writer.line(f"acc[{kept}] += total")
 
         _walk(writer, pattern, reduce_body)
@@ -223,15 +226,15 @@ def _render_cpu(signature: ShapeSignature) -> KernelSource:
 
     def expand_body(full: str, kept: str, kind: str) -> None:
         last = f"E{count - 1}"
-        writer.line(f"dst = {full}")
+        writer.line(f"out = dx[{full}:{full} + {last}]")
         if kind == "k":
-            writer.line(f"src = {kept}")
+            writer.line(f"row = dy[{kept}:{kept} + {last}]")
             with writer.block(f"for j in range({last}):"):
-                writer.line(f"dx[dst + j] = dy[src + j]{divide}")
+                writer.line(f"out[j] = row[j]{divide}")
         else:
             writer.line(f"value = dy[{kept}]{divide}")
             with writer.block(f"for j in range({last}):"):
-                writer.line("dx[dst + j] = value")
+                writer.line("out[j] = value")
 
     _walk(writer, pattern, expand_body)
     parameters = [("dy", readonly_array(dtype)), ("dx", writable_array(dtype)), *extents]
@@ -562,10 +565,11 @@ class SumPlan(_IndexPlan):
             return sum_pullback_view
 
         size, launch = index_map.full_size, self.launch
+        flat_dy = len(self.out_shape) == 1  # W9's (3,): no reshape on the hot path
 
         def sum_pullback_dense(dy: ArrayLike) -> tuple[object, ...]:
             dx: ArrayLike = xp.empty(size, dtype=dtype)
-            launch(dy.reshape(-1), dx)
+            launch(dy if flat_dy else dy.reshape(-1), dx)
             return (dx.reshape(x_shape),)
 
         return sum_pullback_dense
