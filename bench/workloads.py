@@ -399,6 +399,8 @@ class Workload:
         else:
             arrays = [rng.standard_normal(shape).astype(dtype) for shape in self.shapes]
         dy: Array = rng.standard_normal(self.output_shape(), dtype=np.float64 if dtype.itemsize >= 8 else np.float32)
+        if isinstance(self.spec, SumAxes) and self.spec.fill:
+            dy = np.full_like(dy, dy.reshape(-1)[0])  # the dense equivalent of the Fill ours gets
         return arrays, dy.astype(dtype, copy=False)
 
 

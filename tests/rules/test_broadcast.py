@@ -436,3 +436,17 @@ def test_random_broadcasts_and_sums(data: st.DataObject) -> None:
     np.testing.assert_array_equal(y, np.sum(z, axis=axes, keepdims=keepdims))
     dy = integers(y.shape)
     np.testing.assert_array_equal(np.asarray(back(dy)[0]), sum_reference(target, axes, keepdims, dy))
+
+
+def test_fill_pullbacks_are_o1_whatever_the_size() -> None:
+    """A 3e9-element x (never allocated: the pullback is built from an ArraySpec): the pullback
+    of a Fill, or of a full sum's scalar, is a Fill, in microseconds."""
+    from stablerules._registry import PULLBACKS
+
+    builder: Callable[..., Any] = PULLBACKS.lookup(sr.sum)
+    huge = sr.ArraySpec((100_000, 3, 10_000), np.float64)
+    back = builder(huge, axis=Val((0, 2)))
+    assert back(Fill(2.0, (3,))) == (Fill(2.0, huge.shape, np.float64),)
+    assert builder(huge)(np.asarray(1.5)) == (Fill(1.5, huge.shape, np.float64),)
+    back_mean = cast(Callable[..., Any], PULLBACKS.lookup(sr.mean))(huge, Val((0, 2)))
+    assert back_mean(Fill(1e9, (3,))) == (Fill(1.0, huge.shape, np.float64), NoTangent())
