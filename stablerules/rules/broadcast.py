@@ -20,11 +20,14 @@ array in memory order, one pass each:
 - *expand* (``sum``'s and ``mean``'s pullback): ``dx[full] = dy[kept]`` (divided by the count
   for ``mean``), a row copy or a row fill.
 
-The CPU kernels split the outermost group across threads (``_parallel``): an outer kept group
-gives each thread its own range of the output, an outer reduced group gives each thread after
-the first its own zeroed accumulator, added at the end. The CUDA kernels are gathers, one
-thread per output element (a kept element summing its reduced entries, or a full element
-reading its kept one), with no atomics.
+Rows are slices, so the innermost loops vectorize. The CPU kernels split the outermost group
+across threads (the scaffold's ``cpu_launcher``): an outer kept group gives each thread its own
+range of the output, an outer reduced group gives each thread after the first its own zeroed
+accumulator, added at the end. The CUDA kernels are gathers, one thread per output element (a
+kept element summing its reduced entries, or a full element reading its kept one), with no
+atomics; adjacent threads read adjacent entries when the last group is kept (W8), and each
+thread reads a contiguous run when it is reduced (not coalesced: a block-per-row reduction
+would be the next step there).
 
 No kernel where none pays: the forwards are NumPy's (or CuPy's) own ``broadcast_to`` (a
 read-only view), ``sum`` and ``mean`` (so results and dtypes are NumPy's exactly);
