@@ -58,8 +58,8 @@ if TYPE_CHECKING:
     from .rules.broadcast import BroadcastTo, Mean, Sum
     from .rules.pad import Pad, Split
     from .rules.concatenate import Cat, Concatenate, Hstack, Stack, Vstack
-    from .rules.kron import _Kron
-    from .rules.repeat import _Repeat, _Tile
+    from .rules.kron import Kron
+    from .rules.repeat import Repeat, Tile
 
 _F = TypeVar("_F", bound=np.inexact)
 _G = TypeVar("_G", bound=np.generic)
@@ -175,49 +175,49 @@ def rrule(
 # --- repeat: (dx, NoTangent()[, NoTangent()]) with repeats; (dx,) with inner/outer only
 @overload
 def rrule(
-    op: _Repeat, x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
+    op: Repeat, x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
 ) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
 @overload
 def rrule(
-    op: _Repeat, x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
+    op: Repeat, x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
 ) -> tuple[NDArray[_F], ArrayStaticStaticPullback[_F]]: ...
 @overload
 def rrule(
-    op: _Repeat, x: NDArray[_F], /, *, inner: _Counts | None = ..., outer: _Counts | None = ...
+    op: Repeat, x: NDArray[_F], /, *, inner: _Counts | None = ..., outer: _Counts | None = ...
 ) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
 @overload
 def rrule(
-    op: _Repeat, x: NDArray[_G], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
+    op: Repeat, x: NDArray[_G], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
 ) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
 @overload
 def rrule(
-    op: _Repeat, x: NDArray[_G], repeats: _Repeats, axis: _OptionalAxis, /
+    op: Repeat, x: NDArray[_G], repeats: _Repeats, axis: _OptionalAxis, /
 ) -> tuple[NDArray[_G], LooseArrayStaticStaticPullback[_G]]: ...
 @overload
 def rrule(
-    op: _Repeat, x: NDArray[_G], /, *, inner: _Counts | None = ..., outer: _Counts | None = ...
+    op: Repeat, x: NDArray[_G], /, *, inner: _Counts | None = ..., outer: _Counts | None = ...
 ) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
 
 
 # --- tile: (dx, NoTangent()), or (dx,) with reps given by keyword
 @overload
-def rrule(op: _Tile, x: NDArray[_F], reps: _Counts, /) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+def rrule(op: Tile, x: NDArray[_F], reps: _Counts, /) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
 @overload
-def rrule(op: _Tile, x: NDArray[_F], /, *, reps: _Counts) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+def rrule(op: Tile, x: NDArray[_F], /, *, reps: _Counts) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
 @overload
-def rrule(op: _Tile, x: NDArray[_G], reps: _Counts, /) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+def rrule(op: Tile, x: NDArray[_G], reps: _Counts, /) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
 @overload
-def rrule(op: _Tile, x: NDArray[_G], /, *, reps: _Counts) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+def rrule(op: Tile, x: NDArray[_G], /, *, reps: _Counts) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
 
 
 # --- kron: (da, db); a Python scalar operand's tangent is a 0-d array (or NoTangent for an int)
 @overload
-def rrule(op: _Kron, a: NDArray[_F], b: NDArray[_F], /) -> tuple[NDArray[_F], PairPullback[_F]]: ...
+def rrule(op: Kron, a: NDArray[_F], b: NDArray[_F], /) -> tuple[NDArray[_F], PairPullback[_F]]: ...
 @overload
-def rrule(op: _Kron, a: NDArray[_G], b: NDArray[_G], /) -> tuple[NDArray[_G], LoosePairPullback[_G]]: ...
+def rrule(op: Kron, a: NDArray[_G], b: NDArray[_G], /) -> tuple[NDArray[_G], LoosePairPullback[_G]]: ...
 @overload
 def rrule(
-    op: _Kron, a: _KronOperand, b: _KronOperand, /
+    op: Kron, a: _KronOperand, b: _KronOperand, /
 ) -> tuple[NDArray[np.generic], LoosePairPullback[np.generic]]: ...
 
 
@@ -424,15 +424,15 @@ def frule(
 # Fill (for a Fill) or ZeroTangent (for ZeroTangent/NoTangent)
 @overload
 def frule(
-    op: _Repeat, tangents: tuple[_Dense, object], x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
+    op: Repeat, tangents: tuple[_Dense, object], x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: _Repeat, tangents: tuple[_Dense, object, object], x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
+    op: Repeat, tangents: tuple[_Dense, object, object], x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: _Repeat,
+    op: Repeat,
     tangents: tuple[_Dense],
     x: NDArray[_F],
     /,
@@ -442,15 +442,15 @@ def frule(
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: _Repeat, tangents: tuple[object, object], x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
+    op: Repeat, tangents: tuple[object, object], x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: _Repeat, tangents: tuple[object, object, object], x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
+    op: Repeat, tangents: tuple[object, object, object], x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: _Repeat,
+    op: Repeat,
     tangents: tuple[object],
     x: NDArray[_F],
     /,
@@ -460,15 +460,15 @@ def frule(
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: _Repeat, tangents: tuple[object, object], x: NDArray[_G], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
+    op: Repeat, tangents: tuple[object, object], x: NDArray[_G], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
-    op: _Repeat, tangents: tuple[object, object, object], x: NDArray[_G], repeats: _Repeats, axis: _OptionalAxis, /
+    op: Repeat, tangents: tuple[object, object, object], x: NDArray[_G], repeats: _Repeats, axis: _OptionalAxis, /
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
-    op: _Repeat,
+    op: Repeat,
     tangents: tuple[object],
     x: NDArray[_G],
     /,
@@ -478,46 +478,46 @@ def frule(
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
-    op: _Tile, tangents: tuple[_Dense, object], x: NDArray[_F], reps: _Counts, /
+    op: Tile, tangents: tuple[_Dense, object], x: NDArray[_F], reps: _Counts, /
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: _Tile, tangents: tuple[_Dense], x: NDArray[_F], /, *, reps: _Counts
+    op: Tile, tangents: tuple[_Dense], x: NDArray[_F], /, *, reps: _Counts
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: _Tile, tangents: tuple[object, object], x: NDArray[_F], reps: _Counts, /
+    op: Tile, tangents: tuple[object, object], x: NDArray[_F], reps: _Counts, /
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: _Tile, tangents: tuple[object], x: NDArray[_F], /, *, reps: _Counts
+    op: Tile, tangents: tuple[object], x: NDArray[_F], /, *, reps: _Counts
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: _Tile, tangents: tuple[object, object], x: NDArray[_G], reps: _Counts, /
+    op: Tile, tangents: tuple[object, object], x: NDArray[_G], reps: _Counts, /
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
-    op: _Tile, tangents: tuple[object], x: NDArray[_G], /, *, reps: _Counts
+    op: Tile, tangents: tuple[object], x: NDArray[_G], /, *, reps: _Counts
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 
 
 # --- kron: dense when either tangent is an array, else also ZeroTangent (both terms dropped)
 @overload
 def frule(
-    op: _Kron, tangents: tuple[_Dense, object] | tuple[object, _Dense], a: NDArray[_F], b: NDArray[_F], /
+    op: Kron, tangents: tuple[_Dense, object] | tuple[object, _Dense], a: NDArray[_F], b: NDArray[_F], /
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: _Kron, tangents: tuple[object, object], a: NDArray[_F], b: NDArray[_F], /
+    op: Kron, tangents: tuple[object, object], a: NDArray[_F], b: NDArray[_F], /
 ) -> tuple[NDArray[_F], NDArray[_F] | ZeroTangent]: ...
 @overload
 def frule(
-    op: _Kron, tangents: tuple[object, object], a: NDArray[_G], b: NDArray[_G], /
+    op: Kron, tangents: tuple[object, object], a: NDArray[_G], b: NDArray[_G], /
 ) -> tuple[NDArray[_G], NDArray[_G] | ZeroTangent | NoTangent]: ...
 @overload
 def frule(
-    op: _Kron, tangents: tuple[object, object], a: _KronOperand, b: _KronOperand, /
+    op: Kron, tangents: tuple[object, object], a: _KronOperand, b: _KronOperand, /
 ) -> tuple[NDArray[np.generic], NDArray[np.generic] | ZeroTangent | NoTangent]: ...
 
 

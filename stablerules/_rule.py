@@ -100,7 +100,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import _cuda, _parallel
-from ._arrays import ArrayLike, ArraySpec, device_of, is_array, kernel_target
+from ._arrays import ArrayLike, ArraySpec, device_of, is_array, kernel_target, shape_text
 from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, guarded
 from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op
 from ._tangents import (
@@ -252,6 +252,22 @@ def cpu_launcher(
     return launch
 
 
+def cpu_launch(kernel: Kernel, *args: object, extent: int, work: int) -> None:
+    """One launch with per-call arguments (data-dependent offsets, say): ``kernel(*args, lo,
+    hi)`` over ``[0, extent)``, split as :func:`cpu_launcher` splits. Counted."""
+    _LAUNCHES[_slot(kernel.signature)] += 1
+    if GUARDED[0]:
+        _note_launch()
+    _parallel.run_partitioned(kernel.entry, args, extent, work if extent >= 2 else -1)
+
+
+def empty_launch() -> None:
+    """Say that an entry's work is empty for this call's data (a CUDA grid of no threads): it
+    took its signature's own path though no kernel had anything to do."""
+    if GUARDED[0]:
+        _note_launch()
+
+
 def cuda_launch(kernel: Kernel, total: int, *args: object, work: int = 1) -> None:
     """``_cuda.launch`` (a grid-stride kernel over ``total`` items), counted."""
     _LAUNCHES[_slot(kernel.signature)] += 1
@@ -311,6 +327,16 @@ class Plan:
     def save(self, arrays: tuple[object, ...]) -> object:
         """What the pullback keeps of the primals (only for ``saves_primals``)."""
         return None
+
+    def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
+        """``(forward(arrays), save(arrays))``, for ``saves_primals``; override it when the two
+        share work (kron's flattened operands)."""
+        return self.forward(arrays), self.save(arrays)
+
+    def cotangent_shape(self, saved: object) -> tuple[int, ...]:
+        """The shape the pullback's ``dy`` must have: ``out_shape``, unless the output's shape
+        depends on data the plan saved (repeat's per-element counts)."""
+        return self.out_shape
 
     def pullback(self, saved: object) -> DensePullback:
         raise NotImplementedError
@@ -401,10 +427,13 @@ class RuleOp(Op):
                 raise
             raise TypeError(f"{self.name}: {message.replace('bind()', self.name + '()')}") from None
 
-    def lookup(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        """The plan of this call's signature: from the plan cache, or validated and built."""
-        key = self._key(arrays, statics)
+    def lookup(self, arrays: tuple[object, ...], statics: tuple[object, ...], specs: bool = False) -> Plan:
+        """The plan of this call's signature: from the plan cache, or validated and built.
+        ``specs`` says whether ``ArraySpec``s may stand for arrays (no computation runs)."""
+        key = self._key(arrays, statics, specs)
         if key is None:
+            if not specs:
+                self._refuse_specs(arrays)
             return self.plan(arrays, statics)
         plan = _PLANS.get(key)
         if plan is None:
@@ -414,7 +443,15 @@ class RuleOp(Op):
                 CACHE.note_dynamic_argument(name, value)
         return plan
 
-    def _key(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Hashable | None:
+    def _refuse_specs(self, arrays: tuple[object, ...]) -> None:
+        for name, value in zip(self._input_names(len(arrays)), arrays):
+            if isinstance(value, ArraySpec):
+                raise TypeError(
+                    f"{self.name}: {name} must be an array (an ArraySpec only describes one, for "
+                    f"precompile, explain and pullback)"
+                )
+
+    def _key(self, arrays: tuple[object, ...], statics: tuple[object, ...], specs: bool) -> Hashable | None:
         parts: list[object] = [self]
         device = "cpu"
         for value in arrays:
@@ -425,11 +462,14 @@ class RuleOp(Op):
             elif kind in _PYTHON_SCALARS:
                 parts.append(kind)
             elif kind is ArraySpec or is_array(value):
+                if kind is ArraySpec and not specs:
+                    self._refuse_specs(arrays)
                 spec: ArraySpec = value  # type: ignore[assignment]
                 where = device_of(value)
                 if where != "cpu":
                     device = where
-                parts.append((where, spec.dtype))
+                # A CPU ArraySpec keys as a NumPy array does: precompile warms the call's plan.
+                parts.append(spec.dtype if where == "cpu" else (where, spec.dtype))
                 parts.append(tuple(spec.shape))
             else:
                 return None
@@ -455,31 +495,35 @@ class RuleOp(Op):
     def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
         """Every kernel (forward, pullback, pushforward) this call's signature uses."""
         arrays, statics = self._bind(args, kwargs)
-        return self.lookup(arrays, statics).requests()
+        return self.lookup(arrays, statics, specs=True).requests()
 
     def _rrule(self, *args: object, **kwargs: object) -> tuple[object, Pullback]:
         arrays, statics = self._bind(args, kwargs)
         plan = self.lookup(arrays, statics)
-        if GUARDED[0] and "forward" in plan.kernel_entries and guarded():
-            before = context_launches()
-            y = plan.forward(arrays)
-            _count_unlaunched(self.name, "forward", before)
+        checked = GUARDED[0] and "forward" in plan.kernel_entries and guarded()
+        before = context_launches() if checked else 0
+        if plan.saves_primals:
+            y, saved = plan.forward_and_save(arrays)
+            pullback = self._make_pullback(plan, saved, len(args))
         else:
             y = plan.forward(arrays)
-        return y, self._pullback_of(plan, arrays, len(args))
+            pullback = self._pullback_of(plan, len(args))
+        if checked:
+            _count_unlaunched(self.name, "forward", before)
+        return y, pullback
 
     def _pullback_builder(self, *args: object, **kwargs: object) -> Pullback:
         arrays, statics = self._bind(args, kwargs)
-        plan = self.lookup(arrays, statics)
+        plan = self.lookup(arrays, statics, specs=True)
         if plan.saves_primals and any(isinstance(value, ArraySpec) for value in arrays):
             raise TypeError(
                 f"pullback: {self.name}'s pullback reads the primal values; pass arrays, not ArraySpecs"
             )
-        return self._pullback_of(plan, arrays, len(args))
-
-    def _pullback_of(self, plan: Plan, arrays: tuple[object, ...], positional: int) -> Pullback:
         if plan.saves_primals:
-            return self._make_pullback(plan, plan.save(arrays), positional)
+            return self._make_pullback(plan, plan.save(arrays), len(args))
+        return self._pullback_of(plan, len(args))
+
+    def _pullback_of(self, plan: Plan, positional: int) -> Pullback:
         cache: dict[int, Pullback] = plan.__dict__.setdefault("_pullbacks", {})
         pullback = cache.get(positional)
         if pullback is None:
@@ -502,7 +546,7 @@ class RuleOp(Op):
                 return (tangents, *padding)
             return tangents[:keep] + padding if keep < count else tangents + padding
 
-        out_shape, out_dtype, like = plan.out_shape, plan.out_dtype, plan.like
+        out_shape, out_dtype, like = plan.cotangent_shape(saved), plan.out_dtype, plan.like
         if plan.output_shapes is not None:
             return _named(self._multiple_output_pullback(plan, saved, finish), f"{name}_pullback")
         if not plan.differentiable:
@@ -632,7 +676,7 @@ class RuleOp(Op):
             given = tangents[:count] + (ZERO_TANGENT,) * max(count - positional, 0)
         names = self._input_names(count)
         return tuple(
-            prepare_tangent(tangent, shape, dtype, plan.like, f"{self.name} frule: the tangent of {name}")
+            _prepare_tangent(tangent, shape, dtype, plan.like, f"{self.name} frule: the tangent of {name}")
             if wanted
             else ZERO_TANGENT
             for tangent, wanted, shape, dtype, name in zip(
@@ -647,6 +691,18 @@ class RuleOp(Op):
         if self.sequence or len(names) < count:
             return [f"arrays[{index}]" for index in range(count)]
         return [repr(name) for name in names[:count]]
+
+
+def _prepare_tangent(
+    tangent: object, shape: tuple[int, ...], dtype: np.dtype[np.generic], like: ArrayLike, where: str
+) -> Cotangent:
+    """``prepare_tangent``, saying so when a ``Fill`` has the wrong shape."""
+    tangent = unthunk(tangent)
+    if isinstance(tangent, Fill) and tangent.shape != shape:
+        raise ValueError(
+            f"{where} is a Fill of shape {shape_text(tangent.shape)} but its primal has shape {shape_text(shape)}"
+        )
+    return prepare_tangent(tangent, shape, dtype, like, where)
 
 
 _Function = TypeVar("_Function", bound=Callable[..., object])
@@ -668,7 +724,9 @@ __all__ = [
     "RuleOp",
     "ZERO_TANGENT",
     "context_launches",
+    "cpu_launch",
     "cpu_launcher",
+    "empty_launch",
     "cuda_launch",
     "cuda_launch_blocks",
     "kernel_launches",

@@ -8,27 +8,22 @@ block-diagonal form); the pullback is a slicing of the cotangent, so each tangen
 into ``dy`` (zero copy) and is copied only when its input's dtype differs from the output's;
 the pushforward is one allocation and block copies. A generated kernel would copy what a view
 gives for free, and on the forward NumPy's (or CuPy's) copy loops are already memory-bound.
-So ``kernel_requests`` lists no kernels: ``precompile`` only validates the signature and warms
-its plan, and ``explain`` has no source to print. Every path is the same for NumPy and CuPy
-arrays (the namespace comes from the inputs).
+So a plan requests no kernels: ``precompile`` only validates the signature and warms its plan,
+and ``explain`` has no source to print; on the rule scaffold (``stablerules._rule``) these are
+view ops, whose compiled implementation is the plan itself. Every path is the same for NumPy
+and CuPy arrays (the namespace comes from the inputs).
 
 Plans
 -----
 Everything that depends on the signature alone (output shape and dtype, the index tuple that
 cuts each input's block out of the output, per-input tangent dtypes, whether a block needs a
-reshape or a cast) is computed once, validated, and kept in a :class:`ConcatenationPlan`. Plans
-live in the shared :class:`~stablerules._cache.PlanCache` keyed by a :class:`ShapeSignature`
-whose ``extents`` are the input shapes (a plan's slices depend on them), so a repeated call
-skips validation and index arithmetic; the cache is bounded and ``clear_caches()`` empties it.
-A pullback closure
-holds its plan, nothing else: it never sees the primal arrays.
-
-The pullback has one quick entry: a cotangent that already *is* an array of the output's
-array type, shape and dtype is sliced as it is (this is what ``prepare_cotangent`` would hand
-back, minus a copy for a non-contiguous ``dy``, which slicing does not need). Any other form
-(another dtype, ``Fill``, ``ZeroTangent``, ``Thunk``, a wrong shape) goes through
-``prepare_cotangent``. Both give the same tangents; which one runs depends on the cotangent's
-type, never on the data.
+reshape or a cast) is computed once, validated, and kept in a :class:`ConcatenationPlan`, found
+again by the scaffold's plan key (the input shapes are part of it: a plan's slices depend on
+them), so a repeated call skips validation and index arithmetic. A pullback closure holds its
+plan, nothing else: it never sees the primal arrays. A cotangent that already is an array of
+the output's array type, shape and dtype is sliced as it is, whatever its layout; any other
+form (another dtype, ``Fill``, ``ZeroTangent``, ``Thunk``) is prepared first. Both give the
+same tangents; which one runs depends on the cotangent's type, never on the data.
 
 Decisions where SPEC is silent
 ------------------------------
@@ -53,7 +48,7 @@ from __future__ import annotations
 
 import math
 import types as pytypes
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache, reduce
 from typing import TypeAlias, TypeVar, cast, overload
@@ -62,14 +57,13 @@ import numpy as np
 import numpy.typing as npt
 
 from .._arrays import (
-    ArrayLike,
     MAX_NDIM,
+    ArrayLike,
     ArraySpec,
     array_namespace,
     check_dtype,
     checked_size,
     common_device,
-    device_of,
     is_array,
     is_differentiable,
     normalize_axis,
@@ -77,9 +71,8 @@ from .._arrays import (
     static_int,
     static_ints,
 )
-from .._cache import PlanCache, ShapeSignature
-from .._registry import KernelRequest, Op, Pullback, frule_rule, rrule_rule
-from .._tangents import Fill, NoTangent, ZeroTangent, prepare_cotangent, project, unthunk
+from .._rule import NO_TANGENT, DensePullback, Plan, RuleOp
+from .._tangents import Cotangent, DenseCotangent, Fill, NoTangent, ZeroTangent, project
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -90,11 +83,9 @@ DType: TypeAlias = np.dtype[np.generic]
 Scalar: TypeAlias = "bool | int | float | complex"
 
 _AXIS0: Val[int] = Val(0)
-_PYTHON_SCALARS: dict[type, str] = {bool: "weak-bool", int: "weak-int", float: "weak-float", complex: "weak-complex"}
-_FLOAT64: DType = np.dtype(np.float64)
+_PYTHON_SCALARS = (bool, int, float, complex)
 _INT64: DType = np.dtype(np.int64)
 _LARGEST_FLOAT_INT = int(np.finfo(np.float64).max)
-_NUMPY_LIKE: ArrayLike = np.empty((0,))
 
 
 # ======================================================================================
@@ -102,8 +93,8 @@ _NUMPY_LIKE: ArrayLike = np.empty((0,))
 # ======================================================================================
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class ConcatenationPlan:
+@dataclass(frozen=True, eq=False)
+class ConcatenationPlan(Plan):
     """Where each input lives in the output, for one signature.
 
     ``indices[i]`` cuts input ``i``'s block out of the output, already of input ``i``'s
@@ -113,8 +104,7 @@ class ConcatenationPlan:
     ``forward_shapes[i]`` is the shape input ``i`` is viewed as before that concatenation;
     ``flatten`` (``axis=None``) hands the inputs to the namespace's own flattening concatenate.
     ``tangent_dtypes[i]`` is ``None`` for a non-differentiable input. ``views_only`` says
-    that every tangent is a plain view of a cotangent of the output's dtype (the pullback's
-    quick entry); ``zero_tangents`` is what a ``ZeroTangent`` cotangent gives.
+    that every tangent is a plain view of a cotangent of the output's dtype.
     """
 
     op: str
@@ -122,6 +112,8 @@ class ConcatenationPlan:
     out_dtype: DType
     differentiable: bool
     input_shapes: tuple[Shape, ...]
+    input_dtypes: tuple[DType, ...]
+    input_tangents: tuple[bool, ...]
     tangent_dtypes: tuple[DType | None, ...]
     indices: tuple[Index, ...]
     reshapes: tuple[Shape | None, ...]
@@ -130,7 +122,77 @@ class ConcatenationPlan:
     python_scalars: tuple[bool, ...]
     flatten: bool
     views_only: bool
-    zero_tangents: tuple[ZeroTangent | NoTangent, ...]
+    namespace: pytypes.ModuleType
+    any_layout = True  # the pullback slices dy: any memory layout will do
+
+    def forward(self, arrays: tuple[object, ...]) -> ArrayLike:
+        """One allocation of the output's dtype, then block copies."""
+        xp = self.namespace
+        if True in self.python_scalars:
+            _check_python_ints(arrays, self.out_dtype)
+        if self.flatten:
+            return cast(ArrayLike, xp.concatenate(arrays, axis=None, dtype=self.out_dtype))
+        if self.forward_axis is None:
+            out = xp.zeros(self.out_shape, dtype=self.out_dtype)
+            for index, value in zip(self.indices, arrays):
+                out[index] = value
+            return cast(ArrayLike, out)
+        parts: list[ArrayLike] = []
+        for value, shape, python_scalar in zip(arrays, self.forward_shapes, self.python_scalars):
+            part = cast(ArrayLike, xp.asarray(value, dtype=self.out_dtype) if python_scalar else value)
+            parts.append(part if shape is None else part.reshape(shape))
+        return cast(ArrayLike, xp.concatenate(parts, axis=self.forward_axis, dtype=self.out_dtype))
+
+    def pullback(self, saved: object) -> DensePullback:
+        """One tangent per input: views of the cotangent, cast only where an input's dtype
+        differs."""
+        indices = self.indices
+        if self.views_only:
+
+            def views(dy: ArrayLike) -> tuple[object, ...]:
+                return tuple(map(dy.__getitem__, indices))
+
+            return views
+        blocks = tuple(zip(indices, self.reshapes, self.tangent_dtypes))
+        out_dtype = self.out_dtype
+
+        def slices(dy: ArrayLike) -> tuple[object, ...]:
+            tangents: list[object] = []
+            for index, reshape, dtype in blocks:
+                if dtype is None:
+                    tangents.append(NO_TANGENT)
+                    continue
+                view = dy[index]
+                if reshape is not None:
+                    view = view.reshape(reshape)
+                tangents.append(view if dtype == out_dtype else project(view, dtype))
+            return tuple(tangents)
+
+        return slices
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        """Slices of a ``Fill`` are ``Fill``s."""
+        value = fill.value
+        return tuple(
+            NO_TANGENT if dtype is None else Fill(value if dtype.kind == "c" else complex(value).real, shape, dtype)
+            for dtype, shape in zip(self.tangent_dtypes, self.input_shapes)
+        )
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        """One allocation of the output's dtype; each input's tangent copied into its block."""
+        block_diagonal = self.forward_axis is None
+        out = (self.namespace.zeros if block_diagonal else self.namespace.empty)(self.out_shape, dtype=self.out_dtype)
+        for index, reshape, tangent in zip(self.indices, self.reshapes, tangents):
+            target = out[index]
+            if reshape is not None:
+                target = target.reshape(reshape)
+            if isinstance(tangent, DenseCotangent):
+                target[...] = tangent.array
+            elif isinstance(tangent, Fill):
+                target[...] = tangent.value
+            elif not block_diagonal:
+                target[...] = 0
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,59 +206,6 @@ class _Input:
     value: object
 
 
-_PLANS: PlanCache[ConcatenationPlan] = PlanCache()
-
-
-def _plan_key(op: str, static: tuple[object, ...], values: Sequence[object]) -> ShapeSignature | None:
-    """The plan-cache key, or ``None`` when an input is not something a plan is built for
-    (then validation runs and names the problem)."""
-    dtypes: list[str] = []
-    ndims: list[int] = []
-    extents: list[int] = []
-    device = "cpu"
-    for value in values:
-        kind = type(value)
-        shape: Shape
-        if kind is np.ndarray:
-            array: ArrayLike = value  # type: ignore[assignment]
-            dtypes.append(_dtype_token(array.dtype))
-            shape = array.shape
-        elif kind in _PYTHON_SCALARS:
-            dtypes.append(_PYTHON_SCALARS[kind])
-            shape = ()
-        elif kind is ArraySpec or is_array(value):
-            described = cast(ArraySpec, value)
-            where = device_of(value)
-            dtypes.append(described.dtype.str if where == "cpu" else f"{where}:{described.dtype.str}")
-            if where != "cpu":
-                device = where
-            shape = tuple(described.shape)
-        else:
-            return None
-        ndims.append(len(shape))
-        extents.extend(shape)
-    return ShapeSignature(op, "plan", static, tuple(dtypes), tuple(ndims), device, tuple(extents))
-
-
-_DTYPE_TOKENS: dict[DType, str] = {}
-
-
-def _dtype_token(dtype: DType) -> str:
-    # ``dtype.str`` ('<f4') names dtype, size and byte order; memoized, it costs a dict lookup.
-    token = _DTYPE_TOKENS.get(dtype)
-    if token is None:
-        token = _DTYPE_TOKENS.setdefault(dtype, dtype.str)
-    return token
-
-
-def _cached_plan(key: ShapeSignature | None) -> ConcatenationPlan | None:
-    return None if key is None else _PLANS.get(key)
-
-
-def _remember(key: ShapeSignature | None, plan: ConcatenationPlan) -> ConcatenationPlan:
-    return plan if key is None else _PLANS.remember(key, plan)
-
-
 def _sequence(arrays: object, op: str) -> tuple[object, ...]:
     """The inputs of a sequence-taking op, as a tuple; ``TypeError`` for anything else."""
     if isinstance(arrays, (tuple, list)):
@@ -206,6 +215,15 @@ def _sequence(arrays: object, op: str) -> tuple[object, ...]:
     raise TypeError(
         f"{op}: arrays must be a tuple or list of arrays, got {type(arrays).__name__}"
     )
+
+
+def _namespace(values: Sequence[object]) -> pytypes.ModuleType:
+    for value in values:
+        if type(value) is np.ndarray:
+            return np
+        if is_array(value):
+            return array_namespace(value)
+    return np
 
 
 def _inputs(values: Sequence[object], names: Sequence[str], op: str, allow_scalars: bool) -> list[_Input]:
@@ -250,7 +268,8 @@ def _tangent_dtype(item: _Input) -> DType | None:
     return item.dtype if is_differentiable(item.dtype) else None
 
 
-def _layout(
+
+def _block_plan(
     op: str,
     inputs: Sequence[_Input],
     block_shapes: Sequence[Shape],
@@ -301,13 +320,13 @@ def _layout(
     forward_shapes = tuple(
         None if block == item.shape else block for item, block in zip(inputs, block_shapes)
     )
-    return _finish(
+    return _plan(
         op, inputs, tuple(out_shape), out_dtype, tuple(indices), (None,) * len(inputs),
         None if block_diagonal else joined_axes[0], forward_shapes,
     )
 
 
-def _flat_layout(op: str, inputs: Sequence[_Input]) -> ConcatenationPlan:
+def _flat_plan(op: str, inputs: Sequence[_Input]) -> ConcatenationPlan:
     """``axis=None``: every input flattened (C order), then joined into one vector."""
     sizes = [math.prod(item.shape) for item in inputs]
     out_dtype = _result_dtype(inputs)
@@ -319,10 +338,10 @@ def _flat_layout(op: str, inputs: Sequence[_Input]) -> ConcatenationPlan:
         start += size
     reshapes = tuple(None if len(item.shape) == 1 else item.shape for item in inputs)
     no_views = (None,) * len(inputs)
-    return _finish(op, inputs, (start,), out_dtype, tuple(indices), reshapes, 0, no_views, flatten=True)
+    return _plan(op, inputs, (start,), out_dtype, tuple(indices), reshapes, 0, no_views, flatten=True)
 
 
-def _finish(
+def _plan(
     op: str,
     inputs: Sequence[_Input],
     out_shape: Shape,
@@ -346,6 +365,8 @@ def _finish(
         out_dtype=out_dtype,
         differentiable=differentiable,
         input_shapes=tuple(item.shape for item in inputs),
+        input_dtypes=tuple(item.dtype if dtype is None else dtype for item, dtype in zip(inputs, tangent_dtypes)),
+        input_tangents=tuple(dtype is not None for dtype in tangent_dtypes),
         tangent_dtypes=tangent_dtypes,
         indices=indices,
         reshapes=reshapes,
@@ -354,7 +375,7 @@ def _finish(
         python_scalars=tuple(item.python_scalar for item in inputs),
         flatten=flatten,
         views_only=views_only,
-        zero_tangents=tuple(NoTangent() if dtype is None else ZeroTangent() for dtype in tangent_dtypes),
+        namespace=_namespace([item.value for item in inputs]),
     )
 
 
@@ -370,7 +391,7 @@ def _names(count: int) -> list[str]:
 def _check_concatenate(values: Sequence[object], axis: int | None) -> ConcatenationPlan:
     inputs = _inputs(values, _names(len(values)), "concatenate", allow_scalars=False)
     if axis is None:
-        return _flat_layout("concatenate", inputs)
+        return _flat_plan("concatenate", inputs)
     first = inputs[0]
     for item in inputs:
         if not item.shape:
@@ -388,7 +409,7 @@ def _check_concatenate(values: Sequence[object], axis: int | None) -> Concatenat
     normalized = normalize_axis(axis, ndim, "concatenate: axis")
     shapes = [item.shape for item in inputs]
     kept = [tuple(range(ndim))] * len(inputs)
-    return _layout("concatenate", inputs, shapes, kept, (normalized,), f"along axis {normalized}")
+    return _block_plan("concatenate", inputs, shapes, kept, (normalized,), f"along axis {normalized}")
 
 
 def _check_stack(values: Sequence[object], axis: int) -> ConcatenationPlan:
@@ -404,7 +425,7 @@ def _check_stack(values: Sequence[object], axis: int) -> ConcatenationPlan:
     normalized = normalize_axis(axis, ndim + 1, "stack: axis")
     block = first.shape[:normalized] + (1,) + first.shape[normalized:]
     kept = tuple(position for position in range(ndim + 1) if position != normalized)
-    return _layout(
+    return _block_plan(
         "stack", inputs, [block] * len(inputs), [kept] * len(inputs), (normalized,),
         f"along the new axis {normalized}",
     )
@@ -416,7 +437,7 @@ def _check_hstack(values: Sequence[object]) -> ConcatenationPlan:
     kept = [tuple(range(len(item.shape))) for item in inputs]
     _check_same_ndim("hstack", inputs, blocks, "after np.atleast_1d")
     axis = 0 if len(blocks[0]) == 1 else 1
-    return _layout("hstack", inputs, blocks, kept, (axis,), f"along axis {axis}")
+    return _block_plan("hstack", inputs, blocks, kept, (axis,), f"along axis {axis}")
 
 
 def _check_vstack(values: Sequence[object]) -> ConcatenationPlan:
@@ -434,7 +455,7 @@ def _check_vstack(values: Sequence[object]) -> ConcatenationPlan:
             blocks.append(item.shape)
             kept.append(tuple(range(len(item.shape))))
     _check_same_ndim("vstack", inputs, blocks, "after np.atleast_2d")
-    return _layout("vstack", inputs, blocks, kept, (0,), "along axis 0")
+    return _block_plan("vstack", inputs, blocks, kept, (0,), "along axis 0")
 
 
 def _check_same_ndim(op: str, inputs: Sequence[_Input], blocks: Sequence[Shape], how: str) -> None:
@@ -469,7 +490,7 @@ def _check_cat(values: Sequence[object], dims: tuple[int, ...]) -> Concatenation
     kept = [tuple(range(len(item.shape))) for item in inputs]
     joined = tuple(sorted(dims))
     along = f"along axis {joined[0]}" if len(joined) == 1 else f"along axes {joined}"
-    return _layout("cat", inputs, blocks, kept, joined, along + " (inputs padded with trailing size-1 axes)")
+    return _block_plan("cat", inputs, blocks, kept, joined, along + " (inputs padded with trailing size-1 axes)")
 
 
 def _check_python_ints(values: Sequence[object], out_dtype: DType) -> None:
@@ -498,165 +519,11 @@ def _int_bounds(dtype: DType) -> tuple[int, int]:
 
 
 # ======================================================================================
-# The three computations every op shares
+# The ops
 # ======================================================================================
 
 
-def _namespace(values: Sequence[object]) -> pytypes.ModuleType:
-    for value in values:
-        if type(value) is np.ndarray:
-            return np
-        if is_array(value):
-            return array_namespace(value)
-    return np
-
-
-def _forward(plan: ConcatenationPlan, xp: pytypes.ModuleType, values: Sequence[object]) -> ArrayLike:
-    """One allocation of the output's dtype, then block copies."""
-    if plan.flatten:
-        return cast(ArrayLike, xp.concatenate(values, axis=None, dtype=plan.out_dtype))
-    if plan.forward_axis is None:
-        out = xp.zeros(plan.out_shape, dtype=plan.out_dtype)
-        for index, value in zip(plan.indices, values):
-            out[index] = value
-        return cast(ArrayLike, out)
-    parts: list[ArrayLike] = []
-    for value, shape, python_scalar in zip(values, plan.forward_shapes, plan.python_scalars):
-        part = cast(ArrayLike, xp.asarray(value, dtype=plan.out_dtype) if python_scalar else value)
-        parts.append(part if shape is None else part.reshape(shape))
-    return cast(ArrayLike, xp.concatenate(parts, axis=plan.forward_axis, dtype=plan.out_dtype))
-
-
-def _pullback(plan: ConcatenationPlan, dy: object, array_type: type, like: ArrayLike) -> tuple[object, ...]:
-    """One tangent per input: views of the cotangent, cast only where an input's dtype differs."""
-    array: ArrayLike = dy  # type: ignore[assignment]  # checked at once below, cast() costs a call
-    if (
-        plan.views_only
-        and type(array) is array_type
-        and array.shape == plan.out_shape
-        and array.dtype == plan.out_dtype
-    ):
-        return tuple(map(array.__getitem__, plan.indices))
-    if not plan.differentiable:
-        prepare_cotangent(dy, plan.out_shape, _FLOAT64, like)  # validates dy's shape
-        return plan.zero_tangents
-    cotangent = prepare_cotangent(dy, plan.out_shape, plan.out_dtype, like)
-    if isinstance(cotangent, ZeroTangent):
-        return plan.zero_tangents
-    if isinstance(cotangent, Fill):
-        value = cotangent.value
-        return tuple(
-            NoTangent() if dtype is None else Fill(value if dtype.kind == "c" else complex(value).real, shape, dtype)
-            for dtype, shape in zip(plan.tangent_dtypes, plan.input_shapes)
-        )
-    array = cotangent.array
-    tangents: list[object] = []
-    for index, reshape, dtype in zip(plan.indices, plan.reshapes, plan.tangent_dtypes):
-        if dtype is None:
-            tangents.append(NoTangent())
-            continue
-        view = array[index]
-        if reshape is not None:
-            view = view.reshape(reshape)
-        tangents.append(view if dtype == plan.out_dtype else project(view, dtype))
-    return tuple(tangents)
-
-
-def _pushforward(plan: ConcatenationPlan, xp: pytypes.ModuleType, tangents: Sequence[object]) -> object:
-    """One allocation of the output's dtype; each input's tangent copied into its block."""
-    if not plan.differentiable:
-        return NoTangent()
-    block_diagonal = plan.forward_axis is None
-    out = (xp.zeros if block_diagonal else xp.empty)(plan.out_shape, dtype=plan.out_dtype)
-    for position, (index, reshape, dtype, shape, tangent) in enumerate(
-        zip(plan.indices, plan.reshapes, plan.tangent_dtypes, plan.input_shapes, tangents)
-    ):
-        target = out[index]
-        if reshape is not None:
-            target = target.reshape(reshape)
-        tangent = unthunk(tangent)
-        if dtype is None or isinstance(tangent, (ZeroTangent, NoTangent)):
-            if not block_diagonal:
-                target[...] = 0
-            continue
-        if isinstance(tangent, Fill):
-            if tangent.shape != shape:
-                raise ValueError(
-                    f"{plan.op} frule: tangent {position} is a Fill of shape "
-                    f"{shape_text(tangent.shape)} but its input has shape {shape_text(shape)}"
-                )
-            target[...] = tangent.value if dtype.kind == "c" else complex(tangent.value).real
-            continue
-        if isinstance(tangent, (bool, int, float, complex, np.generic)) and not shape:
-            dense = xp.asarray(tangent)
-        elif is_array(tangent):
-            dense = tangent
-            if array_namespace(dense) is not xp:
-                raise TypeError(
-                    f"{plan.op} frule: tangent {position} lives on "
-                    f"{type(dense).__module__.split('.')[0]} but the inputs do not: mixed devices"
-                )
-        else:
-            raise TypeError(
-                f"{plan.op} frule: tangent {position} must be an array, Fill, ZeroTangent, "
-                f"NoTangent or Thunk, got {type(tangent).__name__}"
-            )
-        if tuple(dense.shape) != shape:
-            raise ValueError(
-                f"{plan.op} frule: tangent {position} has shape {shape_text(tuple(dense.shape))} "
-                f"but its input has shape {shape_text(shape)}"
-            )
-        if dense.dtype.kind not in "biufc":
-            raise TypeError(
-                f"{plan.op} frule: tangent {position} has dtype {dense.dtype}; a tangent must be "
-                f"numeric"
-            )
-        target[...] = dense.real if dense.dtype.kind == "c" and dtype.kind != "c" else dense
-    return out
-
-
-def _unpack_tangents(op: str, tangents: object, positional: int, count: int, sequence: bool) -> Sequence[object]:
-    """The per-input tangents from ``frule``'s ``tangents`` (one entry per positional)."""
-    if not isinstance(tangents, (tuple, list)) or len(tangents) != positional:
-        got = len(tangents) if isinstance(tangents, (tuple, list)) else type(tangents).__name__
-        raise ValueError(f"{op} frule: tangents must have one entry per positional argument ({positional}), got {got}")
-    inner: object = unthunk(tangents[0]) if sequence else tangents
-    if isinstance(inner, (ZeroTangent, NoTangent)):
-        return (inner,) * count
-    if not isinstance(inner, (tuple, list)) or len(inner) != count:
-        got = len(inner) if isinstance(inner, (tuple, list)) else type(inner).__name__
-        raise ValueError(f"{op} frule: the tangent of arrays must hold one tangent per array ({count}), got {got}")
-    return inner
-
-
-def _array_type(xp: pytypes.ModuleType) -> type:
-    return cast(type, xp.ndarray)
-
-
-def _like(xp: pytypes.ModuleType) -> ArrayLike:
-    return _NUMPY_LIKE if xp is np else cast(ArrayLike, xp.empty((0,)))
-
-
-# ======================================================================================
-# concatenate
-# ======================================================================================
-
-
-def _concatenate_arguments(arrays: object, axis: object = _AXIS0) -> tuple[object, object]:
-    return arrays, axis
-
-
-def _concatenate_plan(arrays: object, axis: object) -> tuple[tuple[object, ...], ConcatenationPlan]:
-    values = _sequence(arrays, "concatenate")
-    static = None if axis is None else static_int(axis, "axis")
-    key = _plan_key("concatenate", (static,), values)
-    plan = _cached_plan(key)
-    if plan is None:
-        plan = _remember(key, _check_concatenate(values, static))
-    return values, plan
-
-
-class Concatenate(Op):
+class Concatenate(RuleOp):
     """``np.concatenate(arrays, axis)``; ``axis`` is ``Val(int)`` (negative allowed) or ``None``.
 
     ``None`` flattens each input (C order) first. The output dtype is NumPy's result dtype.
@@ -667,61 +534,21 @@ class Concatenate(Op):
     """
 
     name = "concatenate"
+    static_names = ("axis",)
+    sequence = True
 
     def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] | int | None = _AXIS0) -> npt.NDArray[_DT]:
-        values, plan = _concatenate_plan(arrays, axis)
-        return cast("npt.NDArray[_DT]", _forward(plan, _namespace(values), values))
+        return cast("npt.NDArray[_DT]", self.forward(arrays, axis))
 
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """No kernels (see the module docstring); validates the signature and warms its plan."""
-        _concatenate_plan(*_bind(_concatenate_arguments, "concatenate", args, kwargs))
-        return []
+    def bind(self, arrays: object, axis: object = _AXIS0) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return _sequence(arrays, "concatenate"), (axis,)
 
-
-concatenate = Concatenate()
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        axis = statics[0]
+        return _check_concatenate(arrays, None if axis is None else static_int(axis, "axis"))
 
 
-@rrule_rule(concatenate)
-def concatenate_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-    values, plan = _concatenate_plan(*_bind(_concatenate_arguments, "concatenate", args, kwargs))
-    xp = _namespace(values)
-    y = _forward(plan, xp, values)
-    array_type, like, rest = _array_type(xp), _like(xp), (NoTangent(),) * (len(args) - 1)
-
-    def concatenate_pullback(dy: object) -> tuple[object, ...]:
-        return (_pullback(plan, dy, array_type, like), *rest)
-
-    return y, concatenate_pullback
-
-
-@frule_rule(concatenate)
-def concatenate_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-    values, plan = _concatenate_plan(*_bind(_concatenate_arguments, "concatenate", args, kwargs))
-    xp = _namespace(values)
-    inputs = _unpack_tangents("concatenate", tangents, len(args), len(values), sequence=True)
-    return _forward(plan, xp, values), _pushforward(plan, xp, inputs)
-
-
-# ======================================================================================
-# stack
-# ======================================================================================
-
-
-def _stack_arguments(arrays: object, axis: object = _AXIS0) -> tuple[object, object]:
-    return arrays, axis
-
-
-def _stack_plan(arrays: object, axis: object) -> tuple[tuple[object, ...], ConcatenationPlan]:
-    values = _sequence(arrays, "stack")
-    static = static_int(axis, "axis")
-    key = _plan_key("stack", (static,), values)
-    plan = _cached_plan(key)
-    if plan is None:
-        plan = _remember(key, _check_stack(values, static))
-    return values, plan
-
-
-class Stack(Op):
+class Stack(RuleOp):
     """``np.stack(arrays, axis)``: equal-shaped arrays joined along a new axis ``Val(int)``.
 
     ``back(dy)`` is ``((da, db, ...),)``; each tangent is the view ``dy[..., i, ...]`` (a copy
@@ -730,69 +557,20 @@ class Stack(Op):
     """
 
     name = "stack"
+    static_names = ("axis",)
+    sequence = True
 
     def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] | int = _AXIS0) -> npt.NDArray[_DT]:
-        values, plan = _stack_plan(arrays, axis)
-        return cast("npt.NDArray[_DT]", _forward(plan, _namespace(values), values))
+        return cast("npt.NDArray[_DT]", self.forward(arrays, axis))
 
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """No kernels (see the module docstring); validates the signature and warms its plan."""
-        _stack_plan(*_bind(_stack_arguments, "stack", args, kwargs))
-        return []
+    def bind(self, arrays: object, axis: object = _AXIS0) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return _sequence(arrays, "stack"), (axis,)
 
-
-stack = Stack()
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        return _check_stack(arrays, static_int(statics[0], "axis"))
 
 
-@rrule_rule(stack)
-def stack_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-    values, plan = _stack_plan(*_bind(_stack_arguments, "stack", args, kwargs))
-    xp = _namespace(values)
-    y = _forward(plan, xp, values)
-    array_type, like, rest = _array_type(xp), _like(xp), (NoTangent(),) * (len(args) - 1)
-
-    def stack_pullback(dy: object) -> tuple[object, ...]:
-        return (_pullback(plan, dy, array_type, like), *rest)
-
-    return y, stack_pullback
-
-
-@frule_rule(stack)
-def stack_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-    values, plan = _stack_plan(*_bind(_stack_arguments, "stack", args, kwargs))
-    xp = _namespace(values)
-    inputs = _unpack_tangents("stack", tangents, len(args), len(values), sequence=True)
-    return _forward(plan, xp, values), _pushforward(plan, xp, inputs)
-
-
-# ======================================================================================
-# hstack and vstack
-# ======================================================================================
-
-
-def _sequence_arguments(arrays: object) -> tuple[object]:
-    return (arrays,)
-
-
-def _hstack_plan(arrays: object) -> tuple[tuple[object, ...], ConcatenationPlan]:
-    values = _sequence(arrays, "hstack")
-    key = _plan_key("hstack", (), values)
-    plan = _cached_plan(key)
-    if plan is None:
-        plan = _remember(key, _check_hstack(values))
-    return values, plan
-
-
-def _vstack_plan(arrays: object) -> tuple[tuple[object, ...], ConcatenationPlan]:
-    values = _sequence(arrays, "vstack")
-    key = _plan_key("vstack", (), values)
-    plan = _cached_plan(key)
-    if plan is None:
-        plan = _remember(key, _check_vstack(values))
-    return values, plan
-
-
-class Hstack(Op):
+class Hstack(RuleOp):
     """``np.hstack(arrays)``: along axis 0 for 1-D (and 0-d) inputs, axis 1 otherwise.
 
     ``back(dy)`` is ``((da, db, ...),)``, views into ``dy`` as for ``concatenate``; a 0-d
@@ -800,18 +578,19 @@ class Hstack(Op):
     """
 
     name = "hstack"
+    sequence = True
 
     def __call__(self, arrays: Sequence[npt.NDArray[_DT]]) -> npt.NDArray[_DT]:
-        values, plan = _hstack_plan(arrays)
-        return cast("npt.NDArray[_DT]", _forward(plan, _namespace(values), values))
+        return cast("npt.NDArray[_DT]", self.forward(arrays))
 
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """No kernels (see the module docstring); validates the signature and warms its plan."""
-        _hstack_plan(*_bind(_sequence_arguments, "hstack", args, kwargs))
-        return []
+    def bind(self, arrays: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return _sequence(arrays, "hstack"), ()
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        return _check_hstack(arrays)
 
 
-class Vstack(Op):
+class Vstack(RuleOp):
     """``np.vstack(arrays)``: along axis 0 after ``np.atleast_2d`` (a 1-D input is a row).
 
     ``back(dy)`` is ``((da, db, ...),)``, views into ``dy`` as for ``concatenate``; a 1-D
@@ -819,88 +598,19 @@ class Vstack(Op):
     """
 
     name = "vstack"
+    sequence = True
 
     def __call__(self, arrays: Sequence[npt.NDArray[_DT]]) -> npt.NDArray[_DT]:
-        values, plan = _vstack_plan(arrays)
-        return cast("npt.NDArray[_DT]", _forward(plan, _namespace(values), values))
+        return cast("npt.NDArray[_DT]", self.forward(arrays))
 
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """No kernels (see the module docstring); validates the signature and warms its plan."""
-        _vstack_plan(*_bind(_sequence_arguments, "vstack", args, kwargs))
-        return []
+    def bind(self, arrays: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return _sequence(arrays, "vstack"), ()
 
-
-hstack = Hstack()
-vstack = Vstack()
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        return _check_vstack(arrays)
 
 
-@rrule_rule(hstack)
-def hstack_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-    values, plan = _hstack_plan(*_bind(_sequence_arguments, "hstack", args, kwargs))
-    xp = _namespace(values)
-    y = _forward(plan, xp, values)
-    array_type, like = _array_type(xp), _like(xp)
-
-    def hstack_pullback(dy: object) -> tuple[object, ...]:
-        return (_pullback(plan, dy, array_type, like),)
-
-    return y, hstack_pullback
-
-
-@frule_rule(hstack)
-def hstack_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-    values, plan = _hstack_plan(*_bind(_sequence_arguments, "hstack", args, kwargs))
-    xp = _namespace(values)
-    inputs = _unpack_tangents("hstack", tangents, 1, len(values), sequence=True)
-    return _forward(plan, xp, values), _pushforward(plan, xp, inputs)
-
-
-@rrule_rule(vstack)
-def vstack_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-    values, plan = _vstack_plan(*_bind(_sequence_arguments, "vstack", args, kwargs))
-    xp = _namespace(values)
-    y = _forward(plan, xp, values)
-    array_type, like = _array_type(xp), _like(xp)
-
-    def vstack_pullback(dy: object) -> tuple[object, ...]:
-        return (_pullback(plan, dy, array_type, like),)
-
-    return y, vstack_pullback
-
-
-@frule_rule(vstack)
-def vstack_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-    values, plan = _vstack_plan(*_bind(_sequence_arguments, "vstack", args, kwargs))
-    xp = _namespace(values)
-    inputs = _unpack_tangents("vstack", tangents, 1, len(values), sequence=True)
-    return _forward(plan, xp, values), _pushforward(plan, xp, inputs)
-
-
-# ======================================================================================
-# cat (Julia)
-# ======================================================================================
-
-
-def _cat_values(arrays: Sequence[object]) -> tuple[object, ...]:
-    # A NumPy scalar is a 0-d array of its (strong) dtype; Python scalars stay weak.
-    return tuple(np.asarray(value) if isinstance(value, np.generic) else value for value in arrays)
-
-
-def _cat_plan(arrays: Sequence[object], dims: object) -> tuple[tuple[object, ...], ConcatenationPlan]:
-    if dims is None:
-        raise TypeError("cat: dims is required, e.g. dims=Val(0) or dims=Val((0, 1))")
-    static = static_ints(dims, "dims")
-    values = _cat_values(arrays)
-    key = _plan_key("cat", static, values)
-    plan = _cached_plan(key)
-    if plan is None:
-        plan = _remember(key, _check_cat(values, static))
-    if True in plan.python_scalars:
-        _check_python_ints(values, plan.out_dtype)
-    return values, plan
-
-
-class Cat(Op):
+class Cat(RuleOp):
     """Julia's ``cat(arrays...; dims)`` with 0-based axes.
 
     ``dims=Val(k)``: inputs joined along axis ``k``; inputs of fewer than ``k + 1`` axes (and
@@ -915,6 +625,7 @@ class Cat(Op):
     """
 
     name = "cat"
+    static_names = ("dims",)
 
     @overload
     def __call__(
@@ -933,59 +644,30 @@ class Cat(Op):
         *arrays: npt.NDArray[np.generic] | np.generic | bool | int | float | complex,
         dims: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
     ) -> npt.NDArray[np.generic]:
-        values, plan = _cat_plan(arrays, dims)
-        return _forward(plan, _namespace(values), values)
+        return cast("npt.NDArray[np.generic]", self.forward(*arrays, dims=dims))
 
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """No kernels (see the module docstring); validates the signature and warms its plan."""
-        _cat_plan(args, _cat_dims(kwargs))
-        return []
+    def bind(self, *arrays: object, **kwargs: object) -> tuple[tuple[object, ...], tuple[object, ...]]:
+        unexpected = set(kwargs) - {"dims"}
+        if unexpected:
+            raise TypeError(f"cat: unexpected keyword arguments {sorted(unexpected)}; cat takes only dims=")
+        dims = kwargs.get("dims")
+        if dims is None:
+            raise TypeError("cat: dims is required, e.g. dims=Val(0) or dims=Val((0, 1))")
+        # A NumPy scalar is a 0-d array of its (strong) dtype; Python scalars stay weak.
+        values = tuple(np.asarray(value) if isinstance(value, np.generic) else value for value in arrays)
+        return values, (dims,)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        return _check_cat(arrays, static_ints(statics[0], "dims"))
+
+    def _input_names(self, count: int) -> list[str]:
+        return _names(count)
 
 
+concatenate = Concatenate()
+stack = Stack()
+hstack = Hstack()
+vstack = Vstack()
 cat = Cat()
-
-
-def _cat_dims(kwargs: dict[str, object]) -> object:
-    unexpected = set(kwargs) - {"dims"}
-    if unexpected:
-        raise TypeError(f"cat: unexpected keyword arguments {sorted(unexpected)}; cat takes only dims=")
-    return kwargs.get("dims")
-
-
-@rrule_rule(cat)
-def cat_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-    values, plan = _cat_plan(args, _cat_dims(kwargs))
-    xp = _namespace(values)
-    y = _forward(plan, xp, values)
-    array_type, like = _array_type(xp), _like(xp)
-
-    def cat_pullback(dy: object) -> tuple[object, ...]:
-        return _pullback(plan, dy, array_type, like)
-
-    return y, cat_pullback
-
-
-@frule_rule(cat)
-def cat_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-    values, plan = _cat_plan(args, _cat_dims(kwargs))
-    xp = _namespace(values)
-    inputs = _unpack_tangents("cat", tangents, len(args), len(values), sequence=False)
-    return _forward(plan, xp, values), _pushforward(plan, xp, inputs)
-
-
-# ======================================================================================
-# Argument binding
-# ======================================================================================
-
-
-def _bind(
-    signature: Callable[..., tuple[object, ...]], op: str, args: tuple[object, ...], kwargs: dict[str, object]
-) -> tuple[object, ...]:
-    """Bind ``args``/``kwargs`` the way the op's ``__call__`` does, naming the op on error."""
-    try:
-        return signature(*args, **kwargs)
-    except TypeError as error:
-        raise TypeError(f"{op}: {str(error).replace(signature.__name__ + '()', op + '()')}") from None
-
 
 __all__ = ["Cat", "ConcatenationPlan", "Concatenate", "Hstack", "Stack", "Vstack", "cat", "concatenate", "hstack", "stack", "vstack"]

@@ -28,10 +28,9 @@ zeroed partial buffers of both, summed at the end: no atomics, and the extra mem
 ``threads - 1`` sets of accumulators (``a.size + b.size`` float64 for real operands, up to
 ``2 * a.size + 4 * b.size`` for complex ones), tiny next to the cotangent.
 
-Prepared signatures. Two NumPy operands with CPU kernels depend only on their dtypes and
-shapes: validation, the layout and the kernels are looked up once per signature and kept in
-the shared ``PlanCache`` (a forward call is then ~2 us on small operands); the pullback
-closure is made per call, since it holds the operands.
+Plans. A call's signature (operand dtypes and shapes, device) has one :class:`KronPlan` on
+the rule scaffold (``stablerules._rule``): validation, the layout and the kernels are settled
+once; the pullback closure is made per rrule, since it holds the operands.
 
 CUDA (CuPy arrays, or ``STABLERULES_DEVICE=cuda``). ``y``'s flat index of ``a[i] * b[k]`` is
 ``offset_a[i] + offset_b[k]``; one small kernel writes both tables (per call, on the device,
@@ -40,20 +39,17 @@ per element. Forward and pushforward: one thread per pair ``(i, k)``. Pullback: 
 gathers, no atomics: warps own ``da`` elements (lanes stride along ``b``'s rows, coalesced),
 lanes own consecutive ``db`` elements (warps split ``a``), each with a shared-memory
 reduction; complex values natively, sums in float64/complex128 as on the CPU. It reads ``dy``
-twice, so on a large cotangent it can reach about half of a device-to-device copy's figure
-(``2 * bytes / time``), not the 0.8 the GPU check looks for: that needs one pass, blocks
-owning row x column tiles of ``dy`` that write partial ``da`` (per column tile) and ``db``
-(per row tile) to small buffers summed by a second kernel, about 3% extra traffic with tiles
-of 32 rows by 2048 columns. Not built yet; measured figures, when a GPU is available, come
-from ``bench/gpu_check.py``.
+twice (``bench/README.md`` has what that costs and the one-pass design that would not).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from types import ModuleType
 from typing import TypeAlias, TypeVar, Union, overload
 
@@ -75,24 +71,17 @@ from .._arrays import (
     kernel_target,
     shape_text,
 )
-from .._cache import CACHE, Kernel, KernelFunction, KernelSource, PlanCache, ShapeSignature
+from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, conj, cpu_kernel, numba_scalar, readonly_array, writable_array
-from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel, launch, launch_blocks
-from .. import _parallel
-from .._parallel import chunk_bounds, run_chunks, run_partitioned
-from .._registry import KernelRequest, Op, frule_rule, rrule_rule
-from .._tangents import DenseCotangent, Fill, NoTangent, ZeroTangent, prepare_cotangent, prepare_tangent
+from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel
+from .._registry import KernelRequest
+from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp, cpu_launcher, cuda_launch, cuda_launch_blocks
+from .._tangents import Cotangent, DenseCotangent, Fill
 
 _DT = TypeVar("_DT", bound=np.generic)
 
-KronTangent: TypeAlias = Union[npt.NDArray[_DT], Fill, ZeroTangent, NoTangent]
-"""What a kron rule returns for one operand: a dense array of the operand's shape and dtype,
-a ``Fill`` (for a ``Fill`` cotangent), a ``ZeroTangent`` or, for an integer operand, ``NoTangent``."""
-
 KronOperand: TypeAlias = Union[npt.NDArray[np.generic], bool, int, float, complex]
 """An operand of ``kron``: an array, or a Python scalar (read as a 0-d array, as NumPy does)."""
-
-KronPullback: TypeAlias = Callable[[object], tuple[KronTangent[_DT], KronTangent[_DT]]]
 
 # The rows of b (and db) that one row tile reuses take at most this many bytes together, so
 # they stay in L1 (48 KiB on the machines we measured) next to the streaming cotangent.
@@ -103,19 +92,17 @@ _MAX_AXES = 9
 _FLOAT64: np.dtype[np.generic] = np.dtype(np.float64)
 
 # The pullback walks the rows of a block this many at a time. They share each load of b and
-# each load-add-store of db, a third of the instructions per element on short rows (W5's rows
-# are 10 elements: 38 us one row at a time, 27 us four at a time). The rows of a group are a
-# quarter of the block apart, not adjacent: the group then reads the block as four sequential
-# streams in different 4 KiB pages, which the hardware prefetchers follow (four adjacent rows
-# of 800 bytes, one page, read at 0.66 of the bandwidth bound; a quarter apart, at 0.99).
+# each load-add-store of db, a third of the instructions per element on short rows. The rows
+# of a group are a quarter of the block apart, not adjacent: the group then reads the block as
+# four sequential streams in different 4 KiB pages, which the hardware prefetchers follow
+# (bench/README.md has the measurements behind both choices).
 _ROWS = 4
 
 # Accumulation precision: float32 / complex64 sums run in float64 (complex128 for the closed
 # forms of a Fill). A kron gradient entry sums |b| (or |a|) products, 3e4 of them in the W6
 # workload, where float32 accumulation would lose about 3 digits; products of float32 values
 # are exact in float64, and the conversion costs nothing on the memory-bound path (the
-# cotangent is still read in its own dtype, only the accumulators are wide). In cache it
-# costs about 15% (W5 float32: 26 us against 23 us for float64).
+# cotangent is still read in its own dtype, only the accumulators are wide).
 _WIDENED = {
     "float32": np.dtype(np.float64),
     "float64": np.dtype(np.float64),
@@ -462,8 +449,7 @@ def _pullback_request(layout: _KronLayout) -> KernelRequest:
 #     sums are reduced in shared memory.
 # One launch instead of two (small problems pay one launch latency); each unit kind is the
 # reduction shape that keeps its reads coalesced. Sums run in float64 / complex128 as on the CPU.
-# dy is read twice (once by the da units, once by the db units); the module docstring says
-# what that costs and the one-pass form that would not.
+# dy is read twice (once by the da units, once by the db units).
 
 _KRON_LANES = 32
 _KRON_WARPS = 8
@@ -631,26 +617,20 @@ def _render_pullback_cuda(signature: ShapeSignature) -> KernelSource:
     )
 
 
+
 # --------------------------------------------------------------------------------------------
-# Running the kernels
+# The plan: one signature (operand shapes and dtypes, device), its kernels and how to run them
 # --------------------------------------------------------------------------------------------
 
 
-def _check_kron(a: object, b: object) -> tuple[ArrayLike, ArrayLike, str]:
-    """The operands as arrays (Python scalars become 0-d arrays) and which kernels run
-    (``kernel_target``); ``TypeError`` naming the argument for unsupported dtypes or mixed
-    devices. A Python scalar next to a CuPy array moves to the device."""
-    a_array = as_array(a, "a")
-    b_array = as_array(b, "b")
-    device = common_device((a, b), ("a", "b"))  # a Python scalar lives on any device
-    if device == "cuda":
-        xp = array_namespace(a_array) if device_of(a_array) == "cuda" else array_namespace(b_array)
-        a_array, b_array = xp.asarray(a_array), xp.asarray(b_array)
-    return a_array, b_array, kernel_target(device)
-
-
-def _layout_of(a: ArrayLike, b: ArrayLike) -> _KronLayout:
-    return _layout(tuple(a.shape), a.dtype, tuple(b.shape), b.dtype)
+def _operand_facts(value: object, name: str) -> tuple[tuple[int, ...], np.dtype[np.generic]]:
+    """An operand's shape and dtype: an array's, an ``ArraySpec``'s, or a Python scalar's as a
+    0-d NumPy array (as NumPy reads it); ``TypeError`` naming it for anything else."""
+    if isinstance(value, ArraySpec):
+        check_dtype(value.dtype, name)
+        return value.shape, value.dtype
+    array = as_array(value, name)
+    return tuple(array.shape), array.dtype
 
 
 def _kernel_operand(array: ArrayLike, dtype: np.dtype[np.generic]) -> ArrayLike:
@@ -661,80 +641,235 @@ def _kernel_operand(array: ArrayLike, dtype: np.dtype[np.generic]) -> ArrayLike:
     return flat if flat.dtype == dtype else flat.astype(dtype)
 
 
-def _product(
-    layout: _KronLayout, left: ArrayLike, right: ArrayLike, function: KernelFunction | None = None
-) -> ArrayLike:
-    """``kron(left, right)`` with the operands' layout (``left``/``right`` flat kernel operands);
-    ``function`` is the forward kernel's entry when the caller has it (a prepared signature)."""
-    if function is None:
-        function = _product_request(layout).get().entry
-    y = np.empty(layout.y_size, dtype=layout.result)
-    size = layout.y_size
-    if size:
-        if size < _parallel.PARALLEL_THRESHOLD or layout.blocks < 2:
-            function(y, left, right, *layout.extents, 0, layout.blocks)
-        else:
-            run_partitioned(function, (y, left, right, *layout.extents), layout.blocks, size)
-    return y.reshape(layout.y_shape)
+_Arrays = tuple[ArrayLike, ...]
+_Totals = tuple[npt.NDArray[np.float64], ...]
 
 
-# Prepared signatures: two NumPy operands with CPU kernels depend only on their dtypes and
-# shapes, so the validation, the layout and the kernels are looked up once per signature and
-# kept in the shared PlanCache. A hit flattens the operands and calls the kernel; the pullback
-# closure is still made per call (it holds the operands).
+@dataclass(frozen=True, slots=True)
+class _CudaCall:
+    """One call's operands on the device: flat kernel operands and the offset tables."""
+
+    a: ArrayLike
+    b: ArrayLike
+    offsets: ArrayLike
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class _KronPrepared:
-    """One signature: its layout, the forward kernel's entry and, for an rrule entry whose
-    result is differentiable, the pullback kernel."""
-
-    layout: _KronLayout
-    product: KernelFunction
-    pullback: KernelFunction | None
+def _operand_pair(saved: object) -> tuple[ArrayLike, ArrayLike]:
+    """What a CPU plan saves: the two flat kernel operands."""
+    assert isinstance(saved, tuple) and len(saved) == 2
+    return saved[0], saved[1]
 
 
-_PLANS: PlanCache[_KronPrepared] = PlanCache()
+class KronPlan(Plan):
+    """``kron`` of one signature: the layout, the kernels of its target, and the rules.
 
+    The pullback reads the operands (``saves_primals``): on the CPU their flat kernel operands,
+    on CUDA those and the call's offset tables (:class:`_CudaCall`).
+    """
 
-def _prepared_kron(with_pullback: bool, a: object, b: object) -> _KronPrepared | None:
-    """The prepared signature of ``kron(a, b)``, or ``None`` for the general path (Python
-    scalars, CuPy arrays, ``STABLERULES_DEVICE=cuda``)."""
-    if type(a) is not np.ndarray or type(b) is not np.ndarray or kernel_target("cpu") != "cpu":
+    op = "kron"
+    saves_primals = True
+
+    def __init__(self, layout: _KronLayout, target: str, namespace: ModuleType) -> None:
+        self.layout = layout
+        self.target = target
+        self.namespace = namespace
+        self.out_shape = layout.y_shape
+        self.out_dtype = layout.result
+        self.differentiable = layout.a_differentiable or layout.b_differentiable
+        self.input_tangents = (layout.a_differentiable, layout.b_differentiable)
+        self.input_shapes = (layout.a_shape, layout.b_shape)
+        self.input_dtypes = (layout.a_kernel_dtype, layout.b_kernel_dtype)
+        entries = ["forward"]
+        if self.differentiable:
+            entries += ["pullback", "pushforward"]
+        self.kernel_entries = frozenset(entries if layout.y_size else ())
+
+    def requests(self) -> list[KernelRequest]:
+        layout = self.layout
+        if self.target == "cuda":
+            return list(_cuda_requests(layout).values())
+        requests = [_product_request(layout)]
+        if layout.a_differentiable or layout.b_differentiable:
+            requests.append(_pullback_request(layout))
+        if layout.a_differentiable and layout.b_differentiable:
+            requests.append(_pushforward_request(layout))
+        return requests
+
+    # --- operands ---------------------------------------------------------------------------
+
+    def _operands(self, arrays: tuple[object, ...]) -> tuple[ArrayLike, ArrayLike]:
+        """The flat kernel operands; a Python scalar next to a CuPy array moves to the device."""
+        layout = self.layout
+        a, b = arrays
+        if type(a) is not np.ndarray or type(b) is not np.ndarray:
+            a, b = as_array(a, "a"), as_array(b, "b")
+            if self.namespace is not np:
+                a, b = self.namespace.asarray(a), self.namespace.asarray(b)
+        return _kernel_operand(a, layout.a_kernel_dtype), _kernel_operand(b, layout.b_kernel_dtype)
+
+    def _cuda_call(self, a: ArrayLike, b: ArrayLike) -> _CudaCall:
+        offsets: ArrayLike = self.namespace.empty(a.size + b.size, dtype=np.int64)
+        cuda_launch(self._cuda_kernel("offsets"), offsets.size, offsets, *self.layout.extents, a.size, offsets.size)
+        return _CudaCall(a, b, offsets)
+
+    def save(self, arrays: tuple[object, ...]) -> object:
+        a, b = self._operands(arrays)
+        return self._cuda_call(a, b) if self.target == "cuda" else (a, b)
+
+    def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
+        saved = self.save(arrays)
+        if isinstance(saved, _CudaCall):
+            return self._cuda_product(saved, saved.a, saved.b), saved
+        a, b = _operand_pair(saved)
+        return self._product(a, b), saved
+
+    # --- forward ----------------------------------------------------------------------------
+
+    @cached_property
+    def _product_launch(self) -> Callable[..., None]:
+        layout = self.layout
+        kernel = _product_request(layout).get()
+        return cpu_launcher(kernel, 3, layout.extents, extent=layout.blocks, work=layout.y_size)
+
+    def _product(self, left: ArrayLike, right: ArrayLike) -> ArrayLike:
+        """``kron(left, right)`` for flat kernel operands of this layout."""
+        layout = self.layout
+        y = np.empty(layout.y_size, dtype=layout.result)
+        if layout.y_size:
+            self._product_launch(y, left, right)
+        return y.reshape(layout.y_shape)
+
+    def _cuda_kernel(self, kind: str) -> Kernel:
+        return _cuda_requests(self.layout)[kind].get()
+
+    def _cuda_product(self, call: _CudaCall, left: ArrayLike, right: ArrayLike) -> ArrayLike:
+        layout = self.layout
+        y: ArrayLike = self.namespace.empty(layout.y_size, dtype=layout.result)
+        if layout.y_size:
+            kernel = self._cuda_kernel("forward")
+            cuda_launch(kernel, layout.y_size, y, left, right, call.offsets, left.size, right.size, layout.y_size)
+        return y.reshape(layout.y_shape)
+
+    def forward(self, arrays: tuple[object, ...]) -> ArrayLike:
+        a, b = self._operands(arrays)
+        if self.target == "cuda":
+            return self._cuda_product(self._cuda_call(a, b), a, b)
+        return self._product(a, b)
+
+    # --- pullback ---------------------------------------------------------------------------
+
+    def pullback(self, saved: object) -> DensePullback:
+        """``da[i] = sum_k dy[i, k] * conj(b[k])`` and ``db[k] = sum_i dy[i, k] * conj(a[i])``:
+        one fused kernel reading ``dy`` once (CPU; threads add into private accumulators), or
+        one launch of gathers (CUDA)."""
+        if isinstance(saved, _CudaCall):
+            return self._cuda_pullback(saved)
+        a_flat, b_flat = _operand_pair(saved)
+        layout = self.layout
+        a_side, b_side = _pullback_channels(layout, a_flat, b_flat)
+        view = 2 if layout.result.kind == "c" else 1  # db's accumulators hold (re, im) pairs
+        sizes = (a_flat.size,) * len(b_side) + (b_flat.size * view,) * len(a_side)
+        real, size = layout.real, layout.y_size
+        want_a, want_b = layout.a_differentiable, layout.b_differentiable
+        inputs = (*a_side, *b_side)
+        launch = cpu_launcher(
+            _pullback_request(layout).get(),
+            1 + len(inputs) + len(sizes),
+            layout.pullback_extents,
+            extent=layout.blocks,
+            work=size,
+            private=len(sizes),
+        )
+
+        def dense(dy: ArrayLike) -> tuple[object, ...]:
+            totals = tuple(np.zeros(count, np.float64) for count in sizes)
+            if size:
+                launch(dy.reshape(-1).view(real), *inputs, *totals)
+            return (
+                _combine_da(totals[: len(b_side)], layout) if want_a else NO_TANGENT,
+                _combine_db(totals[len(b_side) :], layout) if want_b else NO_TANGENT,
+            )
+
+        return dense
+
+    def _cuda_pullback(self, call: _CudaCall) -> DensePullback:
+        layout, xp = self.layout, self.namespace
+        kernel = self._cuda_kernel("pullback")
+        want_a, want_b = layout.a_differentiable, layout.b_differentiable
+        size_a, size_b = call.a.size, call.b.size
+        da_units = -(-size_a // _KRON_WARPS) if want_a else 0
+        units = da_units + (-(-size_b // _KRON_LANES) if want_b else 0)
+        da_native, db_native = np.dtype(layout.a_dtype.name), np.dtype(layout.b_dtype.name)
+
+        def dense(dy: ArrayLike) -> tuple[object, ...]:
+            da: ArrayLike | None = xp.empty(size_a, dtype=da_native) if want_a else None
+            db: ArrayLike | None = xp.empty(size_b, dtype=db_native) if want_b else None
+            gradients = [gradient for gradient in (da, db) if gradient is not None]
+            if units:
+                cuda_launch_blocks(
+                    kernel, units, _KRON_THREADS, dy.reshape(-1), call.a, call.b, *gradients,
+                    call.offsets, size_a, size_b, da_units, units,
+                )
+            return (
+                _finish(da, layout.a_shape, layout.a_dtype) if da is not None else NO_TANGENT,
+                _finish(db, layout.b_shape, layout.b_dtype) if db is not None else NO_TANGENT,
+            )
+
+        return dense
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        """``Fill(c * conj(sum(b)))`` over ``a``'s shape and ``Fill(c * conj(sum(a)))`` over
+        ``b``'s: every element of an operand meets every element of the other once."""
+        a, b = (saved.a, saved.b) if isinstance(saved, _CudaCall) else _operand_pair(saved)
+        layout = self.layout
+        return (
+            _fill_gradient(fill.value, b, layout.a_shape, layout.a_dtype) if layout.a_differentiable else NO_TANGENT,
+            _fill_gradient(fill.value, a, layout.b_shape, layout.b_dtype) if layout.b_differentiable else NO_TANGENT,
+        )
+
+    # --- pushforward ------------------------------------------------------------------------
+
+    @cached_property
+    def _pushforward_launch(self) -> Callable[..., None]:
+        layout = self.layout
+        kernel = _pushforward_request(layout).get()
+        return cpu_launcher(kernel, 5, layout.extents, extent=layout.blocks, work=layout.y_size)
+
+    def _tangent_operand(self, tangent: Cotangent, size: int, dtype: np.dtype[np.generic]) -> ArrayLike | None:
+        if isinstance(tangent, DenseCotangent):
+            return tangent.array.reshape(-1)
+        if isinstance(tangent, Fill):
+            filled: ArrayLike = self.namespace.full(size, tangent.value, dtype=dtype)
+            return filled
         return None
-    key = ("kron", with_pullback, a.dtype, a.shape, b.dtype, b.shape)
-    prepared = _PLANS.get(key)
-    if prepared is None:
-        _check_kron(a, b)
-        layout = _layout_of(a, b)
-        product = _product_request(layout).get().entry
-        pullback = None
-        if with_pullback and (layout.a_differentiable or layout.b_differentiable):
-            pullback = _pullback_request(layout).get().function
-        prepared = _PLANS.remember(key, _KronPrepared(layout, product, pullback))
-    return prepared
 
-
-def _check_cotangent_shape(dy: object, y_shape: tuple[int, ...]) -> None:
-    """Validation of the cotangent of an integer output, which no kernel reads: its form,
-    shape and dtype, as for any other cotangent (``prepare_cotangent``'s checks)."""
-    prepare_cotangent(dy, y_shape, _FLOAT64)
-
-
-def _tangent_operand(tangent: object, primal: ArrayLike, dtype: np.dtype[np.generic], name: str) -> ArrayLike | None:
-    """A pushforward input as a flat kernel operand of the kernel's ``dtype``, or ``None``
-    for a hard zero (``ZeroTangent``, ``NoTangent``, or any tangent of an integer primal)."""
-    if not is_differentiable(primal.dtype):
-        return None
-    prepared = prepare_tangent(
-        tangent, tuple(primal.shape), primal.dtype, primal, f"kron frule: the tangent of {name!r}"
-    )
-    if isinstance(prepared, ZeroTangent):
-        return None
-    if isinstance(prepared, Fill):
-        filled: ArrayLike = array_namespace(primal).full(primal.size, prepared.value, dtype=dtype)
-        return filled
-    return _kernel_operand(prepared.array, dtype)
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        """``kron(da, b) + kron(a, db)`` in one pass (the pushforward kernel), or the forward
+        kernel on the one tangent that is not a hard zero; ``ZeroTangent()`` for none."""
+        layout = self.layout
+        a, b = self._operands(arrays)
+        a_tangent = self._tangent_operand(tangents[0], a.size, layout.a_kernel_dtype)
+        b_tangent = self._tangent_operand(tangents[1], b.size, layout.b_kernel_dtype)
+        if a_tangent is None and b_tangent is None:
+            return ZERO_TANGENT
+        if self.target == "cuda":
+            call = self._cuda_call(a, b)
+            if a_tangent is None or b_tangent is None:
+                return self._cuda_product(call, a if a_tangent is None else a_tangent, b if b_tangent is None else b_tangent)
+            dy: ArrayLike = self.namespace.empty(layout.y_size, dtype=layout.result)
+            if layout.y_size:
+                cuda_launch(
+                    self._cuda_kernel("pushforward"), layout.y_size, dy, a, b, a_tangent, b_tangent,
+                    call.offsets, a.size, b.size, layout.y_size,
+                )
+            return dy.reshape(layout.y_shape)
+        if a_tangent is None or b_tangent is None:
+            return self._product(a if a_tangent is None else a_tangent, b if b_tangent is None else b_tangent)
+        dy_flat = np.empty(layout.y_size, dtype=layout.result)
+        if layout.y_size:
+            self._pushforward_launch(dy_flat, a, b, a_tangent, b_tangent)
+        return dy_flat.reshape(layout.y_shape)
 
 
 # --------------------------------------------------------------------------------------------
@@ -742,8 +877,9 @@ def _tangent_operand(tangent: object, primal: ArrayLike, dtype: np.dtype[np.gene
 # --------------------------------------------------------------------------------------------
 
 
-class _Kron(Op):
+class Kron(RuleOp):
     name = "kron"
+    input_names = ("a", "b")
 
     @overload
     def __call__(self, a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> npt.NDArray[_DT]: ...
@@ -758,109 +894,41 @@ class _Kron(Op):
         operands, this returns a 0-d array). Any numeric dtypes; the result has
         ``np.result_type(a, b)``. Nothing is static but the number of axes: one compiled kernel
         serves every shape of the same ndims and dtypes.
+
+        Rules: ``back(dy)`` returns ``(da, db)`` with ``da[i] = sum_k dy[i, k] * conj(b[k])``
+        and ``db[k] = sum_i dy[i, k] * conj(a[i])`` over the interleaved index (the adjoint of
+        ``kron``; the real part for a real operand), each of its operand's shape and dtype; an
+        integer operand gets ``NoTangent()``. A dense ``dy`` is read once by one fused kernel
+        (split across threads for large ``dy``; float32 and complex64 accumulate in float64).
+        A ``Fill(c)`` gives ``Fill(c * conj(sum(b)))`` over ``a``'s shape and ``Fill(c *
+        conj(sum(a)))`` over ``b``'s without materializing ``dy``. ``frule`` gives ``kron(da,
+        b) + kron(a, db)`` in one pass, one output of ``y``'s dtype; a ``ZeroTangent`` (or an
+        integer operand) drops its term, and with both dropped ``dy`` is ``ZeroTangent()``; a
+        ``Fill`` tangent is expanded.
         """
-        prepared = _prepared_kron(False, a, b)
-        if prepared is not None:
-            layout = prepared.layout
-            return _product(
-                layout,
-                _kernel_operand(a, layout.a_kernel_dtype),  # type: ignore[arg-type]
-                _kernel_operand(b, layout.b_kernel_dtype),  # type: ignore[arg-type]
-                prepared.product,
-            )
-        a_array, b_array, target = _check_kron(a, b)
-        if target == "cuda":
-            call = _cuda_call(a_array, b_array)
-            return call.product(call.a, call.b)
-        layout = _layout_of(a_array, b_array)
-        y = _product(
-            layout,
-            _kernel_operand(a_array, layout.a_kernel_dtype),
-            _kernel_operand(b_array, layout.b_kernel_dtype),
-        )
-        return y
+        return self.forward(a, b)  # type: ignore[return-value]
 
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """The forward, pullback and pushforward kernels of ``kron(a, b)``'s signature; the
-        operands may be arrays or ``ArraySpec``s. A pushforward with one zero tangent runs
-        the forward kernel."""
-        if kwargs or len(args) != 2:
-            raise TypeError("kron takes exactly two positional arguments, a and b")
-        described: list[tuple[tuple[int, ...], np.dtype[np.generic], object]] = []
-        for name, value in zip(("a", "b"), args):
-            if isinstance(value, ArraySpec):
-                described.append((value.shape, value.dtype, value))
-            else:
-                array = as_array(value, name)
-                described.append((tuple(array.shape), array.dtype, array))
-        device = common_device([item[2] for item in described], ("a", "b"))
-        (a_shape, a_dtype, _), (b_shape, b_dtype, _) = described
+    def bind(self, a: object, b: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return (a, b), ()
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        """Validate ``kron(a, b)``: dtypes, devices (``TypeError`` naming the argument), axes."""
+        a, b = arrays
+        (a_shape, a_dtype), (b_shape, b_dtype) = _operand_facts(a, "a"), _operand_facts(b, "b")
+        device = common_device((a, b), ("a", "b"))  # a Python scalar lives on any device
         layout = _layout(a_shape, a_dtype, b_shape, b_dtype)
-        if kernel_target(device) == "cuda":
-            return list(_cuda_requests(layout).values())
-        requests = [_product_request(layout)]
-        if layout.a_differentiable or layout.b_differentiable:
-            requests.append(_pullback_request(layout))
-        if layout.a_differentiable and layout.b_differentiable:
-            requests.append(_pushforward_request(layout))
-        return requests
+        namespace = np
+        if device == "cuda":
+            namespace = next(
+                (array_namespace(value) for value in arrays if is_array(value) and device_of(value) == "cuda"),
+                sys.modules.get("cupy", np),
+            )
+        return KronPlan(layout, kernel_target(device), namespace)
 
 
-kron = _Kron()
+kron = Kron()
 
 
-# --------------------------------------------------------------------------------------------
-# kron: rules
-# --------------------------------------------------------------------------------------------
-
-
-@frule_rule(kron)
-def kron_frule(
-    tangents: tuple[object, object], a: npt.NDArray[_DT], b: npt.NDArray[_DT]
-) -> tuple[npt.NDArray[_DT], npt.NDArray[_DT] | ZeroTangent]:
-    """``y, dy = frule(kron, (da, db), a, b)``: ``dy = kron(da, b) + kron(a, db)``, one pass,
-    one output of ``y``'s dtype. A ``ZeroTangent``/``NoTangent`` (or an integer operand)
-    drops its term; with both dropped ``dy`` is ``ZeroTangent()``. Tangents are projected
-    onto their operand's dtype (the real part for a real operand); a ``Fill`` is expanded.
-    """
-    prepared = _prepared_kron(False, a, b)
-    product: KernelFunction | None = None
-    a_array: ArrayLike
-    b_array: ArrayLike
-    if prepared is not None:
-        a_array, b_array, layout, product = a, b, prepared.layout, prepared.product
-    else:
-        a_array, b_array, target = _check_kron(a, b)
-    if not isinstance(tangents, tuple) or len(tangents) != 2:
-        raise TypeError("kron frule: tangents must be a tuple (da, db), one per positional argument")
-    if prepared is None:
-        if target == "cuda":
-            return _kron_frule_cuda(tangents, a_array, b_array)  # type: ignore[return-value]
-        layout = _layout_of(a_array, b_array)
-    a_flat = _kernel_operand(a_array, layout.a_kernel_dtype)
-    b_flat = _kernel_operand(b_array, layout.b_kernel_dtype)
-    a_tangent = _tangent_operand(tangents[0], a_array, layout.a_kernel_dtype, "a")
-    b_tangent = _tangent_operand(tangents[1], b_array, layout.b_kernel_dtype, "b")
-    y = _product(layout, a_flat, b_flat, product)
-    dy: ArrayLike | ZeroTangent
-    if a_tangent is not None and b_tangent is not None:
-        function = _pushforward_request(layout).get().function
-        dy_flat = np.empty(layout.y_size, dtype=layout.result)
-        if layout.y_size:
-            arguments = (dy_flat, a_flat, b_flat, a_tangent, b_tangent, *layout.extents)
-            run_partitioned(function, arguments, layout.blocks, layout.y_size)
-        dy = dy_flat.reshape(layout.y_shape)
-    elif a_tangent is not None:
-        dy = _product(layout, a_tangent, b_flat, product)
-    elif b_tangent is not None:
-        dy = _product(layout, a_flat, b_tangent, product)
-    else:
-        dy = ZeroTangent()
-    return y, dy  # type: ignore[return-value]
-
-
-_Arrays = tuple[ArrayLike, ...]
-_Totals = tuple[npt.NDArray[np.float64], ...]
 
 
 def _pullback_channels(layout: _KronLayout, a: ArrayLike, b: ArrayLike) -> tuple[_Arrays, _Arrays]:
@@ -925,87 +993,6 @@ def _combine_db(totals: _Totals, layout: _KronLayout) -> ArrayLike:
     return _finish(db, layout.b_shape, layout.b_dtype)
 
 
-@rrule_rule(kron)
-def kron_rrule(a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> tuple[npt.NDArray[_DT], KronPullback[_DT]]:
-    """``y, back = rrule(kron, a, b)``; ``back(dy)`` returns ``(da, db)`` with
-    ``da[i] = sum_k dy[i, k] * conj(b[k])`` and ``db[k] = sum_i dy[i, k] * conj(a[i])`` over
-    the interleaved index (the adjoint of ``kron``; the real part for a real operand), each
-    of its operand's shape and dtype; an integer operand gets ``NoTangent()``.
-
-    A dense ``dy`` is read once by one fused kernel (split across threads for large ``dy``;
-    float32 and complex64 accumulate in float64). A ``Fill(c)`` gives ``Fill(c *
-    conj(sum(b)))`` over ``a``'s shape and ``Fill(c * conj(sum(a)))`` over ``b``'s without
-    materializing ``dy``; a ``ZeroTangent`` gives ``ZeroTangent``s.
-    """
-    prepared = _prepared_kron(True, a, b)
-    product: KernelFunction | None = None
-    pullback: KernelFunction | None = None
-    a_array: ArrayLike
-    b_array: ArrayLike
-    if prepared is not None:
-        a_array, b_array, layout = a, b, prepared.layout
-        product, pullback = prepared.product, prepared.pullback
-    else:
-        a_array, b_array, target = _check_kron(a, b)
-        if target == "cuda":
-            return _kron_rrule_cuda(a_array, b_array)  # type: ignore[return-value]
-        layout = _layout_of(a_array, b_array)
-    a_flat = _kernel_operand(a_array, layout.a_kernel_dtype)
-    b_flat = _kernel_operand(b_array, layout.b_kernel_dtype)
-    y = _product(layout, a_flat, b_flat, product)
-    y_shape = layout.y_shape
-    want_a, want_b = layout.a_differentiable, layout.b_differentiable
-
-    if not (want_a or want_b):
-
-        def kron_pullback_integer(dy: object) -> tuple[KronTangent[_DT], KronTangent[_DT]]:
-            _check_cotangent_shape(dy, y_shape)
-            return NoTangent(), NoTangent()
-
-        return y, kron_pullback_integer  # type: ignore[return-value]
-
-    function = pullback if pullback is not None else _pullback_request(layout).get().function
-    a_side, b_side = _pullback_channels(layout, a_flat, b_flat)
-    view = 2 if layout.result.kind == "c" else 1  # db's accumulators hold (re, im) pairs
-    sizes = (a_flat.size,) * len(b_side) + (b_flat.size * view,) * len(a_side)
-    result, real = layout.result, layout.real
-    extents, blocks, size = layout.pullback_extents, layout.blocks, layout.y_size
-    a_shape, b_shape, a_dtype, b_dtype = layout.a_shape, layout.b_shape, layout.a_dtype, layout.b_dtype
-    kernel_inputs = (*a_side, *b_side)
-
-    def accumulators() -> _Totals:
-        return tuple(np.zeros(count, np.float64) for count in sizes)
-
-    def kron_pullback(dy: object) -> tuple[KronTangent[_DT], KronTangent[_DT]]:
-        cotangent = prepare_cotangent(dy, y_shape, result, like=a_flat)
-        if isinstance(cotangent, DenseCotangent):
-            dy_real = cotangent.array.reshape(-1).view(real)
-            totals = accumulators()
-            if size < _parallel.PARALLEL_THRESHOLD:
-                if size:
-                    function(dy_real, *kernel_inputs, *totals, *extents, 0, blocks)
-            else:
-                chunks = chunk_bounds(blocks, size)
-                partials = [totals] + [accumulators() for _ in chunks[1:]]
-                run_chunks(
-                    function,
-                    [(dy_real, *kernel_inputs, *part, *extents, lo, hi) for part, (lo, hi) in zip(partials, chunks)],
-                )
-                for partial in partials[1:]:
-                    for total, part in zip(totals, partial):
-                        np.add(total, part, out=total)
-            return (
-                _combine_da(totals[: len(b_side)], layout) if want_a else NoTangent(),
-                _combine_db(totals[len(b_side) :], layout) if want_b else NoTangent(),
-            )  # type: ignore[return-value]
-        if isinstance(cotangent, Fill):
-            return (
-                _fill_gradient(cotangent.value, b_flat, a_shape, a_dtype) if want_a else NoTangent(),
-                _fill_gradient(cotangent.value, a_flat, b_shape, b_dtype) if want_b else NoTangent(),
-            )
-        return (ZeroTangent() if want_a else NoTangent(), ZeroTangent() if want_b else NoTangent())
-
-    return y, kron_pullback  # type: ignore[return-value]
 
 
 def _finish(gradient: ArrayLike, shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> ArrayLike:
@@ -1066,105 +1053,3 @@ def _cuda_requests(layout: _KronLayout) -> dict[str, KernelRequest]:
             kernels.pushforward, functools.partial(_render_product_cuda, kernels.pushforward, True)
         )
     return requests
-
-
-def _cuda_kernel(layout: _KronLayout, kind: str) -> Kernel:
-    return _cuda_requests(layout)[kind].get()
-
-
-@dataclass(frozen=True, slots=True)
-class _CudaCall:
-    """One call's operands on the device: flat kernel operands and the offset tables."""
-
-    layout: _KronLayout
-    namespace: ModuleType
-    a: ArrayLike
-    b: ArrayLike
-    offsets: ArrayLike
-
-    def product(self, left: ArrayLike, right: ArrayLike) -> ArrayLike:
-        """``kron(left, right)`` for flat kernel operands of this call's layout."""
-        layout = self.layout
-        y: ArrayLike = self.namespace.empty(layout.y_size, dtype=layout.result)
-        launch(_cuda_kernel(layout, "forward"), layout.y_size, y, left, right, self.offsets, left.size, right.size, layout.y_size)
-        return y.reshape(layout.y_shape)
-
-
-def _cuda_call(a_array: ArrayLike, b_array: ArrayLike) -> _CudaCall:
-    layout = _layout_of(a_array, b_array)
-    xp = array_namespace(a_array)
-    a_flat = _kernel_operand(a_array, layout.a_kernel_dtype)
-    b_flat = _kernel_operand(b_array, layout.b_kernel_dtype)
-    offsets: ArrayLike = xp.empty(a_flat.size + b_flat.size, dtype=np.int64)
-    launch(_cuda_kernel(layout, "offsets"), offsets.size, offsets, *layout.extents, a_flat.size, offsets.size)
-    return _CudaCall(layout, xp, a_flat, b_flat, offsets)
-
-
-def _kron_rrule_cuda(a_array: ArrayLike, b_array: ArrayLike) -> tuple[ArrayLike, Callable[[object], tuple[object, object]]]:
-    """``kron``'s rrule on CUDA: the same conventions as on the CPU, one gather launch per
-    dense cotangent (see the CUDA kernels' notes)."""
-    call = _cuda_call(a_array, b_array)
-    layout, xp = call.layout, call.namespace
-    y = call.product(call.a, call.b)
-    y_shape, result = layout.y_shape, layout.result
-    want_a, want_b = layout.a_differentiable, layout.b_differentiable
-    if not (want_a or want_b):
-
-        def kron_pullback_integer(dy: object) -> tuple[object, object]:
-            _check_cotangent_shape(dy, y_shape)
-            return NoTangent(), NoTangent()
-
-        return y, kron_pullback_integer
-
-    kernel = _cuda_kernel(layout, "pullback")
-    a_flat, b_flat, offsets = call.a, call.b, call.offsets
-    size_a, size_b = a_flat.size, b_flat.size
-    da_units = -(-size_a // _KRON_WARPS) if want_a else 0
-    units = da_units + (-(-size_b // _KRON_LANES) if want_b else 0)
-    a_shape, b_shape, a_dtype, b_dtype = layout.a_shape, layout.b_shape, layout.a_dtype, layout.b_dtype
-    da_native, db_native = np.dtype(a_dtype.name), np.dtype(b_dtype.name)
-
-    def kron_pullback(dy: object) -> tuple[object, object]:
-        cotangent = prepare_cotangent(dy, y_shape, result, like=a_flat)
-        if isinstance(cotangent, DenseCotangent):
-            da: ArrayLike | None = xp.empty(size_a, dtype=da_native) if want_a else None
-            db: ArrayLike | None = xp.empty(size_b, dtype=db_native) if want_b else None
-            gradients = [gradient for gradient in (da, db) if gradient is not None]
-            launch_blocks(
-                kernel, units, _KRON_THREADS, cotangent.array.reshape(-1), a_flat, b_flat, *gradients,
-                offsets, size_a, size_b, da_units, units,
-            )
-            return (
-                _finish(da, a_shape, a_dtype) if da is not None else NoTangent(),
-                _finish(db, b_shape, b_dtype) if db is not None else NoTangent(),
-            )
-        if isinstance(cotangent, Fill):
-            return (
-                _fill_gradient(cotangent.value, b_flat, a_shape, a_dtype) if want_a else NoTangent(),
-                _fill_gradient(cotangent.value, a_flat, b_shape, b_dtype) if want_b else NoTangent(),
-            )
-        return (ZeroTangent() if want_a else NoTangent(), ZeroTangent() if want_b else NoTangent())
-
-    return y, kron_pullback
-
-
-def _kron_frule_cuda(tangents: tuple[object, object], a_array: ArrayLike, b_array: ArrayLike) -> tuple[ArrayLike, object]:
-    """``kron``'s frule on CUDA: one pushforward launch, or the forward kernel on the one
-    tangent that is not a hard zero."""
-    call = _cuda_call(a_array, b_array)
-    layout = call.layout
-    a_tangent = _tangent_operand(tangents[0], a_array, layout.a_kernel_dtype, "a")
-    b_tangent = _tangent_operand(tangents[1], b_array, layout.b_kernel_dtype, "b")
-    y = call.product(call.a, call.b)
-    if a_tangent is not None and b_tangent is not None:
-        dy: ArrayLike = call.namespace.empty(layout.y_size, dtype=layout.result)
-        launch(
-            _cuda_kernel(layout, "pushforward"), layout.y_size, dy, call.a, call.b, a_tangent, b_tangent,
-            call.offsets, call.a.size, call.b.size, layout.y_size,
-        )
-        return y, dy.reshape(layout.y_shape)
-    if a_tangent is not None:
-        return y, call.product(a_tangent, call.b)
-    if b_tangent is not None:
-        return y, call.product(call.a, b_tangent)
-    return y, ZeroTangent()

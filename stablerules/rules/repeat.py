@@ -23,7 +23,7 @@ tree, so the adds do not form one dependent chain) and adding into ``dx`` (assig
 input loop (the 7 in ``(s, 7, s, 10)``) is summed first, elementwise over its adjacent copies
 of the block (contiguous loads, which vectorize), then the runs: through a scratch buffer of
 at most ``_BUFFER_SIZE`` elements, the only temporary, when there is a run (``_Nest.copies_level``
-says when). Otherwise a small leading count (the 4 in W3's ``(4, s, 7, s, 2, s, 10)``) is fused
+says when). Otherwise a small leading count (the 4 in ``(4, s, 7, s, 2, s, 10)``) is fused
 into the innermost sums (``_Nest.outer_level``): the input loop runs outermost and each run is
 read from every copy at once, so the copies stream together and ``dx`` is updated once instead
 of once per copy. The pushforward is the forward kernel applied to the tangent. Kernels
@@ -33,13 +33,10 @@ partition the first ``s`` loop across threads, so each thread owns a disjoint ra
 Per-element counts arrays (``np.repeat(x, counts, axis)``) are data: a segment kernel over
 ``x`` viewed as ``(outer, n, inner)``, with offsets computed once per call.
 
-Static-count calls on NumPy arrays are *prepared* once per signature (op, static values, x's
-dtype and shape, rrule arity) and kept in the shared ``PlanCache``: validation, the nest, the
-kernels and the pullback closure (which holds no call data, so every rrule of the signature
-returns the same one). A repeated call allocates ``y`` and calls the kernel (~2 us for W1,
-against ~1 us for ``np.repeat``). Counts arrays, CuPy arrays and ``STABLERULES_DEVICE=cuda``
-take the general path; plain-int static arguments share their ``Val``'s plan but are still
-counted as dynamic on every call.
+Both run on the rule scaffold (``stablerules._rule``): a call's signature (op, static values,
+``x``'s dtype and shape, device) has one plan, :class:`NestPlan` or :class:`CountsPlan`,
+built once, whose pullback closure holds no call data for static counts (every rrule of the
+signature returns the same one). The CPU and CUDA kernels are one path each per plan.
 """
 
 from __future__ import annotations
@@ -47,8 +44,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from types import ModuleType
 from typing import TypeVar, overload
 
@@ -73,28 +72,18 @@ from .._arrays import (
     static_int,
     static_ints,
 )
-from .._cache import CACHE, Kernel, KernelSource, PlanCache, ShapeSignature
+from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
-from .._cuda import cuda_array_type, cuda_kernel, launch
-from .. import _parallel
-from .._parallel import chunk_bounds, run_chunks
-from .._registry import KernelRequest, Op, frule_rule, rrule_rule
-from .._tangents import (
-    DenseCotangent,
-    Fill,
-    NoTangent,
-    ZeroTangent,
-    prepare_cotangent,
-    prepare_tangent,
-)
+from .._cuda import cuda_array_type, cuda_kernel
+from .._registry import KernelRequest
+from .._rule import NO_TANGENT, DensePullback, Plan, RuleOp, cpu_launch, cpu_launcher, cuda_launch, empty_launch
+from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
 
-_NO_TANGENT = NoTangent()
-_ZERO_TANGENT = ZeroTangent()
-# Names the CPU as a cotangent's device for prepare_cotangent (one on another is a TypeError).
-_NUMPY_LIKE: ArrayLike = np.empty((0,))
+_NO_TANGENT = NO_TANGENT
+_NDARRAY = np.ndarray
 # Counts whose product reaches this cannot index memory: rejected before any kernel is built.
 _COUNT_LIMIT = 2**62
 # Python refuses source with more than 20 statically nested blocks ("too many statically
@@ -112,7 +101,6 @@ _FUSED_OUTER = 8
 _INPUT_AXIS = "s"
 
 NestItem = int | str
-Pullback = Callable[[object], tuple[object, ...]]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -738,71 +726,42 @@ def _render_segments_cuda(signature: ShapeSignature, dtype: str, pullback: bool,
 
 
 # ---------------------------------------------------------------------------------------------
-# Validation and plans: one call's static form plus its input's shape
+# Plans: one call signature, validated once
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _NestPlan:
-    """A call with static counts: the nest, and this input's extents and output shape."""
-
-    nest: _Nest
-    shape: tuple[int, ...]
-    dtype: np.dtype[np.generic]
-    out_shape: tuple[int, ...]
-    extents: tuple[int, ...]
-    target: str = "cpu"  # which kernels run: "cpu" or "cuda" (kernel_target)
+def _flat_input(x: object, dtype: np.dtype[np.generic]) -> ArrayLike:
+    """``x`` (an array or a Python scalar) as the flat, C-ordered array of ``dtype`` that a
+    kernel reads: one copy at most, made also for an empty output, so an input whose C-ordered
+    copy cannot exist (a huge broadcast view) is refused whatever the counts."""
+    if type(x) is _NDARRAY and x.dtype is dtype and x.flags.c_contiguous:
+        return x.reshape(-1)
+    return contiguous(as_array(x, "x")).astype(dtype, copy=False).reshape(-1)
 
 
 @dataclass(frozen=True, slots=True)
-class _CountsPlan:
-    """A call with a per-element counts array along one axis (or the flattened input)."""
+class _Input:
+    """``x`` as a plan sees it: shape, native dtype, namespace and kernel target. Kernels
+    compute in native byte order: ``'>f8'`` computes (and returns) as float64."""
 
     shape: tuple[int, ...]
     dtype: np.dtype[np.generic]
-    out_shape: tuple[int, ...]
-    outer: int
-    length: int
-    inner: int
-    unit_inner: bool
-    counts: ArrayLike | None  # int64, on x's device; None when planning from an ArraySpec
-    offsets: ArrayLike | None
-    total: int
-    counts_shape: tuple[int, ...]  # where the counts lie along x's axes (for a Fill's pullback)
-    target: str = "cpu"
+    namespace: ModuleType
+    target: str
 
 
-_Plan = _NestPlan | _CountsPlan
-
-
-# Native-order dtypes that check_dtype accepts.
-_SUPPORTED_DTYPES = frozenset(
-    np.dtype(name)
-    for name in (
-        "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-        "float32", "float64", "complex64", "complex128",
-    )
-)
-
-
-def _native(dtype: np.dtype[np.generic]) -> np.dtype[np.generic]:
-    # Kernels are compiled for native byte order; '>f8' computes (and returns) as float64.
-    return dtype if dtype.isnative else dtype.newbyteorder("=")
-
-
-def _input_facts(x: object, name: str) -> tuple[ArrayLike | None, tuple[int, ...], np.dtype[np.generic], str]:
-    """``(array or None for a spec, shape, native dtype, kernel target)``."""
-    if type(x) is np.ndarray and x.dtype in _SUPPORTED_DTYPES:
-        array: ArrayLike | None = x  # the common case, without check_dtype's ~1.5 us
-        shape, dtype, device = x.shape, x.dtype, "cpu"
-    elif isinstance(x, ArraySpec):
-        array = None
-        shape, dtype, device = x.shape, x.dtype, device_of(x)
-        check_dtype(dtype, name)
+def _input(x: object) -> _Input:
+    """``TypeError`` naming ``x`` unless it is an array, an ``ArraySpec`` or a Python scalar
+    of a supported dtype."""
+    if isinstance(x, ArraySpec):
+        check_dtype(x.dtype, "x")
+        shape, dtype = x.shape, x.dtype
+        namespace: ModuleType = sys.modules.get("cupy", np) if device_of(x) == "cuda" else np
     else:
-        array = as_array(x, name)
-        shape, dtype, device = tuple(array.shape), array.dtype, device_of(array)
-    return array, shape, _native(dtype), kernel_target(device)
+        array = as_array(x, "x")
+        shape, dtype, namespace = tuple(array.shape), array.dtype, array_namespace(array)
+    native = dtype if dtype.isnative else dtype.newbyteorder("=")
+    return _Input(shape, native, namespace, kernel_target(device_of(x)))
 
 
 def _check_counts_value(values: tuple[int, ...], name: str) -> None:
@@ -811,544 +770,254 @@ def _check_counts_value(values: tuple[int, ...], name: str) -> None:
             raise ValueError(f"repeat: {name}={values if len(values) > 1 else values[0]} has a negative count")
 
 
-def _nest_plan(
-    layout: _Layout, shape: tuple[int, ...], dtype: np.dtype[np.generic], what: str, target: str = "cpu"
-) -> _NestPlan:
-    nest = _nest(layout)
-    out_shape = nest.output_shape(shape)
-    for extent in out_shape:
-        if extent >= _COUNT_LIMIT:
-            raise ValueError(f"{what}: the output shape {shape_text(out_shape)} is too large to allocate")
-    checked_size(out_shape, dtype.itemsize, what)
-    return _NestPlan(nest, shape, dtype, out_shape, nest.extents(shape), target)
+class _RepeatPlan(Plan):
+    """What every repeat plan holds: the input and output, the kernel target, the kernels."""
+
+    def _set(self, op: str, x: _Input, inputs: int) -> None:
+        self.op = op
+        self.shape = shape = x.shape
+        self.size = math.prod(shape)
+        self.out_dtype = dtype = x.dtype
+        self.differentiable = dtype.kind in "fc"
+        self.input_tangents = (self.differentiable,) + (False,) * (inputs - 1)
+        self.input_shapes = (shape,) * inputs
+        self.input_dtypes = (dtype,) * inputs
+        self.namespace = x.namespace
+        self.target = x.target
+
+    def _kinds(self) -> list[str]:
+        return ["forward", "pullback"] if self.differentiable else ["forward"]
 
 
-def _check_repeat(
-    x: object, repeats: object, axis: object, inner: object, outer: object
-) -> tuple[ArrayLike | None, _Plan]:
-    """Validate a ``repeat`` call (either form) and plan it; messages name the arguments."""
-    array, shape, dtype, target = _input_facts(x, "x")
-    ndim = len(shape)
-    if repeats is None:
-        if axis is not None:
-            raise TypeError("repeat: axis goes with repeats (NumPy's form); Julia's form takes inner=/outer=")
-        inner_counts = () if inner is None else static_ints(inner, "inner")
-        outer_counts = () if outer is None else static_ints(outer, "outer")
-        _check_counts_value(inner_counts, "inner")
-        _check_counts_value(outer_counts, "outer")
-        return array, _nest_plan(_julia_layout(ndim, inner_counts, outer_counts), shape, dtype, "repeat", target)
-    if inner is not None or outer is not None:
-        raise TypeError(
-            "repeat: pass either repeats (and axis), as np.repeat, or inner=/outer=, as Julia's "
-            "repeat, not both"
-        )
-    axis_index = None if axis is None else normalize_axis(static_int(axis, "axis"), max(ndim, 1), "repeat: axis")
-    if ndim == 0:
-        axis_index = None  # NumPy reads a 0-d x as 1-d: axis 0 (or -1) repeats it as axis=None does
-    if isinstance(repeats, Val) or (
-        isinstance(repeats, (int, np.integer)) and not isinstance(repeats, (bool, np.bool_))
-    ):
-        if isinstance(repeats, Val) and (not isinstance(repeats.value, int) or isinstance(repeats.value, bool)):
-            raise TypeError(
-                f"repeat: repeats must be Val(int) or a 1-D integer array of per-element counts, "
-                f"got {repeats!r}; for counts per axis use inner={repeats!r}"
-            )
-        count = static_int(repeats, "repeats")
-        _check_counts_value((count,), "repeats")
-        return array, _nest_plan(_numpy_layout(ndim, count, axis_index), shape, dtype, "repeat", target)
-    if not (type(x) is np.ndarray and type(repeats) is np.ndarray):  # two NumPy arrays: both on cpu
-        common_device((x, repeats), ("x", "repeats"))
-    return array, _counts_plan(repeats, shape, dtype, axis_index, target, array)
+class NestPlan(_RepeatPlan):
+    """A call with static counts (``repeat`` either form, ``tile``): the loop nest, this
+    input's extents and the output's shape. The pushforward runs the forward kernel."""
+
+    def __init__(self, op: str, layout: _Layout, x: _Input) -> None:
+        self._set(op, x, 1)
+        self.nest = nest = _nest(layout)
+        self.out_shape = nest.output_shape(x.shape)
+        for extent in self.out_shape:
+            if extent >= _COUNT_LIMIT:
+                raise ValueError(f"{op}: the output shape {shape_text(self.out_shape)} is too large to allocate")
+        self.out_size = checked_size(self.out_shape, x.dtype.itemsize, op)
+        self.flat_output = len(self.out_shape) == 1
+        self.extents = nest.extents(x.shape)
+        runs = not nest.empty and (self.target == "cpu" or self.out_size > 0)
+        self.kernel_entries = frozenset(self._kinds() + ["pushforward"] if runs else ())
+
+    def requests(self) -> list[KernelRequest]:
+        if self.nest.empty:
+            return []
+        return [_nest_request(self.nest, self.out_dtype, kind, self.target) for kind in self._kinds()]
+
+    def _kernel(self, kind: str) -> Kernel | None:
+        return None if self.nest.empty else _nest_request(self.nest, self.out_dtype, kind, self.target).get()
+
+    @cached_property
+    def _forward_launch(self) -> Callable[..., None]:
+        """``launch(x_flat, y_flat)``: the forward kernel (which also pushes tangents forward)."""
+        kernel = self._kernel("forward")
+        if kernel is None:
+            return _launch_nothing
+        if self.target == "cuda":
+            return functools.partial(_cuda_pair_launch, kernel, self.out_size, self.extents, 1)
+        return cpu_launcher(kernel, 2, self.extents, extent=self.extents[0], work=self.out_size)
+
+    def forward(self, arrays: tuple[object, ...]) -> ArrayLike:
+        return self._apply(arrays[0])  # type: ignore[arg-type]
+
+    def _apply(self, x: ArrayLike) -> ArrayLike:
+        dtype = self.out_dtype
+        y: ArrayLike = self.namespace.empty(self.out_size, dtype)
+        self._forward_launch(_flat_input(x, dtype), y)
+        return y if self.flat_output else y.reshape(self.out_shape)
+
+    def pullback(self, saved: object) -> DensePullback:
+        """Checks nothing (the scaffold did): allocates ``dx`` and makes one kernel call (or
+        one per thread)."""
+        kernel = self._kernel("pullback")
+        size, shape, dtype = self.size, self.shape, self.out_dtype
+        flat_input = len(shape) == 1
+        if kernel is None:
+            zeros = self.namespace.zeros
+
+            def empty_output(dy: ArrayLike) -> tuple[object, ...]:
+                return (zeros(shape, dtype),)
+
+            return empty_output
+        if self.target == "cuda":
+            launch: Callable[..., None] = functools.partial(_cuda_pair_launch, kernel, size, self.extents, self.nest.total)
+            allocate: Callable[..., ArrayLike] = self.namespace.empty
+        else:
+            launch = cpu_launcher(kernel, 2, self.extents, extent=self.extents[0], work=self.out_size)
+            allocate = np.zeros if self.nest.accumulates else np.empty
+
+        def dense(dy: ArrayLike) -> tuple[object, ...]:
+            dx = allocate(size, dtype)
+            launch(dy.reshape(-1), dx)
+            return (dx if flat_input else dx.reshape(shape),)
+
+        return dense
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        """A ``Fill`` scaled by the number of copies of each element: no array at all."""
+        return (Fill(fill.value * self.nest.total, self.shape, self.out_dtype),)
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        tangent = tangents[0]
+        if isinstance(tangent, DenseCotangent):
+            return self._apply(tangent.array)
+        if isinstance(tangent, Fill):
+            return Fill(tangent.value, self.out_shape, self.out_dtype)
+        return tangent
 
 
-def _counts_plan(
-    repeats: object,
-    shape: tuple[int, ...],
-    dtype: np.dtype[np.generic],
-    axis: int | None,
-    target: str = "cpu",
-    like: ArrayLike | None = None,
-) -> _CountsPlan:
-    """Counts, offsets and output shape; the counts live where ``x`` (``like``) lives, and a
-    list of ints is moved there. Their values are read on the host once (the output's size
-    depends on them), as ``np.repeat`` and ``cupy.repeat`` do."""
-    if axis is None:
-        outer, length, inner = 1, math.prod(shape), 1
-        where = f"x has {length} elements (shape {shape_text(shape)}, flattened as axis=None)"
-    else:
-        outer, length, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
-        where = f"x has {length} elements along axis {axis} (shape {shape_text(shape)})"
-    unit_inner = axis is None or axis == len(shape) - 1
-    if isinstance(repeats, ArraySpec):
-        counts_dtype, counts_shape, values = repeats.dtype, repeats.shape, None
-    else:
-        if isinstance(repeats, (list, tuple)):
-            xp = np if like is None else array_namespace(like)
-            repeats = xp.asarray(repeats, dtype=np.int64 if len(repeats) == 0 else None)
-        if not is_array(repeats):
-            raise TypeError(
-                f"repeat: repeats must be Val(int) or a 1-D integer array of per-element counts, "
-                f"got {type(repeats).__name__}"
-            )
-        values = repeats
-        counts_dtype, counts_shape = values.dtype, tuple(values.shape)
-    if counts_dtype.kind not in "iu":
-        raise TypeError(f"repeat: repeats must hold integers, got an array of dtype {counts_dtype}")
-    if len(counts_shape) > 1:
-        raise ValueError(f"repeat: repeats must be a 1-D array of counts, got shape {shape_text(counts_shape)}")
-    counts_length = math.prod(counts_shape)
-    if counts_length not in (1, length):
-        raise ValueError(f"repeat: repeats has {counts_length} counts but {where}; give {length} counts or 1")
-    location = [1] * len(shape)
-    if axis is not None:
-        location[axis] = length
-    counts_shape_in_x = tuple(location) if axis is not None else shape
-    if values is None:
-        out_shape = (0,) if axis is None else shape[:axis] + (0,) + shape[axis + 1 :]
-        return _CountsPlan(
-            shape, dtype, out_shape, outer, length, inner, unit_inner, None, None, 0, counts_shape_in_x, target
-        )
-    xp = array_namespace(values)
-    flat = values.reshape(-1)
-    if flat.size and flat.min() < 0:
-        raise ValueError(f"repeat: repeats holds a negative count ({int(flat.min())})")
-    if flat.size and int(flat.max()) >= _COUNT_LIMIT:
-        raise ValueError(f"repeat: repeats holds a count of {int(flat.max())}, too large to allocate")
-    # Every size is checked before anything of x's length is allocated: x may be a broadcast
-    # view far larger than memory (np.broadcast_to), and one count stands for all of them.
-    if flat.size == 1:
-        total = int(flat[0]) * length
-    else:
-        total_exact = int(flat.max()) * length if length else 0
-        total = int(flat.sum(dtype=np.int64)) if total_exact < _COUNT_LIMIT else sum(int(c) for c in flat.tolist())
-    out_shape = (total,) if axis is None else shape[:axis] + (total,) + shape[axis + 1 :]
-    checked_size(out_shape, dtype.itemsize, "repeat")
-    checked_size((2 * (length + 1),), 8, "repeat: the per-element counts and their offsets")
-    counts = xp.ascontiguousarray(xp.broadcast_to(flat.astype(np.int64), (length,)))
-    offsets = xp.zeros(length + 1, dtype=np.int64)
-    if length:
-        offsets[1:] = xp.cumsum(counts)
-    return _CountsPlan(
-        shape, dtype, out_shape, outer, length, inner, unit_inner, counts, offsets, total, counts_shape_in_x, target
-    )
-
-
-def _check_tile(x: object, reps: object) -> tuple[ArrayLike | None, _NestPlan]:
-    """Validate a ``tile`` call and plan it."""
-    array, shape, dtype, target = _input_facts(x, "x")
-    counts = static_ints(reps, "reps")
-    if any(count < 0 for count in counts):
-        raise ValueError(f"tile: reps={counts} has a negative count")
-    return array, _nest_plan(_tile_layout(len(shape), counts), shape, dtype, "tile", target)
-
-
-# ---------------------------------------------------------------------------------------------
-# Running a plan: kernels, forward, pullback, pushforward
-# ---------------------------------------------------------------------------------------------
-
-
-def _requests(plan: _Plan, kind: str) -> KernelRequest | None:
-    """The kernel of ``kind`` ("forward" or "pullback") for a plan; None when none runs."""
-    if isinstance(plan, _NestPlan):
-        return None if plan.nest.empty else _nest_request(plan.nest, plan.dtype, kind, plan.target)
-    return _segments_request(plan.dtype, kind, plan.unit_inner, plan.target)
-
-
-def _kernel_requests(plan: _Plan) -> list[KernelRequest]:
-    kinds = ["forward", "pullback"] if _differentiable(plan.dtype) else ["forward"]
-    return [request for kind in kinds if (request := _requests(plan, kind)) is not None]
-
-
-def _kernel(plan: _Plan, kind: str) -> Kernel | None:
-    request = _requests(plan, kind)
-    return None if request is None else request.get()
-
-
-def _do_nothing(*args: object) -> None:
+def _launch_nothing(*arrays: object) -> None:
     return None
 
 
+def _cuda_pair_launch(kernel: Kernel, total: int, extents: tuple[int, ...], work: int, source: ArrayLike, target: ArrayLike) -> None:
+    """A nest kernel on CUDA: one thread per element of ``target`` (``total`` of them)."""
+    if total > 0:
+        cuda_launch(kernel, total, source, target, *extents, total, work=work)
+
+
 @dataclass(frozen=True, slots=True)
-class _Launch:
-    """How to call a plan's kernel: ``function(source, target, *arguments, lo, hi)`` over
-    ``[0, extent)``, in one call, or split across threads when ``work`` (elements) reaches
-    ``PARALLEL_THRESHOLD`` (read at each call, like the thread count)."""
+class _Counts:
+    """One call's per-element counts: as int64 on ``x``'s device, their offsets, the output."""
 
-    function: Callable[..., object]
-    arguments: tuple[object, ...]
-    extent: int
-    work: int
+    counts: ArrayLike
+    offsets: ArrayLike
+    total: int
+    out_shape: tuple[int, ...]
 
-    def __call__(self, source: ArrayLike, target: ArrayLike) -> None:
-        if self.work < _parallel.PARALLEL_THRESHOLD or self.extent < 2:
-            self.function(source, target, *self.arguments, 0, self.extent)
+
+class CountsPlan(_RepeatPlan):
+    """``np.repeat(x, counts, axis)`` with a counts array (data): ``x`` read as ``(outer, n,
+    inner)``. The counts' values (and so the output's length) are read per call, on the host,
+    as ``np.repeat`` and ``cupy.repeat`` do; the pullback keeps them (``saves_primals``)."""
+
+    saves_primals = True
+
+    def __init__(self, x: _Input, axis: int | None, counts: object) -> None:
+        self._set("repeat", x, 2)
+        shape = x.shape
+        if axis is None:
+            self.outer, self.length, self.inner = 1, math.prod(shape), 1
+            where = f"x has {self.length} elements (shape {shape_text(shape)}, flattened as axis=None)"
         else:
-            chunks = chunk_bounds(self.extent, self.work)
-            run_chunks(self.function, [(source, target, *self.arguments, lo, hi) for lo, hi in chunks])
-
-
-def _launch(plan: _Plan, kernel: Kernel | None) -> _Launch:
-    if kernel is None:
-        return _Launch(_do_nothing, (), 0, 0)
-    work = math.prod(plan.out_shape)
-    arguments: tuple[object, ...]
-    if isinstance(plan, _NestPlan):
-        extent, arguments = plan.extents[0], plan.extents
-    else:
-        extent = plan.length
-        arguments = (plan.offsets, plan.outer, plan.length, plan.inner, plan.total)
-    return _Launch(kernel.entry, arguments, extent, work)
-
-
-def _source(x: ArrayLike, dtype: np.dtype[np.generic]) -> ArrayLike:
-    """``x`` as the flat, C-ordered array of ``dtype`` that a kernel reads."""
-    if type(x) is np.ndarray and x.dtype is dtype and x.flags.c_contiguous:
-        return x.reshape(-1)
-    return contiguous(x).astype(dtype, copy=False).reshape(-1)
-
-
-def _forward(plan: _Plan, kernel: Kernel | None, x: ArrayLike) -> ArrayLike:
-    """``y`` from ``x`` (or the tangent of ``y`` from the tangent of ``x``)."""
-    if plan.target == "cuda":
-        return _forward_cuda(plan, kernel, x)
-    y = np.empty(plan.out_shape, dtype=plan.dtype)
-    # x is read (copied when strided) even for an empty output, so an input whose C-ordered
-    # copy cannot exist (a huge broadcast view) is refused whatever the counts.
-    source = _source(x, plan.dtype)
-    if kernel is not None:
-        _launch(plan, kernel)(source, y.reshape(-1))
-    return y
-
-
-def _lazy_pullback(plan: _Plan, cotangent: Fill) -> ArrayLike | Fill:
-    """The pullback of a constant cotangent, without materializing it: a ``Fill`` for static
-    counts, ``value * counts[i]`` spread along the axis (the size of ``x``) for a counts array."""
-    if isinstance(plan, _NestPlan):
-        return Fill(cotangent.value * plan.nest.total, plan.shape, plan.dtype)
-    assert plan.counts is not None
-    xp = array_namespace(plan.counts)
-    dx: ArrayLike = xp.empty(plan.shape, dtype=plan.dtype)
-    dx[...] = (xp.asarray(cotangent.value, dtype=plan.dtype) * plan.counts).reshape(plan.counts_shape)
-    return dx
-
-
-def _make_pullback(
-    plan: _Plan, kernel: Kernel | None, positional: int, namespace: ModuleType = np
-) -> Pullback:
-    """The pullback closure of a plan. Everything but ``dy`` is settled here, once: a call
-    checks ``dy``, allocates ``dx`` and makes one kernel call (or one per thread)."""
-    if plan.target == "cuda":
-        return _make_cuda_pullback(plan, kernel, positional, namespace)
-    rest = (_NO_TANGENT,) * (positional - 1)
-    out_shape, x_shape, dtype = plan.out_shape, plan.shape, plan.dtype
-    if not _differentiable(dtype):
-
-        def constant_pullback(dy: object) -> tuple[object, ...]:
-            prepare_cotangent(dy, out_shape, np.dtype(np.float64))  # validates dy's shape
-            return (_NO_TANGENT, *rest)
-
-        return constant_pullback
-
-    launch = _launch(plan, kernel)
-    function, arguments, extent = launch.function, launch.arguments, launch.extent
-    # Below the threshold (checked per call, as _Launch does) one kernel call, inline.
-    work = launch.work if extent >= 2 else -1
-    size = math.prod(x_shape)
-    flat_input = len(x_shape) == 1
-    if kernel is None:
-        allocate: Callable[..., ArrayLike] = np.zeros
-    elif isinstance(plan, _NestPlan):
-        allocate = np.zeros if plan.nest.accumulates else np.empty
-    else:
-        allocate = np.empty if plan.unit_inner else np.zeros
-    ndarray = np.ndarray
-
-    def repeat_pullback(dy: object) -> tuple[object, ...]:
-        if type(dy) is ndarray and dy.dtype is dtype and dy.shape == out_shape:
-            flat = dy.ravel()  # a view when C-contiguous, else one copy
+            self.outer, self.length, self.inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+            where = f"x has {self.length} elements along axis {axis} (shape {shape_text(shape)})"
+        self.axis = axis
+        self.unit_inner = axis is None or axis == len(shape) - 1
+        if isinstance(counts, ArraySpec):
+            counts_dtype, counts_shape = counts.dtype, counts.shape
+        elif is_array(counts):
+            counts_dtype, counts_shape = counts.dtype, tuple(counts.shape)
         else:
-            prepared = prepare_cotangent(dy, out_shape, dtype, _NUMPY_LIKE)
-            if isinstance(prepared, DenseCotangent):
-                flat = prepared.array.reshape(-1)
-            elif isinstance(prepared, Fill):
-                return (_lazy_pullback(plan, prepared), *rest)
+            raise TypeError(
+                f"repeat: repeats must be Val(int) or a 1-D integer array of per-element counts, "
+                f"got {type(counts).__name__}"
+            )
+        if counts_dtype.kind not in "iu":
+            raise TypeError(f"repeat: repeats must hold integers, got an array of dtype {counts_dtype}")
+        if len(counts_shape) > 1:
+            raise ValueError(f"repeat: repeats must be a 1-D array of counts, got shape {shape_text(counts_shape)}")
+        counts_length = math.prod(counts_shape)
+        if counts_length not in (1, self.length):
+            raise ValueError(f"repeat: repeats has {counts_length} counts but {where}; give {self.length} counts or 1")
+        location = [1] * len(shape)
+        if axis is not None:
+            location[axis] = self.length
+        self.counts_shape = tuple(location) if axis is not None else shape  # the counts along x, for a Fill
+        self.out_shape = (0,) if axis is None else shape[:axis] + (0,) + shape[axis + 1 :]  # for an ArraySpec
+        self.kernel_entries = frozenset(self._kinds())
+
+    def requests(self) -> list[KernelRequest]:
+        return [_segments_request(self.out_dtype, kind, self.unit_inner, self.target) for kind in self._kinds()]
+
+    def save(self, arrays: tuple[object, ...]) -> _Counts:
+        """Counts, offsets and output shape; every size checked before anything of ``x``'s
+        length is allocated (``x`` may be a broadcast view far larger than memory, and one
+        count stands for all of them)."""
+        values: ArrayLike = arrays[1]  # type: ignore[assignment]
+        xp = array_namespace(values)
+        flat = values.reshape(-1)
+        if flat.size and flat.min() < 0:
+            raise ValueError(f"repeat: repeats holds a negative count ({int(flat.min())})")
+        if flat.size and int(flat.max()) >= _COUNT_LIMIT:
+            raise ValueError(f"repeat: repeats holds a count of {int(flat.max())}, too large to allocate")
+        length, axis, shape = self.length, self.axis, self.shape
+        if flat.size == 1:
+            total = int(flat[0]) * length
+        else:
+            total_exact = int(flat.max()) * length if length else 0
+            total = int(flat.sum(dtype=np.int64)) if total_exact < _COUNT_LIMIT else sum(int(c) for c in flat.tolist())
+        out_shape = (total,) if axis is None else shape[:axis] + (total,) + shape[axis + 1 :]
+        checked_size(out_shape, self.out_dtype.itemsize, "repeat")
+        checked_size((2 * (length + 1),), 8, "repeat: the per-element counts and their offsets")
+        counts = xp.ascontiguousarray(xp.broadcast_to(flat.astype(np.int64), (length,)))
+        offsets = xp.zeros(length + 1, dtype=np.int64)
+        if length:
+            offsets[1:] = xp.cumsum(counts)
+        return _Counts(counts, offsets, total, out_shape)
+
+    def cotangent_shape(self, saved: object) -> tuple[int, ...]:
+        assert isinstance(saved, _Counts)
+        return saved.out_shape
+
+    def _launch(self, kind: str, counts: _Counts, source: ArrayLike, target: ArrayLike) -> None:
+        kernel = _segments_request(self.out_dtype, kind, self.unit_inner, self.target).get()
+        arguments = (counts.offsets, self.outer, self.length, self.inner, counts.total)
+        if self.target == "cuda":
+            size = target.size
+            work = 1 if kind == "forward" else -(-counts.total // max(self.length, 1))
+            if size > 0:
+                cuda_launch(kernel, size, source, target, *arguments, size, work=work)
             else:
-                return (_ZERO_TANGENT, *rest)
-        dx_flat = allocate(size, dtype)
-        if work < _parallel.PARALLEL_THRESHOLD:
-            function(flat, dx_flat, *arguments, 0, extent)
-        else:
-            launch(flat, dx_flat)
-        return (dx_flat if flat_input else dx_flat.reshape(x_shape), *rest)
+                empty_launch()
+            return
+        work = self.outer * counts.total * self.inner
+        cpu_launch(kernel, source, target, *arguments, extent=self.length, work=work)
 
-    return repeat_pullback
+    def forward(self, arrays: tuple[object, ...]) -> ArrayLike:
+        counts = self.save(arrays)
+        y: ArrayLike = self.namespace.empty(counts.out_shape, dtype=self.out_dtype)
+        self._launch("forward", counts, _flat_input(arrays[0], self.out_dtype), y.reshape(-1))
+        return y
 
+    def pullback(self, saved: object) -> DensePullback:
+        assert isinstance(saved, _Counts)
+        counts = saved
+        allocate = self.namespace.empty if self.unit_inner or self.target == "cuda" else self.namespace.zeros
+        size, shape, dtype = self.size, self.shape, self.out_dtype
 
-def _prepare_tangent(tangent: object, plan: _Plan, like: ArrayLike | None = None) -> DenseCotangent | Fill | ZeroTangent:
-    return prepare_tangent(tangent, plan.shape, plan.dtype, like, "repeat frule: the tangent of x")
+        def dense(dy: ArrayLike) -> tuple[object, ...]:
+            dx: ArrayLike = allocate(size, dtype)
+            self._launch("pullback", counts, dy.reshape(-1), dx)
+            return (dx.reshape(shape), _NO_TANGENT)
 
+        return dense
 
-def _pushforward(
-    plan: _Plan, forward: Callable[[ArrayLike], ArrayLike], tangent: object, like: ArrayLike | None = None
-) -> object:
-    """The tangent of ``y``: the forward map (``forward``, the plan's) applied to ``x``'s
-    tangent (it is linear). ``like`` (the primal output) says which device the tangent must be on."""
-    if not _differentiable(plan.dtype):
-        return _NO_TANGENT
-    prepared = _prepare_tangent(tangent, plan, like)
-    if isinstance(prepared, ZeroTangent):
-        return prepared
-    if isinstance(prepared, Fill):
-        return Fill(prepared.value, plan.out_shape, plan.dtype)
-    return forward(prepared.array)
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        """``value * counts[i]`` spread along the axis: of ``x``'s size, not ``dy``'s."""
+        assert isinstance(saved, _Counts)
+        xp = self.namespace
+        dx: ArrayLike = xp.empty(self.shape, dtype=self.out_dtype)
+        dx[...] = (xp.asarray(fill.value, dtype=self.out_dtype) * saved.counts).reshape(self.counts_shape)
+        return (dx, _NO_TANGENT)
 
-
-# ---------------------------------------------------------------------------------------------
-# Running a plan on CUDA: arrays allocated in the input's namespace, kernels on its stream
-# ---------------------------------------------------------------------------------------------
-
-
-def _cuda_arguments(plan: _Plan) -> tuple[object, ...]:
-    """A CUDA kernel's arguments between its two arrays and its element count."""
-    if isinstance(plan, _NestPlan):
-        return plan.extents
-    return (plan.offsets, plan.outer, plan.length, plan.inner, plan.total)
-
-
-def _forward_cuda(plan: _Plan, kernel: Kernel | None, x: ArrayLike) -> ArrayLike:
-    """``y`` from ``x`` on the device ``x`` lives on (NumPy arrays under the simulator)."""
-    xp = array_namespace(x)
-    y: ArrayLike = xp.empty(plan.out_shape, dtype=plan.dtype)
-    if kernel is not None:
-        source = contiguous(x).astype(plan.dtype, copy=False).reshape(-1)
-        launch(kernel, y.size, source, y.reshape(-1), *_cuda_arguments(plan), y.size)
-    return y
-
-
-def _make_cuda_pullback(plan: _Plan, kernel: Kernel | None, positional: int, namespace: ModuleType) -> Pullback:
-    """The pullback closure on CUDA: one gather launch, one thread per ``dx`` element."""
-    rest = (_NO_TANGENT,) * (positional - 1)
-    out_shape, x_shape, dtype = plan.out_shape, plan.shape, plan.dtype
-    like: ArrayLike = namespace.empty((0,), dtype=dtype)  # names the device; holds no data
-    if not _differentiable(dtype):
-
-        def constant_pullback(dy: object) -> tuple[object, ...]:
-            prepare_cotangent(dy, out_shape, np.dtype(np.float64), like)  # validates dy's shape
-            return (_NO_TANGENT, *rest)
-
-        return constant_pullback
-
-    size = math.prod(x_shape)
-    arguments = (*_cuda_arguments(plan), size)
-    if isinstance(plan, _NestPlan):
-        work = plan.nest.total
-    else:
-        work = -(-plan.total // max(plan.length, 1))
-    allocate: Callable[..., ArrayLike] = namespace.zeros if kernel is None else namespace.empty
-
-    def repeat_pullback(dy: object) -> tuple[object, ...]:
-        prepared = prepare_cotangent(dy, out_shape, dtype, like)
-        if isinstance(prepared, Fill):
-            return (_lazy_pullback(plan, prepared), *rest)
-        if isinstance(prepared, ZeroTangent):
-            return (_ZERO_TANGENT, *rest)
-        dx = allocate(x_shape, dtype)
-        if kernel is not None:
-            launch(kernel, size, prepared.array.reshape(-1), dx.reshape(-1), *arguments, work=work)
-        return (dx, *rest)
-
-    return repeat_pullback
-
-
-def _need_array(array: ArrayLike | None) -> ArrayLike:
-    if array is None:
-        raise TypeError("x must be an array (an ArraySpec only describes one, for precompile/explain)")
-    return array
-
-
-def _check_tangents(tangents: object, positional: int) -> tuple[object, ...]:
-    if not isinstance(tangents, tuple) or len(tangents) != positional:
-        count = len(tangents) if isinstance(tangents, tuple) else type(tangents).__name__
-        raise ValueError(
-            f"frule: tangents must be a tuple with one entry per positional argument "
-            f"({positional}), got {count}"
-        )
-    return tangents
-
-
-# ---------------------------------------------------------------------------------------------
-# Prepared signatures: a static-count call, settled once and found again by its key
-# ---------------------------------------------------------------------------------------------
-#
-# A call whose counts are all Val (or None) on a NumPy array with CPU kernels depends only on
-# its op, its static values, x's dtype and x's shape: validation, the plan, the kernels and the
-# pullback closure (which holds no call data) are built once and kept in the shared PlanCache.
-# A hit allocates y and calls the kernel. Plain-int counts (dynamic, counted on every call),
-# counts arrays (data), CuPy arrays and STABLERULES_DEVICE=cuda take the general path.
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Prepared:
-    """One static-count signature: its plan, the forward kernel's call, and for an rrule
-    entry (``positional`` > 0) the pullback closure of that arity."""
-
-    plan: _NestPlan
-    launch: _Launch
-    function: Callable[..., object] | None  # the forward kernel's entry; None for an empty output
-    arguments: tuple[object, ...]
-    extent: int
-    work: int  # elements of y, or -1 when the partition loop cannot be split
-    out_size: int
-    flat_output: bool
-    pullback: Pullback | None
-
-    def forward(self, x: ArrayLike) -> ArrayLike:
-        """``y`` (or the pushforward of a dense tangent) from an array of the plan's shape."""
-        plan = self.plan
-        dtype = plan.dtype
-        y = np.empty(self.out_size, dtype)
-        if type(x) is _NDARRAY and x.dtype is dtype and x.flags.c_contiguous:
-            source = x.reshape(-1)
-        else:
-            source = contiguous(x).astype(dtype, copy=False).reshape(-1)  # as _forward: even when empty
-        if self.function is not None:
-            if self.work < _parallel.PARALLEL_THRESHOLD:
-                self.function(source, y, *self.arguments, 0, self.extent)
-            else:
-                self.launch(source, y)
-        return y if self.flat_output else y.reshape(plan.out_shape)
-
-
-_NDARRAY = np.ndarray
-_PLANS: PlanCache[_Prepared] = PlanCache()
-
-
-def _prepare(plan: _NestPlan, positional: int, named: Callable[[Pullback], Pullback] | None = None) -> _Prepared:
-    kernel = _kernel(plan, "forward")
-    launch = _launch(plan, kernel)
-    pullback: Pullback | None = None
-    if positional:
-        pullback_kernel = _kernel(plan, "pullback") if _differentiable(plan.dtype) else None
-        pullback = _make_pullback(plan, pullback_kernel, positional)
-        if named is not None:
-            pullback = named(pullback)
-    out_size = math.prod(plan.out_shape)
-    return _Prepared(
-        plan,
-        launch,
-        None if kernel is None else launch.function,
-        launch.arguments,
-        launch.extent,
-        launch.work if launch.extent >= 2 else -1,
-        out_size,
-        len(plan.out_shape) == 1,
-        pullback,
-    )
-
-
-def _static_key(value: object, counts: bool) -> object:
-    """A static argument as it enters a plan key: a ``Val``'s value, or a plain int (or, for
-    per-axis ``counts``, a tuple of plain ints), which is dynamic; ``_UNPLANNED`` for anything
-    else (a bool, a NumPy integer, a list, a counts array: the general path handles them)."""
-    kind = type(value)
-    if kind is Val:
-        return value.value  # type: ignore[attr-defined]
-    if kind is int:
-        return value
-    if counts and kind is tuple and all(type(item) is int for item in value):  # type: ignore[attr-defined]
-        return value
-    return _UNPLANNED
-
-
-_UNPLANNED = object()
-
-
-def _count_dynamic(names: tuple[str, ...], values: tuple[object, ...]) -> None:
-    """What the general path's ``static_int``/``static_ints`` do for a plain static argument,
-    in the same order: count it, and refuse it inside ``no_fallback()``."""
-    for name, value in zip(names, values):
-        if value is not None and type(value) is not Val:
-            CACHE.note_dynamic_argument(name, value)
-
-
-def _prepared_repeat(
-    positional: int, x: object, repeats: object, axis: object, inner: object, outer: object
-) -> _Prepared | None:
-    """The prepared signature of a ``repeat`` call (``positional`` 0 for the forward map,
-    else the rrule's arity), or ``None`` when the call takes the general path.
-
-    Static arguments enter the key by value, so ``Val(7)`` and a plain ``7`` share a plan; a
-    plain one is still counted as dynamic on every call (by the general path on a miss, here
-    on a hit). A plain tuple for ``repeats`` is a counts array (data) and is never planned.
-    """
-    if type(x) is not _NDARRAY or kernel_target("cpu") != "cpu":
-        return None
-    # Unrolled on purpose: a loop over the four arguments (or one helper call each) costs
-    # ~0.5 us of a ~1.5 us forward call (measured); this is the hot path of every call.
-    dynamic = False
-    if repeats is None:
-        repeats_value: object = None
-    elif type(repeats) is Val:
-        repeats_value = repeats.value
-    else:
-        repeats_value = _static_key(repeats, counts=False)
-        if repeats_value is _UNPLANNED:
-            return None
-        dynamic = True
-    if axis is None:
-        axis_value: object = None
-    elif type(axis) is Val:
-        axis_value = axis.value
-    else:
-        axis_value = _static_key(axis, counts=False)
-        if axis_value is _UNPLANNED:
-            return None
-        dynamic = True
-    if inner is None:
-        inner_value: object = None
-    elif type(inner) is Val:
-        inner_value = inner.value
-    else:
-        inner_value = _static_key(inner, counts=True)
-        if inner_value is _UNPLANNED:
-            return None
-        dynamic = True
-    if outer is None:
-        outer_value: object = None
-    elif type(outer) is Val:
-        outer_value = outer.value
-    else:
-        outer_value = _static_key(outer, counts=True)
-        if outer_value is _UNPLANNED:
-            return None
-        dynamic = True
-    key = ("repeat", positional, x.dtype, x.shape, repeats_value, axis_value, inner_value, outer_value)
-    prepared = _PLANS.get(key)
-    if prepared is None:
-        _, plan = _check_repeat(x, repeats, axis, inner, outer)  # counts dynamic arguments itself
-        if not isinstance(plan, _NestPlan):  # pragma: no cover - static counts always plan a nest
-            return None
-        return _PLANS.remember(key, _prepare(plan, positional))
-    if dynamic:
-        _count_dynamic(("axis", "repeats", "inner", "outer"), (axis, repeats, inner, outer))
-    return prepared
-
-
-def _prepared_tile(positional: int, x: object, reps: object) -> _Prepared | None:
-    """The prepared signature of a ``tile`` call, as :func:`_prepared_repeat`."""
-    if type(x) is not _NDARRAY or kernel_target("cpu") != "cpu":
-        return None
-    reps_value = _static_key(reps, counts=True)
-    if reps_value is _UNPLANNED:
-        return None
-    key = ("tile", positional, x.dtype, x.shape, reps_value)
-    prepared = _PLANS.get(key)
-    if prepared is None:
-        _, plan = _check_tile(x, reps)  # counts a dynamic reps itself
-        return _PLANS.remember(key, _prepare(plan, positional, _named_tile_pullback))
-    if type(reps) is not Val:
-        _count_dynamic(("reps",), (reps,))
-    return prepared
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        tangent = tangents[0]
+        if isinstance(tangent, ZeroTangent):
+            return tangent
+        counts = self.save(arrays)
+        if isinstance(tangent, Fill):
+            return Fill(tangent.value, counts.out_shape, self.out_dtype)
+        dy: ArrayLike = self.namespace.empty(counts.out_shape, dtype=self.out_dtype)
+        self._launch("forward", counts, tangent.array.reshape(-1), dy.reshape(-1))
+        return dy
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1358,14 +1027,16 @@ def _prepared_tile(positional: int, x: object, reps: object) -> _Prepared | None
 _StaticCounts = Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]
 
 
-def _repeat_arguments(
-    x: object, repeats: object = None, axis: object = None, *, inner: object = None, outer: object = None
-) -> tuple[object, object, object, object, object]:
-    return x, repeats, axis, inner, outer
+def _is_static_count(value: object) -> bool:
+    return value is None or type(value) is Val or (
+        isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    )
 
 
-class _Repeat(Op):
+class Repeat(RuleOp):
     name = "repeat"
+    static_names = ("repeats", "axis", "inner", "outer")
+    input_names = ("x", "repeats")
 
     @overload
     def __call__(
@@ -1412,45 +1083,53 @@ class _Repeat(Op):
         are a ``ValueError`` (NumPy itself crashes on some). A non-native byte order computes
         and returns in native order.
         """
-        prepared = _prepared_repeat(0, x, repeats, axis, inner, outer)
-        if prepared is not None:
-            return prepared.forward(x)  # type: ignore[arg-type]
-        array, plan = _check_repeat(x, repeats, axis, inner, outer)
-        return _forward(plan, _kernel(plan, "forward"), _need_array(array))
+        return self.forward(x, repeats, axis, inner=inner, outer=outer)  # type: ignore[return-value]
 
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """The forward and pullback kernels of this call (the pushforward runs the forward one)."""
-        _, plan = _check_repeat(*_repeat_arguments(*args, **kwargs))
-        return _kernel_requests(plan)
+    def bind(  # type: ignore[override]
+        self, x: object, repeats: object = None, axis: object = None, *, inner: object = None, outer: object = None
+    ) -> tuple[tuple[object, ...], tuple[object, ...]]:
+        if _is_static_count(repeats):
+            return (x,), (repeats, axis, inner, outer)
+        if isinstance(repeats, (list, tuple)):  # per-element counts given as a list: an array on x's device
+            xp = array_namespace(x)
+            repeats = xp.asarray(repeats, dtype=np.int64 if len(repeats) == 0 else None)
+        return (x, repeats), (None, axis, inner, outer)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        """Validate a ``repeat`` call (either form) and plan it; messages name the arguments."""
+        x = _input(arrays[0])
+        repeats, axis, inner, outer = statics
+        ndim = len(x.shape)
+        if len(arrays) == 1 and repeats is None:
+            if axis is not None:
+                raise TypeError("repeat: axis goes with repeats (NumPy's form); Julia's form takes inner=/outer=")
+            inner_counts = () if inner is None else static_ints(inner, "inner")
+            outer_counts = () if outer is None else static_ints(outer, "outer")
+            _check_counts_value(inner_counts, "inner")
+            _check_counts_value(outer_counts, "outer")
+            return NestPlan("repeat", _julia_layout(ndim, inner_counts, outer_counts), x)
+        if inner is not None or outer is not None:
+            raise TypeError(
+                "repeat: pass either repeats (and axis), as np.repeat, or inner=/outer=, as Julia's "
+                "repeat, not both"
+            )
+        axis_index = None if axis is None else normalize_axis(static_int(axis, "axis"), max(ndim, 1), "repeat: axis")
+        if ndim == 0:
+            axis_index = None  # NumPy reads a 0-d x as 1-d: axis 0 (or -1) repeats it as axis=None does
+        if len(arrays) == 1:
+            if isinstance(repeats, Val) and (not isinstance(repeats.value, int) or isinstance(repeats.value, bool)):
+                raise TypeError(
+                    f"repeat: repeats must be Val(int) or a 1-D integer array of per-element counts, "
+                    f"got {repeats!r}; for counts per axis use inner={repeats!r}"
+                )
+            count = static_int(repeats, "repeats")
+            _check_counts_value((count,), "repeats")
+            return NestPlan("repeat", _numpy_layout(ndim, count, axis_index), x)
+        common_device(arrays, ("x", "repeats"))
+        return CountsPlan(x, axis_index, arrays[1])
 
 
-repeat = _Repeat()
-
-
-@rrule_rule(repeat)
-def _repeat_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-    arguments = _repeat_arguments(*args, **kwargs)
-    prepared = _prepared_repeat(len(args), *arguments)
-    if prepared is not None and prepared.pullback is not None:
-        return prepared.forward(arguments[0]), prepared.pullback  # type: ignore[arg-type]
-    array, plan = _check_repeat(*arguments)
-    y = _forward(plan, _kernel(plan, "forward"), _need_array(array))
-    pullback_kernel = _kernel(plan, "pullback") if _differentiable(plan.dtype) else None
-    return y, _make_pullback(plan, pullback_kernel, len(args), array_namespace(y))
-
-
-@frule_rule(repeat)
-def _repeat_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-    arguments = _repeat_arguments(*args, **kwargs)
-    prepared = _prepared_repeat(0, *arguments)
-    tangent = _check_tangents(tangents, len(args))[0]
-    if prepared is not None:
-        y = prepared.forward(arguments[0])  # type: ignore[arg-type]
-        return y, _pushforward(prepared.plan, prepared.forward, tangent, y)
-    array, plan = _check_repeat(*arguments)
-    kernel = _kernel(plan, "forward")
-    y = _forward(plan, kernel, _need_array(array))
-    return y, _pushforward(plan, functools.partial(_forward, plan, kernel), tangent, y)
+repeat = Repeat()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1458,12 +1137,10 @@ def _repeat_frule(tangents: object, *args: object, **kwargs: object) -> tuple[Ar
 # ---------------------------------------------------------------------------------------------
 
 
-def _tile_arguments(x: object, reps: object) -> tuple[object, object]:
-    return x, reps
-
-
-class _Tile(Op):
+class Tile(RuleOp):
     name = "tile"
+    static_names = ("reps",)
+    input_names = ("x",)
 
     def __call__(self, x: npt.NDArray[_DT], reps: _StaticCounts) -> npt.NDArray[_DT]:
         """Construct an array by repeating ``x`` the number of times given by ``reps``
@@ -1473,49 +1150,18 @@ class _Tile(Op):
         Rules: ``back(dy)`` returns ``(dx, NoTangent())``, ``dx`` the sum of ``dy`` over the
         tiles (a ``Fill`` cotangent gives a ``Fill``).
         """
-        prepared = _prepared_tile(0, x, reps)
-        if prepared is not None:
-            return prepared.forward(x)  # type: ignore[return-value]
-        array, plan = _check_tile(x, reps)
-        return _forward(plan, _kernel(plan, "forward"), _need_array(array))  # type: ignore[return-value]
+        return self.forward(x, reps)  # type: ignore[return-value]
 
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """The forward and pullback kernels of this call (the pushforward runs the forward one)."""
-        _, plan = _check_tile(*_tile_arguments(*args, **kwargs))
-        return _kernel_requests(plan)
+    def bind(self, x: object, reps: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return (x,), (reps,)
 
-
-tile = _Tile()
-
-
-def _named_tile_pullback(pullback: Pullback) -> Pullback:
-    def tile_pullback(dy: object) -> tuple[object, ...]:
-        return pullback(dy)
-
-    return tile_pullback
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        """Validate a ``tile`` call and plan it."""
+        x = _input(arrays[0])
+        counts = static_ints(statics[0], "reps")
+        if any(count < 0 for count in counts):
+            raise ValueError(f"tile: reps={counts} has a negative count")
+        return NestPlan("tile", _tile_layout(len(x.shape), counts), x)
 
 
-@rrule_rule(tile)
-def _tile_rrule(*args: object, **kwargs: object) -> tuple[ArrayLike, Pullback]:
-    arguments = _tile_arguments(*args, **kwargs)
-    prepared = _prepared_tile(len(args), *arguments)
-    if prepared is not None and prepared.pullback is not None:
-        return prepared.forward(arguments[0]), prepared.pullback  # type: ignore[arg-type]
-    array, plan = _check_tile(*arguments)
-    y = _forward(plan, _kernel(plan, "forward"), _need_array(array))
-    pullback_kernel = _kernel(plan, "pullback") if _differentiable(plan.dtype) else None
-    return y, _named_tile_pullback(_make_pullback(plan, pullback_kernel, len(args), array_namespace(y)))
-
-
-@frule_rule(tile)
-def _tile_frule(tangents: object, *args: object, **kwargs: object) -> tuple[ArrayLike, object]:
-    arguments = _tile_arguments(*args, **kwargs)
-    prepared = _prepared_tile(0, *arguments)
-    tangent = _check_tangents(tangents, len(args))[0]
-    if prepared is not None:
-        y = prepared.forward(arguments[0])  # type: ignore[arg-type]
-        return y, _pushforward(prepared.plan, prepared.forward, tangent, y)
-    array, plan = _check_tile(*arguments)
-    kernel = _kernel(plan, "forward")
-    y = _forward(plan, kernel, _need_array(array))
-    return y, _pushforward(plan, functools.partial(_forward, plan, kernel), tangent, y)
+tile = Tile()

@@ -722,9 +722,13 @@ def test_precompile_and_explain_need_no_kernels() -> None:
         sr.precompile(sr.concatenate, (spec, sr.ArraySpec((2, 4), np.float32)))
 
 
-def test_plans_are_reused_per_signature() -> None:
-    from stablerules.rules.concatenate import _concatenate_plan
+def _concatenate_plan(arrays: object, axis: object) -> tuple[object, object]:
+    """The plan the scaffold finds (or builds) for ``concatenate(arrays, axis)``."""
+    bound_arrays, statics = sr.concatenate.bind(arrays, axis)
+    return bound_arrays, sr.concatenate.lookup(bound_arrays, statics, specs=True)
 
+
+def test_plans_are_reused_per_signature() -> None:
     a = random_array((2, 3), np.float32)
     _, first = _concatenate_plan((a, a), Val(1))
     _, second = _concatenate_plan([a.copy(), a.copy()], Val(1))

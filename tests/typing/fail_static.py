@@ -23,7 +23,7 @@ def static(a: Array) -> None:
 
 
 def rules(a: Array) -> None:
-    # E: No overload variant of "rrule" matches argument types "_Kron", "ndarray[tuple[Any, ...], dtype[float64]]", "ndarray[tuple[Any, ...], dtype[float64]]", "ndarray[tuple[Any, ...], dtype[float64]]"  [call-overload]
+    # E: No overload variant of "rrule" matches argument types "Kron", "ndarray[tuple[Any, ...], dtype[float64]]", "ndarray[tuple[Any, ...], dtype[float64]]", "ndarray[tuple[Any, ...], dtype[float64]]"  [call-overload]
     sr.rrule(sr.kron, a, a, a)
     # one tangent for two positional arguments (mypy names the closest overload's tangents)
     # E: Argument 2 to "frule" has incompatible type "tuple[ndarray[tuple[Any, ...], dtype[float64]]]"; expected "tuple[ndarray[tuple[Any, ...], dtype[generic[Any]]], object] | tuple[object, ndarray[tuple[Any, ...], dtype[generic[Any]]]]"  [arg-type]
@@ -33,9 +33,9 @@ def rules(a: Array) -> None:
 def plain_ints(a: Array) -> None:
     sr.repeat(a, 3)  # the forward op's convenience: accepted
     sr.concatenate((a, a), axis=0)
-    # E: No overload variant of "rrule" matches argument types "_Repeat", "ndarray[tuple[Any, ...], dtype[float64]]", "int"  [call-overload]
+    # E: No overload variant of "rrule" matches argument types "Repeat", "ndarray[tuple[Any, ...], dtype[float64]]", "int"  [call-overload]
     sr.rrule(sr.repeat, a, 3)
     # E: No overload variant of "rrule" matches argument types "Concatenate", "tuple[ndarray[tuple[Any, ...], dtype[float64]], ndarray[tuple[Any, ...], dtype[float64]]]", "int"  [call-overload]
     sr.rrule(sr.concatenate, (a, a), axis=0)
-    # E: No overload variant of "frule" matches argument types "_Tile", "tuple[ndarray[tuple[Any, ...], dtype[float64]], NoTangent]", "ndarray[tuple[Any, ...], dtype[float64]]", "tuple[int, int]"  [call-overload]
+    # E: No overload variant of "frule" matches argument types "Tile", "tuple[ndarray[tuple[Any, ...], dtype[float64]], NoTangent]", "ndarray[tuple[Any, ...], dtype[float64]]", "tuple[int, int]"  [call-overload]
     sr.frule(sr.tile, (a, sr.NoTangent()), a, (2, 1))
