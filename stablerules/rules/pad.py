@@ -10,7 +10,11 @@ memory-bound already; a kernel would copy what a view gives for free. So ``kerne
 lists none: ``precompile`` validates the signature and warms its plan, ``explain`` is empty.
 
 Plans (index tuples, border slabs, part blocks, shapes, dtypes) depend on the signature alone
-and are kept in the shared ``PlanCache``; ``clear_caches()`` empties it.
+and are kept in the shared ``PlanCache``; ``clear_caches()`` empties it. ``pad``'s constant is
+an array argument of the scaffold (data, never a static): a Python scalar keys the plan by its
+type, a 0-d array by its dtype; a NumPy scalar is not a key the scaffold takes, so such a call
+builds its plan anew (microseconds). The border sum that is the constant's tangent runs only
+when the constant was given positionally.
 
 Decisions where SPEC is silent
 ------------------------------
