@@ -565,7 +565,9 @@ def test_fuzz_pad(spec: tuple[Shape, Shape, object], dtype: np.dtype[Any], seed:
         border = dy[numpy_pad(np.zeros(shape, bool), widths, True)].sum()  # the padded cells
         got = np.asarray(dconstant)
         assert got.shape == () and got.dtype == np.asarray(constant).dtype
-        np.testing.assert_allclose(got, border if got.dtype.kind == "c" else np.real(border), rtol=1e-12, atol=1e-12)
+        # dy is rounded to the output's dtype before it is summed: 32-bit outputs lose digits
+        tolerance = 1e-5 if y.dtype in (np.dtype(np.float32), np.dtype(np.complex64)) else 1e-12
+        np.testing.assert_allclose(got, border if got.dtype.kind == "c" else np.real(border), rtol=tolerance, atol=tolerance)
 
 
 @st.composite
