@@ -523,118 +523,138 @@ def frule(
 
 # --- broadcast_to, sum, mean, pad, split: the forward map of x's tangent; dense for a dense
 # tangent, else also a Fill or ZeroTangent; an integer input's is NoTangent. split's is a
-# tuple of tangents (or ZeroTangent).
+# tuple of tangents (or ZeroTangent). tangents has one entry per positional argument.
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[_Dense, object] | tuple[_Dense], x: NDArray[_F], /, *args: _Shape, shape: _Shape = ...
+    op: BroadcastTo, tangents: tuple[_Dense, object], x: NDArray[_F], shape: _Shape, /
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[object, object] | tuple[object], x: NDArray[_F], /, *args: _Shape, shape: _Shape = ...
+    op: BroadcastTo, tangents: tuple[_Dense], x: NDArray[_F], /, *, shape: _Shape
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: BroadcastTo, tangents: tuple[object, object], x: NDArray[_F], shape: _Shape, /
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[object, object] | tuple[object], x: NDArray[_G], /, *args: _Shape, shape: _Shape = ...
+    op: BroadcastTo, tangents: tuple[object], x: NDArray[_F], /, *, shape: _Shape
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: BroadcastTo, tangents: tuple[object, object], x: NDArray[_G], shape: _Shape, /
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
-    op: Sum | Mean,
-    tangents: tuple[_Dense] | tuple[_Dense, object] | tuple[_Dense, object, object],
-    x: NDArray[_F],
-    /,
-    *args: _Axes | _Flag,
-    axis: _Axes = ...,
-    keepdims: _Flag = ...,
+    op: BroadcastTo, tangents: tuple[object], x: NDArray[_G], /, *, shape: _Shape
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+def frule(
+    op: Sum | Mean, tangents: tuple[_Dense], x: NDArray[_F], /, *, axis: _Axes = ..., keepdims: _Flag = ...
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: Sum | Mean,
-    tangents: tuple[object] | tuple[object, object] | tuple[object, object, object],
-    x: NDArray[_F],
-    /,
-    *args: _Axes | _Flag,
-    axis: _Axes = ...,
-    keepdims: _Flag = ...,
+    op: Sum | Mean, tangents: tuple[_Dense, object], x: NDArray[_F], axis: _Axes, /, *, keepdims: _Flag = ...
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: Sum | Mean, tangents: tuple[_Dense, object, object], x: NDArray[_F], axis: _Axes, keepdims: _Flag, /
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: Sum | Mean, tangents: tuple[object], x: NDArray[_F], /, *, axis: _Axes = ..., keepdims: _Flag = ...
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: Sum,
-    tangents: tuple[object] | tuple[object, object] | tuple[object, object, object],
-    x: _Integral,
-    /,
-    *args: _Axes | _Flag,
-    axis: _Axes = ...,
-    keepdims: _Flag = ...,
+    op: Sum | Mean, tangents: tuple[object, object], x: NDArray[_F], axis: _Axes, /, *, keepdims: _Flag = ...
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: Sum | Mean, tangents: tuple[object, object, object], x: NDArray[_F], axis: _Axes, keepdims: _Flag, /
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: Sum, tangents: tuple[object], x: _Integral, /, *, axis: _Axes = ..., keepdims: _Flag = ...
 ) -> tuple[NDArray[np.integer], NoTangent]: ...
 @overload
 def frule(
-    op: Mean,
-    tangents: tuple[object] | tuple[object, object] | tuple[object, object, object],
-    x: _Integral,
-    /,
-    *args: _Axes | _Flag,
-    axis: _Axes = ...,
-    keepdims: _Flag = ...,
+    op: Sum, tangents: tuple[object, object], x: _Integral, axis: _Axes, /, *, keepdims: _Flag = ...
+) -> tuple[NDArray[np.integer], NoTangent]: ...
+@overload
+def frule(
+    op: Sum, tangents: tuple[object, object, object], x: _Integral, axis: _Axes, keepdims: _Flag, /
+) -> tuple[NDArray[np.integer], NoTangent]: ...
+@overload
+def frule(
+    op: Mean, tangents: tuple[object], x: _Integral, /, *, axis: _Axes = ..., keepdims: _Flag = ...
 ) -> tuple[NDArray[np.float64], NoTangent]: ...
 @overload
 def frule(
-    op: Pad,
-    tangents: tuple[_Dense, object] | tuple[_Dense, object, object],
-    x: NDArray[_F],
-    pad_width: _Counts,
-    /,
-    *args: _PadConstant,
-    constant_values: _PadConstant = ...,
+    op: Mean, tangents: tuple[object, object], x: _Integral, axis: _Axes, /, *, keepdims: _Flag = ...
+) -> tuple[NDArray[np.float64], NoTangent]: ...
+@overload
+def frule(
+    op: Mean, tangents: tuple[object, object, object], x: _Integral, axis: _Axes, keepdims: _Flag, /
+) -> tuple[NDArray[np.float64], NoTangent]: ...
+@overload
+def frule(
+    op: Pad, tangents: tuple[_Dense, object], x: NDArray[_F], pad_width: _Counts, /, *, constant_values: _PadConstant = ...
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: Pad,
-    tangents: tuple[object, object] | tuple[object, object, object],
-    x: NDArray[_F],
-    pad_width: _Counts,
-    /,
-    *args: _PadConstant,
-    constant_values: _PadConstant = ...,
+    op: Pad, tangents: tuple[_Dense, object, object], x: NDArray[_F], pad_width: _Counts, constant_values: _PadConstant, /
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+def frule(
+    op: Pad, tangents: tuple[object, object], x: NDArray[_F], pad_width: _Counts, /, *, constant_values: _PadConstant = ...
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: Pad,
-    tangents: tuple[object, object] | tuple[object, object, object],
-    x: NDArray[_G],
-    pad_width: _Counts,
-    /,
-    *args: _PadConstant,
-    constant_values: _PadConstant = ...,
+    op: Pad, tangents: tuple[object, object, object], x: NDArray[_F], pad_width: _Counts, constant_values: _PadConstant, /
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+def frule(
+    op: Pad, tangents: tuple[object, object], x: NDArray[_G], pad_width: _Counts, /, *, constant_values: _PadConstant = ...
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
-    op: Split,
-    tangents: tuple[_Dense] | tuple[_Dense, object] | tuple[_Dense, object, object],
-    x: NDArray[_F],
-    /,
-    *args: _Counts | _Axis,
-    indices_or_sections: _Counts = ...,
-    axis: _Axis = ...,
+    op: Pad, tangents: tuple[object, object, object], x: NDArray[_G], pad_width: _Counts, constant_values: _PadConstant, /
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+def frule(
+    op: Split, tangents: tuple[_Dense, object], x: NDArray[_F], indices_or_sections: _Counts, /, *, axis: _Axis = ...
 ) -> tuple[tuple[NDArray[_F], ...], tuple[NDArray[_F], ...]]: ...
 @overload
 def frule(
-    op: Split,
-    tangents: tuple[object] | tuple[object, object] | tuple[object, object, object],
-    x: NDArray[_F],
-    /,
-    *args: _Counts | _Axis,
-    indices_or_sections: _Counts = ...,
-    axis: _Axis = ...,
+    op: Split, tangents: tuple[_Dense, object, object], x: NDArray[_F], indices_or_sections: _Counts, axis: _Axis, /
+) -> tuple[tuple[NDArray[_F], ...], tuple[NDArray[_F], ...]]: ...
+@overload
+def frule(
+    op: Split, tangents: tuple[_Dense], x: NDArray[_F], /, *, indices_or_sections: _Counts, axis: _Axis = ...
+) -> tuple[tuple[NDArray[_F], ...], tuple[NDArray[_F], ...]]: ...
+@overload
+def frule(
+    op: Split, tangents: tuple[object, object], x: NDArray[_F], indices_or_sections: _Counts, /, *, axis: _Axis = ...
 ) -> tuple[tuple[NDArray[_F], ...], SplitTangent[_F]]: ...
 @overload
 def frule(
-    op: Split,
-    tangents: tuple[object] | tuple[object, object] | tuple[object, object, object],
-    x: NDArray[_G],
-    /,
-    *args: _Counts | _Axis,
-    indices_or_sections: _Counts = ...,
-    axis: _Axis = ...,
+    op: Split, tangents: tuple[object, object, object], x: NDArray[_F], indices_or_sections: _Counts, axis: _Axis, /
+) -> tuple[tuple[NDArray[_F], ...], SplitTangent[_F]]: ...
+@overload
+def frule(
+    op: Split, tangents: tuple[object], x: NDArray[_F], /, *, indices_or_sections: _Counts, axis: _Axis = ...
+) -> tuple[tuple[NDArray[_F], ...], SplitTangent[_F]]: ...
+@overload
+def frule(
+    op: Split, tangents: tuple[object, object], x: NDArray[_G], indices_or_sections: _Counts, /, *, axis: _Axis = ...
+) -> tuple[tuple[NDArray[_G], ...], SplitTangent[_G] | NoTangent]: ...
+@overload
+def frule(
+    op: Split, tangents: tuple[object, object, object], x: NDArray[_G], indices_or_sections: _Counts, axis: _Axis, /
+) -> tuple[tuple[NDArray[_G], ...], SplitTangent[_G] | NoTangent]: ...
+@overload
+def frule(
+    op: Split, tangents: tuple[object], x: NDArray[_G], /, *, indices_or_sections: _Counts, axis: _Axis = ...
 ) -> tuple[tuple[NDArray[_G], ...], SplitTangent[_G] | NoTangent]: ...
 
 

@@ -68,9 +68,7 @@ constant given positionally gets a :data:`ScalarTangent` entry (a 0-d floating a
 ``NoTangent`` for an integer constant: the types see the constant's type only as a union).
 ``split`` returns ``tuple[NDArray[DT], ...]``; its pullback is a :class:`TuplePullback`, dense
 for a tuple of arrays and lazy otherwise (a tuple holding a ``ZeroTangent``, ``ZeroTangent()``
-as a whole); its pushforward is :data:`SplitTangent`. For these ops ``frule``'s ``tangents``
-is typed as a tuple of one to three entries, not tied to the call's exact positional arity
-(the run-time check is).
+as a whole); its pushforward is :data:`SplitTangent`.
 
 Nothing here, nor any public signature, mentions Numba's or CuPy's types, so a user's mypy
 sees these same types without our ``stubs/`` (tests/test_typing.py checks it).

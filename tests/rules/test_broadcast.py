@@ -337,7 +337,7 @@ def test_validation_comes_first_and_names_the_arguments() -> None:
     with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
         back(np.ones(3))
     with pytest.raises(ValueError, match=r"one entry per positional argument"):
-        sr.frule(sr.sum, (np.ones((2, 3)),), x, Val(1))
+        sr.frule(sr.sum, (np.ones((2, 3)),), x, Val(1))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"\(3, 2\).*\(2, 3\)"):
         sr.frule(sr.mean, (np.ones((3, 2)),), x)
     assert sr.cache_info().compiles == compiles

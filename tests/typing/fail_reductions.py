@@ -35,3 +35,9 @@ def arity(x: Array, dy: Array) -> None:
     parts, back_split = sr.rrule(sr.split, x, Val(2))
     # E: Incompatible types in assignment (expression has type "tuple[ndarray[tuple[Any, ...], dtype[float64]], ...]", variable has type "ndarray[tuple[Any, ...], dtype[float64]]")  [assignment]
     wrong: Array = parts
+
+
+def frule_arity(x: Array) -> None:
+    # one tangent for two positional arguments (mypy names the closest overload's tangents)
+    # E: Argument 2 to "frule" has incompatible type "tuple[ndarray[tuple[Any, ...], dtype[float64]]]"; expected "tuple[ndarray[tuple[Any, ...], dtype[generic[Any]]], object]"  [arg-type]
+    sr.frule(sr.sum, (x,), x, Val(1))
