@@ -481,8 +481,9 @@ def clear_caches(disk: bool = False) -> None:
 
 
 # The guards hold per context (a thread, or an asyncio task): a guard entered in one thread
-# neither fires on nor hides another thread's compile. ``GUARDED[0]`` counts the guards open in
-# any context, so hot paths test one list entry before they look up their context's guards.
+# neither fires on nor hides another thread's compile. ``GUARDED[0]`` counts the guards (and
+# ``count_launches()`` blocks) open in any context, so hot paths test one list entry before
+# they look up their context's guards or count kernel launches.
 _NO_COMPILE: contextvars.ContextVar[int] = contextvars.ContextVar("stablerules_no_compile", default=0)
 _NO_FALLBACK: contextvars.ContextVar[int] = contextvars.ContextVar("stablerules_no_fallback", default=0)
 GUARDED = [0]
@@ -492,11 +493,6 @@ _GUARDED_LOCK = threading.Lock()
 def guarded() -> bool:
     """Whether this context is inside ``no_compile()`` or ``no_fallback()``."""
     return bool(_NO_COMPILE.get() or _NO_FALLBACK.get())
-
-
-def fallback_guarded() -> bool:
-    """Whether this context is inside ``no_fallback()``."""
-    return bool(_NO_FALLBACK.get())
 
 
 @contextlib.contextmanager
@@ -510,6 +506,15 @@ def _guard(depth: contextvars.ContextVar[int]) -> Iterator[None]:
         with _GUARDED_LOCK:
             GUARDED[0] -= 1
         depth.reset(token)
+
+
+_COUNTING: contextvars.ContextVar[int] = contextvars.ContextVar("stablerules_count_launches", default=0)
+
+
+def count_launches() -> contextlib.AbstractContextManager[None]:
+    """Count kernel launches (``stablerules._rule.kernel_launches``) in the block, as inside
+    the guards, without refusing anything."""
+    return _guard(_COUNTING)
 
 
 def no_compile() -> contextlib.AbstractContextManager[None]:

@@ -1,8 +1,9 @@
 """The rule registry: one typed dict per rule kind, refusing duplicates.
 
-Built-in ops register through the same ``register`` call that users reach through
-``sr.register_rrule`` / ``sr.register_frule``, so user rules and library rules dispatch, and
-are tested, the same way.
+Built-in ops register (through ``stablerules._rule.RuleOp``) with the same ``register`` call
+that users reach through ``sr.register_rrule`` / ``sr.register_frule``, so user rules and
+library rules dispatch, and are tested, the same way. ``PULLBACKS`` holds, per op, a builder
+of its pullback that runs no forward (``sr.pullback``).
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ._cache import CACHE, Kernel, KernelSource, ShapeSignature
+from ._typing import RulePullback
 
-Pullback = Callable[[object], tuple[object, ...]]
-ReverseRule = Callable[..., tuple[object, Pullback]]
-ForwardRule = Callable[..., tuple[object, object]]
+Pullback = RulePullback
+"""A pullback: ``back(dy)`` returns one tangent per positional argument of the call."""
 
 
 class RuleRegistry:
-    """Rules of one kind (``"rrule"`` or ``"frule"``), keyed by the function they differentiate."""
+    """Rules of one kind (``"rrule"``, ``"frule"`` or ``"pullback"``), keyed by the function
+    they differentiate."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -92,23 +94,3 @@ class Op:
 
     def __repr__(self) -> str:
         return f"<stablerules op {self.name}>"
-
-
-def rrule_rule(op: object) -> Callable[[ReverseRule], ReverseRule]:
-    """Decorator: register the function below as ``op``'s reverse rule."""
-
-    def register(rule: ReverseRule) -> ReverseRule:
-        RRULES.register(op, rule)
-        return rule
-
-    return register
-
-
-def frule_rule(op: object) -> Callable[[ForwardRule], ForwardRule]:
-    """Decorator: register the function below as ``op``'s forward rule."""
-
-    def register(rule: ForwardRule) -> ForwardRule:
-        FRULES.register(op, rule)
-        return rule
-
-    return register

@@ -44,7 +44,9 @@ An op module supplies three things; the scaffold does the rest.
      array of ``out_shape`` and ``out_dtype`` (C-contiguous unless ``any_layout``; with
      ``output_shapes``, the tuple of prepared cotangents: ``DenseCotangent``, ``Fill`` or
      ``ZeroTangent()``, not all zero) and returns one tangent per array argument
-     (``NoTangent()`` for a non-differentiable one);
+     (``NoTangent()`` for a non-differentiable one). A pullback that is one CPU kernel
+     launch is better returned as a :class:`KernelPullback`: the scaffold then generates
+     the whole pullback as one function;
    - ``fill_pullback(saved, dense, fill)``: the tangents for a ``Fill`` cotangent (default:
      ``dense`` of the materialized fill; override it to stay lazy);
    - ``pushforward(arrays, tangents) -> dy``; each tangent arrives prepared: a
@@ -74,8 +76,9 @@ What the scaffold does, for every op alike:
   partition loop, split across threads by ``_parallel``'s policy (one call below
   ``PARALLEL_THRESHOLD`` elements of work); :func:`cuda_launch`/:func:`cuda_launch_blocks`
   for CUDA kernels;
-- launch counting and the steady-state check that makes "no dynamic fallback" provable: every
-  launch through those launchers is counted per kernel signature (:func:`kernel_launches`).
+- launch counting and the steady-state check that makes "no dynamic fallback" provable: while
+  a guard or ``count_launches()`` is open, every launch through those launchers is counted per
+  kernel signature (:func:`kernel_launches`); outside them launching costs no counting.
   Inside ``no_compile()`` or ``no_fallback()`` (this context's), each forward, dense pullback
   and pushforward entry listed in ``kernel_entries`` must launch at least one compiled kernel;
   one that does not (a NumPy composition in its place) is a fallback: counted in
@@ -93,6 +96,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from types import ModuleType
 from typing import Any, TypeVar
@@ -101,8 +105,8 @@ import numpy as np
 
 from . import _cuda, _parallel
 from ._arrays import ArrayLike, ArraySpec, device_of, is_array, kernel_target, shape_text
-from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, guarded
-from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op
+from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, count_launches, guarded
+from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op, Pullback
 from ._tangents import (
     Cotangent,
     DenseCotangent,
@@ -115,9 +119,6 @@ from ._tangents import (
 )
 from ._val import Val
 
-Pullback = Callable[[object], tuple[object, ...]]
-"""A pullback: ``back(dy)`` returns one tangent per positional argument of the call."""
-
 DensePullback = Callable[[Any], tuple[object, ...]]
 """A plan's pullback of a dense cotangent (an array; for a plan with ``output_shapes``, the
 tuple of prepared cotangents): one tangent per array argument."""
@@ -128,7 +129,8 @@ _FLOAT64: np.dtype[np.generic] = np.dtype(np.float64)
 _NDARRAY = np.ndarray
 
 # ---------------------------------------------------------------------------------------------
-# Kernel launches: counted per kernel signature (process-wide) and, inside a guard, per context
+# Kernel launches: counted per kernel signature (process-wide) and per context, while a guard
+# or count_launches() is open (in any thread): outside them a launch costs no counting at all
 # ---------------------------------------------------------------------------------------------
 
 _LAUNCHES: list[int] = []
@@ -153,13 +155,23 @@ def _slot(signature: ShapeSignature) -> int:
     return slot
 
 
-def kernel_launches(signature: ShapeSignature | None = None) -> int:
-    """Launches of the kernel of ``signature`` in this process (of every kernel for ``None``),
-    counted by the launchers below: what tests assert to show a rule ran its kernel."""
-    if signature is None:
-        return sum(_LAUNCHES)
-    slot = _SLOTS.get(signature)
-    return 0 if slot is None else _LAUNCHES[slot]
+def kernel_launches(
+    signature: ShapeSignature | None = None, *, op: str | None = None, kind: str | None = None, device: str | None = None
+) -> int:
+    """Launches counted by the launchers below in this process (while a guard or
+    ``count_launches()`` was open): of the kernel of ``signature``, or of every kernel whose
+    op, kind (a prefix: ``"forward"`` takes in ``"forward-counts"``) and device match those
+    given. What tests assert to show that a rule ran its kernel."""
+    if signature is not None:
+        slot = _SLOTS.get(signature)
+        return 0 if slot is None else _LAUNCHES[slot]
+    return sum(
+        _LAUNCHES[slot]
+        for known, slot in list(_SLOTS.items())
+        if (op is None or known.op == op)
+        and (kind is None or known.kind.startswith(kind))
+        and (device is None or known.device == device)
+    )
 
 
 def _note_launch() -> None:
@@ -179,8 +191,8 @@ def context_launches() -> int:
 # A launcher is generated per arity (a fixed parameter list calls ~0.1 us faster than *args).
 _LAUNCHER_TEMPLATE = """
 def launch({arrays}):
-    launches[slot] += 1
     if guarded[0]:
+        launches[slot] += 1
         note()
     if work < parallel.PARALLEL_THRESHOLD:
         entry({arrays}, {trailing}0, extent)
@@ -191,8 +203,8 @@ def launch({arrays}):
 
 _PRIVATE_LAUNCHER_TEMPLATE = """
 def launch({arrays}):
-    launches[slot] += 1
     if guarded[0]:
+        launches[slot] += 1
         note()
     if work < parallel.PARALLEL_THRESHOLD:
         entry({arrays}, {trailing}0, extent)
@@ -255,8 +267,8 @@ def cpu_launcher(
 def cpu_launch(kernel: Kernel, *args: object, extent: int, work: int) -> None:
     """One launch with per-call arguments (data-dependent offsets, say): ``kernel(*args, lo,
     hi)`` over ``[0, extent)``, split as :func:`cpu_launcher` splits. Counted."""
-    _LAUNCHES[_slot(kernel.signature)] += 1
     if GUARDED[0]:
+        _LAUNCHES[_slot(kernel.signature)] += 1
         _note_launch()
     _parallel.run_partitioned(kernel.entry, args, extent, work if extent >= 2 else -1)
 
@@ -270,18 +282,97 @@ def empty_launch() -> None:
 
 def cuda_launch(kernel: Kernel, total: int, *args: object, work: int = 1) -> None:
     """``_cuda.launch`` (a grid-stride kernel over ``total`` items), counted."""
-    _LAUNCHES[_slot(kernel.signature)] += 1
     if GUARDED[0]:
+        _LAUNCHES[_slot(kernel.signature)] += 1
         _note_launch()
     _cuda.launch(kernel, total, *args, work=work)
 
 
 def cuda_launch_blocks(kernel: Kernel, units: int, threads: int, *args: object) -> None:
     """``_cuda.launch_blocks`` (a block-stride kernel over ``units``), counted."""
-    _LAUNCHES[_slot(kernel.signature)] += 1
     if GUARDED[0]:
+        _LAUNCHES[_slot(kernel.signature)] += 1
         _note_launch()
     _cuda.launch_blocks(kernel, units, threads, *args)
+
+
+@dataclass(frozen=True)
+class KernelPullback:
+    """A dense pullback that is one CPU kernel launch, which a plan may return from
+    ``pullback`` instead of a function: ``dx = allocate(size, dtype)`` (``np.zeros`` when
+    ``zeros``, else ``np.empty``), then ``kernel(dy_flat, dx, *trailing, lo, hi)`` over ``[0,
+    extent)`` (split as :func:`cpu_launcher` splits), and the tangents are ``dx`` viewed as
+    ``shape`` followed by ``rest``. The scaffold then generates the whole pullback as one
+    function (the hot path of a small pullback is mostly call overhead: a frame less, and the
+    cotangent's layout handled by one ``ravel``)."""
+
+    kernel: Kernel
+    trailing: tuple[object, ...]
+    extent: int
+    work: int
+    size: int
+    dtype: np.dtype[np.generic]
+    shape: tuple[int, ...]
+    zeros: bool = False
+    rest: tuple[object, ...] = ()
+
+    def dense(self) -> DensePullback:
+        """The same pullback as a plain dense function (the scaffold's general path)."""
+        launch = cpu_launcher(self.kernel, 2, self.trailing, extent=self.extent, work=self.work)
+        allocate = np.zeros if self.zeros else np.empty
+        size, dtype, shape, rest = self.size, self.dtype, self.shape, self.rest
+
+        def dense(dy: ArrayLike) -> tuple[object, ...]:
+            dx = allocate(size, dtype)
+            launch(dy.reshape(-1), dx)
+            return (dx.reshape(shape), *rest)
+
+        return dense
+
+
+_KERNEL_PULLBACK_TEMPLATE = """
+def make(array_type, out_dtype, out_shape, guarded, general, allocate, size, dtype, launches, slot,
+         parallel, entry, extent, work, shape, {parameters}):
+    def pullback(dy):
+        if type(dy) is array_type and dy.dtype is out_dtype and dy.shape == out_shape and not guarded[0]:
+            dx = allocate(size, dtype)
+            if work < parallel.PARALLEL_THRESHOLD:
+                entry(dy.ravel(), dx, {trailing}0, extent)
+            else:
+                flat = dy.ravel()
+                parallel.run_chunks(entry, [(flat, dx, {trailing}lo, hi) for lo, hi in parallel.chunk_bounds(extent, work)])
+            return ({result}, {tail})
+        return general(dy)
+    return pullback
+"""
+
+
+def _kernel_pullback(
+    spec: KernelPullback,
+    out_dtype: np.dtype[np.generic],
+    out_shape: tuple[int, ...],
+    tail: tuple[object, ...],
+    general: Pullback,
+) -> Pullback:
+    """The one-function pullback of a :class:`KernelPullback`; ``tail`` follows ``dx`` in the
+    result (the plan's ``rest`` and the scaffold's padding); anything but an ndarray of the
+    output's dtype and shape, and any call inside a guard, goes to ``general``."""
+    values = [f"value{index}" for index in range(len(spec.trailing))]
+    tails = [f"tail{index}" for index in range(len(tail))]
+    text = _KERNEL_PULLBACK_TEMPLATE.format(
+        parameters=", ".join(values + tails) or "_unused=None",
+        trailing="".join(f"{name}, " for name in values),
+        result="dx" if len(spec.shape) == 1 else "dx.reshape(shape)",
+        tail="".join(f"{name}, " for name in tails),
+    )
+    namespace: dict[str, object] = {}
+    exec(compile(text, f"<stablerules pullback {spec.kernel.signature.op}>", "exec"), namespace)
+    make: Callable[..., Pullback] = namespace["make"]  # type: ignore[assignment]
+    return make(
+        np.ndarray, out_dtype, out_shape, GUARDED, general, np.zeros if spec.zeros else np.empty, spec.size,
+        spec.dtype, _LAUNCHES, _slot(spec.kernel.signature), _parallel, spec.kernel.entry, spec.extent,
+        spec.work if spec.extent >= 2 else -1, spec.shape, *spec.trailing, *tail,
+    )
 
 
 def _count_unlaunched(op: str, entry: str, before: int) -> None:
@@ -338,7 +429,7 @@ class Plan:
         depends on data the plan saved (repeat's per-element counts)."""
         return self.out_shape
 
-    def pullback(self, saved: object) -> DensePullback:
+    def pullback(self, saved: object) -> DensePullback | KernelPullback:
         raise NotImplementedError
 
     def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
@@ -558,7 +649,8 @@ class RuleOp(Op):
 
             return _named(constant_pullback, f"{name}_pullback")
 
-        dense = plan.pullback(saved)
+        made = plan.pullback(saved)
+        dense = made.dense() if isinstance(made, KernelPullback) else made
         zeros = finish(plan.zero_tangents)
         array_type = type(like)
         any_layout = plan.any_layout
@@ -577,6 +669,9 @@ class RuleOp(Op):
             if isinstance(cotangent, Fill):
                 return finish(plan.fill_pullback(saved, dense, cotangent))
             return zeros
+
+        if isinstance(made, KernelPullback) and simple and array_type is np.ndarray:
+            return _named(_kernel_pullback(made, out_dtype, out_shape, made.rest + padding, general), f"{name}_pullback")
 
         def pullback(dy: object) -> tuple[object, ...]:
             if (
@@ -604,7 +699,8 @@ class RuleOp(Op):
         dtype = plan.out_dtype if plan.differentiable else _FLOAT64
         no_tangents = finish((NO_TANGENT,) * len(plan.input_tangents))
         zeros = finish(plan.zero_tangents) if plan.differentiable else no_tangents
-        dense = plan.pullback(saved) if plan.differentiable else None
+        made = plan.pullback(saved) if plan.differentiable else None
+        dense = made.dense() if isinstance(made, KernelPullback) else made
         checked = "pullback" in plan.kernel_entries
 
         def pullback(dy: object) -> tuple[object, ...]:
@@ -718,12 +814,14 @@ def _named(function: _Function, name: str) -> _Function:
 
 __all__ = [
     "DensePullback",
+    "KernelPullback",
     "NO_TANGENT",
     "Plan",
     "Pullback",
     "RuleOp",
     "ZERO_TANGENT",
     "context_launches",
+    "count_launches",
     "cpu_launch",
     "cpu_launcher",
     "empty_launch",

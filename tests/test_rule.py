@@ -27,7 +27,7 @@ from stablerules._arrays import ArrayLike, ArraySpec, as_array, check_dtype, con
 from stablerules._cache import CACHE, KernelSource, ShapeSignature
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from stablerules._registry import FRULES, PULLBACKS, RRULES, KernelRequest
-from stablerules._rule import DensePullback, Plan, RuleOp, context_launches, cpu_launcher, kernel_launches
+from stablerules._rule import DensePullback, Plan, count_launches, RuleOp, context_launches, cpu_launcher, kernel_launches
 from stablerules._tangents import Cotangent, DenseCotangent
 from stablerules.testing import test_frule as check_frule
 from stablerules.testing import test_rrule as check_rrule
@@ -195,13 +195,14 @@ def test_plain_int_statics_are_dynamic_every_call(scale: Scale) -> None:
 def test_pullback_builder_takes_specs_and_runs_no_forward(scale: Scale) -> None:
     x = _x()
     _rrule(scale, x, Val(4))
-    forward_launches = kernel_launches()
-    builder: Callable[..., Any] = PULLBACKS.lookup(scale)
-    back = builder(ArraySpec((3, 4), np.float64), Val(4))
-    assert kernel_launches() == forward_launches  # building it ran nothing
-    dx, _ = back(np.ones((3, 4)))
-    np.testing.assert_array_equal(dx, np.full((3, 4), 4.0))
-    assert kernel_launches() == forward_launches + 1
+    with count_launches():
+        forward_launches = kernel_launches()
+        builder: Callable[..., Any] = PULLBACKS.lookup(scale)
+        back = builder(ArraySpec((3, 4), np.float64), Val(4))
+        assert kernel_launches() == forward_launches  # building it ran nothing
+        dx, _ = back(np.ones((3, 4)))
+        np.testing.assert_array_equal(dx, np.full((3, 4), 4.0))
+        assert kernel_launches() == forward_launches + 1
 
 
 def test_every_entry_launches_its_kernel(scale: Scale) -> None:
@@ -287,3 +288,205 @@ def test_context_launches_count_only_inside_guards(scale: Scale) -> None:
     with sr.no_compile():
         scale(x, Val(8))
     assert context_launches() == before + 1
+
+
+# --------------------------------------------------------------------------------------------
+# The library's ops: every entry runs its signature's kernels, and a NumPy path is caught
+# --------------------------------------------------------------------------------------------
+
+from stablerules.rules.kron import KronPlan  # noqa: E402
+from stablerules.rules.repeat import NestPlan  # noqa: E402
+
+_KERNEL_CALLS: list[tuple[str, Callable[..., Any], tuple[object, ...], dict[str, object]]] = [
+    ("repeat-numpy", sr.repeat, (np.arange(12.0).reshape(3, 4), Val(3)), {"axis": Val(1)}),
+    ("repeat-julia", sr.repeat, (np.arange(24.0).reshape(2, 3, 4),), {"inner": Val((2, 1, 3)), "outer": Val((2, 1, 1))}),
+    ("repeat-counts", sr.repeat, (np.arange(6.0).reshape(2, 3), np.array([1, 0, 2])), {"axis": Val(1)}),
+    ("tile", sr.tile, (np.arange(6.0).reshape(2, 3), Val((2, 2))), {}),
+    ("kron", sr.kron, (np.arange(6.0).reshape(2, 3), np.arange(4.0).reshape(2, 2) + 1j), {}),
+]
+
+
+@pytest.mark.parametrize(("name", "op", "args", "kwargs"), _KERNEL_CALLS, ids=[call[0] for call in _KERNEL_CALLS])
+def test_every_entry_of_every_op_launches_its_kernels(
+    name: str, op: Callable[..., Any], args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
+    """A steady call launches the signature's own kernel for the forward, the dense pullback
+    and the pushforward, counted per kernel signature."""
+    y, back = _rrule(op, *args, **kwargs)
+    dy = np.ones(y.shape, y.dtype)
+    tangents = tuple(np.ones_like(arg) if i == 0 or op is sr.kron else NoTangent() for i, arg in enumerate(args))
+    back(dy)
+    _frule(op, tangents, *args, **kwargs)
+    op_name = "repeat" if op is sr.tile else getattr(op, "name")
+    forward_kind = "forward"
+    pushforward_kind = "pushforward" if op is sr.kron else "forward"
+
+    def launches(kind: str) -> int:
+        return kernel_launches(op=op_name, kind=kind, device="cpu")
+
+    with sr.no_compile(), sr.no_fallback():
+        before = launches(forward_kind)
+        op(*args, **kwargs)
+        assert launches(forward_kind) == before + 1, "forward"
+        y, back = _rrule(op, *args, **kwargs)
+        assert launches(forward_kind) == before + 2, "rrule's forward"
+        before = launches("pullback")
+        back(dy)
+        assert launches("pullback") == before + 1, "pullback"
+        before = launches(pushforward_kind)
+        _frule(op, tangents, *args, **kwargs)
+        assert launches(pushforward_kind) == before + (1 if op is sr.kron else 2), "frule's forward and pushforward"
+
+
+def test_view_ops_run_their_plan_and_no_kernel() -> None:
+    a, b = np.ones((2, 3)), np.ones((2, 4))
+    plan = sr.concatenate.lookup(*sr.concatenate.bind((a, b), Val(1)))
+    assert plan.requests() == [] and plan.kernel_entries == frozenset()
+    with sr.no_compile(), sr.no_fallback():
+        launches = kernel_launches()
+        y, back = _rrule(sr.concatenate, (a, b), axis=Val(1))
+        (da, db), = back(np.arange(14.0).reshape(2, 7))
+        assert kernel_launches() == launches
+    assert np.shares_memory(da, y) is False and da.base is not None  # a view of dy, not a copy
+
+
+@pytest.fixture
+def fresh_plans() -> Iterator[None]:
+    """Plans built around a mutation must not outlive it (they hold its closures)."""
+    sr.clear_caches()
+    yield
+    sr.clear_caches()
+
+
+def test_numpy_pullback_in_place_of_repeat_kernel_fails_the_suite_checks(
+    fresh_plans: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's mutation: repeat's CPU pullback computed as NumPy's reshape-sum, right
+    results and all. The shared checker (what every rule test runs) must fail on it."""
+
+    def numpy_pullback(self: NestPlan, saved: object) -> DensePullback:
+        count = self.nest.total
+
+        def reshape_sum(dy: ArrayLike) -> tuple[object, ...]:
+            return (dy.reshape(-1, count).sum(axis=1).reshape(self.shape),)
+
+        return reshape_sum
+
+    x = np.random.default_rng(4).standard_normal(6)
+    check_rrule(sr.repeat, x, Val(3), axis=Val(0))  # the real kernel passes
+    sr.clear_caches()
+    monkeypatch.setattr(NestPlan, "pullback", numpy_pullback)
+    y, back = _rrule(sr.repeat, x, Val(3), axis=Val(0))
+    np.testing.assert_allclose(back(np.ones(18))[0], np.full(6, 3.0))  # the mutant is right
+    with pytest.raises(AssertionError, match="repeat pullback: no compiled kernel of its signature ran"):
+        check_rrule(sr.repeat, x, Val(3), axis=Val(0))
+
+
+def test_numpy_forward_and_pushforward_in_place_of_kernels_are_caught(
+    fresh_plans: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((2, 3)), rng.standard_normal((3, 2))
+
+    def numpy_product(self: KronPlan, left: npt.NDArray[Any], right: npt.NDArray[Any]) -> ArrayLike:
+        return np.kron(left.reshape(self.layout.a_shape), right.reshape(self.layout.b_shape))
+
+    monkeypatch.setattr(KronPlan, "_product", numpy_product)  # kron's CPU forward, all entries
+    with pytest.raises(AssertionError, match="kron forward: no compiled kernel"):
+        check_rrule(sr.kron, a, b)
+    monkeypatch.undo()
+    sr.clear_caches()
+
+    kernel_pushforward = NestPlan.pushforward
+
+    def numpy_pushforward(self: NestPlan, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        tangent = tangents[0]
+        if isinstance(tangent, DenseCotangent):
+            return np.tile(tangent.array, (2, 2))
+        return kernel_pushforward(self, arrays, tangents)  # lazy tangents run no kernel anyway
+
+    monkeypatch.setattr(NestPlan, "pushforward", numpy_pushforward)
+    with pytest.raises(AssertionError, match="tile pushforward: no compiled kernel"):
+        check_frule(sr.tile, a, Val((2, 2)))
+
+
+# --------------------------------------------------------------------------------------------
+# An op with several outputs (as split): the scaffold prepares each output's cotangent
+# --------------------------------------------------------------------------------------------
+
+
+class HalvesPlan(Plan):
+    """``halves(x)``: the two halves of a 1-D ``x`` of even length, as copies (no kernel)."""
+
+    def __init__(self, length: int, dtype: np.dtype[np.generic]) -> None:
+        self.op = "halves"
+        self.half = length // 2
+        self.out_shape = (self.half,)
+        self.output_shapes = ((self.half,), (self.half,))
+        self.out_dtype = dtype
+        self.differentiable = dtype.kind in "fc"
+        self.input_tangents = (self.differentiable,)
+        self.input_shapes = ((length,),)
+        self.input_dtypes = (dtype,)
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        x = as_array(arrays[0], "x")
+        return x[: self.half].copy(), x[self.half :].copy()
+
+    def pullback(self, saved: object) -> DensePullback:
+        def dense(cotangents: tuple[Cotangent, ...]) -> tuple[object, ...]:
+            parts = [
+                entry.array if isinstance(entry, DenseCotangent)
+                else np.full(self.half, entry.value if isinstance(entry, Fill) else 0.0, self.out_dtype)
+                for entry in cotangents
+            ]
+            return (np.concatenate(parts),)
+
+        return dense
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        (tangent,) = tangents
+        if isinstance(tangent, DenseCotangent):
+            return tangent.array[: self.half].copy(), tangent.array[self.half :].copy()
+        return ZeroTangent(), ZeroTangent()
+
+
+class Halves(RuleOp):
+    name = "halves"
+    input_names = ("x",)
+
+    def __call__(self, x: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        return self.forward(x)  # type: ignore[return-value]
+
+    def bind(self, x: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return (x,), ()
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        x = as_array(arrays[0], "x")
+        if x.ndim != 1 or x.shape[0] % 2:
+            raise ValueError(f"halves: x must be 1-D of even length, got shape {x.shape}")
+        return HalvesPlan(x.shape[0], x.dtype)
+
+
+def test_several_outputs_take_a_tuple_of_cotangents() -> None:
+    halves = Halves()
+    try:
+        x = np.arange(6.0)
+        (first, second), back = _rrule(halves, x)
+        np.testing.assert_array_equal(first, [0.0, 1.0, 2.0])
+        (dx,) = back((np.ones(3), np.full(3, 2.0)))
+        np.testing.assert_array_equal(dx, [1, 1, 1, 2, 2, 2])
+        (dx,) = back((ZeroTangent(), Thunk(lambda: Fill(3.0, (3,)))))
+        np.testing.assert_array_equal(dx, [0, 0, 0, 3, 3, 3])
+        assert back(ZeroTangent()) == (ZeroTangent(),)
+        assert back((ZeroTangent(), ZeroTangent())) == (ZeroTangent(),)
+        with pytest.raises(ValueError, match="halves has 2 outputs, so dy must be a tuple of 2 cotangents, got 1 entries"):
+            back((np.ones(3),))
+        with pytest.raises(ValueError, match=r"\(4,\).*\(3,\)"):
+            back((np.ones(4), np.ones(3)))
+        _, (d_first, d_second) = _frule(halves, (np.arange(6.0) * 2,), x)
+        np.testing.assert_array_equal(d_second, [6.0, 8.0, 10.0])
+        check_rrule(halves, np.random.default_rng(6).standard_normal(4))
+    finally:
+        for registry in (RRULES, FRULES, PULLBACKS):
+            registry.unregister(halves)

@@ -174,7 +174,7 @@ class ConcatenationPlan(Plan):
         """Slices of a ``Fill`` are ``Fill``s."""
         value = fill.value
         return tuple(
-            NO_TANGENT if dtype is None else Fill(value if dtype.kind == "c" else complex(value).real, shape, dtype)
+            NO_TANGENT if dtype is None else Fill(value, shape, dtype)  # Fill takes a real dtype's real part
             for dtype, shape in zip(self.tangent_dtypes, self.input_shapes)
         )
 

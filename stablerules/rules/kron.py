@@ -1005,8 +1005,7 @@ def _fill_gradient(value: complex, other: ArrayLike, shape: tuple[int, ...], dty
     """The gradient of one operand for a ``Fill(value)`` cotangent: ``value * conj(sum(other))``
     everywhere (every element of an operand meets every element of the other once)."""
     total = np.sum(other, dtype=_WIDENED[other.dtype.name])
-    gradient = complex(value * np.conj(total))
-    return Fill(gradient if dtype.kind == "c" else gradient.real, shape, dtype)
+    return Fill(complex(value * np.conj(total)), shape, dtype)  # the real part for a real dtype
 
 
 # --------------------------------------------------------------------------------------------

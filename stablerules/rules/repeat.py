@@ -76,13 +76,22 @@ from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._registry import KernelRequest
-from .._rule import NO_TANGENT, DensePullback, Plan, RuleOp, cpu_launch, cpu_launcher, cuda_launch, empty_launch
+from .._rule import (
+    NO_TANGENT,
+    DensePullback,
+    KernelPullback,
+    Plan,
+    RuleOp,
+    cpu_launch,
+    cpu_launcher,
+    cuda_launch,
+    empty_launch,
+)
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
 
-_NO_TANGENT = NO_TANGENT
 _NDARRAY = np.ndarray
 # Counts whose product reaches this cannot index memory: rejected before any kernel is built.
 _COUNT_LIMIT = 2**62
@@ -338,60 +347,111 @@ def _nest_levels(nest: _Nest) -> _Levels:
     return _Levels(extents, sizes, axis_at, long_steps, short_steps)
 
 
-def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: bool) -> KernelSource:
-    """The forward (``y`` from ``x``) or pullback (``dx`` from ``dy``) kernel of a nest.
+class _NestWriter:
+    """The source of a nest's forward (``y`` from ``x``) or pullback (``dx`` from ``dy``)
+    kernel, one method per part of the nest: the loops outside the block (:meth:`level`), the
+    summed copies before it (:meth:`copies`, pullback only) and the block (:meth:`block`).
 
     Outer loops carry flat offsets; the innermost input loop (with the count after it, if
     any) works on slices of both arrays indexed from 0 by its loop variable. Such indices
     are provably non-negative, so Numba emits no negative-index wraparound and LLVM
     vectorizes the loop (the run sums with gathers): about 1.6x faster than flat indexing.
     """
-    items = nest.items
-    levels = _nest_levels(nest)
-    extents, sizes, axis_at = levels.extents, levels.sizes, levels.axis_at
-    long_steps, short_steps = levels.long_steps, levels.short_steps
-    # The innermost block: the last input loop and the count after it (1 if none).
-    block = len(items) - 1 if items[-1] == _INPUT_AXIS else len(items) - 2
-    run = items[-1] if isinstance(items[-1], int) else 1
-    copies_level = nest.copies_level if pullback else -1
-    copies = items[copies_level] if copies_level >= 0 else 1
-    assert isinstance(copies, int)
-    outer_level = nest.outer_level if pullback else -1
-    outer = items[0] if outer_level == 0 else 1
-    assert isinstance(outer, int)
-    operator = "+=" if nest.accumulates else "="
-    chunk = max(_BUFFER_SIZE // run, 1)  # block loop iterations per buffer fill
 
-    long_name, short_name = ("dy", "dx") if pullback else ("y", "x")
-    writer = SourceWriter()
-    writer.line(f"# {long_name} is the C array {_tuple_text(sizes)} read flat, {short_name} the C array")
-    writer.line(f"# {_tuple_text(extents)}; loop j0 runs over [lo, hi): each thread owns that range of it.")
-    # Products of several factors get a name, computed once; literals and single names do not.
-    long_names = [f"step{level}" if " * " in long_steps[level] else long_steps[level] for level in range(len(items))]
-    short_names = [f"stride{axis}" if " * " in short_steps[axis] else short_steps[axis] for axis in range(len(extents))]
-    for level in range(block):
-        if long_names[level] != long_steps[level]:
-            writer.line(f"{long_names[level]} = {long_steps[level]}")
-    for axis in range(axis_at[block]):
-        if short_names[axis] != short_steps[axis]:
-            writer.line(f"{short_names[axis]} = {short_steps[axis]}")
-    if copies_level >= 0 and run > 1:
-        count = "hi - lo" if axis_at[block] == 0 else extents[axis_at[block]]
-        writer.line(f"buffer = np.empty(min({count}, {chunk}) * {run}, np.{dtype})  # summed copies of a chunk")
+    def __init__(self, nest: _Nest, dtype: str, pullback: bool) -> None:
+        items = self.items = nest.items
+        levels = _nest_levels(nest)
+        self.extents, self.sizes, self.axis_at = levels.extents, levels.sizes, levels.axis_at
+        self.pullback = pullback
+        self.dtype = dtype
+        # The innermost block: the last input loop and the count after it (1 if none).
+        self.block_level = len(items) - 1 if items[-1] == _INPUT_AXIS else len(items) - 2
+        run = items[-1]
+        self.run = run if isinstance(run, int) else 1
+        self.copies_level = nest.copies_level if pullback else -1
+        copies = items[self.copies_level] if self.copies_level >= 0 else 1
+        outer_level = self.outer_level = nest.outer_level if pullback else -1
+        outer = items[0] if outer_level == 0 else 1
+        assert isinstance(copies, int) and isinstance(outer, int)
+        self.copies, self.outer = copies, outer
+        self.operator = "+=" if nest.accumulates else "="
+        self.chunk = max(_BUFFER_SIZE // self.run, 1)  # block loop iterations per buffer fill
+        self.long_name, self.short_name = ("dy", "dx") if pullback else ("y", "x")
+        # Products of several factors get a name, computed once; literals and single names do not.
+        self.long_steps, self.short_steps = levels.long_steps, levels.short_steps
+        self.long_names = [f"step{level}" if " * " in step else step for level, step in enumerate(levels.long_steps)]
+        self.short_names = [f"stride{axis}" if " * " in step else step for axis, step in enumerate(levels.short_steps)]
+        self.writer = SourceWriter()
 
-    def long_step(level: int) -> str:
-        return long_names[level]
+    def render(self, signature: ShapeSignature) -> KernelSource:
+        writer, extents, block_axis = self.writer, self.extents, self.axis_at[self.block_level]
+        long_name, short_name = self.long_name, self.short_name
+        writer.line(f"# {long_name} is the C array {_tuple_text(self.sizes)} read flat, {short_name} the C array")
+        writer.line(f"# {_tuple_text(extents)}; loop j0 runs over [lo, hi): each thread owns that range of it.")
+        for level in range(self.block_level):
+            if self.long_names[level] != self.long_steps[level]:
+                writer.line(f"{self.long_names[level]} = {self.long_steps[level]}")
+        for axis in range(block_axis):
+            if self.short_names[axis] != self.short_steps[axis]:
+                writer.line(f"{self.short_names[axis]} = {self.short_steps[axis]}")
+        buffered = self.copies_level >= 0 and self.run > 1
+        if buffered:
+            count = "hi - lo" if block_axis == 0 else extents[block_axis]
+            writer.line(
+                f"buffer = np.empty(min({count}, {self.chunk}) * {self.run}, np.{self.dtype})  # summed copies of a chunk"
+            )
+        self.level(0, "0", "0")
+        first, second = (long_name, short_name) if self.pullback else (short_name, long_name)
+        parameters = [
+            (first, readonly_array(self.dtype)),
+            (second, writable_array(self.dtype)),
+            *((name, INDEX) for name in extents),
+            ("lo", INDEX),
+            ("hi", INDEX),
+        ]
+        what = "pullback: dx[j] = sum of dy over the copies of x[j]" if self.pullback else "forward: y = repeat(x)"
+        return cpu_kernel(signature, parameters, writer, f"repeat nest {self.items}, {what}", numpy=buffered)
 
-    def short_step(axis: int) -> str:
-        return short_names[axis]
+    def _bounds(self, axis: int) -> tuple[str, str, str]:
+        """``(start, stop, count)`` of input loop ``axis``: the thread's ``[lo, hi)`` for the first."""
+        extent = self.extents[axis]
+        return ("lo", "hi", "hi - lo") if axis == 0 else ("0", extent, extent)
 
-    def emit_block(long_base: str, short_base: str) -> None:
-        axis = axis_at[block]
+    def level(self, level: int, long_base: str, short_base: str) -> None:
+        """The loop of ``level`` and everything inside it."""
+        writer = self.writer
+        if level == self.block_level:
+            self.block(long_base, short_base)
+            return
+        if level == self.copies_level:
+            self.copies_sum(long_base, short_base)
+            return
+        if level == self.outer_level:
+            self.level(level + 1, long_base, short_base)  # summed in the block, a stream per copy
+            return
+        item = self.items[level]
+        if isinstance(item, int):
+            with writer.block(f"for r{level} in range({item}):"):
+                writer.line(f"p{level} = {_plus(long_base, _times(f'r{level}', self.long_names[level]))}")
+                self.level(level + 1, f"p{level}", short_base)
+            return
+        axis = self.axis_at[level]
         index = f"j{axis}"
-        start, stop, count = ("lo", "hi", "hi - lo") if axis == 0 else ("0", extents[axis], extents[axis])
+        with writer.block(f"for {index} in range({'lo, hi' if axis == 0 else self.extents[axis]}):"):
+            writer.line(f"p{level} = {_plus(long_base, _times(index, self.long_names[level]))}")
+            writer.line(f"q{axis} = {_plus(short_base, _times(index, self.short_names[axis]))}")
+            self.level(level + 1, f"p{level}", f"q{axis}")
+
+    def block(self, long_base: str, short_base: str) -> None:
+        """The last input loop and the run after it: a copy per run (forward) or a run sum."""
+        writer, run, outer, operator = self.writer, self.run, self.outer, self.operator
+        long_name, short_name = self.long_name, self.short_name
+        axis = self.axis_at[self.block_level]
+        index = f"j{axis}"
+        start, stop, count = self._bounds(axis)
         run_text = str(run)
         if outer > 1:
-            stride = long_step(0)
+            stride = self.long_names[0]
             offsets = ["0", stride] + [f"{copy} * {stride}" for copy in range(2, outer)]
             first, last = _plus(long_base, _times(start, run_text)), _plus(long_base, _times(stop, run_text))
             for copy, offset in enumerate(offsets):
@@ -403,7 +463,7 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
             )
         writer.line(f"{short_name}_block = {short_name}[{_plus(short_base, start)}:{_plus(short_base, stop)}]")
         with writer.block(f"for {index} in range({count}):"):
-            if pullback and outer > 1:
+            if self.pullback and outer > 1:
                 # The fused outer count: the same run of each copy, summed pairwise.
                 if run == 1:
                     writer.line(f"dx_block[{index}] {operator} {_pairwise([f'dy_block{c}[{index}]' for c in range(outer)])}")
@@ -411,7 +471,7 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
                     writer.line(f"k = {index} * {run}")
                     sums = [_pairwise_sum(f"dy_block{c}", "k", 0, run) for c in range(outer)]
                     writer.line(f"dx_block[{index}] {operator} {_pairwise(sums)}")
-            elif pullback:
+            elif self.pullback:
                 if run == 1:
                     writer.line(f"dx_block[{index}] {operator} dy_block[{index}]")
                 else:
@@ -426,13 +486,15 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
                 with writer.block(f"for r in range({run}):"):
                     writer.line("y_block[k + r] = value")
 
-    def emit_copies(long_base: str, short_base: str) -> None:
-        # The count right before the block: dy holds that many adjacent copies of the block
-        # (stride apart), one slice each, summed elementwise (contiguous loads) first.
-        axis = axis_at[block]
+    def copies_sum(self, long_base: str, short_base: str) -> None:
+        """The count right before the block: ``dy`` holds that many adjacent copies of the
+        block (``stride`` apart), one slice each, summed elementwise (contiguous loads) first;
+        with a run after the loop, through ``buffer``, a chunk of the block loop at a time."""
+        writer, run, copies, operator = self.writer, self.run, self.copies, self.operator
+        axis = self.axis_at[self.block_level]
         index = f"j{axis}"
-        start, stop = ("lo", "hi") if axis == 0 else ("0", extents[axis])
-        stride = long_step(copies_level)
+        start, stop, count = self._bounds(axis)
+        stride = self.long_names[self.copies_level]
         offsets = ["0", stride] + [f"{copy} * {stride}" for copy in range(2, copies)]
 
         def slice_copies(begin: str, end: str) -> None:
@@ -443,13 +505,12 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
             return _pairwise([f"copy{copy}[{position}]" for copy in range(copies)])
 
         if run == 1:
-            count = "hi - lo" if axis == 0 else extents[axis]
             slice_copies(_plus(long_base, start), _plus(long_base, stop))
             writer.line(f"dx_block = dx[{_plus(short_base, start)}:{_plus(short_base, stop)}]")
             with writer.block(f"for {index} in range({count}):"):
                 writer.line(f"dx_block[{index}] {operator} {copy_sum(index)}")
             return
-        # The summed block goes through `buffer`, a chunk of the block loop at a time.
+        chunk = self.chunk
         with writer.block(f"for chunk in range({start}, {stop}, {chunk}):"):
             writer.line(f"n = min({stop} - chunk, {chunk})")
             writer.line(f"width = n * {run}")
@@ -463,47 +524,10 @@ def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: b
                 _emit_run_sum(writer, "buffer", "k", run)
                 writer.line(f"dx_block[{index}] {operator} total")
 
-    def emit(level: int, long_base: str, short_base: str) -> None:
-        if level == block:
-            emit_block(long_base, short_base)
-            return
-        if level == copies_level:
-            emit_copies(long_base, short_base)
-            return
-        if level == outer_level:
-            emit(level + 1, long_base, short_base)  # summed in the block, a stream per copy
-            return
-        item = items[level]
-        if isinstance(item, int):
-            with writer.block(f"for r{level} in range({item}):"):
-                writer.line(f"p{level} = {_plus(long_base, _times(f'r{level}', long_step(level)))}")
-                emit(level + 1, f"p{level}", short_base)
-            return
-        axis = axis_at[level]
-        index = f"j{axis}"
-        with writer.block(f"for {index} in range({'lo, hi' if axis == 0 else extents[axis]}):"):
-            writer.line(f"p{level} = {_plus(long_base, _times(index, long_step(level)))}")
-            writer.line(f"q{axis} = {_plus(short_base, _times(index, short_step(axis)))}")
-            emit(level + 1, f"p{level}", f"q{axis}")
 
-    emit(0, "0", "0")
-    first, second = (long_name, short_name) if pullback else (short_name, long_name)
-    parameters = [
-        (first, readonly_array(dtype)),
-        (second, writable_array(dtype)),
-        *((name, INDEX) for name in extents),
-        ("lo", INDEX),
-        ("hi", INDEX),
-    ]
-    what = "pullback: dx[j] = sum of dy over the copies of x[j]" if pullback else "forward: y = repeat(x)"
-    return cpu_kernel(
-        signature, parameters, writer, f"repeat nest {nest.items}, {what}", numpy=copies_level >= 0 and run > 1
-    )
-
-
-def _differentiable(dtype: np.dtype[np.generic]) -> bool:
-    # ``is_differentiable`` for dtypes that passed ``check_dtype``, without ``dtype.name``.
-    return dtype.kind in "fc"
+def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: bool) -> KernelSource:
+    """The forward (``y`` from ``x``) or pullback (``dx`` from ``dy``) kernel of a nest."""
+    return _NestWriter(nest, dtype, pullback).render(signature)
 
 
 def _nest_signature(nest: _Nest, dtype: np.dtype[np.generic], kind: str, target: str = "cpu") -> ShapeSignature:
@@ -833,7 +857,7 @@ class NestPlan(_RepeatPlan):
         self._forward_launch(_flat_input(x, dtype), y)
         return y if self.flat_output else y.reshape(self.out_shape)
 
-    def pullback(self, saved: object) -> DensePullback:
+    def pullback(self, saved: object) -> DensePullback | KernelPullback:
         """Checks nothing (the scaffold did): allocates ``dx`` and makes one kernel call (or
         one per thread)."""
         kernel = self._kernel("pullback")
@@ -846,15 +870,15 @@ class NestPlan(_RepeatPlan):
                 return (zeros(shape, dtype),)
 
             return empty_output
-        if self.target == "cuda":
-            launch: Callable[..., None] = functools.partial(_cuda_pair_launch, kernel, size, self.extents, self.nest.total)
-            allocate: Callable[..., ArrayLike] = self.namespace.empty
-        else:
-            launch = cpu_launcher(kernel, 2, self.extents, extent=self.extents[0], work=self.out_size)
-            allocate = np.zeros if self.nest.accumulates else np.empty
+        if self.target == "cpu":
+            return KernelPullback(
+                kernel, self.extents, self.extents[0], self.out_size, size, dtype, shape, self.nest.accumulates
+            )
+        launch = functools.partial(_cuda_pair_launch, kernel, size, self.extents, self.nest.total)
+        allocate = self.namespace.empty
 
         def dense(dy: ArrayLike) -> tuple[object, ...]:
-            dx = allocate(size, dtype)
+            dx: ArrayLike = allocate(size, dtype)
             launch(dy.reshape(-1), dx)
             return (dx if flat_input else dx.reshape(shape),)
 
@@ -996,7 +1020,7 @@ class CountsPlan(_RepeatPlan):
         def dense(dy: ArrayLike) -> tuple[object, ...]:
             dx: ArrayLike = allocate(size, dtype)
             self._launch("pullback", counts, dy.reshape(-1), dx)
-            return (dx.reshape(shape), _NO_TANGENT)
+            return (dx.reshape(shape), NO_TANGENT)
 
         return dense
 
@@ -1006,7 +1030,7 @@ class CountsPlan(_RepeatPlan):
         xp = self.namespace
         dx: ArrayLike = xp.empty(self.shape, dtype=self.out_dtype)
         dx[...] = (xp.asarray(fill.value, dtype=self.out_dtype) * saved.counts).reshape(self.counts_shape)
-        return (dx, _NO_TANGENT)
+        return (dx, NO_TANGENT)
 
     def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
         tangent = tangents[0]

@@ -18,6 +18,7 @@ tiny: the simulator runs each CUDA thread as a Python thread.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules._cache import CACHE
 from stablerules._cuda import cuda_available, simulator_enabled
+from stablerules._rule import count_launches, kernel_launches
 
 Array = npt.NDArray[Any]
 
@@ -110,6 +112,19 @@ def on_cpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Callable[[], A
 
 def cuda_signatures() -> set[sr.ShapeSignature]:
     return {signature for signature in CACHE._entries if signature.device == "cuda"}
+
+
+@contextlib.contextmanager
+def cuda_kernel_runs(op: str, kind: str, expected: bool = True) -> Iterator[None]:
+    """The block launches a CUDA kernel of ``op`` and ``kind`` (a prefix), when ``expected``
+    (an empty output has nothing to launch): results equal to the CPU's are not enough, the
+    work must have run in CUDA kernels."""
+    with count_launches():
+        before = kernel_launches(op=op, kind=kind, device="cuda")
+        yield
+        after = kernel_launches(op=op, kind=kind, device="cuda")
+    if expected:
+        assert after > before, f"no CUDA {op} {kind} kernel ran"
 
 
 # ------------------------------------------------------------------------------------ cases
@@ -216,15 +231,18 @@ def test_repeat_family_forward_pullback_pushforward(
     x = device(x_host, namespace)
     args = arguments(case, x, namespace)
 
-    y = case.op(*args, **case.kwargs)
     y_cpu = on_cpu(lambda: case.op(x_host, *case.rest, **case.kwargs))
+    runs = y_cpu.size > 0
+    with cuda_kernel_runs("repeat", "forward", runs):
+        y = case.op(*args, **case.kwargs)
     assert_same(y, y_cpu, namespace, "forward vs CPU")
     np.testing.assert_array_equal(y_cpu, numpy_repeat(case, x_host))
 
     y_rule, back = sr.rrule(case.op, *args, **case.kwargs)
     assert_same(y_rule, y_cpu, namespace, "rrule primal")
     dy_host = integers(y_cpu.shape, dtype)
-    tangents = back(device(dy_host, namespace))
+    with cuda_kernel_runs("repeat", "pullback", runs):
+        tangents = back(device(dy_host, namespace))
     _, back_cpu = on_cpu(lambda: sr.rrule(case.op, x_host, *case.rest, **case.kwargs))
     expected = back_cpu(dy_host)
     assert len(tangents) == len(expected) == len(args)
@@ -233,7 +251,8 @@ def test_repeat_family_forward_pullback_pushforward(
     np.testing.assert_array_equal(expected[0], adjoint_reference(case, dy_host))
 
     dx_host = integers(case.shape, dtype)
-    y_frule, ydot = sr.frule(case.op, tangents_of(case, device(dx_host, namespace)), *args, **case.kwargs)
+    with cuda_kernel_runs("repeat", "forward", runs):  # the pushforward runs the forward kernel
+        y_frule, ydot = sr.frule(case.op, tangents_of(case, device(dx_host, namespace)), *args, **case.kwargs)
     assert_same(y_frule, y_cpu, namespace, "frule primal")
     _, ydot_cpu = on_cpu(lambda: sr.frule(case.op, tangents_of(case, dx_host), x_host, *case.rest, **case.kwargs))
     assert_same(ydot, ydot_cpu, namespace, "pushforward")
@@ -423,8 +442,10 @@ def test_kron_forward_pullback_pushforward(
 ) -> None:
     a_host, b_host = integers(a_shape, a_dtype), integers(b_shape, b_dtype)
     a, b = device(a_host, namespace), device(b_host, namespace)
-    y = sr.kron(a, b)
     y_cpu = on_cpu(lambda: sr.kron(a_host, b_host))
+    runs = y_cpu.size > 0
+    with cuda_kernel_runs("kron", "forward", runs):
+        y = sr.kron(a, b)
     assert_same(y, y_cpu, namespace, "forward vs CPU")
     np.testing.assert_array_equal(y_cpu, np.kron(a_host, b_host))
 
@@ -432,7 +453,10 @@ def test_kron_forward_pullback_pushforward(
     assert_same(y_rule, y_cpu, namespace, "rrule primal")
     dy_host = integers(y_cpu.shape, y_cpu.dtype)
     _, back_cpu = on_cpu(lambda: sr.rrule(sr.kron, a_host, b_host))
-    got, want = back(device(dy_host, namespace)), back_cpu(dy_host)
+    differentiable = y_cpu.dtype.kind in "fc"
+    with cuda_kernel_runs("kron", "pullback", runs and differentiable):
+        got = back(device(dy_host, namespace))
+    want = back_cpu(dy_host)
     assert len(got) == len(want) == 2
     for position, (tangent, expected) in enumerate(zip(got, want)):
         assert_same(tangent, expected, namespace, f"pullback entry {position}")
@@ -446,7 +470,10 @@ def test_kron_forward_pullback_pushforward(
     ta_host, tb_host = integers(a_shape, a_dtype), integers(b_shape, b_dtype)
     for tangents_host in ((ta_host, tb_host), (ta_host, ZeroTangent()), (ZeroTangent(), tb_host)):
         tangents = tuple(device(t, namespace) for t in tangents_host)
-        _, ydot = sr.frule(sr.kron, tangents, a, b)
+        dense = [t for t, primal in zip(tangents_host, (a_host, b_host)) if isinstance(t, np.ndarray) and primal.dtype.kind in "fc"]
+        kind = "pushforward" if len(dense) == 2 else "forward"
+        with cuda_kernel_runs("kron", kind, runs and bool(dense)):
+            _, ydot = sr.frule(sr.kron, tangents, a, b)
         _, ydot_cpu = on_cpu(lambda: sr.frule(sr.kron, tangents_host, a_host, b_host))
         assert_same(ydot, ydot_cpu, namespace, f"pushforward of {[type(t).__name__ for t in tangents_host]}")
     if a_host.dtype.kind in "fc" and b_host.dtype.kind in "fc":
