@@ -521,9 +521,10 @@ def frule(
 ) -> tuple[NDArray[np.generic], NDArray[np.generic] | ZeroTangent | NoTangent]: ...
 
 
-# --- broadcast_to, sum, mean, pad, split: the forward map of x's tangent; dense for a dense
-# tangent, else also a Fill or ZeroTangent; an integer input's is NoTangent. split's is a
-# tuple of tangents (or ZeroTangent). tangents has one entry per positional argument.
+# --- broadcast_to, sum, mean, pad, split
+# The forward map of x's tangent: dense for a dense tangent, else also a Fill or ZeroTangent;
+# an integer input's is NoTangent; split's is a tuple of tangents (or ZeroTangent). tangents
+# has one entry per positional argument.
 @overload
 def frule(
     op: BroadcastTo, tangents: tuple[_Dense, object], x: NDArray[_F], shape: _Shape, /
