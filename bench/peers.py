@@ -23,7 +23,18 @@ from types import ModuleType
 
 import numpy as np
 
-from workloads import Array, Concatenate, Kron, OpSpec, RepeatAxis, RepeatInnerOuter, Roll, julia_repeat
+from workloads import (
+    Array,
+    BroadcastTo,
+    Concatenate,
+    Kron,
+    OpSpec,
+    RepeatAxis,
+    RepeatInnerOuter,
+    Roll,
+    SumAxes,
+    julia_repeat,
+)
 
 PEER_NAMES = ("jax", "torch", "autograd")
 PEER_LABELS = {"jax": "jax jit(vjp)", "torch": "torch autograd", "autograd": "HIPS autograd"}
@@ -113,6 +124,10 @@ def _jax_function(jnp: ModuleType, spec: OpSpec) -> Callable[..., object]:
         return lambda *xs: jnp.concatenate(xs, axis=spec.axis)
     if isinstance(spec, Roll):
         return lambda x: jnp.roll(x, spec.shift, axis=spec.axis)
+    if isinstance(spec, BroadcastTo):
+        return lambda x: jnp.broadcast_to(x, spec.shape)
+    if isinstance(spec, SumAxes):
+        return lambda x: jnp.sum(x, axis=spec.axis)
     assert isinstance(spec, Kron)
     return lambda a, b: jnp.kron(a, b)
 
@@ -194,6 +209,10 @@ def _torch_function(torch: ModuleType, spec: OpSpec) -> Callable[..., object]:
         return lambda *xs: torch.cat(xs, dim=spec.axis)
     if isinstance(spec, Roll):
         return lambda x: torch.roll(x, spec.shift, dims=spec.axis)
+    if isinstance(spec, BroadcastTo):
+        return lambda x: getattr(x, "expand")(*spec.shape)
+    if isinstance(spec, SumAxes):
+        return lambda x: torch.sum(x, dim=spec.axis)
     assert isinstance(spec, Kron)
     return lambda a, b: torch.kron(a, b)
 
@@ -240,6 +259,10 @@ def _autograd_function(anp: ModuleType, spec: OpSpec) -> Callable[..., object]:
             return x
 
         return roll
+    if isinstance(spec, BroadcastTo):
+        return lambda x: anp.broadcast_to(x, spec.shape)
+    if isinstance(spec, SumAxes):
+        return lambda x: anp.sum(x, axis=spec.axis)
     assert isinstance(spec, Kron)
     return lambda a, b: anp.kron(a, b)
 

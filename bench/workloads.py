@@ -1,8 +1,9 @@
-"""The seed workloads W1-W6, W7 (issue 15) and their NumPy references.
+"""The seed workloads W1-W6, W7-W9 (issue 15), and their NumPy references.
 
 Each workload is one op call with static arguments (an ``OpSpec``), its input shapes and
 dtype, the NumPy formulations its pullback is compared against (the best one counts), and
-the goals from the issues that filed it (repeat: issue 3, concatenate: issue 4, kron: issue 5).
+the goals from the issues that filed it (repeat: issue 3, concatenate: issue 4, kron: issue 5,
+broadcast_to and sum: issue 15).
 
 stablerules is reached only through its public face (``import stablerules as sr``). The ops
 and ``rrule`` are held as plain callables here, so this file neither depends on how precisely
@@ -39,6 +40,8 @@ _repeat: Operation = sr.repeat
 _concatenate: Operation = sr.concatenate
 _kron: Operation = sr.kron
 _roll: Operation = sr.roll
+_broadcast_to: Operation = sr.broadcast_to
+_sum: Operation = sr.sum
 
 
 # --- what is called -------------------------------------------------------------------------
@@ -100,7 +103,29 @@ class Roll:
         return tuple(-value for value in self.shift)
 
 
-OpSpec: TypeAlias = RepeatAxis | RepeatInnerOuter | Concatenate | Kron | Roll
+@dataclass(frozen=True)
+class BroadcastTo:
+    """``broadcast_to(x, Val(shape))``; its pullback is a reduction over the broadcast axes."""
+
+    shape: Shape
+
+    def describe(self) -> str:
+        return f"broadcast_to(x, Val({self.shape}))"
+
+
+@dataclass(frozen=True)
+class SumAxes:
+    """``sum(x, axis=Val(axis))``; its pullback copies ``dy`` along the summed axes.
+    ``fill``: the cotangent is a ``Fill`` (a constant), whose pullback is a ``Fill`` in O(1)."""
+
+    axis: Shape
+    fill: bool = False
+
+    def describe(self) -> str:
+        return f"sum(x, axis=Val({self.axis}))" + (", dy a Fill" if self.fill else "")
+
+
+OpSpec: TypeAlias = RepeatAxis | RepeatInnerOuter | Concatenate | Kron | Roll | BroadcastTo | SumAxes
 
 
 def pad_shape(shape: Shape, length: int) -> Shape:
@@ -136,6 +161,10 @@ def call_ours_forward(spec: OpSpec, arrays: Sequence[Array]) -> object:
         return _concatenate(tuple(arrays), axis=Val(spec.axis))
     if isinstance(spec, Roll):
         return _roll(arrays[0], Val(spec.shift), axis=Val(spec.axis))
+    if isinstance(spec, BroadcastTo):
+        return _broadcast_to(arrays[0], Val(spec.shape))
+    if isinstance(spec, SumAxes):
+        return _sum(arrays[0], axis=Val(spec.axis))
     return _kron(arrays[0], arrays[1])
 
 
@@ -151,7 +180,19 @@ def call_ours_rrule(spec: OpSpec, arrays: Sequence[Array]) -> tuple[object, Pull
         return _rrule(sr.concatenate, tuple(arrays), axis=Val(spec.axis))
     if isinstance(spec, Roll):
         return _rrule(sr.roll, arrays[0], Val(spec.shift), axis=Val(spec.axis))
+    if isinstance(spec, BroadcastTo):
+        return _rrule(sr.broadcast_to, arrays[0], shape=Val(spec.shape))
+    if isinstance(spec, SumAxes):
+        return _rrule(sr.sum, arrays[0], axis=Val(spec.axis))
     return _rrule(sr.kron, arrays[0], arrays[1])
+
+
+def ours_cotangent(spec: OpSpec, dy: Array) -> object:
+    """The cotangent stablerules gets: ``dy`` itself, or for a ``fill`` workload the ``Fill``
+    of ``dy``'s first value (the peers and NumPy get the dense equivalent, ``dy``)."""
+    if isinstance(spec, SumAxes) and spec.fill:
+        return sr.Fill(float(dy.reshape(-1)[0]), tuple(dy.shape), dy.dtype)
+    return dy
 
 
 def tangent_arrays(tangents: object) -> list[Array]:
@@ -162,6 +203,8 @@ def tangent_arrays(tangents: object) -> list[Array]:
         return [array for item in tangents for array in tangent_arrays(item)]
     if isinstance(tangents, sr.NoTangent):
         return []
+    if isinstance(tangents, sr.Fill):  # a lazy tangent (W9's Fill case), materialized to check it
+        return [np.asarray(tangents)]
     raise TypeError(f"expected dense tangents from a dense cotangent, got {type(tangents).__name__}")
 
 
@@ -180,6 +223,10 @@ def reference_forward(spec: OpSpec, arrays: Sequence[Array]) -> Array:
         return np.concatenate(tuple(arrays), axis=spec.axis)
     if isinstance(spec, Roll):
         return np.roll(arrays[0], spec.shift, axis=spec.axis)
+    if isinstance(spec, BroadcastTo):
+        return np.broadcast_to(arrays[0], spec.shape)
+    if isinstance(spec, SumAxes):
+        return np.asarray(np.sum(arrays[0], axis=spec.axis))
     return np.kron(arrays[0], arrays[1])
 
 
@@ -282,6 +329,41 @@ def _roll_back_slices(spec: Roll) -> ReferencePullback:
         return (dx,)
 
     return slice_copies
+def _broadcast_sums(spec: BroadcastTo) -> dict[str, ReferencePullback]:
+    def broadcast_axes(shape: Shape) -> tuple[int, ...]:
+        lead = len(spec.shape) - len(shape)
+        return tuple(axis for axis, extent in enumerate(spec.shape) if axis < lead or shape[axis - lead] == 1)
+
+    def one_sum(arrays: Sequence[Array], dy: Array) -> tuple[Array, ...]:
+        shape = arrays[0].shape
+        return (dy.sum(axis=broadcast_axes(shape), keepdims=True).reshape(shape),)
+
+    def add_reduce(arrays: Sequence[Array], dy: Array) -> tuple[Array, ...]:
+        shape = arrays[0].shape
+        return (np.add.reduce(dy, axis=broadcast_axes(shape), keepdims=True).reshape(shape),)
+
+    return {"dy.sum(broadcast axes)": one_sum, "np.add.reduce": add_reduce}
+
+
+def _sum_broadcast_copies(spec: SumAxes) -> dict[str, ReferencePullback]:
+    """NumPy's broadcast copy of ``dy`` to ``x``'s shape (a fresh array, as ours is)."""
+
+    def copy(arrays: Sequence[Array], dy: Array) -> tuple[Array, ...]:
+        shape = arrays[0].shape
+        return (np.broadcast_to(np.expand_dims(dy, spec.axis), shape).copy(),)
+
+    def copyto(arrays: Sequence[Array], dy: Array) -> tuple[Array, ...]:
+        shape = arrays[0].shape
+        out = np.empty(shape, dtype=dy.dtype)
+        np.copyto(out, np.expand_dims(dy, spec.axis))
+        return (out,)
+
+    if spec.fill:  # the dense equivalent of a Fill: NumPy's np.full of x's shape
+        def full(arrays: Sequence[Array], dy: Array) -> tuple[Array, ...]:
+            return (np.full(arrays[0].shape, dy.reshape(-1)[0], dtype=dy.dtype),)
+
+        return {"np.full": full, "broadcast copy": copy}
+    return {"broadcast copy": copy, "np.copyto(empty, broadcast)": copyto}
 
 
 def reference_pullbacks(spec: OpSpec) -> dict[str, ReferencePullback]:
@@ -297,6 +379,10 @@ def reference_pullbacks(spec: OpSpec) -> dict[str, ReferencePullback]:
         return {"bare slices": _concatenate_slices(spec)}
     if isinstance(spec, Roll):
         return {"np.roll by -shift": _roll_back(spec), "one allocation, block copies": _roll_back_slices(spec)}
+    if isinstance(spec, BroadcastTo):
+        return _broadcast_sums(spec)
+    if isinstance(spec, SumAxes):
+        return _sum_broadcast_copies(spec)
     return {"einsum optimize=False": _kron_einsum(False), "einsum optimize=True": _kron_einsum(True)}
 
 
@@ -308,7 +394,8 @@ class Workload:
     """One benchmark: an op call, its inputs, its reference and its goals.
 
     ``goals`` maps a comparison (``"numpy"``, ``"jax"``) to the smallest acceptable ratio
-    ``reference_time / stablerules_time`` of the pullback.
+    ``reference_time / stablerules_time`` of the pullback; ``lazy_goal``: the pullback must
+    return a ``Fill`` (O(1), for a ``Fill`` cotangent).
     """
 
     id: str
@@ -322,6 +409,7 @@ class Workload:
     memory_goal: float | None = None
     arange_input: bool = False
     large: bool = False
+    lazy_goal: bool = False
 
     def output_shape(self) -> Shape:
         """The primal's shape, computed without running the op (W6's is 4.8 GB)."""
@@ -342,6 +430,10 @@ class Workload:
             first = list(self.shapes[0])
             first[spec.axis] = sum(shape[spec.axis] for shape in self.shapes)
             return tuple(first)
+        if isinstance(spec, BroadcastTo):
+            return spec.shape
+        if isinstance(spec, SumAxes):
+            return tuple(extent for axis, extent in enumerate(self.shapes[0]) if axis not in spec.axis)
         a, b = self.shapes
         return tuple(m * n for m, n in zip(a, b))
 
@@ -357,11 +449,14 @@ class Workload:
         else:
             arrays = [rng.standard_normal(shape).astype(dtype) for shape in self.shapes]
         dy: Array = rng.standard_normal(self.output_shape(), dtype=np.float64 if dtype.itemsize >= 8 else np.float32)
+        if isinstance(self.spec, SumAxes) and self.spec.fill:
+            dy = np.full_like(dy, dy.reshape(-1)[0])  # the dense equivalent of the Fill ours gets
         return arrays, dy.astype(dtype, copy=False)
 
 
 def workloads(*, tiny: bool, large: bool) -> list[Workload]:
-    """W1-W5 and W7, and W6 when ``large``; ``tiny`` shrinks every size (for the test)."""
+    """W1-W5, W7, W8, W9 (a dense cotangent) and W9s (a Fill), and W6 when ``large``; ``tiny``
+    shrinks every size (for the test)."""
     w1 = RepeatAxis(3, 0) if tiny else RepeatAxis(7, 0)
     w2 = RepeatInnerOuter((2, 1, 3)) if tiny else RepeatInnerOuter((7, 1, 10))
     w3 = RepeatInnerOuter((2, 1, 3), (2, 1, 2)) if tiny else RepeatInnerOuter((7, 1, 10), (4, 1, 2))
@@ -371,6 +466,8 @@ def workloads(*, tiny: bool, large: bool) -> list[Workload]:
     k5: tuple[Shape, Shape] = ((2, 3), (3, 2)) if tiny else ((10, 20), (30, 10))
     k6: tuple[Shape, Shape] = ((6, 8), (9, 5)) if tiny else ((100, 200), (300, 100))
     r7: Shape = (2, 3, 6, 7) if tiny else (64, 64, 56, 56)
+    b8: tuple[Shape, Shape] = ((1, 4, 1, 5), (3, 4, 6, 5)) if tiny else ((1, 64, 1, 56), (32, 64, 56, 56))
+    s9: Shape = (20, 3, 4) if tiny else (200, 3, 40)
     result = [
         Workload("W1", 3, w1, (x1,), "float64", f"dy.reshape({x1[0]}, {w1.repeats}).sum(1)",
                  goals={"numpy": 2.0, "jax": 8.0}, arange_input=True),
@@ -382,6 +479,12 @@ def workloads(*, tiny: bool, large: bool) -> list[Workload]:
                  goals={"numpy": 3.0, "jax": 4.0}),
         Workload("W7", 15, Roll((3, -5), (2, 3)), (r7,), "float32", "np.roll(dy, (-3, 5), axis=(2, 3))",
                  goals={"jax": 2.0}, bandwidth_goal=0.7),
+        Workload("W8", 15, BroadcastTo(b8[1]), (b8[0],), "float32", "dy.sum over the broadcast axes",
+                 goals={"jax": 2.0}, bandwidth_goal=0.7),
+        Workload("W9", 15, SumAxes((0, 2)), (s9,), "float64", "NumPy's broadcast copy of dy",
+                 goals={"numpy": 3.0}),
+        Workload("W9s", 15, SumAxes((0, 2), fill=True), (s9,), "float64", "np.full of x's shape (dense)",
+                 lazy_goal=True),
     ]
     if large:
         result.append(

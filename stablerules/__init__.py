@@ -28,6 +28,9 @@ from ._typing import Pullback as Pullback
 from ._typing import Tangent as Tangent
 from ._val import Val as Val
 from ._version import __version__ as __version__
+from .rules.broadcast import broadcast_to as broadcast_to
+from .rules.broadcast import mean as mean
+from .rules.broadcast import sum as sum
 from .rules.concatenate import cat as cat
 from .rules.concatenate import concatenate as concatenate
 from .rules.concatenate import hstack as hstack
@@ -39,6 +42,8 @@ from .rules.kron import kron as kron
 from .rules.permute import permute_dims as permute_dims
 from .rules.permute import reshape as reshape
 from .rules.permute import transpose as transpose
+from .rules.pad import pad as pad
+from .rules.pad import split as split
 from .rules.repeat import repeat as repeat
 from .rules.repeat import tile as tile
 
@@ -56,6 +61,7 @@ __all__ = [
     "Val",
     "ZeroTangent",
     "__version__",
+    "broadcast_to",
     "cache_info",
     "cat",
     "clear_caches",
@@ -66,9 +72,11 @@ __all__ = [
     "hstack",
     "kron",
     "materialize",
+    "mean",
     "no_compile",
     "no_fallback",
     "permute_dims",
+    "pad",
     "precompile",
     "register_frule",
     "register_rrule",
@@ -76,7 +84,9 @@ __all__ = [
     "reshape",
     "roll",
     "rrule",
+    "split",
     "stack",
+    "sum",
     "tile",
     "transpose",
     "unthunk",

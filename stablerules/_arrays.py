@@ -82,6 +82,20 @@ def array_namespace(value: object) -> pytypes.ModuleType:
     return np
 
 
+def spec_namespace(spec: ArraySpec) -> pytypes.ModuleType:
+    """The namespace the arrays an ``ArraySpec`` stands for live in: ``numpy`` for the CPU;
+    for CUDA, ``cupy`` where it is installed, else ``numpy`` (Numba's simulator runs CUDA
+    kernels on NumPy arrays)."""
+    if not spec.device.startswith("cuda"):
+        return np
+    try:
+        import cupy  # noqa: PLC0415 - imported only for a CUDA spec
+    except ImportError:
+        return np
+    module: pytypes.ModuleType = cupy
+    return module
+
+
 def device_of(value: object) -> str:
     """``"cpu"`` for NumPy arrays, scalars and CPU specs; ``"cuda"`` for CuPy arrays."""
     if isinstance(value, ArraySpec):
@@ -204,7 +218,7 @@ def static_int(value: object, name: str) -> int:
     """The ``int`` inside a ``Val``; a plain int is accepted and counted as dynamic."""
     if isinstance(value, Val):
         inner = value.value
-        if isinstance(inner, int):
+        if isinstance(inner, int) and not isinstance(inner, bool):
             return inner
         raise TypeError(f"argument {name!r} must be Val(int), got {value!r}")
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
@@ -217,6 +231,8 @@ def static_ints(value: object, name: str) -> tuple[int, ...]:
     """The ints inside ``Val(int)`` or ``Val(tuple)``, as a tuple; plain values count as dynamic."""
     if isinstance(value, Val):
         inner = value.value
+        if isinstance(inner, bool):
+            raise TypeError(f"argument {name!r} must be Val(int) or Val(tuple of ints), got {value!r}")
         return (inner,) if isinstance(inner, int) else tuple(inner)
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         CACHE.note_dynamic_argument(name, value)
@@ -229,6 +245,21 @@ def static_ints(value: object, name: str) -> tuple[int, ...]:
     raise TypeError(
         f"argument {name!r} must be Val(int) or Val(tuple of ints), got "
         f"{type(value).__name__}: {value!r}"
+    )
+
+
+def static_bool(value: object, name: str) -> bool:
+    """The ``bool`` inside ``Val(bool)``; a plain ``bool`` is accepted and counted as dynamic."""
+    if isinstance(value, Val):
+        inner = value.value
+        if isinstance(inner, bool):
+            return inner
+        raise TypeError(f"argument {name!r} must be Val(True) or Val(False), got {value!r}")
+    if isinstance(value, (bool, np.bool_)):
+        CACHE.note_dynamic_argument(name, value)
+        return bool(value)
+    raise TypeError(
+        f"argument {name!r} must be Val(True) or Val(False), got {type(value).__name__}: {value!r}"
     )
 
 

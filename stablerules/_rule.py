@@ -469,11 +469,14 @@ _PYTHON_SCALARS = (bool, int, float, complex)
 
 
 def _static_key(value: object) -> object:
-    """A static argument as it enters the key: a ``Val``'s value, a plain int or tuple of plain
-    ints (dynamic), ``None``; ``_UNKEYED`` for anything else."""
+    """A static argument as it enters the key: a ``Val``'s value (a bool tagged, so that
+    ``Val(True)`` never finds ``Val(1)``'s plan), a plain int or tuple of plain ints (dynamic),
+    ``None``; ``_UNKEYED`` for anything else."""
     kind = type(value)
     if kind is Val:
-        return value.value  # type: ignore[attr-defined]
+        inner = value.value  # type: ignore[attr-defined]
+        # Val(True) == Val(1) as dict keys would be (True == 1): a flag keys apart from a count
+        return (bool, inner) if type(inner) is bool else inner
     if value is None or kind is int:
         return value
     if kind is tuple and all(type(item) is int for item in value):  # type: ignore[attr-defined]

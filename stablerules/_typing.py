@@ -62,6 +62,14 @@ tangent is what the op's rule returns: always a dense array for the concatenate 
 array or ``ZeroTangent`` for ``kron``, a dense array, ``Fill`` or ``ZeroTangent`` for ``repeat``
 and ``tile``, and exactly a dense array when the array arguments' tangents are typed as arrays.
 
+Structure ops II. ``sum``/``mean`` of an integer or bool array are typed by their NumPy result
+(``NDArray[np.integer]``, ``NDArray[np.float64]``) with ``NoTangent`` entries exactly. ``pad``'s
+constant given positionally gets a :data:`ScalarTangent` entry (a 0-d floating array, or
+``NoTangent`` for an integer constant: the types see the constant's type only as a union).
+``split`` returns ``tuple[NDArray[DT], ...]``; its pullback is a :class:`TuplePullback`, dense
+for a tuple of arrays and lazy otherwise (a tuple holding a ``ZeroTangent``, ``ZeroTangent()``
+as a whole); its pushforward is :data:`SplitTangent`.
+
 Nothing here, nor any public signature, mentions Numba's or CuPy's types, so a user's mypy
 sees these same types without our ``stubs/`` (tests/test_typing.py checks it).
 """
@@ -114,6 +122,21 @@ class Function(Protocol[_P, _R_co]):
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
 
 
+class TuplePullback(Protocol[_DenseT, _LazyT]):
+    """The pullback of an op whose output is a tuple of arrays (``split``).
+
+    ``back(dys)`` returns ``_DenseT`` (dense tangents) for a tuple of arrays, one per output,
+    and ``_LazyT`` (entries widened to :data:`Tangent`) for anything else: a tuple holding a
+    ``Fill``/``ZeroTangent``/``Thunk``, ``ZeroTangent()`` as a whole, a value typed ``object``.
+    """
+
+    @overload
+    def __call__(self, dy: tuple[npt.NDArray[np.generic], ...], /) -> _DenseT: ...
+
+    @overload
+    def __call__(self, dy: object, /) -> _LazyT: ...
+
+
 Tangent: TypeAlias = npt.NDArray[_S] | Fill | ZeroTangent
 """A floating array's tangent for any cotangent: dense, a lazy constant, or a hard zero."""
 
@@ -158,6 +181,24 @@ SequenceStaticPullback: TypeAlias = Pullback[
     tuple[tuple[npt.NDArray[_S], ...], NoTangent], tuple[tuple[Tangent[_S], ...], NoTangent]
 ]
 
+# pad with its constant given positionally: the constant's tangent is a 0-d array (float64 or
+# complex128 for a Python float/complex, its own dtype for a NumPy one) or NoTangent (an int).
+ScalarTangent: TypeAlias = npt.NDArray[np.inexact] | ZeroTangent | NoTangent
+PadConstantPullback: TypeAlias = Pullback[
+    tuple[npt.NDArray[_S], NoTangent, npt.NDArray[np.inexact] | NoTangent],
+    tuple[Tangent[_S], NoTangent, ScalarTangent],
+]
+# split: one array in, a tuple of arrays out; the pullback takes a tuple of cotangents.
+SplitPullback: TypeAlias = TuplePullback[tuple[npt.NDArray[_S]], tuple[Tangent[_S]]]
+SplitStaticPullback: TypeAlias = TuplePullback[
+    tuple[npt.NDArray[_S], NoTangent], tuple[Tangent[_S], NoTangent]
+]
+SplitStaticStaticPullback: TypeAlias = TuplePullback[
+    tuple[npt.NDArray[_S], NoTangent, NoTangent], tuple[Tangent[_S], NoTangent, NoTangent]
+]
+SplitTangent: TypeAlias = tuple[Tangent[_S], ...] | ZeroTangent
+"""split's pushforward: a tuple of the tangent's views (``Fill``s for a ``Fill``), or ``ZeroTangent``."""
+
 # The same structures for arrays whose dtype may be non-differentiable.
 LooseArrayPullback: TypeAlias = Pullback[tuple[DenseOrNoTangent[_S]], tuple[LooseTangent[_S]]]
 LooseArrayStaticPullback: TypeAlias = Pullback[
@@ -179,6 +220,17 @@ LooseSequenceStaticPullback: TypeAlias = Pullback[
     tuple[tuple[DenseOrNoTangent[_S], ...], NoTangent],
     tuple[tuple[LooseTangent[_S], ...], NoTangent],
 ]
+LoosePadConstantPullback: TypeAlias = Pullback[
+    tuple[DenseOrNoTangent[_S], NoTangent, npt.NDArray[np.inexact] | NoTangent],
+    tuple[LooseTangent[_S], NoTangent, ScalarTangent],
+]
+LooseSplitPullback: TypeAlias = TuplePullback[tuple[DenseOrNoTangent[_S]], tuple[LooseTangent[_S]]]
+LooseSplitStaticPullback: TypeAlias = TuplePullback[
+    tuple[DenseOrNoTangent[_S], NoTangent], tuple[LooseTangent[_S], NoTangent]
+]
+LooseSplitStaticStaticPullback: TypeAlias = TuplePullback[
+    tuple[DenseOrNoTangent[_S], NoTangent, NoTangent], tuple[LooseTangent[_S], NoTangent, NoTangent]
+]
 
 __all__ = [
     "ArrayPullback",
@@ -190,18 +242,29 @@ __all__ = [
     "LooseArrayPullback",
     "LooseArrayStaticPullback",
     "LooseArrayStaticStaticPullback",
+    "LoosePadConstantPullback",
     "LoosePairPullback",
     "LooseSequencePullback",
     "LooseSequenceStaticPullback",
+    "LooseSplitPullback",
+    "LooseSplitStaticPullback",
+    "LooseSplitStaticStaticPullback",
     "LooseTangent",
     "LooseVariadicPullback",
+    "PadConstantPullback",
     "PairPullback",
     "Pullback",
     "QuadruplePullback",
     "RulePullback",
+    "ScalarTangent",
     "SequencePullback",
     "SequenceStaticPullback",
+    "SplitPullback",
+    "SplitStaticPullback",
+    "SplitStaticStaticPullback",
+    "SplitTangent",
     "Tangent",
     "TriplePullback",
+    "TuplePullback",
     "VariadicPullback",
 ]

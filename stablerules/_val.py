@@ -7,30 +7,35 @@ from typing import Generic, TypeVar, final
 
 import numpy as np
 
-_T = TypeVar("_T", int, tuple[int, ...])
+_T = TypeVar("_T", int, bool, tuple[int, ...])
 
 
 def _integer(item: object, whole: object) -> int:
     # NumPy integers are accepted (shapes often come as np.int64); bools are not counts.
     if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
         raise TypeError(
-            f"Val takes an int or a tuple of ints, got {type(whole).__name__}: {whole!r}"
+            f"Val takes an int, a bool or a tuple of ints, got {type(whole).__name__}: {whole!r}"
         )
     return int(item)
 
 
-def _static_value(value: object) -> int | tuple[int, ...]:
+def _static_value(value: object) -> bool | int | tuple[int, ...]:
     if isinstance(value, tuple):
         return tuple(_integer(item, value) for item in value)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)  # a flag (keepdims): never equal to Val(0) or Val(1)
     return _integer(value, value)
 
 
 @final
 class Val(Generic[_T]):
-    """A static argument: an ``int`` or a tuple of ``int``s, known when the kernel is built.
+    """A static argument: an ``int``, a ``bool`` or a tuple of ``int``s, known when the kernel
+    is built.
 
-    ``Val(3) == Val(3)``; ``Val(3) != Val((3,))``; hashable and immutable. The value is part
-    of the kernel cache key, so each distinct value is one compiled kernel.
+    ``Val(3) == Val(3)``; ``Val(3) != Val((3,))``; ``Val(True) != Val(1)`` (a flag is not a
+    count, though ``True == 1`` in Python); hashable and immutable. A NumPy integer or
+    ``np.bool_`` is stored as the Python value. The value is part of the kernel cache key, so
+    each distinct value is one compiled kernel.
     """
 
     __slots__ = ("_value",)
@@ -71,4 +76,4 @@ class Val(Generic[_T]):
 
 # The slot's own setter: what ``object.__setattr__(self, "_value", ...)`` reaches, without the
 # attribute lookup (Val.__setattr__ refuses every assignment).
-_set_value: Callable[[Val[int] | Val[tuple[int, ...]], object], None] = Val.__dict__["_value"].__set__
+_set_value: Callable[[Val[bool] | Val[int] | Val[tuple[int, ...]], object], None] = Val.__dict__["_value"].__set__

@@ -36,9 +36,34 @@ def test_val_is_frozen() -> None:
         del value._value
 
 
-@pytest.mark.parametrize("bad", [1.5, "3", None, True, (1, 2.0), (1, True), [1, 2]])
+def test_val_holds_a_bool_distinct_from_its_int() -> None:
+    assert sr.Val(True).value is True and sr.Val(False).value is False
+    assert sr.Val(True) == sr.Val(True) and sr.Val(True) != sr.Val(False)
+    assert sr.Val(True) != sr.Val(1) and sr.Val(False) != sr.Val(0)
+    assert len({sr.Val(True), sr.Val(1), sr.Val(False), sr.Val(0)}) == 4
+    from_numpy: object = sr.Val(np.bool_(True)).value  # type: ignore[type-var]
+    assert from_numpy is True
+    assert repr(sr.Val(False)) == "Val(False)"
+    assert pickle.loads(pickle.dumps(sr.Val(True))) == sr.Val(True)
+
+
+def test_a_bool_val_is_not_a_count() -> None:
+    from stablerules._arrays import static_bool, static_int, static_ints
+
+    with pytest.raises(TypeError, match="'axis' must be Val\\(int\\)"):
+        static_int(sr.Val(True), "axis")
+    with pytest.raises(TypeError, match="'reps' must be Val\\(int\\) or Val\\(tuple"):
+        static_ints(sr.Val(False), "reps")
+    with pytest.raises(TypeError, match="'keepdims' must be Val\\(True\\) or Val\\(False\\)"):
+        static_bool(sr.Val(1), "keepdims")
+    with pytest.raises(TypeError, match="repeats must be Val\\(int\\)"):
+        sr.repeat(np.ones(3), sr.Val(True))
+    assert static_bool(sr.Val(True), "keepdims") is True
+
+
+@pytest.mark.parametrize("bad", [1.5, "3", None, (1, 2.0), (1, True), [1, 2], (True,)])
 def test_val_rejects_non_integers(bad: object) -> None:
-    with pytest.raises(TypeError, match="Val takes an int or a tuple of ints"):
+    with pytest.raises(TypeError, match="Val takes an int, a bool or a tuple of ints"):
         sr.Val(bad)  # type: ignore[type-var]
 
 

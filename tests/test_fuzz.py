@@ -517,3 +517,185 @@ def test_fuzz_reference_refusals_are_exact() -> None:
         reference(lambda: np.repeat(np.ones(3), 2, axis=3))  # AxisError
     with pytest.raises(Invalid):
         reference(lambda: np.concatenate([np.ones(2), np.ones((2, 2))]))
+
+
+# ---------------------------------------------------------------------------------------------
+# broadcast_to, sum, mean, pad, split
+# ---------------------------------------------------------------------------------------------
+# broadcast_to, pad and split are gathers (pad's border reads no input): their pullbacks are
+# checked with gather_pullback over NumPy's own op on element ids. sum and mean against
+# NumPy's broadcast of dy (divided by the count for mean).
+
+STRUCTURE_DTYPES = st.sampled_from([np.dtype(np.float64)] * 4 + [np.dtype(np.complex64), np.dtype(np.int64), np.dtype(np.bool_)] + UNSUPPORTED)
+
+
+@st.composite
+def broadcast_calls(draw: st.DrawFn) -> tuple[Shape, Shape]:
+    """A target shape and an input shape that usually broadcasts to it (a 1 here and there,
+    leading axes dropped), sometimes not (an extent changed, or extra leading axes)."""
+    target = draw(st.lists(st.integers(0, 3), min_size=0, max_size=4).map(tuple))
+    drop = draw(st.integers(0, len(target)))
+    x_shape = tuple(1 if draw(st.integers(0, 2)) == 0 else extent for extent in target[drop:])
+    if draw(st.integers(0, 5)) == 0 and x_shape:
+        x_shape = x_shape[:-1] + (x_shape[-1] + 2,)
+    if draw(st.integers(0, 9)) == 0:
+        x_shape = (2,) + target
+    if draw(st.integers(0, 9)) == 0 and target:
+        target = target[:-1] + (-1,)
+    return x_shape, target
+
+
+@FUZZ
+@given(broadcast_calls(), STRUCTURE_DTYPES, seeds)
+def test_fuzz_broadcast_to(shapes_pair: tuple[Shape, Shape], dtype: np.dtype[Any], seed: int) -> None:
+    x_shape, target = shapes_pair
+    x = make(x_shape, dtype, seed)
+    result = outcome(lambda: rrule_call(sr.broadcast_to, x, Val(target)), lambda: np.broadcast_to(x, target), [dtype])
+    if result is None:
+        return
+    want, (y, back) = result[0], cast(tuple[object, Back], result[1])
+    y = assert_forward(y, want)
+    assert not y.flags.writeable
+    dy = cotangent(y, seed + 1)
+    (dx, static) = back(dy)
+    assert static == NoTangent()
+    if y.dtype.kind in "fc":
+        (expected,) = gather_pullback(lambda xs: np.broadcast_to(xs[0], target), [x_shape], dy)
+        assert_tangent(dx, expected, x, y.dtype)
+    else:
+        assert dx == NoTangent()
+    with pytest.raises(ValueError, match=r"shape"):
+        back(np.zeros(y.shape + (2,)))
+
+
+@st.composite
+def sum_calls(draw: st.DrawFn) -> tuple[Shape, Shape | None, bool]:
+    shape = draw(st.lists(st.integers(0, 3), min_size=0, max_size=4).map(tuple))
+    ndim = len(shape)
+    axis = draw(st.one_of(st.none(), st.lists(st.integers(-ndim - 1, ndim), max_size=3).map(tuple)))
+    return shape, axis, draw(st.booleans())
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:invalid value encountered")
+@FUZZ
+@given(sum_calls(), STRUCTURE_DTYPES, st.booleans(), seeds)
+def test_fuzz_sum_mean(spec: tuple[Shape, Shape | None, bool], dtype: np.dtype[Any], is_mean: bool, seed: int) -> None:
+    shape, axis, keepdims = spec
+    x = make(shape, dtype, seed)
+    op = sr.mean if is_mean else sr.sum
+    reduction = np.mean if is_mean else np.sum
+    static = None if axis is None else Val(axis)
+
+    def numpy() -> Array:
+        return np.asarray(reduction(x, axis=axis, keepdims=keepdims))
+
+    result = outcome(lambda: rrule_call(op, x, static, Val(keepdims)), numpy, [dtype])
+    if result is None:
+        return
+    want, (y, back) = result[0], cast(tuple[object, Back], result[1])
+    y = assert_forward(y, want)  # NumPy's own reduction: equal, NaN (a mean of nothing) included
+    dy = cotangent(y, seed + 1)
+    dx, *statics = back(dy)
+    assert statics == [NoTangent(), NoTangent()]
+    if x.dtype.kind not in "fc":
+        assert dx == NoTangent()
+        return
+    axes = tuple(range(len(shape))) if axis is None else tuple(a % len(shape) for a in axis)
+    count = int(np.prod([shape[a] for a in axes], dtype=np.int64)) if is_mean else 1
+    kept = dy if keepdims else np.expand_dims(dy, axes)
+    expected = np.broadcast_to(kept / max(count, 1), shape)
+    assert_tangent(np.asarray(dx) if isinstance(dx, Fill) else dx, expected, x, y.dtype)
+
+
+@st.composite
+def pad_calls(draw: st.DrawFn) -> tuple[Shape, Shape, object]:
+    shape = draw(st.lists(st.integers(0, 3), min_size=0, max_size=3).map(tuple))
+    count = draw(st.sampled_from([1, 2 * len(shape), 2 * len(shape), 2 * len(shape) + 1]))
+    widths = tuple(draw(st.lists(st.integers(-1, 2), min_size=count, max_size=count)))
+    constant = draw(st.sampled_from([0, 1.5, -2, 2j]))
+    return shape, widths, constant
+
+
+def numpy_pad(x: Array, widths: Shape, constant: object) -> Array:
+    ndim = x.ndim
+    if len(widths) == 1:
+        pairs: object = widths[0]
+    elif len(widths) == 2 * ndim:
+        pairs = [(widths[2 * k], widths[2 * k + 1]) for k in range(ndim)] if ndim else 0
+    else:
+        raise ValueError("pad_width has the wrong length")
+    if constant == 2j and x.dtype.kind != "c":
+        raise TypeError("a complex constant for a real array")  # NumPy warns and drops it
+    return np.pad(x, cast(Any, pairs), constant_values=cast(Any, constant))
+
+
+@FUZZ
+@given(pad_calls(), STRUCTURE_DTYPES, seeds)
+def test_fuzz_pad(spec: tuple[Shape, Shape, object], dtype: np.dtype[Any], seed: int) -> None:
+    shape, widths, constant = spec
+    x = make(shape, dtype, seed)
+    result = outcome(lambda: rrule_call(sr.pad, x, Val(widths), constant), lambda: numpy_pad(x, widths, constant), [dtype])
+    if result is None:
+        return
+    want, (y, back) = result[0], cast(tuple[object, Back], result[1])
+    y = assert_forward(y, want)
+    dy = cotangent(y, seed + 1)
+    dx, static, dconstant = back(dy)
+    assert static == NoTangent()
+    if y.dtype.kind not in "fc":
+        assert dx == NoTangent() and dconstant == NoTangent()
+        return
+    (expected,) = gather_pullback(lambda xs: numpy_pad(xs[0], widths, 0), [shape], dy)
+    assert_tangent(dx, expected, x, y.dtype)
+    if isinstance(constant, int):
+        assert dconstant == NoTangent()
+    else:
+        border = dy[numpy_pad(np.zeros(shape, bool), widths, True)].sum()  # the padded cells
+        got = np.asarray(dconstant)
+        assert got.shape == () and got.dtype == np.asarray(constant).dtype
+        # dy is rounded to the output's dtype before it is summed: 32-bit outputs lose digits
+        tolerance = 1e-5 if y.dtype in (np.dtype(np.float32), np.dtype(np.complex64)) else 1e-12
+        np.testing.assert_allclose(got, border if got.dtype.kind == "c" else np.real(border), rtol=tolerance, atol=tolerance)
+
+
+@st.composite
+def split_calls(draw: st.DrawFn) -> tuple[Shape, int | Shape, int]:
+    shape = draw(st.lists(st.integers(0, 4), min_size=0, max_size=3).map(tuple))
+    ndim = len(shape)
+    axis = draw(st.integers(-ndim - 1, ndim))
+    indices: int | Shape = draw(st.one_of(st.integers(0, 4), st.lists(st.integers(-5, 6), max_size=3).map(tuple)))
+    return shape, indices, axis
+
+
+@FUZZ
+@given(split_calls(), STRUCTURE_DTYPES, seeds)
+def test_fuzz_split(spec: tuple[Shape, int | Shape, int], dtype: np.dtype[Any], seed: int) -> None:
+    shape, indices, axis = spec
+    x = make(shape, dtype, seed)
+
+    def numpy() -> Array:
+        parts = np.split(x, indices, axis=axis)
+        return np.asarray(len(parts))  # the parts are compared below, one by one
+
+    static: Val[int] | Val[tuple[int, ...]] = Val(indices) if isinstance(indices, int) else Val(indices)
+    result = outcome(lambda: rrule_call(sr.split, x, static, Val(axis)), numpy, [dtype])
+    if result is None:
+        return
+    parts, back = cast(tuple[tuple[Array, ...], Back], result[1])
+    expected_parts = np.split(x, indices, axis=axis)
+    assert isinstance(parts, tuple) and len(parts) == len(expected_parts)
+    for part, want in zip(parts, expected_parts):
+        assert_forward(part, want)
+    dys = [cotangent(part, seed + k) for k, part in enumerate(parts)]
+    dx, *statics = back(tuple(dys))
+    assert statics == [NoTangent(), NoTangent()]
+    if x.dtype.kind not in "fc":
+        assert dx == NoTangent()
+        return
+    flat = np.concatenate([dy.reshape(-1) for dy in dys]) if dys else np.zeros(0)
+    (expected,) = gather_pullback(
+        lambda xs: np.concatenate([part.reshape(-1) for part in np.split(xs[0], indices, axis=axis)]), [shape], flat
+    )
+    assert_tangent(dx, expected, x, x.dtype)
+    with pytest.raises(ValueError, match="cotangents"):
+        back(tuple(dys) + (dys[0],))

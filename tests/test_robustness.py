@@ -98,6 +98,8 @@ class Case:
     scalar_shapes: tuple[Shape, ...] | None = None
     sequence: bool = False  # the op takes one sequence argument: tangents are back(dy)[0]
     bilinear: bool = False  # kron: the reference pullback is not a gather
+    # a linear op that is not a gather (sum): its adjoint, from NumPy, given xs and dy
+    adjoint: Callable[[Sequence[Array], Array], list[Array]] | None = None
 
     def tangents(self, result: tuple[object, ...], count: int) -> list[object]:
         return list(cast(Sequence[object], result[0])) if self.sequence else list(result[:count])
@@ -235,6 +237,46 @@ CASES += [
 ]
 
 
+def broadcast_target(shape: Shape) -> Shape:
+    """A new leading axis and every 1 stretched to 4: ``(3, 1) -> (2, 3, 4)``."""
+    return (2,) + tuple(4 if extent == 1 else extent for extent in shape)
+
+
+def sum_adjoint(xs: Sequence[Array], dy: Array) -> list[Array]:
+    """``sum(x, axis=1)``'s adjoint: ``dy`` broadcast back along axis 1."""
+    return [np.broadcast_to(np.expand_dims(dy, 1), xs[0].shape)]
+
+
+CASES += [
+    Case(
+        "broadcast_to",
+        sr.broadcast_to,
+        lambda xs: ((xs[0], Val(broadcast_target(xs[0].shape))), {}),
+        lambda xs: np.broadcast_to(xs[0], broadcast_target(xs[0].shape)),
+        ((3, 1),),
+        ((0, 1),),
+        ((),),
+    ),
+    Case(
+        "pad",
+        sr.pad,
+        lambda xs: ((xs[0], Val((1, 0, 2, 1))), {}),
+        lambda xs: np.pad(xs[0], ((1, 0), (2, 1))),
+        ((3, 4),),
+        ((0, 4),),
+    ),
+    Case(
+        "sum",
+        sr.sum,
+        lambda xs: ((xs[0], Val(1)), {}),
+        lambda xs: np.sum(xs[0], axis=1),
+        ((3, 4),),
+        ((0, 4),),
+        adjoint=sum_adjoint,
+    ),
+]
+
+
 def _kron_is_implemented() -> bool:
     try:
         sr.kron(np.ones(1), np.ones(1))
@@ -307,6 +349,8 @@ def reference_pullback(case: Case, xs: Sequence[Array], dy: Array) -> list[Array
     if case.bilinear:
         a, b = xs
         return list(kron_pullback(a, b, dy))
+    if case.adjoint is not None:
+        return case.adjoint(xs, dy)
     ids: list[Array] = []
     start = 1
     for x in xs:
@@ -470,9 +514,9 @@ def test_nan_and_inf_propagate_as_the_math_says(case: Case) -> None:
     xs = [np.resize(SPECIALS, shape) for shape in case.shapes]
     if case.bilinear:
         xs = [np.resize(SPECIALS[:4], case.shapes[0]), np.resize(np.array([0.0, 1.0, 2.0]), case.shapes[1])]
-    with np.errstate(invalid="ignore"):  # kron: inf * 0
+    with np.errstate(invalid="ignore"):  # kron: inf * 0; sum: inf + -inf (NumPy's own sum warns)
         want = case.numpy(xs)
-    y, back = rrule(case, xs)
+        y, back = rrule(case, xs)
     np.testing.assert_array_equal(y, want)  # NaN == NaN here, signed zeros compared by value
     np.testing.assert_array_equal(np.signbit(y), np.signbit(want))
     dy = np.resize(SPECIALS[::-1], y.shape)

@@ -1137,7 +1137,7 @@ class Repeat(RuleOp):
         if ndim == 0:
             axis_index = None  # NumPy reads a 0-d x as 1-d: axis 0 (or -1) repeats it as axis=None does
         if len(arrays) == 1:
-            if isinstance(repeats, Val) and not isinstance(repeats.value, int):
+            if isinstance(repeats, Val) and (not isinstance(repeats.value, int) or isinstance(repeats.value, bool)):
                 raise TypeError(
                     f"repeat: repeats must be Val(int) or a 1-D integer array of per-element counts, "
                     f"got {repeats!r}; for counts per axis use inner={repeats!r}"

@@ -607,3 +607,137 @@ def test_kron_mixed_devices_are_type_errors() -> None:
     assert CUPY is not None
     with pytest.raises(TypeError, match="mixed devices"):
         sr.kron(CUPY.ones((2, 2)), np.ones((2, 2)))
+
+
+# ----------------------------------------------------- broadcast_to, sum, mean, pad, split
+# broadcast_to's pullback (a gather per element of dx over its broadcast copies) and sum's and
+# mean's (a gather per element of dx from its kept entry) are CUDA kernels; the forwards are
+# the namespace's own broadcast_to/sum/mean; pad and split slice and copy blocks.
+
+BROADCAST_CASES: list[tuple[tuple[int, ...], tuple[int, ...], str]] = [
+    ((1, 4, 1, 5), (3, 4, 6, 5), "float32"),
+    ((4, 1), (2, 4, 7), "complex64"),
+    ((1,), (9,), "float64"),
+    ((3, 1, 2, 1), (2, 3, 4, 2, 5), "complex128"),
+    ((2, 3), (2, 3), "float64"),
+    ((2, 1), (3, 2, 0), "float64"),
+]
+
+
+def broadcast_adjoint(x_shape: tuple[int, ...], dy: Array) -> Array:
+    lead = dy.ndim - len(x_shape)
+    summed = dy.sum(axis=tuple(range(lead))) if lead else dy
+    stretched = tuple(axis for axis, extent in enumerate(x_shape) if extent == 1 and summed.shape[axis] != 1)
+    reduced: Array = summed.sum(axis=stretched, keepdims=True)
+    return reduced.reshape(x_shape).astype(dy.dtype)
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+@pytest.mark.parametrize(("x_shape", "shape", "dtype"), BROADCAST_CASES, ids=[f"{c[0]}->{c[1]}-{c[2]}" for c in BROADCAST_CASES])
+def test_broadcast_to_forward_pullback_pushforward(
+    x_shape: tuple[int, ...], shape: tuple[int, ...], dtype: str, namespace: str, on_cpu: Callable[[Callable[[], Any]], Any]
+) -> None:
+    x_host = integers(x_shape, dtype)
+    x = device(x_host, namespace)
+    y, back = sr.rrule(sr.broadcast_to, x, Val(shape))
+    y_cpu, back_cpu = on_cpu(lambda: sr.rrule(sr.broadcast_to, x_host, Val(shape)))
+    np.testing.assert_array_equal(host(y), np.broadcast_to(x_host, shape))
+    dy_host = integers(shape, dtype)
+    got, want = back(device(dy_host, namespace)), back_cpu(dy_host)
+    for position, (tangent, expected) in enumerate(zip(got, want, strict=True)):
+        assert_same(tangent, expected, namespace, f"pullback entry {position}")
+    np.testing.assert_array_equal(want[0], broadcast_adjoint(x_shape, dy_host))
+    tangent_host = integers(x_shape, dtype)
+    _, ydot = sr.frule(sr.broadcast_to, (device(tangent_host, namespace), NoTangent()), x, Val(shape))
+    np.testing.assert_array_equal(host(ydot), np.broadcast_to(tangent_host, shape))
+    for cotangent in (Fill(2.0, shape, np.float64), ZeroTangent()):
+        assert back(cotangent) == back_cpu(cotangent)
+
+
+SUM_CASES: list[tuple[tuple[int, ...], tuple[int, ...] | None, str]] = [
+    ((4, 5, 6), (1, 2), "float64"),
+    ((2, 3, 4, 5), (0, 2), "float32"),
+    ((20, 3, 4), (0, 2), "complex64"),
+    ((4, 5), (0,), "complex128"),
+    ((3, 4), None, "float64"),
+    ((3, 1), (1,), "float64"),
+]
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("op", [sr.sum, sr.mean], ids=["sum", "mean"])
+@pytest.mark.parametrize(("x_shape", "axis", "dtype"), SUM_CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in SUM_CASES])
+def test_sum_mean_forward_pullback_pushforward(
+    x_shape: tuple[int, ...],
+    axis: tuple[int, ...] | None,
+    dtype: str,
+    op: Any,
+    keepdims: bool,
+    namespace: str,
+    on_cpu: Callable[[Callable[[], Any]], Any],
+) -> None:
+    x_host = integers(x_shape, dtype)
+    x = device(x_host, namespace)
+    axis_value = None if axis is None else Val(axis)
+    y, back = sr.rrule(op, x, axis=axis_value, keepdims=Val(keepdims))
+    y_cpu, back_cpu = on_cpu(lambda: sr.rrule(op, x_host, axis=axis_value, keepdims=Val(keepdims)))
+    reference = (np.mean if op is sr.mean else np.sum)(x_host, axis=axis, keepdims=keepdims)
+    np.testing.assert_allclose(host(y), reference, rtol=1e-6)
+    dy_host = integers(tuple(np.shape(y_cpu)), dtype)
+    (got,), (want,) = back(device(dy_host, namespace)), back_cpu(dy_host)
+    if isinstance(want, Fill):
+        assert got == want
+    else:
+        assert_same(got, want, namespace, "pullback")
+    axes = tuple(range(len(x_shape))) if axis is None else axis
+    count = int(np.prod([x_shape[a] for a in axes])) if op is sr.mean else 1
+    kept = dy_host if keepdims else np.expand_dims(dy_host, axes)
+    np.testing.assert_array_equal(np.asarray(want), np.broadcast_to(kept / count if count != 1 else kept, x_shape).astype(dtype))
+    tangent_host = integers(x_shape, dtype)
+    _, ydot = sr.frule(op, (device(tangent_host, namespace),), x, axis=axis_value, keepdims=Val(keepdims))
+    _, ydot_cpu = on_cpu(lambda: sr.frule(op, (tangent_host,), x_host, axis=axis_value, keepdims=Val(keepdims)))
+    assert_same(ydot, ydot_cpu, namespace, "pushforward")
+
+
+def test_broadcast_kernels_are_cuda_kernels_compiled_once() -> None:
+    x = integers((1, 3, 1), "float64")
+    _, back = sr.rrule(sr.broadcast_to, x, Val((2, 3, 4)))
+    back(integers((2, 3, 4), "float64"))
+    _, back = sr.rrule(sr.mean, integers((2, 3, 4), "float64"), Val((0, 2)))
+    back(integers((3,), "float64"))
+    kinds = {signature.kind for signature in cuda_signatures() if signature.op == "broadcast"}
+    assert kinds == {"reduce", "expand"}
+    compiles = sr.cache_info().compiles
+    with sr.no_compile(), sr.no_fallback():
+        for x_shape, shape in (((1, 5, 1), (7, 5, 2)), ((1, 1, 1), (2, 1, 3))):
+            dy = integers(shape, "float64")
+            _, back = sr.rrule(sr.broadcast_to, integers(x_shape, "float64"), Val(shape))
+            np.testing.assert_array_equal(back(dy)[0], broadcast_adjoint(x_shape, dy))
+        _, back = sr.rrule(sr.mean, integers((5, 2, 7), "float64"), Val((0, 2)))
+        np.testing.assert_array_equal(back(np.array([35.0, 70.0]))[0], np.broadcast_to(np.array([1.0, 2.0])[None, :, None], (5, 2, 7)))
+    assert sr.cache_info().compiles == compiles
+    source = sr.explain(sr.broadcast_to, sr.ArraySpec((1, 3, 1), np.float32, device="cuda"), Val((2, 3, 4)))
+    assert "@cuda.jit" in source and "total += dy[" in source
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+def test_pad_and_split_stay_on_the_device(namespace: str, on_cpu: Callable[[Callable[[], Any]], Any]) -> None:
+    x_host = integers((3, 4), "float64")
+    x = device(x_host, namespace)
+    y, back = sr.rrule(sr.pad, x, Val((1, 0, 2, 1)), 2.0)
+    y_cpu, back_cpu = on_cpu(lambda: sr.rrule(sr.pad, x_host, Val((1, 0, 2, 1)), 2.0))
+    assert_same(y, y_cpu, namespace, "pad forward")
+    dy = integers(y_cpu.shape, "float64")
+    for position, (got, want) in enumerate(zip(back(device(dy, namespace)), back_cpu(dy), strict=True)):
+        if isinstance(want, np.ndarray) and want.shape == ():
+            np.testing.assert_array_equal(host(got), want)
+        else:
+            assert_same(got, want, namespace, f"pad pullback entry {position}")
+    parts, split_back = sr.rrule(sr.split, x, Val((1, 3)), Val(1))
+    parts_cpu, split_back_cpu = on_cpu(lambda: sr.rrule(sr.split, x_host, Val((1, 3)), Val(1)))
+    for got_part, want_part in zip(parts, parts_cpu, strict=True):
+        assert_same(got_part, want_part, namespace, "split forward")
+    dys = [integers(part.shape, "float64") for part in parts_cpu]
+    cotangents = (device(dys[0], namespace), ZeroTangent(), device(dys[2], namespace))
+    assert_same(split_back(cotangents)[0], split_back_cpu((dys[0], ZeroTangent(), dys[2]))[0], namespace, "split pullback")

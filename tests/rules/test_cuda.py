@@ -68,6 +68,8 @@ def test_cuda_sources_render_without_a_gpu() -> None:
         (sr.tile, (cuda_spec((2, 3), "float32"), Val((2, 1))), {}),
         (sr.kron, (cuda_spec((2, 3), "complex64"), cuda_spec((3,), "complex64")), {}),
         (sr.roll, (cuda_spec((2, 3, 4), "float32"), Val((1, -1))), {"axis": Val((0, 2))}),
+        (sr.broadcast_to, (cuda_spec((1, 3), "float32"), Val((2, 3))), {}),
+        (sr.mean, (cuda_spec((2, 3, 4), "float64"), Val((0, 2))), {}),
     ):
         texts = _kernel_texts(op, *args, **kwargs)
         assert texts and all("@cuda.jit(SIGNATURE, cache=True)" in text for _, text in texts)
@@ -149,6 +151,12 @@ PTX_CALLS: list[tuple[str, object, tuple[object, ...], dict[str, object]]] = [
     ("kron-c128-f64", sr.kron, (cuda_spec((2, 3), "complex128"), cuda_spec((3, 2), "float64")), {}),
     ("kron-int-f64", sr.kron, (cuda_spec((2, 3), "int32"), cuda_spec((3, 2), "float64")), {}),
     ("kron-ints", sr.kron, (cuda_spec((2, 3), "int64"), cuda_spec((3, 2), "int8")), {}),
+    ("broadcast_to-W8-f32", sr.broadcast_to, (cuda_spec((1, 64, 1, 56), "float32"), Val((32, 64, 56, 56))), {}),
+    ("broadcast_to-c64", sr.broadcast_to, (cuda_spec((4, 1), "complex64"), Val((2, 4, 7))), {}),
+    ("broadcast_to-full", sr.broadcast_to, (cuda_spec((1,), "float64"), Val((9,))), {}),
+    ("sum-W9", sr.sum, (cuda_spec((200, 3, 40), "float64"), Val((0, 2))), {}),
+    ("mean-c128", sr.mean, (cuda_spec((4, 5, 6), "complex128"), Val((1, 2))), {}),
+    ("mean-f32-keepdims", sr.mean, (cuda_spec((4, 5), "float32"), Val(0), Val(True)), {}),
 ]
 
 

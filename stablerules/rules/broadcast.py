@@ -1,0 +1,708 @@
+"""The broadcast family: ``broadcast_to``, ``sum`` and ``mean``, and their rules.
+
+One index map serves all three. Broadcasting ``x`` to ``shape`` and summing ``x`` over some axes
+are adjoint: both relate a *full* array (the broadcast result; the summed input) to a *kept*
+array (``x``; the sum) through the axes that are *reduced* (broadcast from extent 1, or summed).
+Axes of extent 1 are dropped and adjacent axes of the same kind merged, which leaves an
+alternating sequence of groups, the *pattern*::
+
+    broadcast_to(x(1,64,1,56), (32,64,56,56))    ->  r k r k   extents (32, 64, 56, 56)
+    sum(x(200,3,40), axis=(0, 2))                ->  r k r     extents (200, 3, 40)
+    sum(x(4,5,6), axis=(1, 2))                   ->  k r       extents (4, 30)
+
+The pattern is the kernels' static signature (with the dtype); the extents are runtime
+arguments, so every shape with the same pattern shares a kernel. Two kernels walk the full
+array in memory order, one pass each:
+
+- *reduce* (``broadcast_to``'s pullback): ``dx[kept] += dy[full]``. A trailing kept group is
+  an elementwise row update, a trailing reduced group a horizontal sum; float32 and complex64
+  accumulate in float64/complex128 (a ``dx``-sized buffer, cast at the end).
+- *expand* (``sum``'s and ``mean``'s pullback): ``dx[full] = dy[kept]`` (divided by the count
+  for ``mean``), a row copy or a row fill.
+
+Rows are slices, so the innermost loops vectorize. The CPU kernels split the outermost group
+across threads (the scaffold's ``cpu_launcher``): an outer kept group gives each thread its own
+range of the output, an outer reduced group gives each thread after the first its own zeroed
+accumulator, added at the end. The CUDA kernels are gathers, one thread per output element (a
+kept element summing its reduced entries, or a full element reading its kept one), with no
+atomics; adjacent threads read adjacent entries when the last group is kept (W8), and each
+thread reads a contiguous run when it is reduced (not coalesced: a block-per-row reduction
+would be the next step there).
+
+No kernel where none pays: the forwards are NumPy's (or CuPy's) own ``broadcast_to`` (a
+read-only view), ``sum`` and ``mean`` (so results and dtypes are NumPy's exactly);
+``broadcast_to``'s pushforward is a broadcast view of the tangent and ``sum``'s is a sum of it.
+
+Decisions where SPEC is silent
+------------------------------
+- ``sum``/``mean`` of every axis without ``keepdims`` return a 0-d array where NumPy returns a
+  NumPy scalar (the same value and dtype), as ``kron`` does for 0-d operands.
+- A cotangent of one element (a full reduction) gives a ``Fill`` (its value read on the host,
+  a device synchronization for CuPy); a ``Fill`` cotangent of any shape gives a ``Fill``.
+- ``broadcast_to`` to ``x``'s own shape (nothing reduced) has ``dx`` = ``dy`` itself (a view
+  of the cotangent, projected); so has ``sum`` over no axis of extent > 1.
+- ``broadcast_to``'s ``shape`` may be ``Val(int)`` (a 1-D shape), as NumPy's; ``sum``'s
+  ``axis=Val(())`` reduces nothing. Duplicate or out-of-range axes are a ``ValueError``.
+- Integer and bool inputs: the forward as NumPy (``sum`` of int32 is int64, ``mean`` of ints
+  float64); their tangent is ``NoTangent()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from types import ModuleType
+from typing import TypeVar, cast, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from .._arrays import (
+    ArrayLike,
+    ArraySpec,
+    array_namespace,
+    as_array,
+    check_dtype,
+    checked_size,
+    device_of,
+    is_differentiable,
+    kernel_target,
+    shape_text,
+    spec_namespace,
+    static_bool,
+    static_ints,
+)
+from .._cache import KernelSource, ShapeSignature
+from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
+from .._cuda import cuda_array_type, cuda_kernel
+from .._registry import KernelRequest
+from .._rule import ZERO_TANGENT, DensePullback, Plan, RuleOp, cpu_launcher, cuda_launch
+from .._tangents import Cotangent, DenseCotangent, Fill
+from .._val import Val
+
+_DT = TypeVar("_DT", bound=np.generic)
+_F = TypeVar("_F", bound=np.inexact)
+DType = np.dtype[np.generic]
+
+_FALSE: Val[bool] = Val(False)
+# Python refuses source with more than 20 statically nested blocks; the kernels nest one loop
+# per group (plus the function and the thread-range loop).
+_MAX_GROUPS = 16
+_WIDENED = {
+    "float32": np.dtype(np.float64),
+    "float64": np.dtype(np.float64),
+    "complex64": np.dtype(np.complex128),
+    "complex128": np.dtype(np.complex128),
+}
+_REAL = {"float32": "float32", "float64": "float64", "complex64": "float32", "complex128": "float64"}
+
+
+# ---------------------------------------------------------------------------------------------
+# The index map: groups of full-array axes, reduced ("r") or kept ("k")
+# ---------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1024)
+def _groups(full: tuple[int, ...], reduced: tuple[bool, ...]) -> tuple[str, tuple[int, ...]]:
+    """``(pattern, extents)``: axes of extent 1 dropped, adjacent axes of one kind merged."""
+    kinds: list[str] = []
+    extents: list[int] = []
+    for extent, is_reduced in zip(full, reduced):
+        if extent == 1:
+            continue
+        kind = "r" if is_reduced else "k"
+        if kinds and kinds[-1] == kind:
+            extents[-1] *= extent
+        else:
+            kinds.append(kind)
+            extents.append(extent)
+    return "".join(kinds), tuple(extents)
+
+
+@dataclass(frozen=True, slots=True)
+class _IndexMap:
+    """One call's index map: the primal input's shape, the full array's size, the group
+    pattern and extents, and how many full entries meet each kept one (``count``)."""
+
+    x_shape: tuple[int, ...]
+    full_size: int
+    pattern: str
+    extents: tuple[int, ...]
+    count: int
+
+
+def _kernel_request(index_map: _IndexMap, dtype: DType | None, kind: str, target: str) -> KernelRequest | None:
+    """The pullback kernel (``kind``: "reduce", "sum" or "mean"); ``None`` when the pullback
+    needs none (a non-floating input, an empty array, nothing reduced, a one-element ``dy``)."""
+    pattern = index_map.pattern
+    if dtype is None or index_map.full_size == 0 or "r" not in pattern:
+        return None
+    if kind != "reduce" and "k" not in pattern:
+        return None  # sum's cotangent has one element: the pullback is a Fill
+    static: tuple[object, ...] = (pattern, kind == "mean")
+    signature = ShapeSignature(
+        "broadcast", "reduce" if kind == "reduce" else "expand", static, (dtype.name,), (len(pattern),), target
+    )
+    render = _render_cuda if target == "cuda" else _render_cpu
+    return KernelRequest(signature, functools.partial(render, signature))
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel templates
+# ---------------------------------------------------------------------------------------------
+
+
+def _walk(writer: SourceWriter, pattern: str, body: Callable[[str, str, str], None]) -> None:
+    """The CPU loop nest over the full array in memory order, the outer group split as
+    ``[lo, hi)``.
+
+    ``full{d}``/``kept{d}`` are the flat positions after group ``d`` in the full and the kept
+    array (a kept position before any kept group is 0 and not written); ``body(full_base,
+    kept_base, kind)`` writes the innermost group's loop (``kind`` is
+    that group's; one group alone is the ``[lo, hi)`` range itself).
+    """
+    count = len(pattern)
+    if count == 1:
+        body("0", "0", pattern[0])
+        return
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(writer.block("for i0 in range(lo, hi):"))
+        full = "i0"
+        kept = "i0" if pattern[0] == "k" else ""  # "": still 0, no kept group outside
+        for group in range(1, count - 1):
+            stack.enter_context(writer.block(f"for i{group} in range(E{group}):"))
+            writer.line(f"full{group} = {full} * E{group} + i{group}")
+            full = f"full{group}"
+            if pattern[group] == "k":
+                writer.line(f"kept{group} = {kept} * E{group} + i{group}" if kept else f"kept{group} = i{group}")
+                kept = f"kept{group}"
+        last = count - 1
+        if pattern[last] == "k":
+            kept = f"{kept} * E{last}" if kept else "0"
+        body(f"{full} * E{last}", kept or "0", pattern[last])
+
+
+def _render_cpu(signature: ShapeSignature) -> KernelSource:
+    pattern, mean = signature.static
+    assert isinstance(pattern, str)
+    dtype = np.dtype(signature.dtypes[0])
+    wide = _WIDENED[dtype.name]
+    writer = SourceWriter()
+    count = len(pattern)
+    extents = [(f"E{group}", INDEX) for group in range(count)]
+    if signature.kind == "reduce":
+        writer.line(f"# dy is the full array (groups {pattern}, extents E0..), acc the kept one: acc[kept] += dy[full]")
+
+        def reduce_body(full: str, kept: str, kind: str) -> None:
+            # Rows are slices: indices from range() are known non-negative, so the loops
+            # vectorize (a flat dy[src + j] would need a wraparound check per element).
+            last = f"E{count - 1}"
+            if count == 1:  # a full reduction of [lo, hi)
+                writer.line("row = dy[lo:hi]")
+                writer.line("total = acc[0] * 0")
+                with writer.block("for j in range(hi - lo):"):
+                    writer.line("total += row[j]")
+                writer.line("acc[0] += total")
+                return
+            writer.line(f"row = dy[{full}:{full} + {last}]")
+            if kind == "k":
+                writer.line(f"out = acc[{kept}:{kept} + {last}]")
+                with writer.block(f"for j in range({last}):"):
+                    writer.line("out[j] += row[j]")
+            else:
+                writer.line("total = acc[0] * 0")
+                with writer.block(f"for j in range({last}):"):
+                    writer.line("total += row[j]")
+                writer.line(f"acc[{kept}] += total")
+
+        _walk(writer, pattern, reduce_body)
+        parameters = [("dy", readonly_array(dtype)), ("acc", writable_array(wide)), *extents, ("lo", INDEX), ("hi", INDEX)]
+        description = f"broadcast_to pullback: a sum over the reduced groups of {pattern!r}, one pass over dy"
+        return cpu_kernel(signature, parameters, writer, description, reassociate=True)
+
+    divide = " / divisor" if mean else ""
+    writer.line(f"# dx is the full array (groups {pattern}, extents E0..), dy the kept one: dx[full] = dy[kept]{divide}")
+
+    def expand_body(full: str, kept: str, kind: str) -> None:
+        last = f"E{count - 1}"
+        writer.line(f"out = dx[{full}:{full} + {last}]")
+        if kind == "k":
+            writer.line(f"row = dy[{kept}:{kept} + {last}]")
+            with writer.block(f"for j in range({last}):"):
+                writer.line(f"out[j] = row[j]{divide}")
+        else:
+            writer.line(f"value = dy[{kept}]{divide}")
+            with writer.block(f"for j in range({last}):"):
+                writer.line("out[j] = value")
+
+    _walk(writer, pattern, expand_body)
+    parameters = [("dy", readonly_array(dtype)), ("dx", writable_array(dtype)), *extents]
+    if mean:
+        parameters.append(("divisor", numba_scalar(_REAL[dtype.name])))
+    parameters += [("lo", INDEX), ("hi", INDEX)]
+    what = "mean" if mean else "sum"
+    description = f"{what} pullback: dy copied along the reduced groups of {pattern!r}, one pass over dx"
+    return cpu_kernel(signature, parameters, writer, description)
+
+
+def _render_cuda(signature: ShapeSignature) -> KernelSource:
+    """Gathers: one thread per kept element (reduce) or per full element (expand)."""
+    pattern, mean = signature.static
+    assert isinstance(pattern, str)
+    dtype = np.dtype(signature.dtypes[0])
+    wide = _WIDENED[dtype.name]
+    count = len(pattern)
+    extents = [(f"E{group}", INDEX) for group in range(count)]
+    writer = SourceWriter()
+    if signature.kind == "reduce":
+        kept_groups = [group for group in range(count) if pattern[group] == "k"]
+        writer.line("# t is a kept element: its index in each kept group, innermost first")
+        rest = "t"
+        for group in reversed(kept_groups[1:]):
+            writer.line(f"k{group} = {rest} % E{group}")
+            writer.line(f"q{group} = {rest} // E{group}")
+            rest = f"q{group}"
+        if kept_groups:
+            writer.line(f"k{kept_groups[0]} = {rest}")
+        writer.line(f"total = {numba_scalar(wide)}(0)")
+        with contextlib.ExitStack() as stack:
+            previous = ""
+            for group in range(count):
+                if pattern[group] == "r":
+                    stack.enter_context(writer.block(f"for r{group} in range(E{group}):"))
+                index = f"{pattern[group]}{group}"
+                writer.line(f"at{group} = {previous} * E{group} + {index}" if previous else f"at{group} = {index}")
+                previous = f"at{group}"
+            writer.line(f"total += dy[{previous}]")
+        store = "total" if wide == dtype else f"{numba_scalar(dtype)}(total)"
+        writer.line(f"dx[t] = {store}")
+        parameters = [("dy", cuda_array_type(dtype.name)), ("dx", cuda_array_type(dtype.name)), *extents, ("total", INDEX)]
+        return cuda_kernel(
+            signature, parameters, writer, f"broadcast_to pullback: one thread per element of dx, groups {pattern!r}",
+            total="total",
+        )
+    writer.line("# t is a full element: split it into its groups, innermost first")
+    rest = "t"
+    for group in range(count - 1, 0, -1):
+        writer.line(f"i{group} = {rest} % E{group}")
+        writer.line(f"q{group} = {rest} // E{group}")
+        rest = f"q{group}"
+    writer.line(f"i0 = {rest}")
+    kept = "0"
+    for group in range(count):
+        if pattern[group] == "k":
+            kept = f"i{group}" if kept == "0" else f"({kept}) * E{group} + i{group}"
+    divide = " / divisor" if mean else ""
+    writer.line(f"dx[t] = dy[{kept}]{divide}")
+    parameters = [("dy", cuda_array_type(dtype.name)), ("dx", cuda_array_type(dtype.name)), *extents]
+    if mean:
+        parameters.append(("divisor", numba_scalar(_REAL[dtype.name])))
+    parameters.append(("size", INDEX))
+    what = "mean" if mean else "sum"
+    return cuda_kernel(
+        signature, parameters, writer, f"{what} pullback: one thread per element of dx, groups {pattern!r}", total="size"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation, one function per op
+# ---------------------------------------------------------------------------------------------
+
+
+def _input(x: object) -> tuple[tuple[int, ...], DType, str, ModuleType]:
+    """``(shape, dtype, kernel target, namespace)`` of an array or ``ArraySpec``; ``TypeError``
+    for a non-array or an unsupported dtype."""
+    if isinstance(x, ArraySpec):
+        check_dtype(x.dtype, "x")
+        return x.shape, x.dtype, kernel_target(device_of(x)), spec_namespace(x)
+    array = as_array(x, "x")
+    return tuple(array.shape), array.dtype, kernel_target(device_of(array)), array_namespace(array)
+
+
+def _tangent_dtype(dtype: DType) -> DType | None:
+    return np.dtype(dtype.name) if is_differentiable(dtype) else None
+
+
+def _check_broadcast_to(x_shape: tuple[int, ...], shape: tuple[int, ...]) -> _IndexMap:
+    if any(extent < 0 for extent in shape):
+        raise ValueError(f"broadcast_to: shape {shape_text(shape)} has a negative extent")
+    if len(shape) < len(x_shape):
+        raise ValueError(
+            f"broadcast_to: x of shape {shape_text(x_shape)} has more dimensions than the target "
+            f"shape {shape_text(shape)}"
+        )
+    lead = len(shape) - len(x_shape)
+    for axis, extent in enumerate(x_shape):
+        if extent != 1 and extent != shape[lead + axis]:
+            raise ValueError(
+                f"broadcast_to: x of shape {shape_text(x_shape)} cannot be broadcast to shape "
+                f"{shape_text(shape)}: axis {axis} of x has extent {extent} but the target has "
+                f"{shape[lead + axis]} (an extent must match or be 1)"
+            )
+    checked_size(shape, 1, "broadcast_to")
+    reduced = tuple(axis < lead or x_shape[axis - lead] == 1 for axis in range(len(shape)))
+    pattern, extents = _groups(shape, reduced)
+    if len(pattern) > _MAX_GROUPS:
+        raise ValueError(
+            f"broadcast_to: x of shape {shape_text(x_shape)} to {shape_text(shape)} alternates broadcast "
+            f"and kept axes {len(pattern)} times; the compiled kernels take at most {_MAX_GROUPS}"
+        )
+    full_size = math.prod(shape)
+    count = full_size // max(math.prod(x_shape), 1) if full_size else 0
+    return _IndexMap(x_shape, full_size, pattern, extents, count)
+
+
+def _check_sum(
+    op: str, x_shape: tuple[int, ...], axis: tuple[int, ...] | None, keepdims: bool
+) -> tuple[_IndexMap, tuple[int, ...], tuple[int, ...]]:
+    """The index map, the normalized axes and the output's shape."""
+    ndim = len(x_shape)
+    if axis is None:
+        axes = tuple(range(ndim))
+    else:
+        for item in axis:
+            if not -ndim <= item < ndim:
+                raise ValueError(
+                    f"{op}: axis {item} is out of bounds for x of shape {shape_text(x_shape)} "
+                    f"(dimension {ndim})"
+                )
+        axes = tuple(item % ndim for item in axis)
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"{op}: duplicate value in axis={axis} for x of shape {shape_text(x_shape)}")
+        axes = tuple(sorted(axes))
+    reduced = tuple(position in axes for position in range(ndim))
+    if keepdims:
+        y_shape = tuple(1 if is_reduced else extent for extent, is_reduced in zip(x_shape, reduced))
+    else:
+        y_shape = tuple(extent for extent, is_reduced in zip(x_shape, reduced) if not is_reduced)
+    pattern, extents = _groups(x_shape, reduced)
+    if len(pattern) > _MAX_GROUPS:
+        raise ValueError(
+            f"{op}: axis={axis} alternates summed and kept axes of x (shape {shape_text(x_shape)}) "
+            f"{len(pattern)} times; the compiled kernels take at most {_MAX_GROUPS}"
+        )
+    count = math.prod(x_shape[position] for position in axes)
+    return _IndexMap(x_shape, math.prod(x_shape), pattern, extents, count), axes, y_shape
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans
+# ---------------------------------------------------------------------------------------------
+
+
+class _IndexPlan(Plan):
+    """What ``broadcast_to`` and ``sum``/``mean`` plans share: the index map, the input's
+    tangent dtype (``None`` for an integer or bool input), the target and the pullback kernel."""
+
+    kind = "reduce"
+
+    def __init__(self, op: str, index_map: _IndexMap, dtype: DType, target: str, namespace: ModuleType) -> None:
+        self.op = op
+        self.index_map = index_map
+        self.tangent_dtype = _tangent_dtype(dtype)
+        self.target = target
+        self.namespace = namespace
+        self.input_tangents = (self.tangent_dtype is not None,)
+        self.input_shapes = (index_map.x_shape,)
+        self.input_dtypes = (self.tangent_dtype or np.dtype(dtype.name),)
+        self.request = _kernel_request(index_map, self.tangent_dtype, self.kind, target)
+        self.kernel_entries = frozenset() if self.request is None else frozenset({"pullback"})
+
+    def requests(self) -> list[KernelRequest]:
+        return [] if self.request is None else [self.request]
+
+    @cached_property
+    def launch(self) -> Callable[..., None]:
+        """The pullback kernel, split across threads (CPU) or launched on the device (CUDA)."""
+        assert self.request is not None and self.tangent_dtype is not None
+        kernel = self.request.get()
+        index_map = self.index_map
+        extents = index_map.extents
+        if self.target == "cuda":
+            if self.kind == "reduce":
+                kept = math.prod(index_map.x_shape)
+
+                def launch_cuda_reduce(dy: ArrayLike, dx: ArrayLike) -> None:
+                    cuda_launch(kernel, kept, dy, dx, *extents, kept, work=index_map.count)
+
+                return launch_cuda_reduce
+            divisor = (float(index_map.count),) if self.kind == "mean" else ()
+            size = index_map.full_size
+
+            def launch_cuda_expand(dy: ArrayLike, dx: ArrayLike) -> None:
+                cuda_launch(kernel, size, dy, dx, *extents, *divisor, size)
+
+            return launch_cuda_expand
+        if self.kind == "reduce":
+            # An outer reduced group: every thread adds into its own zeroed accumulator.
+            private = 1 if index_map.pattern[0] == "r" else 0
+            return cpu_launcher(kernel, 2, extents, extent=extents[0], work=index_map.full_size, private=private)
+        trailing = (*extents, float(index_map.count)) if self.kind == "mean" else extents
+        return cpu_launcher(kernel, 2, trailing, extent=extents[0], work=index_map.full_size)
+
+
+class BroadcastPlan(_IndexPlan):
+    """``broadcast_to`` of one input dtype and shape to one target shape."""
+
+    def __init__(self, index_map: _IndexMap, shape: tuple[int, ...], dtype: DType, target: str, namespace: ModuleType) -> None:
+        super().__init__("broadcast_to", index_map, dtype, target, namespace)
+        self.out_shape = shape
+        self.out_dtype = self.input_dtypes[0]
+        self.differentiable = self.tangent_dtype is not None
+        self.any_layout = self.request is None  # no kernel: dy is returned (or zeros made) as is
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        return self.namespace.broadcast_to(arrays[0], self.out_shape)
+
+    def pullback(self, saved: object) -> DensePullback:
+        index_map, dtype, xp = self.index_map, self.out_dtype, self.namespace
+        x_shape = index_map.x_shape
+        if self.request is None:
+            if index_map.full_size == 0:
+
+                def broadcast_to_pullback_empty(dy: ArrayLike) -> tuple[object, ...]:
+                    return (xp.zeros(x_shape, dtype=dtype),)
+
+                return broadcast_to_pullback_empty
+
+            def broadcast_to_pullback_view(dy: ArrayLike) -> tuple[object, ...]:
+                return (dy.reshape(x_shape),)  # nothing reduced: dy itself, a view
+
+            return broadcast_to_pullback_view
+
+        wide = _WIDENED[dtype.name]
+        kept = math.prod(x_shape)
+        cuda = self.target == "cuda"
+        launch = self.launch
+
+        def broadcast_to_pullback_dense(dy: ArrayLike) -> tuple[object, ...]:
+            if cuda:
+                dx: ArrayLike = xp.empty(kept, dtype=dtype)
+                launch(dy.reshape(-1), dx)
+                return (dx.reshape(x_shape),)
+            accumulator = np.zeros(kept, dtype=wide)
+            launch(dy.reshape(-1), accumulator)
+            return ((accumulator if wide == dtype else accumulator.astype(dtype)).reshape(x_shape),)
+
+        return broadcast_to_pullback_dense
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        return (Fill(fill.value * self.index_map.count, self.index_map.x_shape, self.out_dtype),)
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        (tangent,) = tangents
+        if isinstance(tangent, DenseCotangent):
+            return self.namespace.broadcast_to(tangent.array, self.out_shape)
+        if isinstance(tangent, Fill):
+            return Fill(tangent.value, self.out_shape, self.out_dtype)
+        return ZERO_TANGENT
+
+
+class SumPlan(_IndexPlan):
+    """``sum`` or ``mean`` of one input dtype and shape over static axes."""
+
+    def __init__(
+        self,
+        op: str,
+        index_map: _IndexMap,
+        axes: tuple[int, ...],
+        keepdims: bool,
+        y_shape: tuple[int, ...],
+        dtype: DType,
+        target: str,
+        namespace: ModuleType,
+    ) -> None:
+        self.kind = op
+        super().__init__(op, index_map, dtype, target, namespace)
+        self.mean = op == "mean"
+        self.axes = axes
+        self.keepdims = keepdims
+        self.out_shape = y_shape
+        self.differentiable = self.tangent_dtype is not None
+        # NumPy's result dtype (int32 sums to int64, integers average to float64)
+        reduction = np.mean if self.mean else np.sum
+        self.out_dtype = self.tangent_dtype or np.dtype(reduction(np.zeros(1, dtype=dtype)).dtype.name)
+        self.any_layout = self.request is None
+
+    def _reduce(self, x: object) -> ArrayLike:
+        """NumPy's (or CuPy's) own sum or mean; a 0-d array where NumPy gives a scalar."""
+        reduction = self.namespace.mean if self.mean else self.namespace.sum
+        result = reduction(x, axis=self.axes, keepdims=self.keepdims)
+        if isinstance(result, np.generic):
+            return np.asarray(result)
+        return cast(ArrayLike, result)
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        return self._reduce(arrays[0])
+
+    def _constant(self, value: complex) -> Fill:
+        """The pullback of a constant cotangent: ``value`` (divided by the count for mean)."""
+        scale = max(self.index_map.count, 1) if self.mean else 1
+        return Fill(value / scale if scale != 1 else value, self.index_map.x_shape, self.out_dtype)
+
+    def pullback(self, saved: object) -> DensePullback:
+        index_map, dtype, xp = self.index_map, self.out_dtype, self.namespace
+        x_shape = index_map.x_shape
+        if index_map.full_size == 0:
+
+            def sum_pullback_empty(dy: ArrayLike) -> tuple[object, ...]:
+                return (xp.zeros(x_shape, dtype=dtype),)
+
+            return sum_pullback_empty
+        if math.prod(self.out_shape) == 1:
+            constant = self._constant
+
+            def sum_pullback_scalar(dy: ArrayLike) -> tuple[object, ...]:
+                return (constant(complex(dy.reshape(-1)[0].item())),)  # O(1): a Fill
+
+            return sum_pullback_scalar
+        if self.request is None:
+
+            def sum_pullback_view(dy: ArrayLike) -> tuple[object, ...]:
+                return (dy.reshape(x_shape),)  # nothing of extent > 1 summed: dy itself, a view
+
+            return sum_pullback_view
+
+        size, launch = index_map.full_size, self.launch
+        flat_dy = len(self.out_shape) == 1  # W9's (3,): no reshape on the hot path
+
+        def sum_pullback_dense(dy: ArrayLike) -> tuple[object, ...]:
+            dx: ArrayLike = xp.empty(size, dtype=dtype)
+            launch(dy if flat_dy else dy.reshape(-1), dx)
+            return (dx.reshape(x_shape),)
+
+        return sum_pullback_dense
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        return (self._constant(fill.value),)
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        (tangent,) = tangents
+        if isinstance(tangent, DenseCotangent):
+            return self._reduce(tangent.array)
+        if isinstance(tangent, Fill):
+            value = tangent.value if self.mean else tangent.value * self.index_map.count
+            return Fill(value, self.out_shape, self.out_dtype)
+        return ZERO_TANGENT
+
+
+# ---------------------------------------------------------------------------------------------
+# The ops
+# ---------------------------------------------------------------------------------------------
+
+_ShapeArgument = Val[tuple[int, ...]] | Val[int] | tuple[int, ...] | int
+_AxisArgument = Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None
+_KeepdimsArgument = Val[bool] | bool
+
+
+class BroadcastTo(RuleOp):
+    """``np.broadcast_to(x, shape)``: a read-only view of ``x`` with the given shape
+    (``Val(tuple)``, static; a plain tuple is accepted and counted as dynamic).
+
+    Rules: ``back(dy)`` returns ``(dx,)`` (plus ``NoTangent()`` for a positional ``shape``),
+    ``dx`` the sum of ``dy`` over the broadcast axes: one compiled pass over ``dy``
+    (float32/complex64 accumulated in float64/complex128), a fresh array; to ``x``'s own shape
+    ``dx`` is ``dy`` itself (a view of the cotangent). A ``Fill`` cotangent gives a ``Fill``
+    (scaled by the copies of each element). The pushforward of a tangent is its broadcast view
+    (read-only, as the primal), of a ``Fill`` a ``Fill``.
+    """
+
+    name = "broadcast_to"
+    static_names = ("shape",)
+    input_names = ("x",)
+
+    def __call__(self, x: npt.NDArray[_DT], shape: _ShapeArgument) -> npt.NDArray[_DT]:
+        return cast("npt.NDArray[_DT]", self.forward(x, shape))
+
+    def bind(self, x: object, shape: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return (x,), (shape,)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        x_shape, dtype, target, namespace = _input(arrays[0])
+        shape = static_ints(statics[0], "shape")
+        return BroadcastPlan(_check_broadcast_to(x_shape, shape), shape, dtype, target, namespace)
+
+
+class _Reduction(RuleOp):
+    static_names = ("axis", "keepdims")
+    input_names = ("x",)
+
+    def bind(  # type: ignore[override]
+        self, x: object, axis: object = None, keepdims: object = _FALSE
+    ) -> tuple[tuple[object, ...], tuple[object, ...]]:
+        return (x,), (axis, keepdims)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        x_shape, dtype, target, namespace = _input(arrays[0])
+        axis = None if statics[0] is None else static_ints(statics[0], "axis")
+        keepdims = static_bool(statics[1], "keepdims")
+        index_map, axes, y_shape = _check_sum(self.name, x_shape, axis, keepdims)
+        return SumPlan(self.name, index_map, axes, keepdims, y_shape, dtype, target, namespace)
+
+
+class Sum(_Reduction):
+    """``np.sum(x, axis, keepdims)``: ``axis`` is ``None`` (every axis), ``Val(int)`` or
+    ``Val(tuple)`` (negative allowed); ``keepdims`` is ``Val(True)`` or ``Val(False)``. Both
+    static (plain values accepted, counted as dynamic). The result has NumPy's dtype (int32
+    sums to int64); a full reduction is a 0-d array.
+
+    Rules: ``back(dy)`` returns ``(dx, NoTangent(), ...)``, one entry per positional argument:
+    ``dx`` is ``dy`` copied along the summed axes, one compiled pass, a fresh writable array;
+    a cotangent of one element (a full reduction) or a ``Fill`` gives a ``Fill`` in O(1);
+    with no axis of extent > 1 summed ``dx`` is ``dy`` itself (a view of the cotangent). The
+    pushforward is the sum of the tangent (a ``Fill`` times the count for a ``Fill``).
+    """
+
+    name = "sum"
+
+    @overload
+    def __call__(
+        self, x: npt.NDArray[_F], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[_F]: ...
+
+    @overload
+    def __call__(
+        self, x: npt.NDArray[np.bool_ | np.integer], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[np.integer]: ...
+
+    def __call__(
+        self, x: npt.NDArray[np.generic], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[np.generic]:
+        return cast("npt.NDArray[np.generic]", self.forward(x, axis, keepdims))
+
+
+class Mean(_Reduction):
+    """``np.mean(x, axis, keepdims)``, arguments as ``sum``'s (integers and bools average to
+    float64). Rules as ``sum``'s, divided by the number of entries averaged: ``dx`` is ``dy /
+    count`` copied along the averaged axes (a ``Fill`` for one-element or ``Fill`` cotangents;
+    ``dy`` itself when the count is 1).
+    """
+
+    name = "mean"
+
+    @overload
+    def __call__(
+        self, x: npt.NDArray[_F], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[_F]: ...
+
+    @overload
+    def __call__(
+        self, x: npt.NDArray[np.bool_ | np.integer], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[np.float64]: ...
+
+    def __call__(
+        self, x: npt.NDArray[np.generic], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[np.generic]:
+        return cast("npt.NDArray[np.generic]", self.forward(x, axis, keepdims))
+
+
+broadcast_to = BroadcastTo()
+sum = Sum()  # noqa: A001 - NumPy's name, as SPEC section 9 writes it
+mean = Mean()
+
+
+__all__ = ["BroadcastPlan", "BroadcastTo", "Mean", "Sum", "SumPlan", "broadcast_to", "mean", "sum"]

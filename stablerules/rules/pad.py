@@ -1,0 +1,498 @@
+"""The pad family: ``pad`` (constant mode) and ``split``, and their rules.
+
+No compiled kernels, on purpose (as the concatenate family): both ops move blocks of bytes.
+``pad``'s forward is one allocation, the border slabs set to the constant and the interior
+copied; its pullback is a *slice* of the cotangent (``dx = dy[interior]``, a view, no copy).
+``split``'s forward is views of ``x``, its pullback one allocation of ``x``'s shape with every
+part's cotangent copied into its block (a ``ZeroTangent`` part as zeros, a ``Fill`` part as its
+constant), the pushforward views of the tangent. NumPy's (or CuPy's) block copies are
+memory-bound already; a kernel would copy what a view gives for free. So ``kernel_requests``
+lists none: ``precompile`` validates the signature and warms its plan, ``explain`` is empty.
+
+Plans (index tuples, border slabs, part blocks, shapes, dtypes) depend on the signature alone
+and are kept in the shared ``PlanCache``; ``clear_caches()`` empties it. ``pad``'s constant is
+an array argument of the scaffold (data, never a static): a Python scalar keys the plan by its
+type, a 0-d array by its dtype; a NumPy scalar is not a key the scaffold takes, so such a call
+builds its plan anew (microseconds). The border sum that is the constant's tangent runs only
+when the constant was given positionally.
+
+Decisions where SPEC is silent
+------------------------------
+- ``pad_width``: ``Val(k)`` pads every side of every axis by ``k``; ``Val((b0, a0, b1, a1,
+  ...))`` (``2 * ndim`` ints) pads axis ``d`` by ``b_d`` before and ``a_d`` after. Negative
+  widths are a ``ValueError``. A 0-d ``x`` is returned as a 0-d copy (as ``np.pad``).
+- ``constant_values`` is one scalar (a Python or NumPy scalar, or a 0-d array; NumPy's
+  per-axis pairs are not taken), converted as ``np.pad`` converts it (``np.array(value)``,
+  then assigned: a float into an integer array truncates, -1 into uint8 wraps). A complex
+  constant for a real ``x`` is a ``TypeError`` (NumPy warns and drops the imaginary part).
+- The constant is differentiable when passed positionally: its tangent is the sum of ``dy``
+  over the border, a 0-d array of float64/complex128 for a Python float/complex, of its own
+  dtype for a floating NumPy scalar or 0-d array; an integer constant (or any constant when
+  ``x`` is an integer array) gets ``NoTangent()``. A keyword argument gets no tangent (SPEC).
+- ``split`` returns a tuple (``np.split`` returns a list) of views of ``x``; indices follow
+  Python's slicing as ``np.split``'s do (negative counts from the end, past the end is empty,
+  out of order gives empty or overlapping parts: overlapping parts' cotangents are added).
+  Sections that do not divide the axis are a ``ValueError``, as in NumPy; zero sections too.
+- ``split``'s pullback takes a tuple (or list) of one cotangent per part, each an array, a
+  ``Fill``, a ``ZeroTangent`` or a ``Thunk``, or ``ZeroTangent()`` (or a ``Thunk`` of the tuple)
+  as a whole. All parts zero gives ``ZeroTangent()``; ``Fill`` parts of one value that tile
+  ``x`` give a ``Fill``; otherwise one fresh array.
+"""
+
+from __future__ import annotations
+
+import math
+from types import EllipsisType, ModuleType
+from typing import TypeAlias, TypeVar, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from .._arrays import (
+    ArrayLike,
+    ArraySpec,
+    array_namespace,
+    as_array,
+    check_dtype,
+    checked_size,
+    is_array,
+    is_differentiable,
+    normalize_axis,
+    shape_text,
+    spec_namespace,
+    static_int,
+    static_ints,
+)
+from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, Pullback, RuleOp
+from .._tangents import Cotangent, DenseCotangent, Fill, Thunk, ZeroTangent, unthunk
+from .._val import Val
+
+_DT = TypeVar("_DT", bound=np.generic)
+DType: TypeAlias = np.dtype[np.generic]
+Index: TypeAlias = tuple["slice | EllipsisType", ...]
+
+_AXIS0: Val[int] = Val(0)
+_FLOAT64: DType = np.dtype(np.float64)
+
+
+def _input(x: object) -> tuple[tuple[int, ...], DType, ModuleType]:
+    """``(shape, dtype, namespace)`` of an array or ``ArraySpec``; ``TypeError`` for a
+    non-array or an unsupported dtype."""
+    if isinstance(x, ArraySpec):
+        check_dtype(x.dtype, "x")
+        return x.shape, x.dtype, spec_namespace(x)
+    array = as_array(x, "x")
+    return tuple(array.shape), array.dtype, array_namespace(array)
+
+
+def _tangent_dtype(dtype: DType) -> DType | None:
+    return np.dtype(dtype.name) if is_differentiable(dtype) else None
+
+
+# =============================================================================================
+# pad
+# =============================================================================================
+
+
+def _pairs(x_shape: tuple[int, ...], widths: tuple[int, ...]) -> list[tuple[int, int]]:
+    ndim = len(x_shape)
+    if len(widths) == 1:
+        pairs = [(widths[0], widths[0])] * ndim
+    elif len(widths) == 2 * ndim:
+        pairs = [(widths[2 * axis], widths[2 * axis + 1]) for axis in range(ndim)]
+    else:
+        raise ValueError(
+            f"pad: pad_width must be Val(int) or Val of 2 * ndim = {2 * ndim} ints (before, after for "
+            f"each axis) for x of shape {shape_text(x_shape)}, got {len(widths)} ints: {widths}"
+        )
+    if any(width < 0 for width in widths):
+        raise ValueError(f"pad: pad_width={widths} has a negative width; widths must be non-negative")
+    return pairs
+
+
+def _constant(constant_values: object, dtype: DType) -> np.generic:
+    """The constant as ``np.pad`` reads it (``np.array(value)``), checked against ``x``'s dtype."""
+    value = constant_values
+    if isinstance(value, ArraySpec):
+        value = np.zeros((), value.dtype) if value.shape == () else np.zeros(value.shape, value.dtype)
+    elif not isinstance(value, np.ndarray) and is_array(value):  # a CuPy array: read on the host
+        array: ArrayLike = value
+        if tuple(array.shape) != ():
+            raise ValueError(f"pad: constant_values must be a scalar, got an array of shape {shape_text(array.shape)}")
+        value = array.item()
+    if not isinstance(value, (bool, int, float, complex, np.generic, np.ndarray)):
+        raise TypeError(f"pad: constant_values must be a scalar, got {type(constant_values).__name__}")
+    scalar = np.array(value)
+    if scalar.shape != ():
+        raise ValueError(f"pad: constant_values must be a scalar, got an array of shape {shape_text(scalar.shape)}")
+    if scalar.dtype.kind not in "biufc":
+        raise TypeError(f"pad: constant_values must be a number, got dtype {scalar.dtype}")
+    if scalar.dtype.kind == "c" and dtype.kind != "c":
+        raise TypeError(
+            f"pad: constant_values={constant_values!r} is complex but x has dtype {dtype}; "
+            f"NumPy would drop the imaginary part"
+        )
+    return cast(np.generic, scalar[()])
+
+
+def _constant_tangent_dtype(constant_values: object) -> DType | None:
+    """The dtype of the constant's tangent (see the module docstring), ``None`` for none."""
+    if isinstance(constant_values, (bool, int)):
+        return None
+    if isinstance(constant_values, float):
+        return _FLOAT64
+    if isinstance(constant_values, complex):
+        return np.dtype(np.complex128)
+    dtype = getattr(constant_values, "dtype", None)
+    if isinstance(dtype, np.dtype) and is_differentiable(dtype):
+        return np.dtype(dtype.name)
+    return None
+
+
+class PadPlan(Plan):
+    """``pad`` of one input dtype and shape by static widths, with a constant of one type.
+
+    ``interior`` cuts ``x``'s block out of ``y``; ``borders`` are disjoint slabs covering the
+    rest of ``y`` (set to the constant by the forward, summed for the constant's tangent). The
+    array arguments are ``(x, constant_values)``.
+    """
+
+    any_layout = True  # slicing takes dy in any layout
+
+    def __init__(
+        self,
+        x_shape: tuple[int, ...],
+        dtype: DType,
+        widths: tuple[int, ...],
+        constant_dtype: DType | None,
+        namespace: ModuleType,
+    ) -> None:
+        pairs = _pairs(x_shape, widths)
+        y_shape = tuple(before + extent + after for extent, (before, after) in zip(x_shape, pairs))
+        checked_size(y_shape, dtype.itemsize, "pad")
+        ndim = len(x_shape)
+        interior: Index = tuple(slice(before, before + extent) for extent, (before, _) in zip(x_shape, pairs))
+        borders: list[Index] = []
+        for axis, (before, after) in enumerate(pairs):
+            # Slabs along this axis, inside the interior along earlier axes: disjoint, covering.
+            head = interior[:axis]
+            tail = tuple(slice(None) for _ in range(axis + 1, ndim))
+            if before:
+                borders.append((*head, slice(0, before), *tail))
+            if after:
+                borders.append((*head, slice(y_shape[axis] - after, y_shape[axis]), *tail))
+        self.op = "pad"
+        self.x_shape = x_shape
+        self.dtype = dtype
+        self.interior: Index = interior or (Ellipsis,)  # () would read a 0-d dy as a scalar, not a view
+        self.borders = tuple(borders)
+        self.border_size = math.prod(y_shape) - math.prod(x_shape)
+        self.namespace = namespace
+        tangent_dtype = _tangent_dtype(dtype)
+        self.out_shape = y_shape
+        self.out_dtype = tangent_dtype or np.dtype(dtype.name)
+        self.differentiable = tangent_dtype is not None
+        self.constant_dtype = constant_dtype if self.differentiable else None
+        self.input_tangents = (self.differentiable, self.constant_dtype is not None)
+        self.input_shapes = (x_shape, ())
+        self.input_dtypes = (self.out_dtype, self.constant_dtype or _FLOAT64)
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        """One allocation: the border slabs set to the constant, the interior copied."""
+        x = cast(ArrayLike, arrays[0])
+        constant = _constant(arrays[1], self.dtype)
+        y: ArrayLike = self.namespace.empty(self.out_shape, dtype=x.dtype)
+        for border in self.borders:
+            y[border] = constant
+        y[self.interior] = x
+        return y
+
+    def _border_sum(self, dy: ArrayLike) -> ArrayLike:
+        """The sum of ``dy`` over the border slabs: the constant's tangent, a 0-d array."""
+        assert self.constant_dtype is not None
+        xp = self.namespace
+        wide = np.complex128 if dy.dtype.kind == "c" else np.float64
+        total = xp.zeros((), dtype=wide)
+        for border in self.borders:
+            total = total + dy[border].sum(dtype=wide)
+        if self.constant_dtype.kind != "c":
+            total = total.real
+        return cast(ArrayLike, xp.asarray(total, dtype=self.constant_dtype))
+
+    def pullback(self, saved: object) -> DensePullback:
+        interior = self.interior
+        if self.constant_dtype is None:
+
+            def pad_pullback_dense(dy: ArrayLike) -> tuple[object, ...]:
+                return (dy[interior], NO_TANGENT)
+
+            return pad_pullback_dense
+        border_sum = self._border_sum
+
+        def pad_pullback_dense_constant(dy: ArrayLike) -> tuple[object, ...]:
+            # The constant's tangent reads the border: deferred, run only where the constant
+            # was given positionally (Pad._make_pullback unthunks it; otherwise it is dropped).
+            return (dy[interior], Thunk(lambda: border_sum(dy)))
+
+        return pad_pullback_dense_constant
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        dx = Fill(fill.value, self.x_shape, self.out_dtype)
+        if self.constant_dtype is None:
+            return (dx, NO_TANGENT)
+        total = complex(fill.value) * self.border_size
+        constant = self.namespace.asarray(total if self.constant_dtype.kind == "c" else total.real, dtype=self.constant_dtype)
+        return (dx, constant)
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        tangent, constant_tangent = tangents
+        border: complex | None = None
+        if isinstance(constant_tangent, DenseCotangent):
+            border = complex(constant_tangent.array.item())
+        elif isinstance(constant_tangent, Fill):
+            border = complex(constant_tangent.value)
+        if isinstance(tangent, ZeroTangent) and border is None:
+            return ZERO_TANGENT
+        dtype = self.out_dtype
+        if dtype.kind != "c" and border is not None:
+            border = complex(border.real)
+        if isinstance(tangent, Fill) and (border == tangent.value or (border is None and tangent.value == 0)):
+            return Fill(tangent.value, self.out_shape, dtype)
+        dy: ArrayLike = self.namespace.empty(self.out_shape, dtype=dtype)
+        for slab in self.borders:
+            dy[slab] = 0 if border is None else (border if dtype.kind == "c" else border.real)
+        if isinstance(tangent, DenseCotangent):
+            dy[self.interior] = tangent.array
+        else:
+            dy[self.interior] = tangent.value if isinstance(tangent, Fill) else 0
+        return dy
+
+
+class Pad(RuleOp):
+    """``np.pad(x, pad_width, mode="constant", constant_values=...)``: ``x`` surrounded by
+    ``constant_values``. ``pad_width`` is ``Val(k)`` (every side) or ``Val`` of ``2 * ndim``
+    ints ``(before_0, after_0, before_1, after_1, ...)``, static (a plain int or tuple is
+    accepted and counted as dynamic); ``constant_values`` is a scalar (data).
+
+    Rules: ``back(dy)`` returns ``(dx, NoTangent()[, dc])``, one entry per positional
+    argument: ``dx = dy[interior]``, a *view* of the cotangent (writable when ``dy`` is);
+    ``dc`` (a positional floating constant) the sum of ``dy`` over the border. A ``Fill``
+    cotangent gives a ``Fill`` (a slice of it). The pushforward is the tangent padded with the
+    constant's tangent (zero for a keyword or integer constant).
+    """
+
+    name = "pad"
+    static_names = ("pad_width",)
+    input_names = ("x", "constant_values")
+
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        pad_width: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
+        constant_values: bool | int | float | complex | np.generic | npt.NDArray[np.generic] = 0,
+    ) -> npt.NDArray[_DT]:
+        return cast("npt.NDArray[_DT]", self.forward(x, pad_width, constant_values))
+
+    def bind(  # type: ignore[override]
+        self, x: object, pad_width: object, constant_values: object = 0
+    ) -> tuple[tuple[object, ...], tuple[object, ...]]:
+        return (x, constant_values), (pad_width,)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        x, constant_values = arrays
+        x_shape, dtype, namespace = _input(x)
+        widths = static_ints(statics[0], "pad_width")
+        _constant(constant_values, dtype)  # its kind: checked once per plan (keyed by its type)
+        return PadPlan(x_shape, dtype, widths, _constant_tangent_dtype(constant_values), namespace)
+
+    # The scaffold orders tangents as the array arguments (x, constant_values); the call
+    # orders them (x, pad_width, constant_values). Both overrides put them in the call's order.
+
+    def _make_pullback(self, plan: Plan, saved: object, positional: int) -> Pullback:
+        if positional < 3:
+            base = super()._make_pullback(plan, saved, 1)  # (dx,): no constant tangent wanted
+            if positional == 1:
+                return base
+
+            def pad_pullback(dy: object) -> tuple[object, ...]:
+                return (*base(dy), NO_TANGENT)
+
+            return pad_pullback
+        both = super()._make_pullback(plan, saved, 2)  # (dx, dc)
+
+        def pad_pullback_with_constant(dy: object) -> tuple[object, ...]:
+            dx, constant = both(dy)
+            return (dx, NO_TANGENT, unthunk(constant))
+
+        return pad_pullback_with_constant
+
+    def _prepare_tangents(self, plan: Plan, tangents: tuple[object, ...], positional: int) -> tuple[Cotangent, ...]:
+        ordered = (tangents[0], tangents[2]) if positional >= 3 else tangents[:1]
+        return super()._prepare_tangents(plan, ordered, min(positional, 2) if positional >= 3 else 1)
+
+
+# =============================================================================================
+# split
+# =============================================================================================
+
+
+def _check_split(x_shape: tuple[int, ...], sections: int | None, points: tuple[int, ...], axis: int) -> tuple[tuple[Index, ...], tuple[tuple[int, ...], ...], bool]:
+    """Each part's index and shape, and whether the parts tile ``x`` (disjoint, covering)."""
+    if not x_shape:
+        raise ValueError("split: x has shape (); a 0-d array cannot be split (np.split needs an axis)")
+    where = normalize_axis(axis, len(x_shape), "split: axis")
+    length = x_shape[where]
+    if sections is not None:
+        if sections <= 0:
+            raise ValueError(f"split: sections must be positive, got Val({sections})")
+        if length % sections:
+            raise ValueError(
+                f"split: x of shape {shape_text(x_shape)} has {length} elements along axis {where}, which "
+                f"{sections} sections do not divide equally (array split does not result in an equal division)"
+            )
+        step = length // sections
+        points = tuple(step * part for part in range(1, sections))
+    bounds = (0, *points, None)
+    indices: list[Index] = []
+    shapes: list[tuple[int, ...]] = []
+    spans: list[tuple[int, int]] = []
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        cut = slice(start, stop)
+        first, end, _ = cut.indices(length)
+        size = max(end - first, 0)
+        indices.append((*(slice(None),) * where, cut))
+        shapes.append(x_shape[:where] + (size,) + x_shape[where + 1 :])
+        if size:
+            spans.append((first, first + size))
+    position = 0
+    tiles = True
+    for first, end in spans:  # in order, non-empty parts must follow each other exactly
+        tiles = tiles and first == position
+        position = end
+    tiles = tiles and (position == length if spans else True)
+    return tuple(indices), tuple(shapes), tiles
+
+
+class SplitPlan(Plan):
+    """``split`` of one input dtype and shape at static places: ``indices[i]`` cuts part ``i``
+    out of ``x`` (NumPy's slices); ``tiles`` says the parts are disjoint and cover ``x`` (the
+    pullback then writes blocks into ``np.empty``, else it adds them into zeros)."""
+
+    any_layout = True
+
+    def __init__(
+        self,
+        x_shape: tuple[int, ...],
+        dtype: DType,
+        indices: tuple[Index, ...],
+        shapes: tuple[tuple[int, ...], ...],
+        tiles: bool,
+        namespace: ModuleType,
+    ) -> None:
+        self.op = "split"
+        self.x_shape = x_shape
+        self.indices = indices
+        self.tiles = tiles
+        self.namespace = namespace
+        tangent_dtype = _tangent_dtype(dtype)
+        self.out_shape = x_shape
+        self.output_shapes = shapes
+        self.out_dtype = tangent_dtype or np.dtype(dtype.name)
+        self.differentiable = tangent_dtype is not None
+        self.input_tangents = (self.differentiable,)
+        self.input_shapes = (x_shape,)
+        self.input_dtypes = (self.out_dtype,)
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        x = cast(ArrayLike, arrays[0])
+        return tuple(map(x.__getitem__, self.indices))
+
+    def pullback(self, saved: object) -> DensePullback:
+        x_shape, indices, tiles, dtype, xp = self.x_shape, self.indices, self.tiles, self.out_dtype, self.namespace
+        shapes = self.output_shapes
+        assert shapes is not None
+        sizes = tuple(math.prod(shape) for shape in shapes)
+
+        def split_pullback_parts(parts: tuple[Cotangent, ...]) -> tuple[object, ...]:
+            fills = {part.value for part in parts if isinstance(part, Fill)}
+            if tiles and len(fills) == 1 and all(isinstance(part, Fill) or not size for part, size in zip(parts, sizes)):
+                return (Fill(fills.pop(), x_shape, dtype),)
+            if tiles:  # one allocation, every block written once
+                dx: ArrayLike = xp.empty(x_shape, dtype=dtype)
+                for index, part in zip(indices, parts):
+                    if isinstance(part, DenseCotangent):
+                        dx[index] = part.array
+                    else:
+                        dx[index] = part.value if isinstance(part, Fill) else 0
+                return (dx,)
+            dx = xp.zeros(x_shape, dtype=dtype)  # overlapping parts add
+            for index, part in zip(indices, parts):
+                if isinstance(part, DenseCotangent):
+                    xp.add(dx[index], part.array, out=dx[index])
+                elif isinstance(part, Fill):
+                    xp.add(dx[index], part.value, out=dx[index])
+            return (dx,)
+
+        return split_pullback_parts
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        (tangent,) = tangents
+        if isinstance(tangent, DenseCotangent):
+            return tuple(map(tangent.array.__getitem__, self.indices))
+        if isinstance(tangent, Fill):
+            shapes = self.output_shapes
+            assert shapes is not None
+            return tuple(Fill(tangent.value, shape, self.out_dtype) for shape in shapes)
+        return ZERO_TANGENT
+
+
+class Split(RuleOp):
+    """``np.split(x, indices_or_sections, axis)`` as a tuple of views of ``x``: ``Val(k)``
+    cuts ``k`` equal parts (``k`` must divide the axis), ``Val((i, j, ...))`` cuts at those
+    indices. Both static, as ``axis`` (plain values counted as dynamic).
+
+    Rules: ``back(dys)`` takes a tuple of one cotangent per part (any may be
+    ``ZeroTangent()``) and returns ``(dx, NoTangent()[, NoTangent()])``: ``dx`` is one fresh
+    array with every part's cotangent in its block (zeros for a ``ZeroTangent``), a ``Fill``
+    when every part is a ``Fill`` of one value, ``ZeroTangent()`` when all are zero. The
+    pushforward is the tuple of the tangent's views (``Fill``s for a ``Fill``).
+    """
+
+    name = "split"
+    static_names = ("indices_or_sections", "axis")
+    input_names = ("x",)
+
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        indices_or_sections: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
+        axis: Val[int] | int = _AXIS0,
+    ) -> tuple[npt.NDArray[_DT], ...]:
+        return cast("tuple[npt.NDArray[_DT], ...]", self.forward(x, indices_or_sections, axis))
+
+    def bind(  # type: ignore[override]
+        self, x: object, indices_or_sections: object, axis: object = _AXIS0
+    ) -> tuple[tuple[object, ...], tuple[object, ...]]:
+        return (x,), (indices_or_sections, axis)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        x_shape, dtype, namespace = _input(arrays[0])
+        given = statics[0]
+        sections: int | None = None
+        points: tuple[int, ...] = ()
+        if isinstance(given, Val) and isinstance(given.value, tuple):
+            points = given.value
+        elif type(given) is tuple or type(given) is list:
+            points = static_ints(given, "indices_or_sections")
+        else:
+            sections = static_int(given, "indices_or_sections")
+        axis = static_int(statics[1], "axis")
+        indices, shapes, tiles = _check_split(x_shape, sections, points, axis)
+        return SplitPlan(x_shape, dtype, indices, shapes, tiles, namespace)
+
+
+pad = Pad()
+split = Split()
+
+
+__all__ = ["Pad", "PadPlan", "Split", "SplitPlan", "pad", "split"]

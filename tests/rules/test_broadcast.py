@@ -1,0 +1,452 @@
+"""The broadcast family: ``broadcast_to``, ``sum`` and ``mean``.
+
+Forwards are compared with NumPy exactly (values, dtype); pullbacks with independent NumPy
+references (``dy.sum`` over the broadcast axes; ``np.broadcast_to`` of ``dy`` for ``sum``, of
+``dy / count`` for ``mean``) on small-integer data, where every sum is exact whatever its
+order, and with central finite differences through ``stablerules.testing``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import stablerules as sr
+from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
+from stablerules import _parallel
+from stablerules.testing import test_frule, test_rrule
+
+Array = npt.NDArray[Any]
+Back = Callable[[object], tuple[object, ...]]
+
+RNG = np.random.default_rng(515)
+FLOATING = ["float32", "float64", "complex64", "complex128"]
+
+
+def integers(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
+    """Small integers in ``dtype``: sums of them are exact in any order."""
+    resolved = np.dtype(dtype)
+    values: Array = np.asarray(RNG.integers(-8, 9, shape))
+    if resolved.kind == "c":
+        values = values + 1j * RNG.integers(-8, 9, shape)
+    elif resolved.kind == "b":
+        values = values > 0
+    return np.asarray(values, dtype=resolved)
+
+
+def rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Back]:
+    y, back = sr.rrule(op, *args, **kwargs)
+    assert isinstance(y, np.ndarray)
+    return y, back
+
+
+def dense(value: object) -> Array:
+    assert isinstance(value, np.ndarray), value
+    array: Array = value
+    return array
+
+
+def broadcast_reference(x_shape: tuple[int, ...], dy: Array) -> Array:
+    """``dy`` summed over the axes ``np.broadcast_to`` added or stretched, in ``x``'s shape."""
+    lead = dy.ndim - len(x_shape)
+    summed: Array = dy.sum(axis=tuple(range(lead))) if lead else dy
+    stretched = tuple(axis for axis, extent in enumerate(x_shape) if extent == 1 and summed.shape[axis] != 1)
+    reduced: Array = summed.sum(axis=stretched, keepdims=True)
+    return reduced.reshape(x_shape).astype(dy.dtype)
+
+
+def sum_reference(x_shape: tuple[int, ...], axis: tuple[int, ...] | None, keepdims: bool, dy: Array, count: int = 1) -> Array:
+    """``dy`` (divided by ``count``) broadcast back over the summed axes."""
+    axes = tuple(range(len(x_shape))) if axis is None else tuple(a % len(x_shape) for a in axis)
+    kept = dy if keepdims else np.expand_dims(dy, axes)
+    return np.broadcast_to(kept / count if count != 1 else kept, x_shape).astype(dy.dtype)
+
+
+# ------------------------------------------------------------------------------- broadcast_to
+
+BROADCAST_CASES = [
+    ((1, 4, 1, 5), (3, 4, 6, 5)),
+    ((4, 1), (2, 4, 7)),
+    ((1,), (9,)),
+    ((3, 1, 2, 1), (2, 3, 4, 2, 5)),
+    ((2, 3), (5, 2, 3)),
+    ((2, 3), (2, 3)),
+    ((), (4, 2)),
+    ((1, 1), (1, 1)),
+    ((3, 1), (3, 0)),
+    ((0, 1), (2, 0, 4)),
+    ((5, 1, 1), (5, 3, 2)),
+]
+
+
+@pytest.mark.parametrize(("x_shape", "shape"), BROADCAST_CASES)
+@pytest.mark.parametrize("dtype", FLOATING)
+def test_broadcast_to_forward_and_pullback(x_shape: tuple[int, ...], shape: tuple[int, ...], dtype: str) -> None:
+    x = integers(x_shape, dtype)
+    y, back = rrule(sr.broadcast_to, x, Val(shape))
+    expected = np.broadcast_to(x, shape)
+    assert y.dtype == expected.dtype and y.shape == expected.shape and not y.flags.writeable
+    np.testing.assert_array_equal(y, expected)
+    np.testing.assert_array_equal(sr.broadcast_to(x, Val(shape)), expected)
+    dy = integers(shape, dtype)
+    dx, static = back(dy)
+    assert static == NoTangent()
+    got = dense(dx)
+    assert got.dtype == np.dtype(dtype) and got.shape == x_shape
+    np.testing.assert_array_equal(got, broadcast_reference(x_shape, dy))
+
+
+@pytest.mark.parametrize(("x_shape", "shape"), BROADCAST_CASES[:6])
+def test_broadcast_to_rules_against_finite_differences(x_shape: tuple[int, ...], shape: tuple[int, ...]) -> None:
+    x = RNG.standard_normal(x_shape)
+    test_rrule(sr.broadcast_to, x, Val(shape))
+    test_frule(sr.broadcast_to, x, Val(shape))
+    test_rrule(sr.broadcast_to, x.astype(np.complex64), shape=Val(shape))
+    test_frule(sr.broadcast_to, x.astype(np.float32), shape=Val(shape))
+
+
+def test_broadcast_to_lazy_cotangents_and_tangents() -> None:
+    x = integers((1, 3, 1))
+    _, back = rrule(sr.broadcast_to, x, shape=Val((4, 3, 5)))
+    assert back(Fill(2.0, (4, 3, 5))) == (Fill(40.0, (1, 3, 1), np.float64),)
+    assert back(ZeroTangent()) == (ZeroTangent(),)
+    dy = integers((4, 3, 5))
+    np.testing.assert_array_equal(dense(back(Thunk(lambda: dy))[0]), broadcast_reference((1, 3, 1), dy))
+    _, ydot = sr.frule(sr.broadcast_to, (Fill(1.5, (1, 3, 1)),), x, shape=Val((4, 3, 5)))
+    assert ydot == Fill(1.5, (4, 3, 5), np.float64)
+    _, ydot = sr.frule(sr.broadcast_to, (ZeroTangent(),), x, shape=Val((4, 3, 5)))
+    assert ydot == ZeroTangent()
+    tangent = integers((1, 3, 1))
+    _, ydot = sr.frule(sr.broadcast_to, (tangent,), x, shape=Val((4, 3, 5)))
+    view = dense(ydot)
+    assert not view.flags.writeable and np.shares_memory(view, tangent)
+    np.testing.assert_array_equal(view, np.broadcast_to(tangent, (4, 3, 5)))
+
+
+def test_broadcast_to_own_shape_pullback_is_the_cotangent() -> None:
+    x = integers((2, 3))
+    _, back = rrule(sr.broadcast_to, x, shape=Val((2, 3)))
+    dy = integers((2, 3))
+    (dx,) = back(dy)
+    assert dx is dy or np.shares_memory(dense(dx), dy)
+    np.testing.assert_array_equal(dense(dx), dy)
+
+
+def test_broadcast_to_float32_accumulates_wide() -> None:
+    # 2**24 + 1 ones: a float32 running sum stops at 2**24; a float64 one reaches the exact total.
+    count = 2**24 + 8
+    x = np.ones((1,), np.float32)
+    _, back = rrule(sr.broadcast_to, x, shape=Val((count,)))
+    (dx,) = back(np.ones(count, np.float32))
+    assert dense(dx).dtype == np.float32 and dense(dx)[0] == np.float32(count)
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+@pytest.mark.parametrize(("x_shape", "shape"), [((1, 7, 1, 9), (11, 7, 5, 9)), ((6, 1), (6, 40)), ((1,), (500,))])
+def test_broadcast_to_threads_match_serial(
+    monkeypatch: pytest.MonkeyPatch, threads: str, x_shape: tuple[int, ...], shape: tuple[int, ...]
+) -> None:
+    monkeypatch.setattr(_parallel, "PARALLEL_THRESHOLD", 16)
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", threads)
+    x = integers(x_shape)
+    _, back = rrule(sr.broadcast_to, x, shape=Val(shape))
+    dy = integers(shape)
+    np.testing.assert_array_equal(dense(back(dy)[0]), broadcast_reference(x_shape, dy))
+
+
+# -------------------------------------------------------------------------------- sum / mean
+
+SUM_CASES: list[tuple[tuple[int, ...], tuple[int, ...] | None]] = [
+    ((4, 5, 6), (1, 2)),
+    ((4, 5, 6), (0,)),
+    ((4, 5, 6), (1,)),
+    ((4, 5, 6), (-1, 0)),
+    ((2, 3, 4, 5), (0, 2)),
+    ((2, 3, 4, 5), (1, 3)),
+    ((4, 5, 6), None),
+    ((4, 5, 6), ()),
+    ((7,), (0,)),
+    ((3, 1, 4), (1,)),
+    ((), None),
+    ((0, 3), (0,)),
+    ((3, 0), (1,)),
+    ((200, 3, 40), (0, 2)),
+]
+
+
+def _numpy_reduction(op: object) -> Callable[..., Any]:
+    return np.mean if op is sr.mean else np.sum
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:invalid value encountered")
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize(("x_shape", "axis"), SUM_CASES)
+@pytest.mark.parametrize("op", [sr.sum, sr.mean], ids=["sum", "mean"])
+def test_sum_mean_forward_and_pullback(op: Any, x_shape: tuple[int, ...], axis: tuple[int, ...] | None, keepdims: bool) -> None:
+    x = integers(x_shape, "float64")
+    axis_argument = None if axis is None else Val(axis)
+    expected = np.asarray(_numpy_reduction(op)(x, axis=axis, keepdims=keepdims))
+    y, back = rrule(op, x, axis=axis_argument, keepdims=Val(keepdims))
+    assert y.dtype == expected.dtype and y.shape == expected.shape
+    np.testing.assert_array_equal(y, expected)
+    dy = integers(y.shape, "float64")
+    (dx,) = back(dy)
+    axes = tuple(range(len(x_shape))) if axis is None else axis
+    count = int(np.prod([x_shape[a] for a in axes], dtype=np.int64)) if op is sr.mean else 1
+    reference = sum_reference(x_shape, axis, keepdims, dy, max(count, 1))
+    np.testing.assert_array_equal(np.asarray(dx), reference)
+    assert np.asarray(dx).dtype == np.float64 and np.asarray(dx).shape == x_shape
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "uint16", "bool", "float32", "complex64", "complex128"])
+@pytest.mark.parametrize("op", [sr.sum, sr.mean], ids=["sum", "mean"])
+def test_sum_mean_dtypes_are_numpys(op: Any, dtype: str) -> None:
+    x = integers((3, 4), dtype)
+    for axis in (None, Val(0), Val((0, 1))):
+        y = op(x, axis)
+        expected = np.asarray(_numpy_reduction(op)(x, axis=None if axis is None else axis.value))
+        assert y.dtype == expected.dtype and y.shape == expected.shape
+        np.testing.assert_allclose(y, expected, rtol=1e-6)
+    y, back = rrule(op, x, axis=Val(1))
+    differentiable = np.dtype(dtype).kind in "fc"
+    result = back(np.ones(y.shape))
+    if differentiable:
+        assert dense(result[0]).dtype == np.dtype(dtype)
+    else:
+        assert result == (NoTangent(),)
+        _, ydot = sr.frule(op, (NoTangent(),), x, axis=Val(1))
+        assert ydot == NoTangent()
+
+
+@pytest.mark.parametrize(("x_shape", "axis"), [((3, 4, 5), (0, 2)), ((3, 4), (1,)), ((3, 4), None), ((2, 3), ())])
+@pytest.mark.parametrize("op", [sr.sum, sr.mean], ids=["sum", "mean"])
+def test_sum_mean_rules_against_finite_differences(op: Any, x_shape: tuple[int, ...], axis: tuple[int, ...] | None) -> None:
+    x = RNG.standard_normal(x_shape)
+    axis_argument = None if axis is None else Val(axis)
+    test_rrule(op, x, axis_argument)
+    test_frule(op, x, axis=axis_argument, keepdims=Val(True))
+    test_rrule(op, x.astype(np.complex128), axis=axis_argument, keepdims=Val(True))
+    test_frule(op, x.astype(np.float32), axis_argument, Val(False))
+
+
+def test_sum_pullback_of_one_element_or_a_fill_is_a_fill() -> None:
+    x = integers((200, 3, 40))
+    _, back = rrule(sr.sum, x)
+    assert back(np.asarray(2.5)) == (Fill(2.5, (200, 3, 40), np.float64),)
+    assert back(2.5) == (Fill(2.5, (200, 3, 40), np.float64),)
+    _, back = rrule(sr.mean, x, keepdims=Val(True))
+    assert back(np.full((1, 1, 1), 24000.0)) == (Fill(1.0, (200, 3, 40), np.float64),)
+    _, back = rrule(sr.sum, x, axis=Val((0, 2)))
+    assert back(Fill(3.0, (3,))) == (Fill(3.0, (200, 3, 40), np.float64),)
+    assert back(ZeroTangent()) == (ZeroTangent(),)
+    dy = integers((3,))
+    np.testing.assert_array_equal(dense(back(Thunk(lambda: dy))[0]), sum_reference((200, 3, 40), (0, 2), False, dy))
+    _, back = rrule(sr.mean, x.astype(np.float32), axis=Val((0, 2)))
+    assert back(Fill(8000.0, (3,))) == (Fill(1.0, (200, 3, 40), np.float32),)
+
+
+def test_sum_frule_lazy_tangents() -> None:
+    x = integers((4, 5))
+    _, ydot = sr.frule(sr.sum, (Fill(2.0, (4, 5)),), x, axis=Val(1))
+    assert ydot == Fill(10.0, (4,), np.float64)
+    _, ydot = sr.frule(sr.mean, (Fill(2.0, (4, 5)),), x)
+    assert ydot == Fill(2.0, (), np.float64)
+    _, ydot = sr.frule(sr.mean, (ZeroTangent(),), x)
+    assert ydot == ZeroTangent()
+    tangent = integers((4, 5))
+    _, ydot = sr.frule(sr.sum, (Thunk(lambda: tangent),), x, axis=Val(0), keepdims=Val(True))
+    np.testing.assert_array_equal(dense(ydot), tangent.sum(axis=0, keepdims=True))
+
+
+def test_sum_cotangents_are_projected() -> None:
+    x = integers((3, 4), "float32")
+    _, back = rrule(sr.sum, x, axis=Val(1))
+    dy = integers((3,), "complex128")
+    (dx,) = back(dy)
+    assert dense(dx).dtype == np.float32
+    np.testing.assert_array_equal(dense(dx), np.broadcast_to(dy.real[:, None], (3, 4)).astype(np.float32))
+
+
+def test_sum_pullback_is_fresh_and_writable() -> None:
+    x = integers((5, 6))
+    _, back = rrule(sr.sum, x, axis=Val(1))
+    dy = integers((5,))
+    (dx,) = back(dy)
+    assert dense(dx).flags.writeable and dense(dx).flags.c_contiguous and not np.shares_memory(dense(dx), dy)
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+@pytest.mark.parametrize(("x_shape", "axis"), [((11, 7, 9), (0, 2)), ((13, 40), (1,)), ((9, 3, 8), (1,))])
+def test_sum_threads_match_serial(monkeypatch: pytest.MonkeyPatch, threads: str, x_shape: tuple[int, ...], axis: tuple[int, ...]) -> None:
+    monkeypatch.setattr(_parallel, "PARALLEL_THRESHOLD", 16)
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", threads)
+    x = integers(x_shape)
+    for op, count in ((sr.sum, 1), (sr.mean, int(np.prod([x_shape[a] for a in axis])))):
+        y, back = rrule(op, x, axis=Val(axis))
+        dy = integers(y.shape)
+        np.testing.assert_array_equal(dense(back(dy)[0]), sum_reference(x_shape, axis, False, dy, count))
+
+
+# ---------------------------------------------------------------------------- shared promises
+
+
+def test_tangent_arity_follows_positional_arguments() -> None:
+    x = integers((2, 3))
+    assert len(rrule(sr.broadcast_to, x, Val((4, 2, 3)))[1](np.ones((4, 2, 3)))) == 2
+    assert len(rrule(sr.broadcast_to, x, shape=Val((4, 2, 3)))[1](np.ones((4, 2, 3)))) == 1
+    assert rrule(sr.sum, x, Val(0), Val(True))[1](np.ones((1, 3)))[1:] == (NoTangent(), NoTangent())
+    assert len(rrule(sr.mean, x)[1](1.0)) == 1
+
+
+def test_validation_comes_first_and_names_the_arguments() -> None:
+    before = sr.cache_info().compiles
+    x = np.ones((2, 3))
+    with pytest.raises(ValueError, match=r"x of shape \(2, 3\) cannot be broadcast to shape \(4, 2\)"):
+        sr.broadcast_to(x, Val((4, 2)))
+    with pytest.raises(ValueError, match=r"more dimensions than the target shape \(3,\)"):
+        sr.rrule(sr.broadcast_to, x, Val((3,)))
+    with pytest.raises(ValueError, match="negative extent"):
+        sr.broadcast_to(x, Val((-1, 3)))
+    with pytest.raises(TypeError, match="'shape' must be Val"):
+        sr.broadcast_to(x, Val(True))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"axis 2 is out of bounds for x of shape \(2, 3\)"):
+        sr.sum(x, Val(2))
+    with pytest.raises(ValueError, match="duplicate value in axis"):
+        sr.mean(x, Val((0, -2)))
+    sr.sum(x, Val(0), Val(True))
+    with pytest.raises(TypeError, match="'keepdims' must be Val\\(True\\) or Val\\(False\\)"):
+        sr.sum(x, Val(0), Val(1))  # type: ignore[arg-type]  # not Val(True)'s plan: 1 is not a flag
+    with pytest.raises(TypeError, match="'axis' must be Val"):
+        sr.sum(x, Val(False))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="'x' must be an array"):
+        sr.sum("abc")  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="dtype"):
+        sr.broadcast_to(np.array(["a"]), Val((2, 1)))
+    assert sr.cache_info().compiles == before
+    _, back = rrule(sr.broadcast_to, x[:1], Val((4, 2, 3)))
+    compiles = sr.cache_info().compiles
+    with pytest.raises(ValueError, match=r"\(4, 3\).*\(4, 2, 3\)"):
+        back(np.ones((4, 3)))
+    _, back = rrule(sr.sum, x, Val(1))
+    with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
+        back(np.ones(3))
+    with pytest.raises(ValueError, match=r"one entry per positional argument"):
+        sr.frule(sr.sum, (np.ones((2, 3)),), x, Val(1))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"\(3, 2\).*\(2, 3\)"):
+        sr.frule(sr.mean, (np.ones((3, 2)),), x)
+    assert sr.cache_info().compiles == compiles
+
+
+def test_plain_static_arguments_count_as_dynamic() -> None:
+    x = integers((2, 3))
+    dynamic = sr.cache_info().dynamic_arguments
+    np.testing.assert_array_equal(sr.broadcast_to(x, (4, 2, 3)), np.broadcast_to(x, (4, 2, 3)))
+    np.testing.assert_array_equal(sr.sum(x, 1, True), np.sum(x, 1, keepdims=True))
+    np.testing.assert_array_equal(sr.mean(x, (0, 1)), np.mean(x))
+    assert sr.cache_info().dynamic_arguments == dynamic + 4
+    sr.sum(x, 1, True)
+    assert sr.cache_info().dynamic_arguments == dynamic + 6  # counted on every call
+    with sr.no_fallback(), pytest.raises(sr.DynamicFallbackError, match="keepdims"):
+        sr.sum(x, Val(1), True)
+    with sr.no_fallback(), pytest.raises(sr.DynamicFallbackError, match="shape"):
+        sr.rrule(sr.broadcast_to, x, (4, 2, 3))  # type: ignore[call-overload]
+
+
+def test_second_call_compiles_nothing() -> None:
+    x = integers((1, 3, 1))
+    calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+        (sr.broadcast_to, (x, Val((2, 3, 4)))),
+        (sr.sum, (integers((2, 3, 4)), Val((0, 2)))),
+        (sr.mean, (integers((2, 3, 4)), Val(1), Val(True))),
+    ]
+    for op, args in calls:
+        y, back = sr.rrule(op, *args)
+        back(np.ones(np.shape(y)))
+        with sr.no_compile(), sr.no_fallback():
+            y, back = sr.rrule(op, *args)
+            back(np.ones(np.shape(y)))
+            sr.frule(op, (np.ones(args[0].shape),) + (NoTangent(),) * (len(args) - 1), *args)
+
+
+def test_patterns_share_kernels_across_shapes() -> None:
+    sr.rrule(sr.broadcast_to, integers((1, 3)), Val((2, 3)))[1](np.ones((2, 3)))
+    compiles = sr.cache_info().compiles
+    for x_shape, shape in (((1, 5), (7, 5)), ((4, 1, 5), (3, 4, 1, 5)), ((1, 1, 2), (3, 4, 2))):
+        _, back = rrule(sr.broadcast_to, integers(x_shape), Val(shape))
+        back(np.ones(shape))
+    assert sr.cache_info().compiles == compiles
+
+
+def test_precompile_and_explain_with_specs() -> None:
+    spec = sr.ArraySpec((1, 64, 1, 56), np.float32)
+    signatures = sr.precompile(sr.broadcast_to, spec, Val((32, 64, 56, 56)))
+    assert [signature.kind for signature in signatures] == ["reduce"]
+    text = sr.explain(sr.broadcast_to, spec, Val((32, 64, 56, 56)))
+    assert "out[j] += row[j]" in text and "'rkrk'" in text
+    text = sr.explain(sr.mean, sr.ArraySpec((200, 3, 40), np.float64), Val((0, 2)))
+    assert "out[j] = value" in text and "divisor" in text
+    assert sr.explain(sr.sum, sr.ArraySpec((3, 4), np.float64)) == ""  # a one-element cotangent: a Fill
+    assert sr.precompile(sr.sum, sr.ArraySpec((3, 4), np.int32), Val(0)) == ()
+
+
+def test_pullback_without_forward_takes_specs() -> None:
+    from stablerules._registry import PULLBACKS
+
+    builder: Callable[..., Any] = PULLBACKS.lookup(sr.broadcast_to)
+    back = builder(sr.ArraySpec((1, 3, 1), np.float32), Val((4, 3, 5)))
+    dy = integers((4, 3, 5), "float32")
+    dx, static = back(dy)
+    assert static == NoTangent()
+    np.testing.assert_array_equal(dense(dx), broadcast_reference((1, 3, 1), dy))
+    builder = cast(Callable[..., Any], PULLBACKS.lookup(sr.mean))
+    back = builder(sr.ArraySpec((4, 6), np.float64), axis=Val(1))
+    dy = integers((4,))
+    np.testing.assert_array_equal(dense(back(dy)[0]), sum_reference((4, 6), (1,), False, dy, 6))
+
+
+def test_too_many_groups_is_a_value_error() -> None:
+    shape = (2, 1) * 9
+    with pytest.raises(ValueError, match="at most 16"):
+        sr.rrule(sr.broadcast_to, np.ones(shape), Val((2, 3) * 9))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_broadcasts_and_sums(data: st.DataObject) -> None:
+    ndim = data.draw(st.integers(0, 5))
+    shape = tuple(data.draw(st.lists(st.integers(0, 4), min_size=ndim, max_size=ndim)))
+    lead = tuple(data.draw(st.lists(st.integers(1, 3), max_size=2)))
+    x_shape = tuple(1 if data.draw(st.booleans()) else extent for extent in shape)
+    target = lead + shape
+    x = integers(x_shape)
+    y, back = rrule(sr.broadcast_to, x, shape=Val(target))
+    np.testing.assert_array_equal(y, np.broadcast_to(x, target))
+    dy = integers(target)
+    np.testing.assert_array_equal(np.asarray(back(dy)[0]), broadcast_reference(x_shape, dy))
+    axes = tuple(axis for axis in range(len(target)) if data.draw(st.booleans()))
+    keepdims = data.draw(st.booleans())
+    z = integers(target)
+    y, back = rrule(sr.sum, z, axis=Val(axes), keepdims=Val(keepdims))
+    np.testing.assert_array_equal(y, np.sum(z, axis=axes, keepdims=keepdims))
+    dy = integers(y.shape)
+    np.testing.assert_array_equal(np.asarray(back(dy)[0]), sum_reference(target, axes, keepdims, dy))
+
+
+def test_fill_pullbacks_are_o1_whatever_the_size() -> None:
+    """A 3e9-element x (never allocated: the pullback is built from an ArraySpec): the pullback
+    of a Fill, or of a full sum's scalar, is a Fill, in microseconds."""
+    from stablerules._registry import PULLBACKS
+
+    builder: Callable[..., Any] = PULLBACKS.lookup(sr.sum)
+    huge = sr.ArraySpec((100_000, 3, 10_000), np.float64)
+    back = builder(huge, axis=Val((0, 2)))
+    assert back(Fill(2.0, (3,))) == (Fill(2.0, huge.shape, np.float64),)
+    assert builder(huge)(np.asarray(1.5)) == (Fill(1.5, huge.shape, np.float64),)
+    back_mean = cast(Callable[..., Any], PULLBACKS.lookup(sr.mean))(huge, Val((0, 2)))
+    assert back_mean(Fill(1e9, (3,))) == (Fill(1.0, huge.shape, np.float64), NoTangent())

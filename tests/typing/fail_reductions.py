@@ -1,0 +1,43 @@
+"""Must fail: broadcast_to/sum/mean/pad/split rules with plain statics, a count for a flag, the
+wrong arity."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+import stablerules as sr
+from stablerules import Val
+
+Array = npt.NDArray[np.float64]
+
+
+def statics(x: Array, dy: Array) -> None:
+    sr.sum(x, 0, True)  # the forward op's convenience: accepted
+    # E: No overload variant of "rrule" matches argument types "Sum", "ndarray[tuple[Any, ...], dtype[float64]]", "int"  [call-overload]
+    sr.rrule(sr.sum, x, 0)
+    # E: No overload variant of "rrule" matches argument types "BroadcastTo", "ndarray[tuple[Any, ...], dtype[float64]]", "tuple[int, int]"  [call-overload]
+    sr.rrule(sr.broadcast_to, x, (4, 3))
+    # a count where a flag goes
+    # E: Argument 1 to "Val" has incompatible type "int"; expected "bool"  [arg-type]
+    sr.sum(x, keepdims=Val(1))
+    # E: No overload variant of "rrule" matches argument types "Pad", "ndarray[tuple[Any, ...], dtype[float64]]", "int"  [call-overload]
+    sr.rrule(sr.pad, x, 1)
+
+
+def arity(x: Array, dy: Array) -> None:
+    _, back = sr.rrule(sr.broadcast_to, x, Val((4, 3)))
+    # E: Too many values to unpack (1 expected, 2 provided)  [misc]
+    (dx,) = back(dy)
+    _, back_sum = sr.rrule(sr.sum, x, axis=Val(0))
+    # E: Need more than 1 value to unpack (2 expected)  [misc]
+    dx, daxis = back_sum(dy)
+    parts, back_split = sr.rrule(sr.split, x, Val(2))
+    # E: Incompatible types in assignment (expression has type "tuple[ndarray[tuple[Any, ...], dtype[float64]], ...]", variable has type "ndarray[tuple[Any, ...], dtype[float64]]")  [assignment]
+    wrong: Array = parts
+
+
+def frule_arity(x: Array) -> None:
+    # one tangent for two positional arguments (mypy names the closest overload's tangents)
+    # E: Argument 2 to "frule" has incompatible type "tuple[ndarray[tuple[Any, ...], dtype[float64]]]"; expected "tuple[ndarray[tuple[Any, ...], dtype[generic[Any]]], object]"  [arg-type]
+    sr.frule(sr.sum, (x,), x, Val(1))
