@@ -61,6 +61,7 @@ def _describe(fn: object) -> str:
 
 RRULES = RuleRegistry("rrule")
 FRULES = RuleRegistry("frule")
+PULLBACKS = RuleRegistry("pullback")
 
 
 class KernelRequest(NamedTuple):

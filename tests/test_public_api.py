@@ -41,6 +41,7 @@ PUBLIC = [
     "no_compile",
     "no_fallback",
     "precompile",
+    "pullback",
     "register_frule",
     "register_rrule",
     "repeat",
