@@ -330,19 +330,28 @@ class Fill:
     def __init__(
         self, value: _FillScalar, shape: Sequence[SupportsIndex] | SupportsIndex, dtype: npt.DTypeLike = np.float64
     ) -> None:
-        resolved = np.dtype(dtype)
-        if resolved.kind not in "biufc":
+        resolved = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
+        kind = resolved.kind
+        if kind not in "biufc":
             raise TypeError(
                 f"Fill: dtype must be a bool, integer, floating or complex dtype, got {resolved}"
             )
-        extents = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)  # type: ignore[arg-type]
-        normalized = tuple(operator.index(extent) for extent in extents)
-        if any(extent < 0 for extent in normalized):
+        extents = (shape,) if isinstance(shape, (int, np.integer)) else shape
+        try:
+            normalized = tuple(map(operator.index, extents))  # type: ignore[arg-type]
+        except TypeError:
+            raise TypeError(f"Fill: shape must be an int or a sequence of ints, got {shape!r}") from None
+        if normalized and min(normalized) < 0:
             raise ValueError(f"Fill: shape must be non-negative, got {normalized}")
-        if resolved.kind != "c" and isinstance(value, (complex, np.complexfloating)):
+        if kind != "c" and isinstance(value, (complex, np.complexfloating)):
             value = value.real  # casting complex to real would warn (ComplexWarning)
-        # np.full's own cast: Fill(v, shape, dtype) equals its dense equivalent exactly.
-        stored = np.full((), value, dtype=resolved).item()
+        # np.full's own cast, so Fill(v, shape, dtype) equals its dense equivalent exactly; the
+        # scalar type's constructor is that cast for a Python number into a floating dtype, at
+        # half the cost (rules build Fills on every lazy pullback).
+        if kind in "fc" and type(value) in (float, int, complex):
+            stored = resolved.type(value).item()  # type: ignore[arg-type]
+        else:
+            stored = np.full((), value, dtype=resolved).item()
         object.__setattr__(self, "value", stored)
         object.__setattr__(self, "shape", normalized)
         object.__setattr__(self, "dtype", resolved)
