@@ -242,6 +242,13 @@ class ZeroTangent(_Zero):
     ``z.conj()``, ``z.real``, ``z.sum(...)`` are ``z``; ``z - t`` is ``-t``; NumPy arrays on the
     left defer to it (``x + z``, ``np.add(x, z)``, ``x += z``). ``np.asarray(z)`` raises
     ``TypeError``: ``sr.materialize(z, like)`` gives dense zeros.
+
+    Since ``z + t`` is ``t`` itself, an accumulator that starts as a zero becomes the first
+    tangent added to it: accumulate with ``acc = acc + t``, or copy before ``acc += t``, so no
+    tangent a rule still owns is written into.
+
+    Typing: ``x + z`` is typed as ``x``'s type and ``x * z`` as ``ZeroTangent``; NumPy's own
+    stubs reject ``np.add(x, z)`` and ``x += z`` (they work at run time).
     """
 
     __slots__ = ()

@@ -340,9 +340,8 @@ def _check_leaf_tangent(actual: object, primal: object, dtype: np.dtype[np.gener
         return np.zeros(shape, dtype=np.complex128)
     if isinstance(actual, NoTangent):
         _fail(where, f"{label} ({primal_text}) is differentiable but its tangent is NoTangent()")
-    if isinstance(actual, Fill):
-        tangent_shape, tangent_dtype = actual.shape, actual.dtype
-    elif is_array(actual) or isinstance(actual, np.generic):
+    if isinstance(actual, Fill) or is_array(actual) or isinstance(actual, np.generic):
+        # A Fill has an array's shape and dtype (and np.asarray): checked as one.
         tangent_shape = tuple(int(extent) for extent in actual.shape)
         tangent_dtype = actual.dtype
         if form == "array" and is_array(actual) and array_namespace(actual) is not array_namespace(primal):

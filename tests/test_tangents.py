@@ -487,7 +487,7 @@ def test_fill_reduction_options() -> None:
     # Empty reductions: NumPy's zero sum, NumPy's NaN mean and its warning.
     empty = Fill(np.inf, (0, 3))
     _same(empty.sum(axis=0), np.asarray(empty).sum(axis=0))
-    with pytest.warns(RuntimeWarning, match="Mean of empty slice"):
+    with pytest.warns(RuntimeWarning, match="Mean of empty slice"), np.errstate(invalid="ignore"):
         _same(empty.mean(axis=0), np.full(3, np.nan))
     with np.errstate(invalid="ignore"):  # NumPy's dense mean warns even for an empty result
         _same(empty.mean(axis=1), np.asarray(empty).mean(axis=1))
