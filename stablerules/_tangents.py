@@ -101,7 +101,9 @@ class _Zero:
     # Without this, Python would iterate through __getitem__, which returns the zero forever.
     __iter__ = None
 
-    if not TYPE_CHECKING:  # hidden from type checkers: NumPy's stubs would read it as an array
+    # Hidden from type checkers: NumPy's stubs would take a zero for an array and type `x * z`
+    # as an array; with it hidden, `x * z` reaches __rmul__ and is typed as the zero it is.
+    if not TYPE_CHECKING:
 
         def __array__(self, dtype=None, copy=None):
             raise TypeError(f"np.asarray({self!r}): a zero tangent has no shape or dtype; {_MATERIALIZE_HINT}")

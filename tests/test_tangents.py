@@ -532,3 +532,13 @@ def test_materialize_still_gives_dense_arrays() -> None:
     like = np.zeros((2, 3), np.float32)
     _same(sr.materialize(Fill(2.0, (2, 3)) * 2, like), np.full((2, 3), 4.0, np.float32))
     _same(sr.materialize(ZeroTangent() + ZeroTangent(), like), np.zeros((2, 3), np.float32))
+
+
+def test_rules_project_bool_and_integer_fills_like_dense_cotangents() -> None:
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    y, back = sr.rrule(sr.repeat, x, sr.Val(2), axis=sr.Val(1))
+    for fill in (Fill(3, y.shape, np.int64), Fill(True, y.shape, np.bool_), np.isfinite(Fill(1.0, y.shape))):
+        (lazy, _) = back(fill)
+        (dense, _) = back(np.asarray(fill))
+        assert isinstance(lazy, Fill) and lazy.dtype == np.float32
+        np.testing.assert_array_equal(np.asarray(lazy), dense)
