@@ -13,6 +13,7 @@ from ._cache import no_fallback as no_fallback
 from ._dispatch import explain as explain
 from ._dispatch import frule as frule
 from ._dispatch import precompile as precompile
+from ._dispatch import pullback as pullback
 from ._dispatch import register_frule as register_frule
 from ._dispatch import register_rrule as register_rrule
 from ._dispatch import rrule as rrule
@@ -78,6 +79,7 @@ __all__ = [
     "permute_dims",
     "pad",
     "precompile",
+    "pullback",
     "register_frule",
     "register_rrule",
     "repeat",

@@ -1,4 +1,4 @@
-"""``rrule`` / ``frule`` dispatch, rule registration, ``precompile`` and ``explain``.
+"""``rrule`` / ``pullback`` / ``frule`` dispatch, rule registration, ``precompile`` and ``explain``.
 
 At run time ``rrule`` and ``frule`` are one dict lookup (the registry) and a call. For mypy
 they are overloaded once per op and call form, so the primal is exact and the pullback's tuple
@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, ParamSpec, TypeAlias, TypeVar, cast, overload
 import numpy as np
 from numpy.typing import NDArray
 
+from ._arrays import ArraySpec
 from ._cache import ShapeSignature
-from ._registry import FRULES, RRULES, KernelRequest, Op
+from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op
+from ._registry import _describe as describe_function
 from ._tangents import NoTangent, ZeroTangent
 from ._typing import (
     ArrayPullback,
@@ -88,15 +90,34 @@ _PadConstant: TypeAlias = bool | int | float | complex | np.generic | NDArray[np
 _NoTangents1: TypeAlias = Pullback[tuple[NoTangent], tuple[NoTangent]]
 _NoTangents2: TypeAlias = Pullback[tuple[NoTangent, NoTangent], tuple[NoTangent, NoTangent]]
 _NoTangents3: TypeAlias = Pullback[tuple[NoTangent, NoTangent, NoTangent], tuple[NoTangent, NoTangent, NoTangent]]
+_DenseOrSpec: TypeAlias = NDArray[np.generic] | ArraySpec
 
 
-def register_rrule(fn: object, rule: Callable[..., tuple[object, RulePullback]], *, replace: bool = False) -> None:
+def register_rrule(
+    fn: object,
+    rule: Callable[..., tuple[object, RulePullback]],
+    *,
+    pullback: Callable[..., RulePullback] | None = None,
+    replace: bool = False,
+) -> None:
     """Register ``rule(*args, **kwargs) -> (y, pullback)`` as ``fn``'s reverse rule.
 
     ``pullback(dy)`` returns one tangent per positional argument. A second registration for
     the same ``fn`` is a ``ValueError`` unless ``replace=True``.
+
+    ``pullback``, optional: a builder ``pullback(*args, **kwargs) -> back`` giving the same
+    ``back`` as ``rule`` without the forward, for ``sr.pullback(fn, ...)``; it may accept
+    ``ArraySpec``s where ``back`` needs no primal values. Without one, ``sr.pullback`` runs
+    ``rule`` and drops ``y``. Replacing a rule without a builder drops the old builder (it
+    would disagree with the new rule).
     """
+    if pullback is not None and not callable(pullback):
+        raise TypeError(f"register_rrule: pullback must be callable, got {type(pullback).__name__}")
     RRULES.register(fn, rule, replace=replace)
+    if pullback is None:
+        PULLBACKS.unregister(fn)
+    else:
+        PULLBACKS.register(fn, pullback, replace=True)
 
 
 def register_frule(fn: object, rule: Callable[..., tuple[object, object]], *, replace: bool = False) -> None:
@@ -401,6 +422,207 @@ def rrule(op: Callable[..., object], /, *args: object, **kwargs: object) -> tupl
     """
     rule = RRULES.lookup(op)
     return cast("tuple[object, RulePullback]", rule(*args, **kwargs))
+
+
+# ======================================================================================
+# pullback
+# ======================================================================================
+
+# --- concatenate, stack: ((da, db, ...),), plus NoTangent for an axis given positionally
+@overload
+def pullback(
+    op: Concatenate, arrays: Sequence[NDArray[_F]], /, *, axis: _OptionalAxis = ...
+) -> SequencePullback[_F]: ...
+@overload
+def pullback(
+    op: Concatenate, arrays: Sequence[NDArray[_F]], axis: _OptionalAxis, /
+) -> SequenceStaticPullback[_F]: ...
+@overload
+def pullback(
+    op: Concatenate, arrays: Sequence[NDArray[_G]], /, *, axis: _OptionalAxis = ...
+) -> LooseSequencePullback[_G]: ...
+@overload
+def pullback(
+    op: Concatenate, arrays: Sequence[NDArray[_G]], axis: _OptionalAxis, /
+) -> LooseSequenceStaticPullback[_G]: ...
+@overload
+def pullback(
+    op: Stack, arrays: Sequence[NDArray[_F]], /, *, axis: _Axis = ...
+) -> SequencePullback[_F]: ...
+@overload
+def pullback(
+    op: Stack, arrays: Sequence[NDArray[_F]], axis: _Axis, /
+) -> SequenceStaticPullback[_F]: ...
+@overload
+def pullback(
+    op: Stack, arrays: Sequence[NDArray[_G]], /, *, axis: _Axis = ...
+) -> LooseSequencePullback[_G]: ...
+@overload
+def pullback(
+    op: Stack, arrays: Sequence[NDArray[_G]], axis: _Axis, /
+) -> LooseSequenceStaticPullback[_G]: ...
+
+
+# --- hstack, vstack: ((da, db, ...),)
+@overload
+def pullback(op: Hstack | Vstack, arrays: Sequence[NDArray[_F]], /) -> SequencePullback[_F]: ...
+@overload
+def pullback(
+    op: Hstack | Vstack, arrays: Sequence[NDArray[_G]], /
+) -> LooseSequencePullback[_G]: ...
+
+
+# --- cat: (da, db, ...), one entry per positional argument
+@overload
+def pullback(op: Cat, a: NDArray[_F], /, *, dims: _Counts) -> ArrayPullback[_F]: ...
+@overload
+def pullback(
+    op: Cat, a: NDArray[_F], b: NDArray[_F], /, *, dims: _Counts
+) -> PairPullback[_F]: ...
+@overload
+def pullback(
+    op: Cat, a: NDArray[_F], b: NDArray[_F], c: NDArray[_F], /, *, dims: _Counts
+) -> TriplePullback[_F]: ...
+@overload
+def pullback(
+    op: Cat, a: NDArray[_F], b: NDArray[_F], c: NDArray[_F], d: NDArray[_F], /, *, dims: _Counts
+) -> QuadruplePullback[_F]: ...
+@overload
+def pullback(op: Cat, /, *arrays: NDArray[_F], dims: _Counts) -> VariadicPullback[_F]: ...
+@overload
+def pullback(op: Cat, /, *arrays: NDArray[_G], dims: _Counts) -> LooseVariadicPullback[_G]: ...
+@overload
+def pullback(
+    op: Cat, /, *arrays: _CatInput, dims: _Counts
+) -> LooseVariadicPullback[np.generic]: ...
+
+
+# --- repeat: (dx, NoTangent()[, NoTangent()]) with repeats; (dx,) with inner/outer only
+@overload
+def pullback(
+    op: Repeat, x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
+) -> ArrayStaticPullback[_F]: ...
+@overload
+def pullback(
+    op: Repeat, x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
+) -> ArrayStaticStaticPullback[_F]: ...
+@overload
+def pullback(
+    op: Repeat, x: NDArray[_F], /, *, inner: _Counts | None = ..., outer: _Counts | None = ...
+) -> ArrayPullback[_F]: ...
+@overload
+def pullback(
+    op: Repeat, x: NDArray[_G], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
+) -> LooseArrayStaticPullback[_G]: ...
+@overload
+def pullback(
+    op: Repeat, x: NDArray[_G], repeats: _Repeats, axis: _OptionalAxis, /
+) -> LooseArrayStaticStaticPullback[_G]: ...
+@overload
+def pullback(
+    op: Repeat, x: NDArray[_G], /, *, inner: _Counts | None = ..., outer: _Counts | None = ...
+) -> LooseArrayPullback[_G]: ...
+
+
+# --- tile: (dx, NoTangent()), or (dx,) with reps given by keyword
+@overload
+def pullback(op: Tile, x: NDArray[_F], reps: _Counts, /) -> ArrayStaticPullback[_F]: ...
+@overload
+def pullback(op: Tile, x: NDArray[_F], /, *, reps: _Counts) -> ArrayPullback[_F]: ...
+@overload
+def pullback(op: Tile, x: NDArray[_G], reps: _Counts, /) -> LooseArrayStaticPullback[_G]: ...
+@overload
+def pullback(op: Tile, x: NDArray[_G], /, *, reps: _Counts) -> LooseArrayPullback[_G]: ...
+
+
+# --- kron: (da, db); a Python scalar operand's tangent is a 0-d array (or NoTangent for an int)
+@overload
+def pullback(op: Kron, a: NDArray[_F], b: NDArray[_F], /) -> PairPullback[_F]: ...
+@overload
+def pullback(op: Kron, a: NDArray[_G], b: NDArray[_G], /) -> LoosePairPullback[_G]: ...
+@overload
+def pullback(
+    op: Kron, a: _KronOperand, b: _KronOperand, /
+) -> LoosePairPullback[np.generic]: ...
+
+
+# --- ArraySpecs where no primal values are needed (every op but kron): loosely typed entries
+@overload
+def pullback(
+    op: Repeat, x: ArraySpec, repeats: _Repeats, /, *, axis: _OptionalAxis = ...
+) -> LooseArrayStaticPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Repeat, x: ArraySpec, repeats: _Repeats, axis: _OptionalAxis, /
+) -> LooseArrayStaticStaticPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Repeat, x: ArraySpec, /, *, inner: _Counts | None = ..., outer: _Counts | None = ...
+) -> LooseArrayPullback[np.generic]: ...
+@overload
+def pullback(op: Tile, x: ArraySpec, reps: _Counts, /) -> LooseArrayStaticPullback[np.generic]: ...
+@overload
+def pullback(op: Tile, x: ArraySpec, /, *, reps: _Counts) -> LooseArrayPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Concatenate, arrays: Sequence[_DenseOrSpec], /, *, axis: _OptionalAxis = ...
+) -> LooseSequencePullback[np.generic]: ...
+@overload
+def pullback(
+    op: Concatenate, arrays: Sequence[_DenseOrSpec], axis: _OptionalAxis, /
+) -> LooseSequenceStaticPullback[np.generic]: ...
+@overload
+def pullback(op: Stack, arrays: Sequence[_DenseOrSpec], /, *, axis: _Axis = ...) -> LooseSequencePullback[np.generic]: ...
+@overload
+def pullback(
+    op: Stack, arrays: Sequence[_DenseOrSpec], axis: _Axis, /
+) -> LooseSequenceStaticPullback[np.generic]: ...
+@overload
+def pullback(op: Hstack | Vstack, arrays: Sequence[_DenseOrSpec], /) -> LooseSequencePullback[np.generic]: ...
+@overload
+def pullback(op: Cat, /, *arrays: _CatInput | ArraySpec, dims: _Counts) -> LooseVariadicPullback[np.generic]: ...
+
+
+# --- a user-registered function: arguments checked against its own signature
+@overload
+def pullback(op: Function[_P, object], /, *args: _P.args, **kwargs: _P.kwargs) -> RulePullback: ...
+
+
+def pullback(op: Callable[..., object], /, *args: object, **kwargs: object) -> RulePullback:
+    """``back = pullback(op, *args, **kwargs)``: the pullback ``rrule(op, *args, **kwargs)``
+    would return, without computing the primal.
+
+    Where the pullback needs no primal values (every library op but ``kron``), array
+    arguments may be ``ArraySpec(shape, dtype, device)``s. Typed like ``rrule``'s pullback.
+
+    Decisions: a function with a pullback builder (``register_rrule(fn, rule,
+    pullback=builder)``; the library's ops register theirs) gets ``builder(*args, **kwargs)``.
+    Any other function falls back to running its rrule and dropping ``y`` (the forward is
+    computed, so its arguments must be arrays: an ``ArraySpec`` there is a ``TypeError``).
+    """
+    if op in PULLBACKS:
+        build = cast("Callable[..., RulePullback]", PULLBACKS.lookup(op))
+        return build(*args, **kwargs)
+    if op not in RRULES:
+        raise TypeError(f"pullback: no rrule is registered for {describe_function(op)}")
+    _refuse_specs(op, args, kwargs)
+    _, back = cast("tuple[object, RulePullback]", RRULES.lookup(op)(*args, **kwargs))
+    return back
+
+
+def _refuse_specs(op: object, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    """``TypeError`` for an ``ArraySpec`` argument where the pullback is the rrule's (it runs
+    the forward, which needs the arrays)."""
+    named = [(f"argument {index}", value) for index, value in enumerate(args)]
+    named += [(f"argument {name!r}", value) for name, value in kwargs.items()]
+    for name, value in named:
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        if any(isinstance(item, ArraySpec) for item in items):
+            raise TypeError(
+                f"pullback: {name} of {describe_function(op)} is an ArraySpec, but it has no "
+                f"pullback builder, so its pullback comes from its rrule, which needs the arrays; "
+                f"pass arrays, or register a builder: register_rrule(fn, rule, pullback=builder)"
+            )
 
 
 # ======================================================================================

@@ -53,8 +53,11 @@ Decisions (where SPEC is silent):
   modified in place.
 * **frule tangents** mirror the arguments: a random tangent of each differentiable leaf's dtype,
   a tuple for a sequence, ``NoTangent()`` for the rest. The rule is also called with one
-  argument's tangent at a time (the other differentiable arguments ``ZeroTangent()``) and with
-  every differentiable argument's tangent ``ZeroTangent()``.
+  argument's tangent at a time (the other differentiable arguments ``ZeroTangent()``), with a
+  ``Fill`` of a random constant for every array argument (checked against finite differences
+  along that constant direction) and with every differentiable argument's tangent
+  ``ZeroTangent()``. A rule written with plain arithmetic on its tangents handles all of these
+  through the tangent algebra (SPEC section 8).
 
 Options are keyword-only: ``rtol``, ``atol``, ``check_compile``, ``rng`` (a seed or
 ``numpy.random.Generator``; default a fixed seed so failures reproduce) and ``fkwargs``. Every
@@ -337,9 +340,8 @@ def _check_leaf_tangent(actual: object, primal: object, dtype: np.dtype[np.gener
         return np.zeros(shape, dtype=np.complex128)
     if isinstance(actual, NoTangent):
         _fail(where, f"{label} ({primal_text}) is differentiable but its tangent is NoTangent()")
-    if isinstance(actual, Fill):
-        tangent_shape, tangent_dtype = actual.shape, actual.dtype
-    elif is_array(actual) or isinstance(actual, np.generic):
+    if isinstance(actual, Fill) or is_array(actual) or isinstance(actual, np.generic):
+        # A Fill has an array's shape and dtype (and np.asarray): checked as one.
         tangent_shape = tuple(int(extent) for extent in actual.shape)
         tangent_dtype = actual.dtype
         if form == "array" and is_array(actual) and array_namespace(actual) is not array_namespace(primal):
@@ -663,6 +665,16 @@ def _build_tangent(value: object, path: _Path, values: Mapping[_Path, _Values], 
     return static
 
 
+def _fill_tangents(leaves: Sequence[_Leaf], generator: np.random.Generator) -> dict[_Path, Fill]:
+    """A ``Fill`` of a random constant for each array leaf (a constant direction)."""
+    fills: dict[_Path, Fill] = {}
+    for leaf in leaves:
+        if leaf.form == "array":
+            value = complex(generator.standard_normal(), generator.standard_normal() if leaf.is_complex else 0.0)
+            fills[leaf.path] = Fill(value, leaf.shape, leaf.dtype)
+    return fills
+
+
 def _build_argument_tangents(args: Sequence[object], values: Mapping[_Path, _Values]) -> tuple[object, ...]:
     return tuple(_build_tangent(arg, (index,), values, static=NoTangent()) for index, arg in enumerate(args))
 
@@ -959,7 +971,8 @@ def test_frule(
     non-differentiable ones). Checks: the primal equals ``op(*args, **kwargs)`` exactly; the
     output tangent has the output's structure, shape and dtype; it equals central finite
     differences ``J v`` of ``op`` in 64-bit precision; so does the result with one argument's
-    tangent at a time (others ``ZeroTangent()``); all-``ZeroTangent()`` tangents give zeros; a
+    tangent at a time (others ``ZeroTangent()``) and with ``Fill`` tangents (a constant
+    direction); all-``ZeroTangent()`` tangents give zeros; a
     second call compiles nothing and takes no fallback (``check_compile``); nothing is
     modified in place. Options as for :func:`test_rrule`.
     """
@@ -1003,6 +1016,17 @@ def test_frule(
                 got = _collect_output_tangent(single_pushed, primal, f"{where}, pushforward with {name}")
                 _check_pushforward(differences, single, got, output_leaves, tolerance, f"{what}, {name}")
                 variants.append((name, single_tangents, got))
+        fills = _fill_tangents(leaves, generator)
+        if fills:
+            fill_tangents = _replace_arguments(
+                _build_argument_tangents(args, {path: _values(fill) for path, fill in fills.items()}), fills
+            )
+            fill_values = {path: _values(fill) for path, fill in fills.items()}
+            name = "Fill tangents" + (", others ZeroTangent()" if len(fills) < len(leaves) else "")
+            _, fill_pushed = _pair(_run(f"{where}, frule with {name}", lambda: frule(op, fill_tangents, *args, **op_kwargs)))
+            got = _collect_output_tangent(fill_pushed, primal, f"{where}, pushforward with {name}")
+            _check_pushforward(differences, fill_values, got, output_leaves, tolerance, f"{what}, {name}")
+            variants.append((name, fill_tangents, got))
     zero_tangents = _build_argument_tangents(args, {})
     zero_name = "every differentiable tangent ZeroTangent()"
     _, zero_pushed = _pair(_run(f"{where}, frule with {zero_name}", lambda: frule(op, zero_tangents, *args, **op_kwargs)))

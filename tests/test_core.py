@@ -84,8 +84,10 @@ def test_fill() -> None:
     assert sr.Fill(1.0, 3) == sr.Fill(1.0, (3,))
     complex_fill = np.asarray(sr.Fill(1 + 2j, (2,), np.complex128))
     np.testing.assert_array_equal(complex_fill, [1 + 2j, 1 + 2j])
-    with pytest.raises(TypeError, match="floating"):
-        sr.Fill(1, (2,), np.int64)
+    integer = sr.Fill(7, (2,), np.int64)  # a value (a ufunc's result), not a tangent
+    assert integer.value == 7 and np.asarray(integer).dtype == np.int64
+    with pytest.raises(TypeError, match="bool, integer, floating or complex"):
+        sr.Fill(1, (2,), np.dtype("U3"))
     with pytest.raises(ValueError, match="non-negative"):
         sr.Fill(1.0, (-1,))
 

@@ -46,6 +46,7 @@ PUBLIC = [
     "permute_dims",
     "pad",
     "precompile",
+    "pullback",
     "register_frule",
     "register_rrule",
     "repeat",

@@ -464,6 +464,42 @@ def _numba_doubling_kernel(dtype: str) -> Callable[..., object]:
     return CACHE.get(signature, render).function
 
 
+def scale_rows(x: Array, w: Array) -> Array:
+    """``x * w[:, None]``: row ``i`` of ``x`` scaled by ``w[i]``."""
+    return np.asarray(x * w[:, None])
+
+
+def scale_rows_frule(tangents: tuple[object, ...], x: Array, w: Array) -> tuple[Array, object]:
+    """Plain arithmetic on the tangents, no special cases: a ``ZeroTangent`` or ``Fill``
+    tangent goes through the tangent algebra (SPEC section 8)."""
+    dx, dw = tangents
+    return scale_rows(x, w), dx * w[:, None] + x * dw[:, None]  # type: ignore[index]
+
+
+def scale_rows_rrule(x: Array, w: Array) -> tuple[Array, Callable[[object], tuple[object, ...]]]:
+    def scale_rows_pullback(dy: object) -> tuple[object, ...]:
+        return dy * w[:, None].conj(), (dy * x.conj()).sum(axis=1)
+
+    return scale_rows(x, w), scale_rows_pullback
+
+
+@pytest.mark.parametrize("dtype", FLOATING)
+def test_rules_written_with_plain_arithmetic_pass(register: Register, dtype: type[np.generic]) -> None:
+    # test_frule passes ZeroTangent() for one argument at a time and Fill tangents; test_rrule
+    # passes Fill, ZeroTangent() and Thunk cotangents: all reach the rule's plain arithmetic.
+    register(scale_rows, rrule=scale_rows_rrule, frule=scale_rows_frule)
+    x, w = _random((3, 4), dtype, 1), _random((3,), dtype, 2)
+    test_frule(scale_rows, x, w)
+    test_rrule(scale_rows, x, w)
+    pushed = sr.frule(scale_rows, (ZeroTangent(), ZeroTangent()), x, w)[1]
+    assert pushed == ZeroTangent()
+    y, back = sr.rrule(scale_rows, x, w)
+    assert back(ZeroTangent()) == (ZeroTangent(), ZeroTangent())
+    dx, dw = back(Fill(2.0, y.shape, y.dtype))
+    np.testing.assert_allclose(dx, 2.0 * np.broadcast_to(w[:, None].conj(), y.shape), rtol=1e-6)  # type: ignore[call-overload]
+    np.testing.assert_allclose(dw, 2.0 * x.conj().sum(axis=1), rtol=1e-5)  # type: ignore[call-overload]
+
+
 def test_library_functions_are_not_collected_by_pytest() -> None:
     assert getattr(test_rrule, "__test__", True) is False
     assert getattr(test_frule, "__test__", True) is False
@@ -618,6 +654,21 @@ def test_pushforward_mishandling_zero_tangent_is_caught(register: Register) -> N
     register(outer_zero, frule=outer_zero_frule)
     with pytest.raises(AssertionError, match=r"only argument 1's tangent, others ZeroTangent\(\): output"):
         test_frule(outer_zero, _random((2,), np.float64, 1), _random((3,), np.float64, 2))
+
+
+def test_pushforward_mishandling_fill_tangent_is_caught(register: Register) -> None:
+    def scale_rows_fill(x: Array, w: Array) -> Array:
+        return scale_rows(x, w)
+
+    def scale_rows_fill_frule(tangents: tuple[object, ...], x: Array, w: Array) -> tuple[Array, object]:
+        dx, dw = tangents
+        if isinstance(dx, Fill):  # wrong: a shortcut that drops dw's contribution
+            return scale_rows(x, w), dx * w[:, None]
+        return scale_rows_frule(tangents, x, w)
+
+    register(scale_rows_fill, frule=scale_rows_fill_frule)
+    with pytest.raises(AssertionError, match=r"J v, Fill tangents: output \(float64 \(3, 4\)\)"):
+        test_frule(scale_rows_fill, _random((3, 4), np.float64, 1), _random((3,), np.float64, 2))
 
 
 def test_wrong_pushforward_dtype_is_caught(register: Register) -> None:

@@ -28,7 +28,7 @@ def values() -> None:
 def tangents(x: F32) -> None:
     assert_type(Fill(1.0, (2, 3), np.float32).value, complex)
     assert_type(Fill(1.0, 3).shape, tuple[int, ...])
-    assert_type(np.asarray(Fill(1.0, 3)), npt.NDArray[np.generic])
+    assert_type(np.asarray(Fill(1.0, 3)), npt.NDArray[np.bool_ | np.number])
     assert_type(Thunk(lambda: x).unthunk(), F32)
     assert_type(sr.unthunk(Thunk(lambda: x)), object)
     assert_type(sr.materialize(ZeroTangent(), x), F32)

@@ -36,3 +36,10 @@ def spec(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], x: npt.NDArray[
 
     # R: tuple[numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.float64]], numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.float64]]]
     reveal_type(sr.frule(sr.concatenate, ((x, x),), (x, x), axis=Val(0)))
+
+    # R: tuple[numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.floating[numpy._typing._nbit_base._32Bit]]], numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.floating[numpy._typing._nbit_base._32Bit]]]]
+    reveal_type(sr.pullback(sr.kron, a, b)(a))
+    # R: numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.floating[numpy._typing._nbit_base._32Bit]]]
+    reveal_type(a + sr.ZeroTangent())
+    # R: stablerules._tangents.Fill
+    reveal_type(sr.Fill(1.0, (2, 3)) * 2.0)

@@ -1,0 +1,125 @@
+"""The tangent algebra's types (SPEC section 8) and sr.pullback's.
+
+Type-checked only, never executed.
+"""
+
+from __future__ import annotations
+
+from typing import assert_type
+
+import numpy as np
+import numpy.typing as npt
+
+import stablerules as sr
+from stablerules import ArraySpec, Fill, NoTangent, Thunk, Val, ZeroTangent
+
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+C64 = npt.NDArray[np.complex64]
+
+
+def zeros(x: F32, c: C64, f: Fill, z: ZeroTangent, n: NoTangent) -> None:
+    # t + z and z + t are t, arrays on either side
+    assert_type(x + z, F32)
+    assert_type(z + x, F32)
+    assert_type(c + n, C64)
+    assert_type(x - z, F32)
+    assert_type(z - x, F32)
+    assert_type(np.float32(1.0) + z, np.float32)
+    assert_type(2.5 + z, float)
+    assert_type(z + f, Fill)
+    assert_type(f + z, Fill)
+    assert_type(z + (x, z), tuple[F32, ZeroTangent])
+    assert_type(z + Thunk(lambda: x), F32)
+    # between zeros: ZeroTangent stays, NoTangent wins
+    assert_type(z + z, ZeroTangent)
+    assert_type(n + z, NoTangent)
+    assert_type(z + n, NoTangent)
+    # products, quotients, linear maps: the zero itself
+    assert_type(z * x, ZeroTangent)
+    assert_type(x * z, ZeroTangent)
+    assert_type(2.0 * n, NoTangent)
+    assert_type(z / 3.0, ZeroTangent)
+    assert_type(x @ z, ZeroTangent)
+    assert_type(z * n, NoTangent)
+    assert_type(f * z, ZeroTangent)
+    assert_type(-z, ZeroTangent)
+    assert_type(z[1:, None], ZeroTangent)
+    assert_type(z.reshape(2, 3), ZeroTangent)
+    assert_type(z.T, ZeroTangent)
+    assert_type(z.conj(), ZeroTangent)
+    assert_type(z.real, ZeroTangent)
+    assert_type(n.sum(axis=0), NoTangent)
+
+
+def fills(f: Fill, x: F32, i: int) -> None:
+    assert_type(f * 2.0, Fill)
+    assert_type(2.0 * f, Fill)
+    assert_type(f / 2, Fill)
+    assert_type(f + f, Fill)
+    assert_type(f - 1j, Fill)
+    assert_type(1 - f, Fill)
+    assert_type(f * np.float32(2.0), Fill)
+    assert_type(f**2, Fill)
+    assert_type(-f, Fill)
+    assert_type(abs(f), Fill)
+    assert_type(f * x, npt.NDArray[np.generic])
+    assert_type(f.conj(), Fill)
+    assert_type(f.real, Fill)
+    assert_type(f.imag, Fill)
+    assert_type(f.astype(np.float32), Fill)
+    assert_type(f[1:], Fill)
+    assert_type(f[:, None, ...], Fill)
+    assert_type(f[i], Fill | np.generic)
+    assert_type(f.reshape(2, -1), Fill)
+    assert_type(f.reshape((6,)), Fill)
+    assert_type(f.transpose(1, 0), Fill)
+    assert_type(f.T, Fill)
+    assert_type(f.sum(), np.generic)
+    assert_type(f.sum(axis=0), Fill | np.generic)
+    assert_type(f.sum(axis=0, keepdims=True), Fill)
+    assert_type(f.mean(), np.generic)
+    assert_type(f.mean(axis=(0, 1), keepdims=True), Fill)
+    assert_type(f.sum(0, None, x), F32)
+    assert_type(len(f), int)
+    assert_type(f.ndim, int)
+    assert_type(f.size, int)
+    assert_type(f.value, complex)
+    assert_type(np.asarray(f), npt.NDArray[np.bool_ | np.number])
+    for row in f:
+        assert_type(row, Fill | np.generic)
+
+
+def thunks(x: F32) -> None:
+    thunk = Thunk(lambda: x)
+    assert_type(thunk.unthunk(), F32)
+    assert_type(thunk * 2.0, object)
+    covariant: Thunk[object] = thunk
+    assert_type(covariant, Thunk[object])
+
+
+def pullbacks(a: F32, b: F32, x: F64) -> None:
+    assert_type(sr.pullback(sr.kron, a, b)(a), tuple[F32, F32])
+    assert_type(sr.pullback(sr.repeat, x, Val(3), axis=Val(0))(x), tuple[F64, NoTangent])
+    assert_type(sr.pullback(sr.concatenate, (x, x), axis=Val(1))(x), tuple[tuple[F64, ...]])
+    spec = ArraySpec((3, 4), np.float32)
+    assert_type(
+        sr.pullback(sr.repeat, spec, Val(2))(a),
+        tuple[npt.NDArray[np.generic] | NoTangent, NoTangent],
+    )
+    assert_type(
+        sr.pullback(sr.tile, spec, reps=Val((2, 1)))(a),
+        tuple[npt.NDArray[np.generic] | NoTangent],
+    )
+    assert_type(
+        sr.pullback(sr.concatenate, (spec, a), axis=Val(0))(a),
+        tuple[tuple[npt.NDArray[np.generic] | NoTangent, ...]],
+    )
+
+
+def user_pullback(x: F64) -> None:
+    def double(values: F64) -> F64:
+        return 2.0 * values
+
+    assert_type(sr.pullback(double, x)(x), tuple[object, ...])
+    sr.register_rrule(double, lambda values: (double(values), lambda dy: (dy,)), pullback=lambda values: lambda dy: (dy,))
