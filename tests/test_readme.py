@@ -7,8 +7,8 @@ from pathlib import Path
 import stablerules as sr
 
 REPO = Path(__file__).resolve().parents[1]
-TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test,bench]' && .venv/bin/python -m pytest"
-MAIN_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[bench]' && .venv/bin/python bench/run.py --quick"
+TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test,bench]' --config-settings editable_mode=strict && .venv/bin/python -m pytest"
+MAIN_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[bench]' --config-settings editable_mode=strict && .venv/bin/python bench/run.py --quick"
 
 
 def test_readme_commands_and_ci_agree() -> None:
