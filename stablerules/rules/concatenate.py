@@ -80,6 +80,7 @@ from .._arrays import (
 from .._cache import PlanCache, ShapeSignature
 from .._registry import KernelRequest, Op, Pullback, frule_rule, rrule_rule
 from .._tangents import Fill, NoTangent, ZeroTangent, prepare_cotangent, project, unthunk
+from .._typing import deprecated
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -668,6 +669,13 @@ class Concatenate(Op):
 
     name = "concatenate"
 
+    @overload
+    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] | None = _AXIS0) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: int) -> npt.NDArray[_DT]: ...
+
     def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] | int | None = _AXIS0) -> npt.NDArray[_DT]:
         values, plan = _concatenate_plan(arrays, axis)
         return cast("npt.NDArray[_DT]", _forward(plan, _namespace(values), values))
@@ -730,6 +738,13 @@ class Stack(Op):
     """
 
     name = "stack"
+
+    @overload
+    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] = _AXIS0) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: int) -> npt.NDArray[_DT]: ...
 
     def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] | int = _AXIS0) -> npt.NDArray[_DT]:
         values, plan = _stack_plan(arrays, axis)
@@ -917,15 +932,23 @@ class Cat(Op):
     name = "cat"
 
     @overload
-    def __call__(
-        self, *arrays: npt.NDArray[_DT], dims: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]
-    ) -> npt.NDArray[_DT]: ...
+    def __call__(self, *arrays: npt.NDArray[_DT], dims: Val[int] | Val[tuple[int, ...]]) -> npt.NDArray[_DT]: ...
 
     @overload
     def __call__(
         self,
         *arrays: npt.NDArray[np.generic] | np.generic | bool | int | float | complex,
-        dims: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
+        dims: Val[int] | Val[tuple[int, ...]],
+    ) -> npt.NDArray[np.generic]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, *arrays: npt.NDArray[_DT], dims: int | tuple[int, ...]) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(
+        self, *arrays: npt.NDArray[np.generic] | np.generic | bool | int | float | complex, dims: int | tuple[int, ...]
     ) -> npt.NDArray[np.generic]: ...
 
     def __call__(

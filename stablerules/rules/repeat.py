@@ -79,6 +79,7 @@ from .._cuda import cuda_array_type, cuda_kernel, launch
 from .. import _parallel
 from .._parallel import chunk_bounds, run_chunks
 from .._registry import KernelRequest, Op, frule_rule, rrule_rule
+from .._typing import deprecated
 from .._tangents import (
     DenseCotangent,
     Fill,
@@ -1355,7 +1356,8 @@ def _prepared_tile(positional: int, x: object, reps: object) -> _Prepared | None
 # repeat
 # ---------------------------------------------------------------------------------------------
 
-_StaticCounts = Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]
+_ValCounts = Val[int] | Val[tuple[int, ...]]
+_StaticCounts = _ValCounts | int | tuple[int, ...]
 
 
 def _repeat_arguments(
@@ -1371,11 +1373,30 @@ class _Repeat(Op):
     def __call__(
         self,
         x: npt.NDArray[_DT],
+        repeats: Val[int] | npt.NDArray[np.integer] | Sequence[int],
+        axis: Val[int] | None = None,
+    ) -> npt.NDArray[_DT]: ...
+
+    @overload
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        *,
+        inner: _ValCounts | None = None,
+        outer: _ValCounts | None = None,
+    ) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
         repeats: Val[int] | int | npt.NDArray[np.integer] | Sequence[int],
         axis: Val[int] | int | None = None,
     ) -> npt.NDArray[_DT]: ...
 
     @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
         x: npt.NDArray[_DT],
@@ -1464,6 +1485,13 @@ def _tile_arguments(x: object, reps: object) -> tuple[object, object]:
 
 class _Tile(Op):
     name = "tile"
+
+    @overload
+    def __call__(self, x: npt.NDArray[_DT], reps: _ValCounts) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, x: npt.NDArray[_DT], reps: _StaticCounts) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], reps: _StaticCounts) -> npt.NDArray[_DT]:
         """Construct an array by repeating ``x`` the number of times given by ``reps``

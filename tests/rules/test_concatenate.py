@@ -661,7 +661,7 @@ def test_errors_quote_shapes() -> None:
     with pytest.raises(TypeError, match="dtype object"):
         sr.concatenate((np.zeros(2), np.zeros(2, dtype=object)))
     with pytest.raises(TypeError, match="tuple or list"):
-        sr.concatenate(np.zeros((2, 2)))  # type: ignore[arg-type]
+        sr.concatenate(np.zeros((2, 2)))  # type: ignore[call-overload]
     with pytest.raises(TypeError, match=r"arrays\[1\] must be an array"):
         sr.concatenate((np.zeros(2), [1.0, 2.0]))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="mixed devices"):

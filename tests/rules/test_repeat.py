@@ -692,7 +692,7 @@ def test_plain_static_arguments_are_counted_on_every_call() -> None:
     x = random_array((3, 2))
     calls: list[Callable[[], object]] = [
         lambda: sr.repeat(x, 2, axis=0),
-        lambda: sr.rrule(sr.repeat, x, 2, 0),  # type: ignore[call-overload]  # plain ints, on purpose
+        lambda: sr.rrule(sr.repeat, x, 2, 0),  # plain ints, on purpose
         lambda: sr.repeat(x, Val(2), axis=0),
         lambda: sr.tile(x, (2, 1)),
         lambda: sr.repeat(x, inner=(2, 1)),
