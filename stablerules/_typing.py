@@ -92,8 +92,11 @@ else:
         """A marker for the type checker only (``typing_extensions.deprecated`` to mypy):
         the plain-int forms it marks stay accepted at run time, without a warning, so
         ``typing_extensions`` is not a run-time dependency."""
-        del message
-        return lambda function: function
+        def mark(function: _T) -> _T:
+            function.__deprecated__ = message  # as typing_extensions marks it: help() skips these forms
+            return function
+
+        return mark
 
 
 class Pullback(Protocol[_DenseT, _LazyT]):
