@@ -694,7 +694,11 @@ def precompile(op: Op, *args: object, **kwargs: object) -> tuple[ShapeSignature,
 
 
 def explain(op: Op, *args: object, **kwargs: object) -> str:
-    """The generated source of every kernel this call's signature uses, as readable text."""
+    """The generated source of every kernel this call's signature uses, as one string.
+
+    It returns the text and prints nothing (``print(sr.explain(...))`` to read it), so tools
+    and tests can search it; nothing is compiled. Arguments may be arrays or ``ArraySpec``s.
+    """
     from ._cache import CACHE
 
     parts = []
