@@ -703,7 +703,7 @@ def test_concatenation_shape_mismatches_quote_both_shapes() -> None:
     expect_error(ValueError, r"same number of dimensions.*\(2, 3\).*\(2, 3, 1\)", lambda: sr.vstack((a, values((2, 3, 1)))))
     expect_error(ValueError, r"\(2, 3\).*\(2, 4\).*differ along axis 1", lambda: sr.cat(a, b, dims=Val(0)))
     expect_error(ValueError, r"need at least one array", lambda: sr.concatenate(()))
-    expect_error(TypeError, r"arrays\[1\] must be an array, got list", lambda: call(sr.stack, (v, [1.0, 2.0, 3.0])))
+    expect_error(TypeError, r"arrays\[1\] must be an array, got dict", lambda: call(sr.stack, (v, {"a": 1.0})))
     expect_error(TypeError, r"tuple or list of arrays, got ndarray", lambda: call(sr.concatenate, a))
 
 

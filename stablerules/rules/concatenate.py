@@ -65,6 +65,7 @@ from .._arrays import (
     ArrayLike,
     MAX_NDIM,
     ArraySpec,
+    array_like,
     array_namespace,
     check_dtype,
     checked_size,
@@ -203,7 +204,7 @@ def _sequence(arrays: object, op: str) -> tuple[object, ...]:
     if isinstance(arrays, (tuple, list)):
         if not arrays:
             raise ValueError(f"{op}: need at least one array, got an empty sequence")
-        return tuple(arrays)
+        return tuple(array_like(value, name) for value, name in zip(arrays, _names(len(arrays))))
     raise TypeError(
         f"{op}: arrays must be a tuple or list of arrays, got {type(arrays).__name__}"
     )
@@ -898,7 +899,7 @@ def vstack_frule(tangents: object, *args: object, **kwargs: object) -> tuple[Arr
 
 def _cat_values(arrays: Sequence[object]) -> tuple[object, ...]:
     # A NumPy scalar is a 0-d array of its (strong) dtype; Python scalars stay weak.
-    return tuple(np.asarray(value) if isinstance(value, np.generic) else value for value in arrays)
+    return tuple(array_like(value, name, weak_scalars=True) for value, name in zip(arrays, _names(len(arrays))))
 
 
 def _cat_plan(arrays: Sequence[object], dims: object) -> tuple[tuple[object, ...], ConcatenationPlan]:
