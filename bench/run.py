@@ -498,7 +498,7 @@ def _cell(measurement: Measurement | None, comparison: Comparison | None) -> str
         return measurement.status + (f" ({measurement.detail})" if measurement.detail else "")
     text = format_seconds(measurement.median_s)
     if comparison is not None and comparison.ratio is not None:
-        text += f" {comparison.ratio:.3g}x"
+        text += f" {comparison.ratio:.3g}x" if comparison.ratio < 1000 else f" {comparison.ratio:.0f}x"
         if comparison.goal is not None:
             text += f" (goal {ratio_goal_text(comparison.goal)}: {verdict(comparison.passed)})"
     elif comparison is not None and comparison.goal is not None:
