@@ -36,6 +36,7 @@ from cache_report import BENCH_DIR, CACHE_STEPS, CacheReport, prepare_main_proce
 from timing import Budget, Timing, format_seconds, measure, table
 
 if TYPE_CHECKING:  # imported for real inside main(), after prepare_main_process()
+    from matplotlib.figure import Figure
     from peers import Peer
     from workloads import Array, ReferencePullback, Workload
 
@@ -371,7 +372,7 @@ def run_workload(w: Workload, peers: dict[str, Peer], budget: Budget, step: Call
             result.bandwidth.passed = result.bandwidth.fraction >= w.bandwidth_goal
     step(f"{w.id} bandwidth bound")
 
-    for name in ("jax", "torch", "autograd"):
+    for name in (name for name in COMPARED if name in peers):
         peer = peers[name]
         if peer.status != "ok":
             measurement = Measurement(peer.status) if not peer.status.startswith("error") else Measurement.failed(peer.status)
@@ -412,55 +413,96 @@ def run_workload(w: Workload, peers: dict[str, Peer], budget: Budget, step: Call
 
 # --- goals, table, plot ----------------------------------------------------------------------------
 
+# One colour per implementation, never green or red: those mean "goal met" / "goal missed" in
+# the figure. An engine added to COMPARED takes the next spare colour.
+COLORS = {"stablerules": "black", "numpy": "tab:blue", "jax": "tab:orange", "torch": "tab:purple", "autograd": "tab:brown"}
+_SPARE_COLORS = ("tab:pink", "tab:olive", "tab:cyan", "tab:gray")
+PASS_COLOR, MISS_COLOR, NO_GOAL_COLOR = "tab:green", "tab:red", "tab:gray"
+
+
+def color_of(name: str) -> str:
+    if name not in COLORS:
+        spare = [color for color in _SPARE_COLORS if color not in COLORS.values()]
+        COLORS[name] = spare[0] if spare else "tab:gray"
+    return COLORS[name]
+
+
+def ratio_goal_text(goal: float) -> str:
+    """A pullback goal in words: a ratio goal below 1 is a slowdown allowed against a
+    reference that does less (W4's two bare slices), not a speedup."""
+    return f"within {1 / goal:g}x of its time" if goal < 1 else f">= {goal:g}x faster"
+
+
+def verdict(passed: bool | None) -> str:
+    return {True: "pass", False: "MISS", None: "not measured"}[passed]
+
+
+def ran(results: list[WorkloadResult], name: str) -> bool:
+    """Whether an implementation has a time in any workload (a peer not installed has none)."""
+    return any(
+        (step.times.get(name) or Measurement("-")).status == "ok"
+        for result in results for step in (result.pullback, result.forward)
+    )
+
+
+def inputs_text(result: WorkloadResult) -> str:
+    """``(100,) float64 -> dy (700,)``: the input shapes, dtype and the cotangent's shape."""
+    shapes = " & ".join(str(tuple(shape)) for shape in result.shapes)
+    return f"{shapes} {result.dtype} -> dy {tuple(result.dy_shape)} ({_bytes(result.dy_bytes)})"
+
 
 def collect_goals(results: list[WorkloadResult], cache: CacheReport) -> list[dict[str, object]]:
-    """Every goal from the issues with its measured value and verdict (None: not measured)."""
+    """Every goal from the issues with its measured value and verdict (None: not measured).
+
+    ``target`` is the goal's number, ``comparison`` how ``value`` must relate to it (">=" or
+    "<="), and ``unit`` what both are in: "ratio" (the other's time / stablerules' time),
+    "fraction" (of a bound or of the cotangent's bytes, named in ``name``), "seconds" or
+    "kernels".
+    """
     goals: list[dict[str, object]] = []
+
+    def add(name: str, text: str, target: float, comparison: str, unit: str, value: float | None, passed: bool | None) -> None:
+        goals.append({
+            "name": name, "goal": text, "target": target, "comparison": comparison, "unit": unit,
+            "value": value, "passed": passed,
+        })
+
     for result in results:
         for name, comparison in result.pullback.ratios.items():
             if comparison.goal is not None:
-                goals.append({
-                    "name": f"{result.id} pullback vs {name}",
-                    "goal": f">= {comparison.goal:g}x",
-                    "value": comparison.ratio,
-                    "passed": comparison.passed,
-                })
+                reference = f" ({result.reference})" if name == "numpy" else ""
+                add(
+                    f"{result.id} pullback vs {name}{reference}",
+                    f">= {comparison.goal:g} ({ratio_goal_text(comparison.goal)})",
+                    comparison.goal, ">=", "ratio", comparison.ratio, comparison.passed,
+                )
         if result.bandwidth is not None and result.bandwidth.goal is not None:
-            goals.append({
-                "name": f"{result.id} pullback bandwidth vs read-once bound",
-                "goal": f">= {result.bandwidth.goal:g}",
-                "value": result.bandwidth.fraction,
-                "passed": result.bandwidth.passed,
-            })
+            add(
+                f"{result.id} pullback bandwidth / read-once bound", f">= {result.bandwidth.goal:g}",
+                result.bandwidth.goal, ">=", "fraction", result.bandwidth.fraction, result.bandwidth.passed,
+            )
         if result.lazy is not None:
-            goals.append({
-                "name": f"{result.id} pullback of a Fill cotangent is a Fill (O(1))",
-                "goal": "a Fill",
-                "value": result.lazy,
-                "passed": result.lazy,
-            })
+            add(
+                f"{result.id} pullback of a Fill cotangent is a Fill (O(1))", "a Fill",
+                1, "==", "boolean", result.lazy, result.lazy,
+            )
         if result.memory is not None and result.memory.goal is not None:
-            goals.append({
-                "name": f"{result.id} pullback peak extra memory / cotangent bytes",
-                "goal": f"<= {result.memory.goal:g}",
-                "value": result.memory.fraction_of_dy,
-                "passed": result.memory.passed,
-            })
+            add(
+                f"{result.id} pullback peak extra memory / cotangent bytes", f"<= {result.memory.goal:g}",
+                result.memory.goal, "<=", "fraction", result.memory.fraction_of_dy, result.memory.passed,
+            )
     for key, figure in cache.figures.items():
         if figure.goal_s is not None:
-            goals.append({
-                "name": f"cache {key}",
-                "goal": f"<= {format_seconds(figure.goal_s)}" + (" with 0 compiles" if key.startswith("warm") else ""),
-                "value": figure.seconds,
-                "passed": figure.passed,
-            })
+            add(
+                f"cache {key}",
+                f"<= {format_seconds(figure.goal_s)}" + (" with 0 compiles" if key.startswith("warm") else ""),
+                figure.goal_s, "<=", "seconds", figure.seconds, figure.passed,
+            )
     for sweep in cache.sweep:
-        goals.append({
-            "name": f"cache sweep {sweep.op}: kernels after the first extent",
-            "goal": "0",
-            "value": sweep.kernels_after_first if sweep.status == "ok" else None,
-            "passed": sweep.passed,
-        })
+        add(
+            f"cache sweep {sweep.op}: kernels after the first extent", "0", 0, "<=", "kernels",
+            sweep.kernels_after_first if sweep.status == "ok" else None, sweep.passed,
+        )
     return goals
 
 
@@ -473,24 +515,43 @@ def _cell(measurement: Measurement | None, comparison: Comparison | None) -> str
         return measurement.status + (f" ({measurement.detail})" if measurement.detail else "")
     text = format_seconds(measurement.median_s)
     if comparison is not None and comparison.ratio is not None:
-        text += f" {comparison.ratio:.3g}x"
+        text += f" {comparison.ratio:.3g}x" if comparison.ratio < 1000 else f" {comparison.ratio:.0f}x"
         if comparison.goal is not None:
-            text += f" (>={comparison.goal:g} {'pass' if comparison.passed else 'MISS'})"
+            text += f" (goal {ratio_goal_text(comparison.goal)}: {verdict(comparison.passed)})"
     elif comparison is not None and comparison.goal is not None:
-        text += f" (goal >={comparison.goal:g})"
+        text += f" (goal {ratio_goal_text(comparison.goal)})"
     return text
 
 
+def workload_legend(results: list[WorkloadResult]) -> str:
+    """One line per workload: the call, shapes and dtype, and the NumPy reference (never cut)."""
+    lines = []
+    for result in results:
+        lines.append(f"{result.id}  {result.call}")
+        lines.append(f"    inputs {inputs_text(result)}; NumPy reference: {result.reference}")
+    return "\n".join(lines)
+
+
 def workload_table(results: list[WorkloadResult], labels: dict[str, str]) -> str:
-    headers = ["workload", "", "stablerules"] + [labels[name] for name in COMPARED]
+    """Medians per workload and step; a column per implementation that ran (the others are
+    named under the table)."""
+    shown = [name for name in COMPARED if ran(results, name)]
+    headers = ["workload", "step", "stablerules"] + [labels[name] for name in shown]
     rows = []
     for result in results:
         for kind, step_result in (("pullback", result.pullback), ("forward", result.forward)):
-            row = [f"{result.id} {result.call}" if kind == "pullback" else "", kind]
-            row.append(_cell(step_result.times.get("stablerules"), None))
-            row += [_cell(step_result.times.get(name), step_result.ratios.get(name)) for name in COMPARED]
+            row = [result.id if kind == "pullback" else "", kind, _cell(step_result.times.get("stablerules"), None)]
+            row += [_cell(step_result.times.get(name), step_result.ratios.get(name)) for name in shown]
             rows.append(row)
-    return table(headers, rows, max_cell=56)
+    text = table(headers, rows, max_cell=None)
+    missing = [name for name in COMPARED if name not in shown]
+    if missing:
+        reasons = []
+        for name in missing:
+            measurement = next(iter(result.pullback.times.get(name) for result in results), None)
+            reasons.append(f"{labels[name]} ({measurement.status if measurement else 'not run'})")
+        text += "\nNot measured: " + ", ".join(reasons) + "; their goals count as not measured."
+    return text
 
 
 def bandwidth_table(results: list[WorkloadResult]) -> str:
@@ -532,8 +593,24 @@ def _bytes(count: int) -> str:
     return f"{count} B"
 
 
+def _ratio_text(ratio: float) -> str:
+    return f"{ratio:.2g}x" if ratio < 10 else f"{ratio:.0f}x"
+
+
 def plot(path: Path, results: list[WorkloadResult], cache: CacheReport, title: str, labels: dict[str, str]) -> None:
-    """Pullback speedups per workload (log axis, goals marked) and the compile-cache times."""
+    """Draw the figure (:func:`draw`) and save it as a PNG."""
+    import matplotlib.pyplot as plt
+
+    figure = draw(results, cache, title, labels)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def draw(results: list[WorkloadResult], cache: CacheReport, title: str, labels: dict[str, str]) -> Figure:
+    """Two panels: the pullback's speed against each implementation that ran (log axis, value
+    on each bar, the issue's goal as a tick with its verdict), and the compile-cache times.
+    Colours: one per implementation in the top panel; green / red / gray mean goal met /
+    missed / no goal everywhere (goal verdict texts, cache bars)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -542,57 +619,90 @@ def plot(path: Path, results: list[WorkloadResult], cache: CacheReport, title: s
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    figure, (left, right) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [3, 2]})
-    colors = {"numpy": "tab:blue", "jax": "tab:orange", "torch": "tab:red", "autograd": "tab:green"}
-    width = 0.8 / len(COMPARED)
+    shown = [name for name in COMPARED if ran(results, name)]
+    figure, (top, bottom) = plt.subplots(
+        2, 1, figsize=(14, 12), gridspec_kw={"height_ratios": [3, 2]}, layout="constrained"
+    )
+    width = min(0.8 / max(len(shown), 1), 0.3)
     values: list[float] = []
     for index, result in enumerate(results):
-        for offset, name in enumerate(COMPARED):
-            x = index - 0.4 + width * (offset + 0.5)
+        for offset, name in enumerate(shown):
+            x = index + width * (offset - (len(shown) - 1) / 2)
             comparison = result.pullback.ratios.get(name)
             ratio = comparison.ratio if comparison else None
             if ratio is not None:
-                left.bar(x, ratio, width, color=colors[name])
+                top.bar(x, ratio, width * 0.9, color=color_of(name))
+                top.text(x, ratio, _ratio_text(ratio), ha="center", va="bottom", fontsize=8, fontweight="bold")
                 values.append(ratio)
-            if comparison is not None and comparison.goal is not None:
-                left.plot([x - width / 2, x + width / 2], [comparison.goal] * 2, color="black", linewidth=2)
+            if comparison is not None and comparison.goal is not None and ratio is not None:
+                top.plot([x - width / 2, x + width / 2], [comparison.goal] * 2, color="black", linewidth=2.5)
+                words = f"goal {_ratio_text(comparison.goal)}" if comparison.goal >= 1 else f"goal: within {1 / comparison.goal:g}x"
+                top.text(
+                    x, comparison.goal * 0.97, f"{words}: {verdict(comparison.passed)}", ha="center", va="top",
+                    fontsize=7, fontweight="bold", color=PASS_COLOR if comparison.passed else MISS_COLOR,
+                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1},
+                )
                 values.append(comparison.goal)
         if result.status != "ok":
-            left.text(index, 1.0, "error", ha="center", va="bottom", color="tab:red", rotation=90)
-    handles: list[Artist] = [Patch(color=colors[name], label=labels[name]) for name in COMPARED]
-    handles.append(Line2D([], [], color="black", linewidth=2, label="goal (from the issues)"))
-    left.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
-    left.set_yscale("log")
+            top.text(index, 1.0, "stablerules: error", ha="center", va="bottom", color=MISS_COLOR, rotation=90)
+    top.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
+    top.set_yscale("log")
     low, high = (min(values), max(values)) if values else (1.0, 1.0)
-    left.set_ylim(min(low, 0.5) / 2, max(high, 2.0) * 2)
-    left.set_xticks(range(len(results)), [f"{r.id}\n" + textwrap.fill(r.call, 22) for r in results], fontsize=7)
-    left.set_ylabel("pullback speedup of stablerules (other time / ours)")
-    left.set_title("Pullback speedups (above 1: stablerules faster)")
-    left.legend(handles=handles, fontsize=8, loc="upper left")
+    top.set_ylim(min(low, 0.5) / 3, max(high, 2.0) * 3)
+    top.set_xlim(-0.6, len(results) - 0.4)
+    top.set_xticks(
+        range(len(results)),
+        [
+            f"{r.id}: {textwrap.fill(r.call, 32)}\n" + inputs_text(r).replace(" -> ", "\n")
+            + f"\nNumPy: {textwrap.fill(r.reference, 32)}"
+            for r in results
+        ],
+        fontsize=7.5,
+    )
+    top.set_ylabel("their time / stablerules' time (log scale)\nabove 1: stablerules is faster")
+    top.set_title("Pullback (reverse-mode) speed of stablerules against each implementation, medians", fontsize=11)
+    handles: list[Artist] = [Patch(color=color_of(name), label=labels[name]) for name in shown]
+    handles.append(Line2D([], [], color="black", linewidth=2.5, label="goal from the issues (text: green met, red missed)"))
+    top.legend(handles=handles, fontsize=8, loc="upper left")
+    missing = [labels[name] for name in COMPARED if name not in shown]
+    if missing:
+        top.text(
+            0.99, 0.98, "not installed or skipped: " + ", ".join(missing), transform=top.transAxes,
+            ha="right", va="top", fontsize=8, color="dimgray",
+        )
 
     names = list(cache.figures)
     seconds = [cache.figures[name].seconds for name in names]
     for row, name in enumerate(names):
         item = cache.figures[name]
         if item.seconds is not None:
-            color = {True: "tab:green", False: "tab:red", None: "tab:gray"}[item.passed]
-            right.barh(row, item.seconds, color=color)
-            right.text(item.seconds, row, " " + format_seconds(item.seconds), va="center", fontsize=8)
+            color = {True: PASS_COLOR, False: MISS_COLOR, None: NO_GOAL_COLOR}[item.passed]
+            bottom.barh(row, item.seconds, color=color)
+            note = "" if item.goal_s is None else f"  (goal <= {format_seconds(item.goal_s)}: {verdict(item.passed)})"
+            bottom.text(
+                item.seconds * 1.15, row, format_seconds(item.seconds) + note, va="center", fontsize=8,
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1},
+            )
         else:
-            right.text(1e-6, row, " " + item.status, va="center", fontsize=8, color="tab:red")
+            bottom.text(1e-6, row, " " + (item.detail or item.status), va="center", fontsize=8, color=MISS_COLOR)
         if item.goal_s is not None:
-            right.plot([item.goal_s] * 2, [row - 0.4, row + 0.4], color="black", linewidth=2)
-    right.set_xscale("log")
+            bottom.plot([item.goal_s] * 2, [row - 0.4, row + 0.4], color="black", linewidth=2.5)
+    bottom.set_xscale("log")
     known = [s for s in seconds if s is not None] + [f.goal_s for f in cache.figures.values() if f.goal_s]
-    right.set_xlim(min(known + [1e-6]) / 3, max(known + [1.0]) * 10)
-    right.set_yticks(range(len(names)), [cache.figures[name].label for name in names], fontsize=8)
-    right.invert_yaxis()
-    right.set_xlabel("seconds (log); black: goal; green pass, red miss, gray no goal")
-    right.set_title("Compile cache")
-    figure.suptitle(title, fontsize=9)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    bottom.set_xlim(min(known + [1e-6]) / 3, max(known + [1.0]) * 30)
+    bottom.set_yticks(range(len(names)), [cache.figures[name].label for name in names], fontsize=8)
+    bottom.invert_yaxis()
+    bottom.set_xlabel("seconds (log scale)")
+    bottom.set_title("Compile cache: time to a first result, and a warm call (fresh processes)", fontsize=11)
+    bottom.legend(
+        handles=[
+            Patch(color=PASS_COLOR, label="goal met"), Patch(color=MISS_COLOR, label="goal missed"),
+            Patch(color=NO_GOAL_COLOR, label="no goal"), Line2D([], [], color="black", linewidth=2.5, label="goal"),
+        ],
+        fontsize=8, loc="lower right",
+    )
+    figure.suptitle(textwrap.fill(title, 160), fontsize=9)
+    return figure
 
 
 class _Progress:
@@ -675,7 +785,9 @@ def main(argv: list[str] | None = None) -> int:
         f"numpy {info['numpy']}, numba {info['numba']} · {peer_text} · {mode} mode"
     )
     print(title)
-    print("\nMedians; ratio = their time / stablerules' time (goal from the issues).\n")
+    print("\nWorkloads:\n")
+    print(workload_legend(results))
+    print("\nMedians; ratio = their time / stablerules' time, above 1: stablerules is faster (goals from the issues).\n")
     print(workload_table(results, labels))
     print("\nRead-the-cotangent-once bound, same cotangent, same run:\n")
     print(bandwidth_table(results))

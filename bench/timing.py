@@ -117,9 +117,13 @@ def format_seconds(seconds: float | None) -> str:
     return f"{seconds:.3g} s"  # pragma: no cover - the loop always returns
 
 
-def table(headers: list[str], rows: list[list[str]], max_cell: int = 60) -> str:
-    """A plain-text table: left-aligned columns, long cells cut at ``max_cell`` characters."""
-    cut = [[cell if len(cell) <= max_cell else cell[: max_cell - 3] + "..." for cell in row] for row in rows]
+def table(headers: list[str], rows: list[list[str]], max_cell: int | None = 60) -> str:
+    """A plain-text table: left-aligned columns, long cells cut at ``max_cell`` characters
+    (``None``: never cut)."""
+    cut = [
+        [cell if max_cell is None or len(cell) <= max_cell else cell[: max_cell - 3] + "..." for cell in row]
+        for row in rows
+    ]
     widths = [max([len(headers[i])] + [len(row[i]) for row in cut if i < len(row)]) for i in range(len(headers))]
     lines = ["  ".join(header.ljust(width) for header, width in zip(headers, widths)).rstrip()]
     lines.append("  ".join("-" * width for width in widths))

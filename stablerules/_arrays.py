@@ -184,17 +184,53 @@ def shape_text(shape: Sequence[int]) -> str:
     return str(tuple(int(extent) for extent in shape))
 
 
+_PYTHON_SCALARS = (bool, int, float, complex)
+
+
+def array_like(value: object, name: str, *, weak_scalars: bool = False) -> object:
+    """How every op reads an array argument: NumPy's rule for array-likes, in one place.
+
+    - NumPy and CuPy arrays (and ``ArraySpec``s) are taken as they are;
+    - lists and tuples (nested, of numbers or NumPy arrays), NumPy scalars and Python scalars
+      become NumPy arrays through ``np.asarray``, as NumPy's own functions read them: the
+      dtype is NumPy's (``[1, 2]`` is int64, hence not differentiable; ``[1.0]`` float64), a
+      scalar is 0-d, and the op's own shape rules then apply (``concatenate`` refuses 0-d
+      inputs, as ``np.concatenate`` does);
+    - with ``weak_scalars`` (``cat``, as Julia's ``cat`` and NEP 50 read them) Python scalars
+      are kept, to be typed weakly by the op (``cat(x32, 1.5, dims=...)`` stays float32);
+    - anything else is returned unchanged, for the op's validation to refuse with a
+      ``TypeError`` naming the argument.
+
+    A list of CuPy arrays is not converted (``np.asarray`` would copy to the host): it is a
+    ``TypeError``. A ragged list is a ``ValueError`` naming the argument.
+    """
+    if is_array(value) or isinstance(value, ArraySpec):
+        return value
+    if isinstance(value, np.generic):  # before Python's: np.float64 is a float
+        return np.asarray(value)
+    if isinstance(value, _PYTHON_SCALARS):
+        return value if weak_scalars else np.asarray(value)
+    if isinstance(value, (list, tuple)):
+        try:
+            return np.asarray(value)
+        except ValueError as error:
+            raise ValueError(f"argument {name!r} is not an array-like of one shape: {error}") from None
+        except TypeError as error:
+            raise TypeError(f"argument {name!r} cannot be read as a NumPy array: {error}") from None
+    return value
+
+
 def as_array(value: object, name: str) -> ArrayLike:
-    """Arrays pass through; Python scalars become 0-d NumPy arrays; anything else is an error."""
-    array: ArrayLike
-    if is_array(value):
-        array = value
-    elif isinstance(value, (bool, int, float, complex, np.generic)):
-        array = np.asarray(value)
-    else:
-        raise TypeError(f"argument {name!r} must be an array, got {type(value).__name__}")
-    check_dtype(array.dtype, name)
-    return array
+    """An array argument read by :func:`array_like`'s rule, with a supported dtype;
+    ``TypeError`` naming it for anything that is not an array-like."""
+    converted = array_like(value, name)
+    if not is_array(converted):
+        raise TypeError(
+            f"argument {name!r} must be an array (or a list, tuple or scalar NumPy can read as one), "
+            f"got {type(value).__name__}"
+        )
+    check_dtype(converted.dtype, name)
+    return converted
 
 
 def contiguous(array: ArrayLike) -> ArrayLike:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ._cache import Kernel, KernelSource, ShapeSignature
 from ._codegen import SourceWriter
@@ -52,8 +52,11 @@ def cuda_available() -> bool:
         from numba import cuda  # noqa: PLC0415 - imported only when CUDA is asked for
     except ImportError:
         return False
+    # numba.cuda ships no types: this project's mypy reads stubs/, a user's mypy that reads
+    # these sources (MYPYPATH) does not, so each call goes through a name typed here.
+    is_available: Callable[[], object] = cuda.is_available
     try:
-        return bool(cuda.is_available())
+        return bool(is_available())
     except Exception:  # a broken driver install reports through exceptions
         return False
 
@@ -74,7 +77,8 @@ def multiprocessor_count() -> int:
         return _SIMULATOR_MULTIPROCESSORS
     from numba import cuda
 
-    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    current_device: Callable[[], object] = cuda.get_current_device  # typed here: see cuda_available
+    return int(getattr(current_device(), "MULTIPROCESSOR_COUNT"))
 
 
 def cuda_array_type(dtype: str, ndim: int = 1) -> str:
@@ -221,8 +225,9 @@ def _device_arguments(arguments: Sequence[object]) -> tuple[tuple[object, ...], 
         return tuple(arguments), 0
     from numba import cuda
 
+    as_cuda_array: Callable[..., object] = cuda.as_cuda_array  # typed here: see cuda_available
     converted = tuple(
-        cuda.as_cuda_array(argument, sync=False) if hasattr(argument, "__cuda_array_interface__") else argument
+        as_cuda_array(argument, sync=False) if hasattr(argument, "__cuda_array_interface__") else argument
         for argument in arguments
     )
     return converted, _current_stream()

@@ -53,6 +53,7 @@ from ._typing import (
     Tangent,
     TriplePullback,
     VariadicPullback,
+    deprecated,
 )
 from ._val import Val
 
@@ -70,8 +71,8 @@ _G = TypeVar("_G", bound=np.generic)
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-# Static arguments are Val only: the ops also take plain ints (SPEC's convenience, counted as
-# dynamic), rrule and frule do not (see _typing.py).
+# Static arguments are Val; plain ints and tuples (SPEC's convenience, counted as dynamic) have
+# their own overloads, marked deprecated (see _typing.py).
 _Axis: TypeAlias = Val[int]
 _OptionalAxis: TypeAlias = Val[int] | None
 _Counts: TypeAlias = Val[int] | Val[tuple[int, ...]]
@@ -79,6 +80,8 @@ _Repeats: TypeAlias = Val[int] | CountsArray
 _CatInput: TypeAlias = NDArray[np.generic] | np.generic | bool | int | float | complex
 _KronOperand: TypeAlias = NDArray[np.generic] | bool | int | float | complex
 _Dense: TypeAlias = NDArray[np.generic]
+_PlainCounts: TypeAlias = int | tuple[int, ...]
+_AnyCounts: TypeAlias = _Counts | _PlainCounts
 _AxisOrAxes: TypeAlias = Val[int] | Val[tuple[int, ...]]
 _Permutation: TypeAlias = Val[tuple[int, ...]]
 _NewShape: TypeAlias = Val[tuple[int, ...]] | Val[int]
@@ -405,6 +408,83 @@ def rrule(
 ) -> tuple[tuple[NDArray[_G], ...], LooseSplitPullback[_G]]: ...
 
 
+# --- plain ints or tuples as static arguments: accepted and typed as the Val forms above, marked
+# deprecated so that mypy with the `deprecated` error code on says "use Val" (see _typing.py)
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Concatenate | Stack, arrays: Sequence[NDArray[_F]], /, *, axis: int
+) -> tuple[NDArray[_F], SequencePullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Concatenate | Stack, arrays: Sequence[NDArray[_F]], axis: int, /
+) -> tuple[NDArray[_F], SequenceStaticPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Concatenate | Stack, arrays: Sequence[NDArray[_G]], /, *, axis: int
+) -> tuple[NDArray[_G], LooseSequencePullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Concatenate | Stack, arrays: Sequence[NDArray[_G]], axis: int, /
+) -> tuple[NDArray[_G], LooseSequenceStaticPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(op: Cat, /, *arrays: NDArray[_F], dims: _PlainCounts) -> tuple[NDArray[_F], VariadicPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(op: Cat, /, *arrays: NDArray[_G], dims: _PlainCounts) -> tuple[NDArray[_G], LooseVariadicPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Cat, /, *arrays: _CatInput, dims: _PlainCounts
+) -> tuple[NDArray[np.generic], LooseVariadicPullback[np.generic]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Repeat, x: NDArray[_F], repeats: _Repeats | int, /, *, axis: _OptionalAxis | int = ...
+) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Repeat, x: NDArray[_F], repeats: _Repeats | int, axis: _OptionalAxis | int, /
+) -> tuple[NDArray[_F], ArrayStaticStaticPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Repeat, x: NDArray[_F], /, *, inner: _AnyCounts | None = ..., outer: _AnyCounts | None = ...
+) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Repeat, x: NDArray[_G], repeats: _Repeats | int, /, *, axis: _OptionalAxis | int = ...
+) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Repeat, x: NDArray[_G], repeats: _Repeats | int, axis: _OptionalAxis | int, /
+) -> tuple[NDArray[_G], LooseArrayStaticStaticPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Repeat, x: NDArray[_G], /, *, inner: _AnyCounts | None = ..., outer: _AnyCounts | None = ...
+) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(op: Tile, x: NDArray[_F], reps: _PlainCounts, /) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(op: Tile, x: NDArray[_F], /, *, reps: _PlainCounts) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(op: Tile, x: NDArray[_G], reps: _PlainCounts, /) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(op: Tile, x: NDArray[_G], /, *, reps: _PlainCounts) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+
+
 # --- a user-registered function: arguments checked against its own signature
 @overload
 def rrule(op: Function[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs) -> tuple[_R, RulePullback]: ...
@@ -416,9 +496,9 @@ def rrule(op: Callable[..., object], /, *args: object, **kwargs: object) -> tupl
     ``back(dy)`` returns a tuple with one tangent per positional argument: an array's
     tangent has its shape and dtype, a sequence of arrays gets a tuple of tangents, a
     non-differentiable argument gets ``NoTangent()``. Typed per op: ``y`` exactly as the op
-    returns it, ``back`` a ``Pullback`` of the call's arity; static arguments must be ``Val``s
-    for the type checker (plain ints work at run time, counted as dynamic; see
-    ``stablerules._typing``).
+    returns it, ``back`` a ``Pullback`` of the call's arity. Static arguments are ``Val``s; a
+    plain int works as in the op itself (counted as dynamic; its overloads are marked
+    deprecated, see ``stablerules._typing``).
     """
     rule = RRULES.lookup(op)
     return cast("tuple[object, RulePullback]", rule(*args, **kwargs))
@@ -739,11 +819,11 @@ def frule(
     outer: _Counts | None = ...,
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
-def frule(
+def frule(  # type: ignore[overload-overlap]  # with the plain-int form below; this one is tried first
     op: Repeat, tangents: tuple[object, object], x: NDArray[_F], repeats: _Repeats, /, *, axis: _OptionalAxis = ...
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
-def frule(
+def frule(  # type: ignore[overload-overlap]  # as above
     op: Repeat, tangents: tuple[object, object, object], x: NDArray[_F], repeats: _Repeats, axis: _OptionalAxis, /
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
@@ -1094,6 +1174,170 @@ def frule(
 ) -> tuple[tuple[NDArray[_G], ...], SplitTangent[_G] | NoTangent]: ...
 
 
+# --- plain ints or tuples as static arguments (see the same block of rrule)
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Concatenate | Stack, tangents: tuple[object], arrays: Sequence[NDArray[_F]], /, *, axis: int
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Concatenate | Stack, tangents: tuple[object, object], arrays: Sequence[NDArray[_F]], axis: int, /
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Concatenate | Stack, tangents: tuple[object], arrays: Sequence[NDArray[_G]], /, *, axis: int
+) -> tuple[NDArray[_G], DenseOrNoTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Concatenate | Stack, tangents: tuple[object, object], arrays: Sequence[NDArray[_G]], axis: int, /
+) -> tuple[NDArray[_G], DenseOrNoTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Cat, tangents: tuple[object, ...], /, *arrays: NDArray[_F], dims: _PlainCounts
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Cat, tangents: tuple[object, ...], /, *arrays: NDArray[_G], dims: _PlainCounts
+) -> tuple[NDArray[_G], DenseOrNoTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Cat, tangents: tuple[object, ...], /, *arrays: _CatInput, dims: _PlainCounts
+) -> tuple[NDArray[np.generic], DenseOrNoTangent[np.generic]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Repeat,
+    tangents: tuple[_Dense, object],
+    x: NDArray[_F],
+    repeats: _Repeats | int,
+    /,
+    *,
+    axis: _OptionalAxis | int = ...,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Repeat,
+    tangents: tuple[_Dense, object, object],
+    x: NDArray[_F],
+    repeats: _Repeats | int,
+    axis: _OptionalAxis | int,
+    /,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Repeat,
+    tangents: tuple[_Dense],
+    x: NDArray[_F],
+    /,
+    *,
+    inner: _AnyCounts | None = ...,
+    outer: _AnyCounts | None = ...,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Repeat,
+    tangents: tuple[object, object],
+    x: NDArray[_F],
+    repeats: _Repeats | int,
+    /,
+    *,
+    axis: _OptionalAxis | int = ...,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Repeat,
+    tangents: tuple[object, object, object],
+    x: NDArray[_F],
+    repeats: _Repeats | int,
+    axis: _OptionalAxis | int,
+    /,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Repeat,
+    tangents: tuple[object],
+    x: NDArray[_F],
+    /,
+    *,
+    inner: _AnyCounts | None = ...,
+    outer: _AnyCounts | None = ...,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Repeat,
+    tangents: tuple[object, object],
+    x: NDArray[_G],
+    repeats: _Repeats | int,
+    /,
+    *,
+    axis: _OptionalAxis | int = ...,
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Repeat,
+    tangents: tuple[object, object, object],
+    x: NDArray[_G],
+    repeats: _Repeats | int,
+    axis: _OptionalAxis | int,
+    /,
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Repeat,
+    tangents: tuple[object],
+    x: NDArray[_G],
+    /,
+    *,
+    inner: _AnyCounts | None = ...,
+    outer: _AnyCounts | None = ...,
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Tile, tangents: tuple[_Dense, object], x: NDArray[_F], reps: _PlainCounts, /
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Tile, tangents: tuple[_Dense], x: NDArray[_F], /, *, reps: _PlainCounts
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Tile, tangents: tuple[object, object], x: NDArray[_F], reps: _PlainCounts, /
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Tile, tangents: tuple[object], x: NDArray[_F], /, *, reps: _PlainCounts
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Tile, tangents: tuple[object, object], x: NDArray[_G], reps: _PlainCounts, /
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Tile, tangents: tuple[object], x: NDArray[_G], /, *, reps: _PlainCounts
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+
+
 # --- a user-registered function
 @overload
 def frule(
@@ -1130,7 +1374,11 @@ def precompile(op: Op, *args: object, **kwargs: object) -> tuple[ShapeSignature,
 
 
 def explain(op: Op, *args: object, **kwargs: object) -> str:
-    """The generated source of every kernel this call's signature uses, as readable text."""
+    """The generated source of every kernel this call's signature uses, as one string.
+
+    It returns the text and prints nothing (``print(sr.explain(...))`` to read it), so tools
+    and tests can search it; nothing is compiled. Arguments may be arrays or ``ArraySpec``s.
+    """
     from ._cache import CACHE
 
     parts = []

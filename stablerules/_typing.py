@@ -38,14 +38,15 @@ Python scalars (``cat``'s inputs, ``kron``'s operands) make the result's dtype a
 
 Plain ints. SPEC accepts a plain ``int`` (or tuple) wherever a ``Val`` goes, as a convenience
 that ``no_fallback()`` reports as a dynamic argument (and that compiles once per *value*). The
-ops' own signatures accept them (``sr.repeat(x, 2)``, ``sr.concatenate(arrays, axis=0)``: the
-forward convenience SPEC describes). ``rrule`` and ``frule`` do not: there a static argument
-must be a ``Val`` (an ``axis`` may still be ``None``, and repeat's per-element counts are data:
-an integer array or a list of ints), so ``rrule(sr.repeat, x, 3)`` is a type error, the
-static counterpart of ``no_fallback()`` for the rules, where type stability is the promise.
-Code that means it passes the op as a ``Callable[..., R]`` (the last overload) or writes
-``# type: ignore[call-overload]``. Other type errors: a ``Val`` of the wrong kind (``Val((0,
-1))`` as ``concatenate``'s axis, ``Val(1.5)``) and the wrong number of positional arguments.
+ops, ``rrule`` and ``frule`` all type-check such calls the same way: ``sr.repeat(x, 3,
+axis=0)`` and ``sr.rrule(sr.repeat, x, 3, axis=0)`` both pass, with the types of their ``Val``
+forms (an ``axis`` may still be ``None``; repeat's per-element counts are data: an integer
+array or a list of ints). The plain-int forms are separate overloads marked
+``@deprecated("... use Val ...")``: a user who turns on mypy's ``deprecated`` error code
+(``enable_error_code = deprecated``; ``--strict`` leaves it off) gets one line saying to write
+``Val(3)``, the static counterpart of ``no_fallback()``; nothing changes at run time. Type
+errors: a ``Val`` of the wrong kind (``Val((0, 1))`` as ``concatenate``'s axis, ``Val(1.5)``)
+and the wrong number of positional arguments.
 
 User-registered functions. ``rrule(fn, *args, **kwargs)`` for a function ``fn`` registered with
 ``sr.register_rrule`` is typed from ``fn``'s own signature (``ParamSpec``): the arguments are
@@ -77,7 +78,7 @@ sees these same types without our ``stubs/`` (tests/test_typing.py checks it).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ParamSpec, Protocol, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -89,6 +90,21 @@ _LazyT = TypeVar("_LazyT", covariant=True)
 _S = TypeVar("_S", bound=np.generic)
 _P = ParamSpec("_P")
 _R_co = TypeVar("_R_co", covariant=True)
+_T = TypeVar("_T")
+
+if TYPE_CHECKING:
+    from typing_extensions import deprecated as deprecated
+else:
+
+    def deprecated(message: str) -> Callable[[_T], _T]:
+        """A marker for the type checker only (``typing_extensions.deprecated`` to mypy):
+        the plain-int forms it marks stay accepted at run time, without a warning, so
+        ``typing_extensions`` is not a run-time dependency."""
+        def mark(function: _T) -> _T:
+            function.__deprecated__ = message  # as typing_extensions marks it: help() skips these forms
+            return function
+
+        return mark
 
 
 class Pullback(Protocol[_DenseT, _LazyT]):
@@ -267,4 +283,5 @@ __all__ = [
     "TriplePullback",
     "TuplePullback",
     "VariadicPullback",
+    "deprecated",
 ]

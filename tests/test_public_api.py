@@ -7,13 +7,17 @@ added to (or dropped from) the public face has to be added here too, on purpose.
 
 from __future__ import annotations
 
+import inspect
+import pydoc
 import sys
 import types
 
 import pytest
 
 import stablerules
+import stablerules as sr
 import stablerules.testing
+from stablerules._registry import Op
 
 PUBLIC = [
     "ArraySpec",
@@ -110,3 +114,32 @@ def test_public_name_lives_in_an_implementation_module(name: str) -> None:
 def test_testing_names_live_in_testing(name: str) -> None:
     value = getattr(stablerules.testing, name)
     assert value.__module__ == "stablerules.testing"
+
+
+OPS = [name for name in sr.__all__ if isinstance(getattr(sr, name), Op)]
+
+
+def test_every_public_op_is_found() -> None:
+    assert {"repeat", "tile", "concatenate", "stack", "hstack", "vstack", "cat", "kron"} <= set(OPS)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_help_shows_an_op_as_a_function_with_its_signature_and_docstring(name: str) -> None:
+    op = getattr(sr, name)
+    text = pydoc.plain(pydoc.render_doc(op))
+    assert f"\n{name}(" in text, text[:500]  # documented as a function named after the op
+    assert ": object" not in text and "'object'" not in text, text[:800]
+    assert "Call forms" in text and "NDArray" in text
+    signature = inspect.signature(op)
+    first = next(iter(signature.parameters))
+    assert first in {"x", "arrays", "a"}, signature
+    doc = inspect.getdoc(op) or ""
+    assert len(doc.split("Call forms")[0].strip()) > 40, doc  # the op's own words come first
+
+
+def test_help_lists_every_call_form_of_repeat() -> None:
+    text = pydoc.plain(pydoc.render_doc(sr.repeat))
+    assert "repeat(x: npt.NDArray[_DT], repeats: Val[int] | npt.NDArray[np.integer] | Sequence[int]" in text
+    assert "repeat(x: npt.NDArray[_DT], *, inner: _ValCounts | None = None, outer: _ValCounts | None = None)" in text
+    assert "Repeat elements of an array" in text
+    assert "a plain int or tuple where a ``Val`` goes is accepted too" in text

@@ -1,7 +1,7 @@
 """The typing promises of SPEC section 7, checked by running mypy on the files in tests/typing/.
 
 Two mypy runs, each over all the files at once (mypy costs ~10-30 s a run, mostly NumPy's
-stubs; the incremental caches live under the system's temp directory):
+stubs; the incremental caches live in the repository's git-ignored ``.mypy_cache``):
 
 - the *user* run: the files copied into a fresh directory, checked with a config that says
   ``strict = True`` and nothing else (no ``mypy_path``, no ``stubs/``), stablerules found as an
@@ -27,14 +27,12 @@ two spellings NumPy's stubs use for "any shape" and "any precision".
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import inspect
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -90,8 +88,9 @@ def _all_typing_files() -> list[Path]:
 
 
 def _cache_dir(kind: str) -> str:
-    key = hashlib.sha256(str(REPO).encode()).hexdigest()[:12]
-    return str(Path(tempfile.gettempdir()) / f"stablerules-mypy-{key}" / kind)
+    # mypy's own place for its cache (.mypy_cache, git-ignored), so runs stay incremental and
+    # nothing is left in the system's temp directory.
+    return str(REPO / ".mypy_cache" / f"typing-{kind}")
 
 
 def _expected(path: Path, marker: str, kind: str, template: str) -> list[str]:

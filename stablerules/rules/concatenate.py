@@ -60,6 +60,7 @@ from .._arrays import (
     MAX_NDIM,
     ArrayLike,
     ArraySpec,
+    array_like,
     array_namespace,
     check_dtype,
     checked_size,
@@ -73,6 +74,7 @@ from .._arrays import (
 )
 from .._rule import NO_TANGENT, DensePullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, NoTangent, ZeroTangent, project
+from .._typing import deprecated
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -211,7 +213,7 @@ def _sequence(arrays: object, op: str) -> tuple[object, ...]:
     if isinstance(arrays, (tuple, list)):
         if not arrays:
             raise ValueError(f"{op}: need at least one array, got an empty sequence")
-        return tuple(arrays)
+        return tuple(array_like(value, name) for value, name in zip(arrays, _names(len(arrays))))
     raise TypeError(
         f"{op}: arrays must be a tuple or list of arrays, got {type(arrays).__name__}"
     )
@@ -537,6 +539,13 @@ class Concatenate(RuleOp):
     static_names = ("axis",)
     sequence = True
 
+    @overload
+    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] | None = _AXIS0) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: int) -> npt.NDArray[_DT]: ...
+
     def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] | int | None = _AXIS0) -> npt.NDArray[_DT]:
         return cast("npt.NDArray[_DT]", self.forward(arrays, axis))
 
@@ -559,6 +568,13 @@ class Stack(RuleOp):
     name = "stack"
     static_names = ("axis",)
     sequence = True
+
+    @overload
+    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] = _AXIS0) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: int) -> npt.NDArray[_DT]: ...
 
     def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] | int = _AXIS0) -> npt.NDArray[_DT]:
         return cast("npt.NDArray[_DT]", self.forward(arrays, axis))
@@ -628,15 +644,23 @@ class Cat(RuleOp):
     static_names = ("dims",)
 
     @overload
-    def __call__(
-        self, *arrays: npt.NDArray[_DT], dims: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]
-    ) -> npt.NDArray[_DT]: ...
+    def __call__(self, *arrays: npt.NDArray[_DT], dims: Val[int] | Val[tuple[int, ...]]) -> npt.NDArray[_DT]: ...
 
     @overload
     def __call__(
         self,
         *arrays: npt.NDArray[np.generic] | np.generic | bool | int | float | complex,
-        dims: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
+        dims: Val[int] | Val[tuple[int, ...]],
+    ) -> npt.NDArray[np.generic]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, *arrays: npt.NDArray[_DT], dims: int | tuple[int, ...]) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(
+        self, *arrays: npt.NDArray[np.generic] | np.generic | bool | int | float | complex, dims: int | tuple[int, ...]
     ) -> npt.NDArray[np.generic]: ...
 
     def __call__(
@@ -654,7 +678,7 @@ class Cat(RuleOp):
         if dims is None:
             raise TypeError("cat: dims is required, e.g. dims=Val(0) or dims=Val((0, 1))")
         # A NumPy scalar is a 0-d array of its (strong) dtype; Python scalars stay weak.
-        values = tuple(np.asarray(value) if isinstance(value, np.generic) else value for value in arrays)
+        values = tuple(array_like(value, name, weak_scalars=True) for value, name in zip(arrays, _names(len(arrays))))
         return values, (dims,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:

@@ -88,6 +88,7 @@ from .._rule import (
     empty_launch,
 )
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
+from .._typing import deprecated
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -1044,7 +1045,8 @@ class CountsPlan(_RepeatPlan):
 # repeat
 # ---------------------------------------------------------------------------------------------
 
-_StaticCounts = Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]
+_ValCounts = Val[int] | Val[tuple[int, ...]]
+_StaticCounts = _ValCounts | int | tuple[int, ...]
 
 
 def _is_static_count(value: object) -> bool:
@@ -1062,11 +1064,30 @@ class Repeat(RuleOp):
     def __call__(
         self,
         x: npt.NDArray[_DT],
+        repeats: Val[int] | npt.NDArray[np.integer] | Sequence[int],
+        axis: Val[int] | None = None,
+    ) -> npt.NDArray[_DT]: ...
+
+    @overload
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        *,
+        inner: _ValCounts | None = None,
+        outer: _ValCounts | None = None,
+    ) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
         repeats: Val[int] | int | npt.NDArray[np.integer] | Sequence[int],
         axis: Val[int] | int | None = None,
     ) -> npt.NDArray[_DT]: ...
 
     @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
         x: npt.NDArray[_DT],
@@ -1161,6 +1182,13 @@ class Tile(RuleOp):
     name = "tile"
     static_names = ("reps",)
     input_names = ("x",)
+
+    @overload
+    def __call__(self, x: npt.NDArray[_DT], reps: _ValCounts) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, x: npt.NDArray[_DT], reps: _StaticCounts) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], reps: _StaticCounts) -> npt.NDArray[_DT]:
         """Construct an array by repeating ``x`` the number of times given by ``reps``

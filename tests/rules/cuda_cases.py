@@ -4,7 +4,7 @@ Not collected by a plain ``pytest`` run (the name does not start with ``test_``)
 ``tests/rules/test_cuda.py`` runs it in a subprocess with ``NUMBA_ENABLE_CUDASIM=1
 STABLERULES_DEVICE=cuda`` (Numba's simulator, NumPy arrays), and ``bench/gpu_check.py`` runs it
 on a GPU with ``STABLERULES_DEVICE=cuda`` only (NumPy arrays copied in and out by Numba around
-each launch, and CuPy arrays when CuPy is installed). Without either the module skips.
+each launch, and CuPy arrays when CuPy is installed). Without either the module skips (in CI, where the simulator is always installed, it fails).
 
 Every case runs the forward, the pullback and the pushforward on the CUDA kernels and on the
 CPU kernels in the same process (``kernel_target`` reads ``STABLERULES_DEVICE`` at call time,
@@ -34,12 +34,18 @@ from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules._cache import CACHE
 from stablerules._cuda import cuda_available, simulator_enabled
 from stablerules._rule import count_launches, kernel_launches
+from tests.ci import in_ci
 
 Array = npt.NDArray[Any]
 
 if os.environ.get("STABLERULES_DEVICE", "").strip().lower() != "cuda":
     pytest.skip("run with STABLERULES_DEVICE=cuda (tests/rules/test_cuda.py does)", allow_module_level=True)
 if not cuda_available():
+    if in_ci():  # the simulator is always installed in CI: a broken one fails the run
+        raise RuntimeError(
+            f"CI={os.environ.get('CI')}: CUDA kernels cannot run here (numba.cuda did not import, or "
+            f"its simulator failed; NUMBA_ENABLE_CUDASIM={os.environ.get('NUMBA_ENABLE_CUDASIM')!r})"
+        )
     pytest.skip("no CUDA GPU and Numba's simulator is off (NUMBA_ENABLE_CUDASIM=1)", allow_module_level=True)
 
 

@@ -661,9 +661,9 @@ def test_errors_quote_shapes() -> None:
     with pytest.raises(TypeError, match="dtype object"):
         sr.concatenate((np.zeros(2), np.zeros(2, dtype=object)))
     with pytest.raises(TypeError, match="tuple or list"):
-        sr.concatenate(np.zeros((2, 2)))  # type: ignore[arg-type]
+        sr.concatenate(np.zeros((2, 2)))  # type: ignore[call-overload]
     with pytest.raises(TypeError, match=r"arrays\[1\] must be an array"):
-        sr.concatenate((np.zeros(2), [1.0, 2.0]))  # type: ignore[arg-type]
+        sr.concatenate((np.zeros(2), {1.0, 2.0}))  # type: ignore[arg-type]  # a set is no array-like
     with pytest.raises(TypeError, match="mixed devices"):
         sr.precompile(sr.concatenate, (sr.ArraySpec((2,), np.float64), sr.ArraySpec((2,), np.float64, device="cuda")))
 

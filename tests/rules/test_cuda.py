@@ -8,7 +8,10 @@
   (NVVM), which types it as the GPU would: the simulator runs kernels as Python and would not
   notice a typing error. Skipped where NVVM is not installed.
 
-Both skip with a reason, never fail, where the tools they need are missing.
+Both skip with a reason where the tools they need are missing, except in CI (``CI=true``),
+where the simulator is always installed: there a simulator that cannot be imported or that
+makes the cases skip themselves fails the run (``tests/ci.py``). NVVM (the PTX check) is not
+part of CI's install and skips everywhere.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pytest
 
 import stablerules as sr
 from stablerules import ArraySpec, Val
+from tests.ci import skip_unless_ci
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).with_name("cuda_cases.py")
@@ -43,7 +47,7 @@ def _simulator_importable() -> bool:
 
 def test_cuda_cases_pass_in_the_simulator(tmp_path: Path) -> None:
     if not _simulator_importable():
-        pytest.skip("numba.cuda (and so its simulator) is not installed")
+        skip_unless_ci("numba.cuda (and so its simulator) is not installed")
     environment = dict(os.environ)
     environment.update(
         NUMBA_ENABLE_CUDASIM="1",
@@ -54,9 +58,10 @@ def test_cuda_cases_pass_in_the_simulator(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(CASES)]
     result = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=600)
     report = result.stdout[-6000:] + result.stderr[-3000:]
+    # A module-level skip collects nothing: pytest's exit status 5.
+    if result.returncode in (0, 5) and " passed" not in result.stdout and " skipped" in result.stdout:
+        skip_unless_ci(f"the CUDA cases skipped themselves: {result.stdout.strip().splitlines()[-1]}")
     assert result.returncode == 0, f"the CUDA cases failed under the simulator:\n{report}"
-    if " passed" not in result.stdout and " skipped" in result.stdout:
-        pytest.skip(f"the CUDA cases skipped themselves: {result.stdout.strip().splitlines()[-1]}")
     assert " passed" in result.stdout and " failed" not in result.stdout, report
 
 
@@ -173,3 +178,43 @@ def test_generated_cuda_kernels_compile_to_ptx(
         assert "@cuda.jit(SIGNATURE, cache=True)" in text, title
         ptx = compiler(text)
         assert ".entry" in ptx and ".target sm_90" in ptx, title
+
+
+# --------------------------------------------------------------------------- CI never skips CUDA
+
+# Two ways the CUDA path breaks, installed into every Python process of a run by a
+# sitecustomize module: numba.cuda cannot be found at all, or it is found but fails to import
+# (so cuda_available() is False and the cases would skip themselves).
+_BREAKAGES = {
+    "not-importable": "import sys\nsys.modules['numba.cuda'] = None\n",
+    "import-fails": (
+        "import builtins\n"
+        "_import = builtins.__import__\n"
+        "def _broken(name, globals=None, locals=None, fromlist=(), level=0):\n"
+        "    if name == 'numba.cuda' or (name == 'numba' and fromlist and 'cuda' in fromlist):\n"
+        "        raise ImportError('a broken numba.cuda, on purpose')\n"
+        "    return _import(name, globals, locals, fromlist, level)\n"
+        "builtins.__import__ = _broken\n"
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ci", [True, False], ids=["CI", "not-CI"])
+@pytest.mark.parametrize("breakage", sorted(_BREAKAGES))
+def test_a_broken_cuda_path_fails_in_ci_and_skips_elsewhere(tmp_path: Path, breakage: str, ci: bool) -> None:
+    (tmp_path / "sitecustomize.py").write_text(_BREAKAGES[breakage])
+    environment = {key: value for key, value in os.environ.items() if key != "CI"}
+    environment["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(REPO)])
+    environment.setdefault("STABLERULES_CACHE_DIR", str(tmp_path / "cache"))
+    if ci:
+        environment["CI"] = "true"
+    test = f"{Path(__file__).relative_to(REPO)}::test_cuda_cases_pass_in_the_simulator"
+    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", test]
+    result = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=600)
+    report = result.stdout[-4000:] + result.stderr[-2000:]
+    if ci:
+        assert result.returncode == 1 and "1 failed" in result.stdout, report
+        assert "in CI this must run" in result.stdout or "CUDA kernels cannot run here" in result.stdout, report
+    else:
+        assert result.returncode == 0 and "1 skipped" in result.stdout, report

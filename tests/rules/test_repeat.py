@@ -653,19 +653,21 @@ def test_wrong_cotangent_and_tangent_shapes() -> None:
 def test_second_call_compiles_nothing_and_takes_no_fallback() -> None:
     x = random_array((6, 5))
     counts = np.array([1, 2, 0, 1, 3, 1])
-    calls: list[tuple[Callable[..., object], tuple[object, ...], dict[str, object]]] = [
-        (sr.repeat, (x, Val(3)), {"axis": Val(1)}),
-        (sr.repeat, (x,), {"inner": Val((2, 1, 2)), "outer": Val((1, 3))}),
-        (sr.repeat, (x, counts), {"axis": Val(0)}),
-        (sr.tile, (x, Val((2, 1, 2))), {}),
+    # (op, args, kwargs, NumPy's forward for an input v with the same static arguments)
+    calls: list[tuple[Callable[..., object], tuple[object, ...], dict[str, object], Forward]] = [
+        (sr.repeat, (x, Val(3)), {"axis": Val(1)}, lambda v: np.repeat(v, 3, axis=1)),
+        (sr.repeat, (x,), {"inner": Val((2, 1, 2)), "outer": Val((1, 3))}, lambda v: julia_reference(v, (2, 1, 2), (1, 3))),
+        (sr.repeat, (x, counts), {"axis": Val(0)}, lambda v: np.repeat(v, 1, axis=0)),  # counts of ones below
+        (sr.tile, (x, Val((2, 1, 2))), {}, lambda v: np.tile(v, (2, 1, 2))),
     ]
-    for op, args, kwargs in calls:
+    for op, args, kwargs, _ in calls:
         y, back = rrule(op, *args, **kwargs)
         back(np.ones(np.shape(y)))
         sr.frule(op, (x,) + (NoTangent(),) * (len(args) - 1), *args, **kwargs)
     other = random_array((9, 2))  # another shape, same signatures
+    before = sr.cache_info()
     with sr.no_compile(), sr.no_fallback():
-        for op, args, kwargs in calls:
+        for op, args, kwargs, reference in calls:
             counts_form = op is sr.repeat  # a bool, so that op keeps its declared type below
             for value in (x, other):
                 if counts_form and len(args) == 2 and not isinstance(args[1], Val):
@@ -673,8 +675,21 @@ def test_second_call_compiles_nothing_and_takes_no_fallback() -> None:
                 else:
                     call_args = (value, *args[1:])
                 y, back = rrule(op, *call_args, **kwargs)
-                back(np.ones(np.shape(y)))
-                sr.frule(op, (value,) + (NoTangent(),) * (len(args) - 1), *call_args, **kwargs)
+                expected = reference(value)
+                np.testing.assert_array_equal(np.asarray(y), expected)
+                dy = random_array(expected.shape)
+                v = random_array(value.shape)
+                dx = dense(back(dy)[0])
+                np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, reference(v)), rtol=1e-12)
+                _, dy_forward = sr.frule(op, (v,) + (NoTangent(),) * (len(args) - 1), *call_args, **kwargs)
+                np.testing.assert_array_equal(dense(dy_forward), reference(v))
+        # The guards are on: a signature not seen before is refused inside the block.
+        with pytest.raises(sr.RecompileError):
+            sr.tile(random_array((2, 1, 1, 2), np.int16), Val((1, 7, 1, 1, 3)))  # used nowhere else
+    after = sr.cache_info()
+    assert (after.compiles, after.disk_hits, after.dynamic_arguments) == (
+        before.compiles, before.disk_hits, before.dynamic_arguments
+    )
 
 
 def test_plain_static_arguments_count_as_dynamic() -> None:
@@ -692,7 +707,7 @@ def test_plain_static_arguments_are_counted_on_every_call() -> None:
     x = random_array((3, 2))
     calls: list[Callable[[], object]] = [
         lambda: sr.repeat(x, 2, axis=0),
-        lambda: sr.rrule(sr.repeat, x, 2, 0),  # type: ignore[call-overload]  # plain ints, on purpose
+        lambda: sr.rrule(sr.repeat, x, 2, 0),  # plain ints, on purpose
         lambda: sr.repeat(x, Val(2), axis=0),
         lambda: sr.tile(x, (2, 1)),
         lambda: sr.repeat(x, inner=(2, 1)),

@@ -1,7 +1,7 @@
 """Must fail: plain ints or the wrong kind of Val as static arguments, calls no op accepts.
 
-Plain ints where a ``Val`` goes are accepted by the ops (SPEC's convenience, a counted dynamic
-argument) but not by ``rrule``/``frule`` (see ``stablerules/_typing.py``).
+Plain ints where a ``Val`` goes are accepted, by the ops and the rules alike (see
+``pass_plain_ints.py`` and ``fail_plain_ints.py``).
 """
 
 from __future__ import annotations
@@ -28,14 +28,3 @@ def rules(a: Array) -> None:
     # one tangent for two positional arguments (mypy names the closest overload's tangents)
     # E: Argument 2 to "frule" has incompatible type "tuple[ndarray[tuple[Any, ...], dtype[float64]]]"; expected "tuple[ndarray[tuple[Any, ...], dtype[generic[Any]]], object] | tuple[object, ndarray[tuple[Any, ...], dtype[generic[Any]]]]"  [arg-type]
     sr.frule(sr.kron, (a,), a, a)
-
-
-def plain_ints(a: Array) -> None:
-    sr.repeat(a, 3)  # the forward op's convenience: accepted
-    sr.concatenate((a, a), axis=0)
-    # E: No overload variant of "rrule" matches argument types "Repeat", "ndarray[tuple[Any, ...], dtype[float64]]", "int"  [call-overload]
-    sr.rrule(sr.repeat, a, 3)
-    # E: No overload variant of "rrule" matches argument types "Concatenate", "tuple[ndarray[tuple[Any, ...], dtype[float64]], ndarray[tuple[Any, ...], dtype[float64]]]", "int"  [call-overload]
-    sr.rrule(sr.concatenate, (a, a), axis=0)
-    # E: No overload variant of "frule" matches argument types "Tile", "tuple[ndarray[tuple[Any, ...], dtype[float64]], NoTangent]", "ndarray[tuple[Any, ...], dtype[float64]]", "tuple[int, int]"  [call-overload]
-    sr.frule(sr.tile, (a, sr.NoTangent()), a, (2, 1))
