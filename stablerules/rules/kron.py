@@ -710,7 +710,7 @@ def _prepared_kron(with_pullback: bool, a: object, b: object) -> _KronPrepared |
         product = _product_request(layout).get().entry
         pullback = None
         if with_pullback and (layout.a_differentiable or layout.b_differentiable):
-            pullback = _pullback_request(layout).get().function
+            pullback = _pullback_request(layout).get().entry
         prepared = _PLANS.remember(key, _KronPrepared(layout, product, pullback))
     return prepared
 
@@ -844,7 +844,7 @@ def kron_frule(
     y = _product(layout, a_flat, b_flat, product)
     dy: ArrayLike | ZeroTangent
     if a_tangent is not None and b_tangent is not None:
-        function = _pushforward_request(layout).get().function
+        function = _pushforward_request(layout).get().entry
         dy_flat = np.empty(layout.y_size, dtype=layout.result)
         if layout.y_size:
             arguments = (dy_flat, a_flat, b_flat, a_tangent, b_tangent, *layout.extents)
@@ -964,7 +964,7 @@ def kron_rrule(a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> tuple[npt.NDArray[_D
 
         return y, kron_pullback_integer  # type: ignore[return-value]
 
-    function = pullback if pullback is not None else _pullback_request(layout).get().function
+    function = pullback if pullback is not None else _pullback_request(layout).get().entry
     a_side, b_side = _pullback_channels(layout, a_flat, b_flat)
     view = 2 if layout.result.kind == "c" else 1  # db's accumulators hold (re, im) pairs
     sizes = (a_flat.size,) * len(b_side) + (b_flat.size * view,) * len(a_side)
