@@ -30,12 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import hashlib
 import importlib.util
 import os
 import stat
 import sys
-import tempfile
 import threading
 import time
 import types as pytypes
@@ -180,6 +178,8 @@ def _numba_version() -> str:
 
 
 def source_hash(source: KernelSource) -> str:
+    import hashlib  # here, not at import, so that `import stablerules` stays cheap
+
     digest = hashlib.sha256()
     for part in (__version__, _numba_version(), source.entry, source.text):
         digest.update(part.encode())
@@ -251,6 +251,8 @@ class DiskStore:
         self._object_code = _objectcode.ObjectCodeStore(self._kernels) if _objectcode.enabled() else None
 
     def _write_atomically(self, path: Path, text: str) -> None:
+        import tempfile  # only a compile writes; a process that loads never pays its import
+
         fd, temporary = tempfile.mkstemp(dir=self._kernels, prefix=".tmp-", suffix=".py")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -278,6 +280,8 @@ class DiskStore:
         numba_config = sys.modules.get("numba.core.config")
         configured = getattr(numba_config, "CACHE_DIR", None) or os.environ.get("NUMBA_CACHE_DIR")
         if configured:
+            import hashlib
+
             parent = os.path.dirname(os.path.abspath(path))
             digest = hashlib.sha1(parent.encode()).hexdigest()
             folders.append(Path(configured) / f"{os.path.basename(parent)}_{digest}")
@@ -373,8 +377,9 @@ def _open_store() -> KernelStore:
             return MemoryStore()
         kernels = directory / "kernels"
         kernels.mkdir(mode=0o700, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=kernels, prefix=".probe-", delete=True)
-        probe.close()
+        probe = kernels / f".probe-{os.getpid()}-{threading.get_ident()}"
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        probe.unlink()
     except OSError as error:
         warnings.warn(
             f"stablerules: cache directory {directory} is not usable ({error}); "

@@ -31,25 +31,19 @@ Decisions:
 - Only what Numba's own cached load would reproduce exactly is stored: object code, no
   object mode, no lifted loops, no re-run initializers, environments without constants.
   Anything else (CUDA kernels, a non-ELF object) keeps no file and always loads through Numba.
-- ``STABLERULES_DIRECT_LOAD=0`` turns the loader off (no file read or written); so does a
-  ``.numba_config.yaml`` in the working directory, whose settings only Numba can read.
+- ``STABLERULES_DIRECT_LOAD=0`` turns the loader off (no file read or written); so do
+  ``NUMBA_DISABLE_JIT=1`` and a ``.numba_config.yaml`` in the working directory, whose
+  settings only Numba can read.
 """
 
 from __future__ import annotations
 
-import builtins
-import ctypes
+# Modules only a load or a save uses are imported there: `import stablerules` stays cheap.
 import functools
-import hashlib
-import importlib.machinery
 import importlib.util
-import json
 import os
-import re
 import stat
-import struct
 import sys
-import tempfile
 import threading
 import types as pytypes
 import warnings
@@ -80,6 +74,8 @@ def enabled() -> bool:
     """Whether kernels may be loaded from (and saved as) object code in this process."""
     if os.environ.get(SWITCH, "1").strip().lower() in {"0", "false", "no", "off"}:
         return False
+    if os.environ.get("NUMBA_DISABLE_JIT", "0").strip() not in {"", "0"}:
+        return False  # the user asked for kernels as Python code
     return sys.implementation.name == "cpython" and not os.path.exists(".numba_config.yaml")
 
 
@@ -94,6 +90,8 @@ def _numba_root() -> Path:
 def numba_version() -> str:
     """The installed Numba's version, without importing it (``importlib.metadata`` alone costs
     ~10 ms): read from the ``_version.py`` that versioneer generates, else from the metadata."""
+    import re
+
     try:
         text = (_numba_root() / "_version.py").read_text(encoding="utf-8")
         found = re.search(r'"version":\s*"([^"]+)"', text)
@@ -134,6 +132,9 @@ def host_key() -> HostKey:
 
 
 def _key_digest(key: HostKey) -> str:
+    import hashlib
+    import json
+
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
 
 
@@ -147,6 +148,8 @@ _STB_LOCAL = 0
 def undefined_symbols(obj: bytes) -> list[str]:
     """The global symbols a 64-bit little-endian ELF relocatable object uses but does not
     define; ``ValueError`` for anything else."""
+    import struct
+
     if len(obj) < 64 or obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
         raise ValueError("not a 64-bit little-endian ELF object")
     try:
@@ -180,6 +183,8 @@ def _extension(name: str) -> pytypes.ModuleType:
     loaded = sys.modules.get(name)
     if loaded is not None:
         return loaded
+    import importlib.machinery
+
     base = _numba_root().joinpath(*name.split(".")[1:])
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         path = base.with_name(base.name + suffix)
@@ -202,6 +207,8 @@ class _Runtime:
     """llvmlite's JIT and Numba's C runtime, set up once per process as Numba sets them up."""
 
     def __init__(self) -> None:
+        import builtins
+
         import llvmlite.binding as llvm
 
         self.llvm = llvm
@@ -225,6 +232,8 @@ class _Runtime:
             llvm.add_symbol(name if name.startswith("_") else f"NRT_{name}", address)
 
     def load(self, header: dict[str, object], obj: bytes) -> KernelFunction:
+        import ctypes
+
         llvm = self.llvm
         machine = llvm.Target.from_default_triple().create_target_machine(jit=True)
         # Creating an engine also makes the process's own symbols (the C API) searchable.
@@ -278,6 +287,10 @@ def _get_runtime() -> _Runtime:
 
 
 def _parse(data: bytes) -> tuple[dict[str, object], bytes]:
+    import hashlib
+    import json
+    import struct
+
     if not data.startswith(_MAGIC):
         raise DamagedObjectFile("no stablerules object-file header")
     body = data[len(_MAGIC) + _DIGEST :]
@@ -386,6 +399,10 @@ class ObjectCodeStore:
             return
         if record is None:
             return
+        import hashlib
+        import json
+        import struct
+
         header, obj = record
         keyed = dict(key)
         if header["magic"] != [keyed["triple"], keyed["cpu"], keyed["features"]]:
@@ -396,6 +413,8 @@ class ObjectCodeStore:
         self._write_atomically(path, _MAGIC + hashlib.sha256(body).digest() + body)
 
     def _write_atomically(self, path: Path, data: bytes) -> None:
+        import tempfile
+
         try:
             descriptor, temporary = tempfile.mkstemp(dir=self._kernels, prefix=".tmp-", suffix=_SUFFIX)
         except OSError:

@@ -223,6 +223,28 @@ def test_the_switch_turns_the_loader_off(cache_dir: Path, monkeypatch: pytest.Mo
     assert cache.disk_hits == 1 and kernel._function is not None
 
 
+def test_a_direct_load_forces_no_garbage_collection(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    signature, render = scaled_sum_kernel(uuid.uuid4().hex)
+    KernelCache().get(signature, render)
+    collections: list[object] = []
+    monkeypatch.setattr(gc, "collect", lambda *args: collections.append(args) or 0)
+    cache = KernelCache()
+    cache.get(signature, render)
+    assert cache.disk_hits == 1 and collections == []  # Numba never started: no debt to pay
+    cache.get(*scaled_sum_kernel(uuid.uuid4().hex))  # a compile starts Numba: paid once
+    assert cache.compiles == 1 and len(collections) == 1
+
+
+def test_numba_disable_jit_turns_the_loader_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(_objectcode.SWITCH, raising=False)
+    monkeypatch.delenv("NUMBA_DISABLE_JIT", raising=False)
+    assert _objectcode.enabled()
+    monkeypatch.setenv("NUMBA_DISABLE_JIT", "1")
+    assert not _objectcode.enabled()
+
+
 def test_undefined_symbols_of_a_non_elf_object_are_refused() -> None:
     with pytest.raises(ValueError, match="ELF"):
         _objectcode.undefined_symbols(b"\xcf\xfa\xed\xfe" + bytes(60))  # a Mach-O header
