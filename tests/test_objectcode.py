@@ -228,8 +228,13 @@ def test_a_direct_load_forces_no_garbage_collection(cache_dir: Path, monkeypatch
 
     signature, render = scaled_sum_kernel(uuid.uuid4().hex)
     KernelCache().get(signature, render)
-    collections: list[object] = []
-    monkeypatch.setattr(gc, "collect", lambda *args: collections.append(args) or 0)
+    collections: list[tuple[object, ...]] = []
+
+    def counting_collect(*args: object) -> int:
+        collections.append(args)
+        return 0
+
+    monkeypatch.setattr(gc, "collect", counting_collect)
     cache = KernelCache()
     cache.get(signature, render)
     assert cache.disk_hits == 1 and collections == []  # Numba never started: no debt to pay
