@@ -88,8 +88,9 @@ def _numba_root() -> Path:
 
 @functools.cache
 def numba_version() -> str:
-    """The installed Numba's version, without importing it (``importlib.metadata`` alone costs
-    ~10 ms): read from the ``_version.py`` that versioneer generates, else from the metadata."""
+    """The installed Numba's version, read without importing Numba or, where the
+    ``_version.py`` that versioneer generates says it, ``importlib.metadata`` (a noticeable
+    share of a fresh process's first call); else from the metadata."""
     import re
 
     try:
