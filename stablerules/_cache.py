@@ -343,7 +343,7 @@ class DiskStore:
                 f"stablerules: cache entry {path.name} could not be loaded "
                 f"({type(error).__name__}: {error}); recompiling it",
                 RuntimeWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
             self._drop_numba_files(stem, path)
             self._write_atomically(path, text)
