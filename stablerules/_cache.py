@@ -8,10 +8,17 @@ Disk layout (``$STABLERULES_CACHE_DIR``, default ``~/.cache/stablerules``, mode 
     kernels/<hash>.py            generated source, written atomically, imported as
                                  module ``_stablerules_k_<hash>``
     kernels/__pycache__/...      Numba's own cache (index + object code) for that module
+                                 (or under ``$NUMBA_CACHE_DIR`` when that is set)
+    kernels/<hash>.<key>.native  the kernel's object code, loaded without Numba in later
+                                 processes (see ``_objectcode``; ``STABLERULES_DIRECT_LOAD=0``
+                                 turns that off)
 
 Numba can only cache a function that lives in a real, importable file and is always imported
 under the same module name, hence one file per kernel named by a hash of its source, of
 stablerules' version and of numba's version (Numba's index adds the CPU name and features).
+
+A process whose kernels all come from object code never imports Numba: Numba starts only when
+something must compile, or when a kernel's ``function`` (the dispatcher) is asked for.
 
 Faults: a cache entry that fails to load is deleted and recompiled with one warning; a cache
 directory that cannot be written, or that other users can write (a Numba cache file is a
@@ -24,12 +31,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import gc
-import hashlib
 import importlib.util
 import os
 import stat
 import sys
-import tempfile
 import threading
 import time
 import types as pytypes
@@ -39,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
+from . import _objectcode
 from ._errors import DynamicFallbackError, RecompileError
 from ._version import __version__
 
@@ -76,14 +82,47 @@ class KernelSource:
         return self.text.replace("{CACHE}", "True" if cache else "False")
 
 
-@dataclass(frozen=True)
 class Kernel:
-    """A compiled kernel: the callable, the signature it was built for and its source."""
+    """A compiled kernel: its entry point, the signature it was built for and its source.
 
-    function: KernelFunction
-    signature: ShapeSignature
-    source: KernelSource
-    entry: KernelFunction
+    ``entry`` is what calls go through. ``function`` is Numba's dispatcher (what a CUDA launch
+    or a caller passing arrays of unchecked layout needs); for a kernel loaded from object
+    code it is loaded through Numba on first use, which starts Numba in the process.
+    """
+
+    __slots__ = ("signature", "source", "module_name", "entry", "_function", "_load_function")
+
+    def __init__(
+        self,
+        function: KernelFunction | None,
+        signature: ShapeSignature,
+        source: KernelSource,
+        module_name: str,
+        entry: KernelFunction,
+        load_function: Callable[[], KernelFunction] | None = None,
+    ) -> None:
+        if function is None and load_function is None:
+            raise ValueError("Kernel: give the function or a way to load it")
+        self.signature = signature
+        self.source = source
+        self.module_name = module_name
+        self.entry = entry
+        self._function = function
+        self._load_function = load_function
+
+    @property
+    def function(self) -> KernelFunction:
+        function = self._function
+        if function is None:
+            with _FUNCTION_LOCK:
+                function = self._function
+                if function is None:
+                    assert self._load_function is not None
+                    function = self._function = self._load_function()
+        return function
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.signature!r}, module={self.module_name!r})"
 
     @staticmethod
     def entry_of(function: KernelFunction) -> KernelFunction:
@@ -101,6 +140,9 @@ class Kernel:
                 entry: KernelFunction = compiled
                 return entry
         return function
+
+
+_FUNCTION_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -132,16 +174,13 @@ def default_cache_dir() -> Path:
 
 
 def _numba_version() -> str:
-    # Read the installed version without importing numba (import costs ~0.2 s).
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("numba")
-    except PackageNotFoundError:  # pragma: no cover - numba is a hard dependency
-        return "unknown"
+    # The installed version, read once and without importing numba.
+    return _objectcode.numba_version()
 
 
 def source_hash(source: KernelSource) -> str:
+    import hashlib  # here, not at import, so that `import stablerules` stays cheap
+
     digest = hashlib.sha256()
     for part in (__version__, _numba_version(), source.entry, source.text):
         digest.update(part.encode())
@@ -157,13 +196,27 @@ def _dispatcher_disk_hits(function: object) -> int:
     return int(sum(hits.values()))
 
 
+class LoadedKernel(NamedTuple):
+    """What a store hands back: the entry point, Numba's dispatcher (``None`` when the kernel
+    came from object code without Numba) and whether it came from disk."""
+
+    entry: KernelFunction
+    function: KernelFunction | None
+    from_disk: bool
+
+
 class KernelStore(Protocol):
     """Where kernel modules come from: files on disk, or memory only."""
 
     directory: Path | None
 
-    def load(self, name: str, source: KernelSource) -> tuple[pytypes.ModuleType, bool]:
-        """Import the module; return it and whether its kernel came from Numba's disk cache."""
+    def load(self, name: str, source: KernelSource) -> LoadedKernel:
+        """Load or compile the kernel; say whether it came from disk."""
+        ...
+
+    def dispatcher(self, name: str, source: KernelSource) -> tuple[KernelFunction, bool]:
+        """Numba's dispatcher of a kernel ``load`` served from object code, and whether Numba
+        compiled it just now (its own cache entry was missing or damaged)."""
         ...
 
     def clear(self) -> None: ...
@@ -174,11 +227,17 @@ class MemoryStore:
 
     directory: Path | None = None
 
-    def load(self, name: str, source: KernelSource) -> tuple[pytypes.ModuleType, bool]:
+    def load(self, name: str, source: KernelSource) -> LoadedKernel:
         module = pytypes.ModuleType(name)
         code = compile(source.render(cache=False), f"<stablerules kernel {name}>", "exec")
         exec(code, module.__dict__)
-        return module, False
+        function: KernelFunction = getattr(module, source.entry)
+        return LoadedKernel(Kernel.entry_of(function), function, False)
+
+    def dispatcher(self, name: str, source: KernelSource) -> tuple[KernelFunction, bool]:
+        function = self.load(name, source).function
+        assert function is not None
+        return function, True
 
     def clear(self) -> None:
         return None
@@ -190,8 +249,11 @@ class DiskStore:
     def __init__(self, directory: Path) -> None:
         self.directory: Path | None = directory
         self._kernels = directory / "kernels"
+        self._object_code = _objectcode.ObjectCodeStore(self._kernels) if _objectcode.enabled() else None
 
     def _write_atomically(self, path: Path, text: str) -> None:
+        import tempfile  # only a compile writes; a process that loads never pays its import
+
         fd, temporary = tempfile.mkstemp(dir=self._kernels, prefix=".tmp-", suffix=".py")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -212,11 +274,22 @@ class DiskStore:
             pass
         self._write_atomically(path, text)
 
-    def _drop_numba_files(self, stem: str) -> None:
-        pycache = self._kernels / "__pycache__"
-        for leftover in pycache.glob(f"{stem}.*"):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+    def _drop_numba_files(self, stem: str, path: Path) -> None:
+        # Numba caches beside the file, or under NUMBA_CACHE_DIR in a folder named after the
+        # file's directory (numba.core.caching._CacheLocator.get_suitable_cache_subpath).
+        folders = [self._kernels / "__pycache__"]
+        numba_config = sys.modules.get("numba.core.config")
+        configured = getattr(numba_config, "CACHE_DIR", None) or os.environ.get("NUMBA_CACHE_DIR")
+        if configured:
+            import hashlib
+
+            parent = os.path.dirname(os.path.abspath(path))
+            digest = hashlib.sha1(parent.encode()).hexdigest()
+            folders.append(Path(configured) / f"{os.path.basename(parent)}_{digest}")
+        for folder in folders:
+            for leftover in folder.glob(f"{stem}.*"):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
 
     def _import(self, name: str, path: Path) -> pytypes.ModuleType:
         spec = importlib.util.spec_from_file_location(name, path)
@@ -231,7 +304,26 @@ class DiskStore:
             raise
         return module
 
-    def load(self, name: str, source: KernelSource) -> tuple[pytypes.ModuleType, bool]:
+    def load(self, name: str, source: KernelSource) -> LoadedKernel:
+        stem = name.removeprefix("_stablerules_k_")
+        if self._object_code is not None:
+            entry = self._object_code.load(stem)
+            if entry is not None:
+                return LoadedKernel(entry, None, True)
+        function = self._load_through_numba(name, source)
+        if self._object_code is not None:
+            self._object_code.save(stem, function)
+        return LoadedKernel(Kernel.entry_of(function), function, _dispatcher_disk_hits(function) > 0)
+
+    def dispatcher(self, name: str, source: KernelSource) -> tuple[KernelFunction, bool]:
+        module = sys.modules.get(name)
+        if module is not None:
+            function: KernelFunction = getattr(module, source.entry)
+            return function, False
+        function = self._load_through_numba(name, source)
+        return function, _dispatcher_disk_hits(function) == 0
+
+    def _load_through_numba(self, name: str, source: KernelSource) -> KernelFunction:
         text = source.render(cache=True)
         stem = name.removeprefix("_stablerules_k_")
         path = self._kernels / f"{stem}.py"
@@ -252,13 +344,13 @@ class DiskStore:
                 f"stablerules: cache entry {path.name} could not be loaded "
                 f"({type(error).__name__}: {error}); recompiling it",
                 RuntimeWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
-            self._drop_numba_files(stem)
+            self._drop_numba_files(stem, path)
             self._write_atomically(path, text)
             module = self._import(name, path)
-        function = getattr(module, source.entry)
-        return module, _dispatcher_disk_hits(function) > 0
+        function: KernelFunction = getattr(module, source.entry)
+        return function
 
     def clear(self) -> None:
         if not self._kernels.is_dir():
@@ -286,8 +378,9 @@ def _open_store() -> KernelStore:
             return MemoryStore()
         kernels = directory / "kernels"
         kernels.mkdir(mode=0o700, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=kernels, prefix=".probe-", delete=True)
-        probe.close()
+        probe = kernels / f".probe-{os.getpid()}-{threading.get_ident()}"
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        probe.unlink()
     except OSError as error:
         warnings.warn(
             f"stablerules: cache directory {directory} is not usable ({error}); "
@@ -317,7 +410,7 @@ class KernelCache:
         self.fallbacks = 0
         self.plan_hits = 0
         self._dependents: list[Callable[[], None]] = []
-        self._started_up = False
+        self._paid_numba_start_up = False
 
     @property
     def store(self) -> KernelStore:
@@ -353,35 +446,45 @@ class KernelCache:
         if shared is not None:
             # Another signature rendered the same source: reuse its compiled function.
             self.memory_hits += 1
-            return Kernel(shared.function, signature, source, shared.entry)
+            return Kernel(shared._function, signature, source, name, shared.entry, shared._load_function)
         if _NO_COMPILE.get():
             raise RecompileError(
                 f"stablerules: no_compile() is active but signature {signature} is not compiled "
                 f"in this process (it would be compiled or loaded from disk)"
             )
         started = time.perf_counter()
-        module, from_disk = self.store.load(name, source)
-        if not self._started_up:
-            # The process's first kernel starts Numba up, which roughly doubles the number of
-            # objects the cyclic GC tracks (~57k here). Left alone, that debt is paid by a full
-            # collection (11-26 ms) at some later, unrelated first call; paying it here keeps
-            # it inside the one-time start-up it comes from.
-            self._started_up = True
+        store = self.store
+        loaded = store.load(name, source)
+        if loaded.function is not None and not self._paid_numba_start_up:
+            # The first kernel that goes through Numba starts it up, which roughly doubles the
+            # number of objects the cyclic GC tracks (~57k here). Left alone, that debt is paid
+            # by a full collection (11-26 ms) at some later, unrelated first call; paying it
+            # here keeps it inside the one-time start-up it comes from. A kernel loaded from
+            # object code starts nothing and owes nothing.
+            self._paid_numba_start_up = True
             gc.collect()
         elapsed = time.perf_counter() - started
-        if from_disk:
+        if loaded.from_disk:
             self.disk_hits += 1
             self.load_seconds += elapsed
         else:
             self.compiles += 1
             self.compile_seconds += elapsed
-        function: KernelFunction = getattr(module, source.entry)
-        kernel = Kernel(function, signature, source, Kernel.entry_of(function))
+
+        def load_dispatcher() -> KernelFunction:
+            began = time.perf_counter()
+            function, compiled = store.dispatcher(name, source)
+            if compiled:
+                self.compiles += 1
+                self.compile_seconds += time.perf_counter() - began
+            return function
+
+        kernel = Kernel(loaded.function, signature, source, name, loaded.entry, load_dispatcher)
         self._by_module[name] = kernel
         return kernel
 
     def info(self) -> CacheInfo:
-        store = self._store
+        store = self.store  # opened now if need be: the answer is the store kernels will use
         return CacheInfo(
             compiles=self.compiles,
             memory_hits=self.memory_hits,
@@ -392,7 +495,7 @@ class KernelCache:
             dynamic_arguments=self.dynamic_arguments,
             fallbacks=self.fallbacks,
             disk_enabled=isinstance(store, DiskStore),
-            directory=None if store is None or store.directory is None else str(store.directory),
+            directory=None if store.directory is None else str(store.directory),
             plan_hits=self.plan_hits,
         )
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 # Below this many elements of work a pool round trip (~20-50 us) costs more than it saves.
 PARALLEL_THRESHOLD = int(os.environ.get("STABLERULES_PARALLEL_THRESHOLD", 1 << 18))
@@ -30,6 +33,9 @@ def thread_count() -> int:
 def _executor() -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
+        # Imported on first use, so that `import stablerules` does not pay for it (and logging).
+        from concurrent.futures import ThreadPoolExecutor
+
         with _pool_lock:
             if _pool is None:
                 _pool = ThreadPoolExecutor(max_workers=thread_count(), thread_name_prefix="stablerules")

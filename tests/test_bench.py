@@ -14,7 +14,9 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W7", "W8", "W9", "W9s"]
-CACHE_FIGURES = ["import", "cold_first", "cold_later", "warm_first", "warm_later", "steady_hit", "steady_rrule"]
+CACHE_FIGURES = [
+    "import", "cold_first", "cold_later", "fresh_first", "fresh_later", "warm_first", "warm_later", "steady_hit", "steady_rrule",
+]
 
 
 class BenchRun:

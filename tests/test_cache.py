@@ -317,3 +317,43 @@ def test_first_kernel_of_a_cache_pays_the_gc_debt_of_numbas_start_up(cache_dir: 
     after_first = gc.get_stats()[2]["collections"]
     cache.get(*doubling_kernel(uuid.uuid4().hex, "float32"))
     assert gc.get_stats()[2]["collections"] - after_first <= 1  # no forced collection again
+
+
+def test_cache_info_tells_the_truth_before_the_first_kernel(cache_dir: Path) -> None:
+    info = KernelCache().info()
+    assert (info.disk_enabled, info.directory, info.entries) == (True, str(cache_dir), 0)
+
+
+def test_cache_info_before_the_first_kernel_with_the_disk_cache_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("STABLERULES_DISK_CACHE", "0")
+    monkeypatch.setenv("STABLERULES_CACHE_DIR", str(tmp_path / "unused"))
+    info = KernelCache().info()
+    assert (info.disk_enabled, info.directory) == (False, None)
+    assert not (tmp_path / "unused").exists()
+
+
+def test_corrupted_numba_index_under_numba_cache_dir_recompiles_with_one_warning(
+    cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from numba.core import config
+
+    numba_dir = tmp_path / "numba-cache"
+    monkeypatch.setattr(config, "CACHE_DIR", str(numba_dir))  # what NUMBA_CACHE_DIR sets
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(numba_dir))
+    monkeypatch.setenv("STABLERULES_DIRECT_LOAD", "0")  # Numba's own load is under test
+    salt = uuid.uuid4().hex
+    run_kernel(KernelCache(), salt)
+    (index,) = numba_dir.rglob("*.nbi")
+    assert not list((cache_dir / "kernels").rglob("*.nbi"))
+    index.write_bytes(b"\x80\x04garbage" * 8)
+    for name in [name for name in sys.modules if name.startswith("_stablerules_k_")]:
+        del sys.modules[name]
+    cache = KernelCache()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = run_kernel(cache, salt)
+    np.testing.assert_array_equal(out, 2 * np.arange(6.0))
+    messages = [str(w.message) for w in caught if "could not be loaded" in str(w.message)]
+    assert len(messages) == 1, [str(w.message) for w in caught]
+    assert cache.compiles == 1
+    assert index.read_bytes() != b"\x80\x04garbage" * 8  # written again by the recompile

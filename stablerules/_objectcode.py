@@ -1,0 +1,443 @@
+"""Kernels served from their stored object code, without starting Numba.
+
+When Numba has compiled a CPU kernel of the disk cache (or loaded it from its own cache),
+:meth:`ObjectCodeStore.save` keeps beside the kernel's source a file
+``kernels/<stem>.<key digest>.native``: the kernel library's object code, as Numba itself caches
+it (``serialize_using_object_code``), with what loading it needs (the symbol of Numba's CPython
+wrapper, the environment symbols it reads, the external symbols it calls) and the key it was
+built for (:func:`host_key`: file format, Numba and llvmlite versions, Python ABI, platform,
+target triple, CPU name and features, and the ``NUMBA_*`` settings that change them).
+
+:meth:`ObjectCodeStore.load` serves a later process from that file through llvmlite's MCJIT
+(``add_object_file``, ``get_function_address``), without importing ``numba``: the CPython
+wrapper is made a callable exactly as Numba's cached load makes it (``_dynfunc.make_function``
+with a fresh ``Environment``), so the result is the same object as a dispatcher's
+``entry_point``. The runtime it needs (``numba._helperlib``, ``numba._dynfunc`` and the NRT's
+``_nrt_python``) is loaded from the installed Numba under the module names Numba gives them,
+and its symbols are registered under the names Numba registers, so an ``import numba`` later
+in the process shares them (one allocator, one NRT).
+
+Decisions:
+
+- Any mismatch means "not here": the key is part of the file name and is checked again in the
+  file, so a kernel built for another Numba, Python, CPU or feature set is never run; the
+  caller loads it through Numba instead. A kernel whose external symbols do not all resolve is
+  not loaded either (MCJIT aborts the process on an unresolved symbol, so they are checked
+  first).
+- Trust as for the rest of the cache: a file must be a regular file owned by this user and
+  writable by no one else; files are written atomically (mode 0600). A file that fails these
+  checks, or whose digest, header or symbols do not match (truncated, damaged, foreign), is
+  deleted with one warning and the kernel comes from Numba, which writes it again.
+- Only what Numba's own cached load would reproduce exactly is stored: object code, no
+  object mode, no lifted loops, no re-run initializers, environments without constants.
+  Anything else (CUDA kernels, a non-ELF object) keeps no file and always loads through Numba.
+- ``STABLERULES_DIRECT_LOAD=0`` turns the loader off (no file read or written); so do
+  ``NUMBA_DISABLE_JIT=1`` and a ``.numba_config.yaml`` in the working directory, whose
+  settings only Numba can read.
+"""
+
+from __future__ import annotations
+
+# Modules only a load or a save uses are imported there: `import stablerules` stays cheap.
+import functools
+import importlib.util
+import os
+import stat
+import sys
+import threading
+import types as pytypes
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+KernelFunction = Callable[..., object]
+HostKey = tuple[tuple[str, str], ...]
+
+SWITCH = "STABLERULES_DIRECT_LOAD"
+FORMAT = "stablerules-native-1"
+_MAGIC = FORMAT.encode() + b"\n"
+_SUFFIX = ".native"
+_DIGEST = 32
+# The NUMBA_* settings that change the CPU Numba compiles for (its cache key's magic tuple).
+_NUMBA_TARGET_SETTINGS = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_ENABLE_AVX")
+
+
+class DamagedObjectFile(Exception):
+    """A stored object file that is truncated, damaged or not this user's: never loaded."""
+
+
+class Unloadable(Exception):
+    """A sound object file that this process cannot load (an external symbol is missing)."""
+
+
+def enabled() -> bool:
+    """Whether kernels may be loaded from (and saved as) object code in this process."""
+    if os.environ.get(SWITCH, "1").strip().lower() in {"0", "false", "no", "off"}:
+        return False
+    if os.environ.get("NUMBA_DISABLE_JIT", "0").strip() not in {"", "0"}:
+        return False  # the user asked for kernels as Python code
+    return sys.implementation.name == "cpython" and not os.path.exists(".numba_config.yaml")
+
+
+def _numba_root() -> Path:
+    spec = importlib.util.find_spec("numba")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("numba is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@functools.cache
+def numba_version() -> str:
+    """The installed Numba's version, read without importing Numba or, where the
+    ``_version.py`` that versioneer generates says it, ``importlib.metadata`` (a noticeable
+    share of a fresh process's first call); else from the metadata."""
+    import re
+
+    try:
+        text = (_numba_root() / "_version.py").read_text(encoding="utf-8")
+        found = re.search(r'"version":\s*"([^"]+)"', text)
+        if found:
+            return found.group(1)
+    except (ImportError, OSError, UnicodeDecodeError):
+        pass
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("numba")
+    except PackageNotFoundError:  # pragma: no cover - numba is a hard dependency
+        return "unknown"
+
+
+@functools.cache
+def host_key() -> HostKey:
+    """What a stored kernel must have been built for to run here. CPU name and features are
+    computed as Numba computes its cache key's (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``
+    override the host's); ``save`` checks them against the key of the code Numba built."""
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    cpu = os.environ.get("NUMBA_CPU_NAME") or llvm.get_host_cpu_name()
+    features = os.environ.get("NUMBA_CPU_FEATURES") or llvm.get_host_cpu_features().flatten()
+    settings = ";".join(f"{name}={os.environ.get(name, '')}" for name in _NUMBA_TARGET_SETTINGS)
+    return (
+        ("format", FORMAT),
+        ("numba", numba_version()),
+        ("llvmlite", str(llvmlite.__version__)),
+        ("python", f"{sys.implementation.cache_tag}{sys.abiflags}"),
+        ("platform", sys.platform),
+        ("triple", llvm.get_process_triple()),
+        ("cpu", cpu),
+        ("features", features),
+        ("settings", settings),
+    )
+
+
+def _key_digest(key: HostKey) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+
+
+# --- ELF: the external symbols an object file needs ---------------------------------------------
+
+_SHT_SYMTAB = 2
+_SHN_UNDEF = 0
+_STB_LOCAL = 0
+
+
+def undefined_symbols(obj: bytes) -> list[str]:
+    """The global symbols a 64-bit little-endian ELF relocatable object uses but does not
+    define; ``ValueError`` for anything else."""
+    import struct
+
+    if len(obj) < 64 or obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+        raise ValueError("not a 64-bit little-endian ELF object")
+    try:
+        (section_offset,) = struct.unpack_from("<Q", obj, 0x28)
+        section_size, section_count = struct.unpack_from("<HH", obj, 0x3A)
+        sections = [
+            struct.unpack_from("<IIQQQQIIQQ", obj, section_offset + index * section_size)
+            for index in range(section_count)
+        ]
+        names: list[str] = []
+        for _, kind, _, _, offset, size, link, _, _, entry_size in sections:
+            if kind != _SHT_SYMTAB:
+                continue
+            strings = sections[link][4]
+            for start in range(offset, offset + size, entry_size or 24):
+                name, info, _, index, _, _ = struct.unpack_from("<IBBHQQ", obj, start)
+                if index == _SHN_UNDEF and info >> 4 != _STB_LOCAL and name:
+                    end = obj.index(b"\0", strings + name)
+                    names.append(obj[strings + name : end].decode())
+        return sorted(set(names))
+    except (struct.error, IndexError, UnicodeDecodeError) as error:
+        raise ValueError(f"malformed ELF object ({error})") from error
+
+
+# --- the runtime Numba's wrappers call ---------------------------------------------------------
+
+
+def _extension(name: str) -> pytypes.ModuleType:
+    """Numba's extension module ``name`` (``numba._dynfunc``), from the installed package and
+    under that name, so that Numba, if imported later, finds it in ``sys.modules``."""
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        return loaded
+    import importlib.machinery
+
+    base = _numba_root().joinpath(*name.split(".")[1:])
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = base.with_name(base.name + suffix)
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:  # pragma: no cover - an extension path has one
+                break
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(name, None)
+                raise
+            return module
+    raise ImportError(f"Numba's extension module {name} was not found under {base.parent}")
+
+
+class _Runtime:
+    """llvmlite's JIT and Numba's C runtime, set up once per process as Numba sets them up."""
+
+    def __init__(self) -> None:
+        import builtins
+
+        import llvmlite.binding as llvm
+
+        self.llvm = llvm
+        helperlib = _extension("numba._helperlib")
+        self.dynfunc = _extension("numba._dynfunc")
+        nrt = _extension("numba.core.runtime._nrt_python")
+        if "numba.core.runtime.nrt" not in sys.modules:
+            nrt.memsys_use_cpython_allocator()  # what importing numba.core.runtime.nrt does
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        # The symbols numba.core.base._load_global_helpers and the NRT's initialize register:
+        # same names, same addresses, so Numba registering them again later changes nothing.
+        llvm.add_symbol("_Py_NoneStruct", id(None))
+        for helpers in (helperlib.c_helpers, self.dynfunc.c_helpers):
+            for name, address in helpers.items():
+                llvm.add_symbol(f"numba_{name}", address)
+        for value in vars(builtins).values():
+            if isinstance(value, type) and issubclass(value, BaseException):
+                llvm.add_symbol(f"PyExc_{value.__name__}", id(value))
+        for name, address in nrt.c_helpers.items():
+            llvm.add_symbol(name if name.startswith("_") else f"NRT_{name}", address)
+
+    def load(self, header: dict[str, object], obj: bytes) -> KernelFunction:
+        import ctypes
+
+        llvm = self.llvm
+        machine = llvm.Target.from_default_triple().create_target_machine(jit=True)
+        # Creating an engine also makes the process's own symbols (the C API) searchable.
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
+        undefined = header["undefined"]
+        assert isinstance(undefined, list)
+        for symbol in undefined:
+            if not llvm.address_of_symbol(str(symbol)):
+                raise Unloadable(f"symbol {symbol} is not available in this process")
+        object_file = llvm.ObjectFileRef.from_data(obj)
+        engine.add_object_file(object_file)
+        engine.finalize_object()
+        wrapper = engine.get_function_address(str(header["wrapper"]))
+        if not wrapper:
+            raise DamagedObjectFile(f"the object defines no symbol {header['wrapper']}")
+        environments = []
+        pairs = header["environments"]
+        assert isinstance(pairs, list)
+        for env_name, module_name in pairs:
+            address = engine.get_global_value_address(str(env_name))
+            if not address:
+                raise DamagedObjectFile(f"the object defines no environment {env_name}")
+            environment = self.dynfunc.Environment({"__name__": str(module_name)})
+            ctypes.c_void_p.from_address(address).value = id(environment)
+            environments.append(environment)
+        module = pytypes.ModuleType(str(header["module"]))
+        name = str(header["name"])
+        function: KernelFunction = self.dynfunc.make_function(
+            module,
+            name,
+            f"compiled wrapper for {name!r}",
+            wrapper,
+            environments[0],
+            (engine, object_file, tuple(environments)),
+        )
+        return function
+
+
+_runtime: _Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def _get_runtime() -> _Runtime:
+    global _runtime
+    if _runtime is None:
+        _runtime = _Runtime()
+    return _runtime
+
+
+# --- the store -------------------------------------------------------------------------------
+
+
+def _parse(data: bytes) -> tuple[dict[str, object], bytes]:
+    import hashlib
+    import json
+    import struct
+
+    if not data.startswith(_MAGIC):
+        raise DamagedObjectFile("no stablerules object-file header")
+    body = data[len(_MAGIC) + _DIGEST :]
+    if len(data) < len(_MAGIC) + _DIGEST + 8 or hashlib.sha256(body).digest() != data[len(_MAGIC) : len(_MAGIC) + _DIGEST]:
+        raise DamagedObjectFile("checksum mismatch (truncated or damaged)")
+    (length,) = struct.unpack_from("<Q", body)
+    try:
+        header = json.loads(body[8 : 8 + length])
+    except ValueError as error:
+        raise DamagedObjectFile(f"unreadable header ({error})") from error
+    if not isinstance(header, dict):
+        raise DamagedObjectFile("unreadable header")
+    return header, body[8 + length :]
+
+
+def _record_of(dispatcher: object) -> tuple[dict[str, object], bytes] | None:
+    """The header and object code Numba cached for a CPU dispatcher's one signature, or
+    ``None`` when the kernel is not one a direct load reproduces exactly."""
+    from numba.core.registry import CPUDispatcher
+
+    if not isinstance(dispatcher, CPUDispatcher):
+        return None
+    overloads = getattr(dispatcher, "overloads", {})
+    cache = getattr(dispatcher, "_cache", None)
+    if len(overloads) != 1 or cache is None:
+        return None
+    (compiled,) = overloads.values()
+    codegen = compiled.library.codegen
+    # What Numba stored for this signature: the exact bytes its own cached load would use.
+    data = cache._cache_file.load(cache._index_key(compiled.signature, codegen))
+    if data is None:
+        return None
+    libdata, fndesc, environment, _, objectmode, lifted, _, reload_init, referenced = data
+    _, kind, payload = libdata
+    if kind != "object" or objectmode or lifted or reload_init:
+        return None
+    environments = [environment] + [env for env in referenced if env.env_name != fndesc.env_name]
+    if any(env.consts for env in environments):
+        return None
+    obj = payload[0]
+    header: dict[str, object] = {
+        "wrapper": fndesc.llvm_cpython_wrapper_name,
+        "environments": [[fndesc.env_name, fndesc.modname]]
+        + [[env.env_name, env.globals.get("__name__", "")] for env in environments[1:]],
+        "name": fndesc.qualname.split(".")[-1],
+        "module": fndesc.modname,
+        "undefined": undefined_symbols(obj),
+        "magic": [str(part) for part in codegen.magic_tuple()],
+    }
+    return header, obj
+
+
+class ObjectCodeStore:
+    """Kernels' object code under ``kernels``, one file per kernel and host key."""
+
+    def __init__(self, kernels: Path) -> None:
+        self._kernels = kernels
+
+    def path(self, stem: str, key: HostKey) -> Path:
+        return self._kernels / f"{stem}.{_key_digest(key)}{_SUFFIX}"
+
+    def load(self, stem: str) -> KernelFunction | None:
+        """The kernel's entry point from its object code, or ``None`` (absent, built for another
+        host, damaged: the caller then loads it through Numba)."""
+        try:
+            key = host_key()
+        except Exception:
+            return None
+        path = self.path(stem, key)
+        try:
+            flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+            descriptor = os.open(path, flags)
+        except FileNotFoundError:
+            return None
+        except OSError as error:  # a symbolic link (O_NOFOLLOW), unreadable, ...
+            self._discard(path, f"cannot be opened: {error.strerror}")
+            return None
+        with os.fdopen(descriptor, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                self._discard(path, "not a private file of this user")
+                return None
+            data = handle.read()
+        try:
+            header, obj = _parse(data)
+            if header.get("key") != [list(part) for part in key]:
+                return None  # another host's kernel under a colliding name: not ours to run
+            with _runtime_lock:
+                return _get_runtime().load(header, obj)
+        except DamagedObjectFile as error:
+            self._discard(path, str(error))
+        except (Unloadable, ImportError, OSError, RuntimeError, KeyError, TypeError, ValueError, AssertionError):
+            pass  # this process cannot load it; Numba can
+        return None
+
+    def save(self, stem: str, dispatcher: object) -> None:
+        """Store the object code Numba built for ``dispatcher`` (after a compile or a load from
+        Numba's cache), unless a file for this host exists or the kernel is not eligible."""
+        try:
+            key = host_key()
+            path = self.path(stem, key)
+            if path.exists():
+                return
+            record = _record_of(dispatcher)
+        except Exception:
+            return
+        if record is None:
+            return
+        import hashlib
+        import json
+        import struct
+
+        header, obj = record
+        keyed = dict(key)
+        if header["magic"] != [keyed["triple"], keyed["cpu"], keyed["features"]]:
+            return  # Numba built for another target than this process would check against
+        header["key"] = [list(part) for part in key]
+        encoded = json.dumps(header).encode()
+        body = struct.pack("<Q", len(encoded)) + encoded + obj
+        self._write_atomically(path, _MAGIC + hashlib.sha256(body).digest() + body)
+
+    def _write_atomically(self, path: Path, data: bytes) -> None:
+        import tempfile
+
+        try:
+            descriptor, temporary = tempfile.mkstemp(dir=self._kernels, prefix=".tmp-", suffix=_SUFFIX)
+        except OSError:
+            return
+        try:
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(data)
+            os.replace(temporary, path)
+        except OSError:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+
+    def _discard(self, path: Path, reason: str) -> None:
+        warnings.warn(
+            f"stablerules: cache entry {path.name} could not be loaded ({reason}); "
+            f"deleting it and loading the kernel through Numba",
+            RuntimeWarning,
+            stacklevel=6,
+        )
+        try:
+            path.unlink()
+        except OSError:
+            pass
