@@ -63,13 +63,14 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeAlias
+from typing import NoReturn, TypeAlias
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax._src import dispatch
 from jax.extend.core import Primitive
+from jax.interpreters.mlir import ir
 from jax.interpreters import ad, batching, mlir
 
 from . import _ffi
@@ -240,8 +241,9 @@ def _repeat_form(op: str, x_shape: tuple[int, ...], dtype: np.dtype[np.generic],
                 "array is data that sets the output's shape, which jit cannot trace (use "
                 "jnp.repeat(x, counts, axis, total_repeat_length=...) for that)"
             )
-        _, plan = _repeat_rules._check_repeat(spec, *args)
-    assert isinstance(plan, _repeat_rules._NestPlan)
+        _, checked = _repeat_rules._check_repeat(spec, *args)
+        assert isinstance(checked, _repeat_rules._NestPlan)  # static counts always plan a nest
+        plan = checked
     layout = plan.nest.layout
     shape = tuple(math.prod(x_shape[axis] for axis in axes) for axes in layout.axes)
     return _RepeatForm(shape, layout.inner, layout.outer, plan.out_shape)
@@ -385,8 +387,8 @@ def _kron_target(a_ndim: int, b_ndim: int, dtype: np.dtype[np.generic], kind: st
 # ---------------------------------------------------------------------------------------------
 
 
-def _unsupported_platform(name: str) -> Callable[..., object]:
-    def lowering(ctx: mlir.LoweringRuleContext, *args: object, **params: object) -> object:
+def _unsupported_platform(name: str) -> mlir.LoweringRule:
+    def lowering(ctx: mlir.LoweringRuleContext, *args: object, **params: object) -> NoReturn:
         platforms = getattr(ctx.module_context, "platforms", ("this platform",))
         raise NotImplementedError(
             f"stablerules.jax.{name}: no lowering for platform {', '.join(platforms)}; its kernels "
@@ -406,15 +408,27 @@ def _primitive(name: str, multiple_results: bool = False) -> Primitive:
     return primitive
 
 
-def _ffi_lowering(target: Callable[..., str]) -> Callable[..., object]:
-    """A CPU lowering: an FFI custom call to the handler ``target(**params, avals)`` names."""
+def _ffi_lowering(target: Callable[..., str]) -> mlir.LoweringRule:
+    """A CPU lowering: an FFI custom call to the handler ``target(ctx, **params)`` names."""
 
-    def lowering(ctx: mlir.LoweringRuleContext, *args: object, **params: object) -> object:
+    def lowering(ctx: mlir.LoweringRuleContext, *args: ir.Value, **params: object) -> Sequence[ir.Value | Sequence[ir.Value]]:  # type: ignore[type-arg]
         name = target(ctx, **params)
-        rule: Callable[..., object] = jax.ffi.ffi_lowering(name)
-        return rule(ctx, *args)
+        return jax.ffi.ffi_lowering(name)(ctx, *args)
 
     return lowering
+
+
+def _aval_in(ctx: mlir.LoweringRuleContext, index: int) -> jax.core.ShapedArray:
+    aval = ctx.avals_in[index]
+    assert isinstance(aval, jax.core.ShapedArray)
+    return aval
+
+
+def _undefined_aval(value: object) -> jax.core.ShapedArray:
+    """The abstract value of a transpose rule's undefined (linear) argument."""
+    aval = getattr(value, "aval")
+    assert isinstance(aval, jax.core.ShapedArray)
+    return aval
 
 
 def _shaped(shape: Sequence[int], dtype: np.dtype[np.generic]) -> jax.core.ShapedArray:
@@ -441,7 +455,7 @@ repeat_pullback_p.def_abstract_eval(lambda dy, *, inner, outer, x_shape: _shaped
 
 def _repeat_lowering_target(kind: str) -> Callable[..., str]:
     def target(ctx: mlir.LoweringRuleContext, *, inner: tuple[int, ...], outer: tuple[int, ...], **_: object) -> str:
-        return _repeat_target(inner, outer, np.dtype(ctx.avals_in[0].dtype), kind)
+        return _repeat_target(inner, outer, np.dtype(_aval_in(ctx, 0).dtype), kind)
 
     return target
 
@@ -452,7 +466,7 @@ mlir.register_lowering(repeat_pullback_p, _ffi_lowering(_repeat_lowering_target(
 
 def _repeat_transpose(ct: Array, x: object, *, inner: tuple[int, ...], outer: tuple[int, ...]) -> list[Array]:
     assert ad.is_undefined_primal(x)
-    return [repeat_pullback_p.bind(ct, inner=inner, outer=outer, x_shape=tuple(x.aval.shape))]
+    return [repeat_pullback_p.bind(ct, inner=inner, outer=outer, x_shape=tuple(_undefined_aval(x).shape))]
 
 
 def _repeat_pullback_transpose(
@@ -534,7 +548,7 @@ kron_pullback_p.def_abstract_eval(lambda dy, a, b: [_shaped(a.shape, a.dtype), _
 def _kron_lowering_target(kind: str) -> Callable[..., str]:
     def target(ctx: mlir.LoweringRuleContext) -> str:
         first = 0 if kind == "forward" else 1
-        a, b = ctx.avals_in[first], ctx.avals_in[first + 1]
+        a, b = _aval_in(ctx, first), _aval_in(ctx, first + 1)
         return _kron_target(len(a.shape), len(b.shape), np.dtype(a.dtype), kind)
 
     return target
@@ -550,8 +564,12 @@ mlir.register_lowering(
 
 
 def _zeros_like_aval(value: object) -> Array:
-    aval = value.aval if ad.is_undefined_primal(value) else jax.core.get_aval(value)
-    return jnp.zeros(aval.shape, aval.dtype)
+    """Zeros shaped as a primal, which may be a transpose rule's undefined argument."""
+    if ad.is_undefined_primal(value):
+        aval = _undefined_aval(value)
+        return jnp.zeros(aval.shape, aval.dtype)
+    array = jnp.asarray(value)
+    return jnp.zeros(array.shape, array.dtype)
 
 
 def _kron_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[Array, Array]:
@@ -568,7 +586,7 @@ def _kron_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[Arr
 def _kron_transpose(ct: object, a: object, b: object) -> list[object]:
     # One operand is undefined (kron_p appears in a linear position only with one tangent).
     if type(ct) is ad.Zero:
-        return [None if not ad.is_undefined_primal(v) else ad.Zero(v.aval) for v in (a, b)]
+        return [ad.Zero(_undefined_aval(v)) if ad.is_undefined_primal(v) else None for v in (a, b)]
     if ad.is_undefined_primal(a):
         return [kron_pullback_p.bind(ct, _zeros_like_aval(a), b)[0], None]
     return [None, kron_pullback_p.bind(ct, a, _zeros_like_aval(b))[1]]
@@ -592,7 +610,7 @@ def _kron_tangent_transpose(ct: object, ta: object, tb: object, a: object, b: ob
     # symmetric under swapping the pairs, and either transpose is one fused pullback.
     tangents_undefined = ad.is_undefined_primal(ta) or ad.is_undefined_primal(tb)
     if type(ct) is ad.Zero:
-        return [ad.Zero(v.aval) if ad.is_undefined_primal(v) else None for v in (ta, tb, a, b)]
+        return [ad.Zero(_undefined_aval(v)) if ad.is_undefined_primal(v) else None for v in (ta, tb, a, b)]
     if tangents_undefined:
         da, db = kron_pullback_p.bind(ct, a, b)
         return [da if ad.is_undefined_primal(ta) else None, db if ad.is_undefined_primal(tb) else None, None, None]
