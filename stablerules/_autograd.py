@@ -36,6 +36,7 @@ from autograd.tracer import getval, isbox
 
 import stablerules as sr
 
+from ._arrays import ArraySpec
 from ._adapters import OPS, AdaptedOp, Structure, dense, engine_pullback, split_call
 
 Array = npt.NDArray[np.generic]
@@ -63,10 +64,19 @@ class _Call:
         return y, back
 
     def pullback_at(self, leaves: Sequence[object] | None) -> Pullback:
-        """The pullback without a forward pass's stash: a linear op's at zeros of the
-        leaves' shapes (it does not read them), a multilinear op's at ``leaves``."""
+        """The pullback without a forward pass's stash: a linear op's from the leaves' shapes
+        and dtypes alone (it reads no values), a multilinear op's at ``leaves``. Through
+        ``sr.pullback`` (SPEC section 8: no primal computed) where the core has it, else
+        through ``sr.rrule`` (a linear op's at zeros)."""
+        pullback: Callable[..., Pullback] | None = getattr(sr, "pullback", None)
         if leaves is None:
+            if pullback is not None:
+                args, kwargs = self.structure.rebuild([ArraySpec(s, d) for s, d in zip(self.shapes, self.dtypes)])
+                return pullback(self.op, *args, **kwargs)
             leaves = [np.zeros(shape, dtype) for shape, dtype in zip(self.shapes, self.dtypes)]
+        if pullback is not None:
+            args, kwargs = self.structure.rebuild(leaves)
+            return pullback(self.op, *args, **kwargs)
         return self.rrule(leaves)[1]
 
 

@@ -160,3 +160,16 @@ def test_import_stablerules_imports_no_engine() -> None:
     code = "import sys, stablerules; print(sorted(m for m in ('autograd', 'jax', 'torch') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
+    assert sorted(sra.__all__) == ["cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
+    for name in sra.__all__:
+        function = getattr(sra, name)
+        assert function.__module__ == "stablerules._autograd" and function.__name__ == name
+
+
+def test_every_op_of_stablerules_is_adapted() -> None:
+    # the table (stablerules._adapters.OPS) names every array op of the public face
+    ops = {name for name in sr.__all__ if isinstance(getattr(sr, name), type(sr.kron).__mro__[1])}
+    assert ops == set(sra.__all__)

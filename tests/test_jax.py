@@ -366,3 +366,10 @@ def test_the_handler_refuses_a_caller_of_another_version(major: int, minor: int,
     result, messages, _ = _call_handler(major, minor, size)
     assert result == 0xE0E0
     assert len(messages) == 1 and "reads XLA FFI API 0.3 call frames" in messages[0]
+
+
+def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
+    names = ["FFIVersionError", "cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
+    assert sorted(srj.__all__) == names
+    for name in names:
+        assert getattr(srj, name).__module__ == "stablerules._jax"
