@@ -30,8 +30,10 @@ Decisions:
 - **kron** of float32/float64 operands (promoted to one dtype) is a primitive over our
   forward and fused pullback kernels; its jvp with both tangents is ``kron_tangent`` (the sum
   of two products), whose transpose is one fused pullback call (``dy`` read once for both
-  gradients). Its ``vmap`` is an XLA loop over the batch (``lax.map``), one kernel call per
-  element: a batched handler is not written. Complex and integer operands use ``jnp.kron``
+  gradients). Its ``vmap`` with one operand batched is one kernel call (the other operand
+  gets a leading axis of 1: ``kron(a(N, ...), b(1, ...))[n] = kron(a[n], b)``); with both
+  batched, and for the pullback (each element's own gradients), an XLA loop over the batch
+  (``lax.map``, one kernel call per element): a batched handler is not written. Complex and integer operands use ``jnp.kron``
   (a per-dtype choice, documented, not a fallback taken at run time).
 - **The concatenate family** (concatenate, stack, hstack, vstack, cat) is written with
   ``jnp`` (``concatenate``, ``stack``, ``zeros().at[].set``): on NumPy arrays our pullback is
@@ -658,8 +660,47 @@ def _sequential_batch(primitive: Primitive) -> Callable[..., tuple[object, objec
     return batch
 
 
-for _primitive_to_batch in (kron_p, kron_tangent_p, kron_pullback_p):
-    batching.primitive_batchers[_primitive_to_batch] = _sequential_batch(_primitive_to_batch)
+def _padded_item(x: Array, batched: bool, rank: int) -> Array:
+    """A kron operand as ``(batch or 1,) + its item shape padded to ``rank`` axes``."""
+    item = x.shape[1:] if batched else x.shape
+    lead = (x.shape[0],) if batched else (1,)
+    return jnp.reshape(x, lead + (1,) * (rank - len(item)) + tuple(item))
+
+
+def _batched_kron(a: Array, a_dim: int | None, b: Array, b_dim: int | None) -> tuple[Array, int | None]:
+    """``kron`` per batch element. With one operand batched it is one kron call: the other
+    gets a leading axis of 1, and ``kron(a(N, ...), b(1, ...))[n] = kron(a[n], b)``. With both
+    batched it is an XLA loop over the batch (one kernel call per element)."""
+    if a_dim is None and b_dim is None:
+        return kron_p.bind(a, b), None
+    if a_dim is not None and b_dim is not None:
+        pairs = (jnp.moveaxis(a, a_dim, 0), jnp.moveaxis(b, b_dim, 0))
+        return jax.lax.map(lambda ab: kron_p.bind(*ab), pairs), 0
+    a = a if a_dim is None else jnp.moveaxis(a, a_dim, 0)
+    b = b if b_dim is None else jnp.moveaxis(b, b_dim, 0)
+    rank = max(a.ndim - (a_dim is not None), b.ndim - (b_dim is not None))
+    return kron_p.bind(_padded_item(a, a_dim is not None, rank), _padded_item(b, b_dim is not None, rank)), 0
+
+
+def _kron_batch(args: Sequence[Array], dims: Sequence[int | None]) -> tuple[Array, int | None]:
+    return _batched_kron(args[0], dims[0], args[1], dims[1])
+
+
+def _kron_tangent_batch(args: Sequence[Array], dims: Sequence[int | None]) -> tuple[Array, int | None]:
+    ta, tb, a, b = args
+    first, first_dim = _batched_kron(ta, dims[0], b, dims[3])
+    second, second_dim = _batched_kron(a, dims[2], tb, dims[1])
+    size = next(arg.shape[dim] for arg, dim in zip(args, dims) if dim is not None)
+    first = first if first_dim is not None else jnp.broadcast_to(first, (size,) + first.shape)
+    second = second if second_dim is not None else jnp.broadcast_to(second, (size,) + second.shape)
+    return first + second, 0
+
+
+batching.primitive_batchers[kron_p] = _kron_batch
+batching.primitive_batchers[kron_tangent_p] = _kron_tangent_batch
+# The pullback gives each batch element its own gradients of both operands (a shared operand's
+# gradient is not summed over the batch here), which one kron pullback cannot: an XLA loop.
+batching.primitive_batchers[kron_pullback_p] = _sequential_batch(kron_pullback_p)
 
 
 _KERNEL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
