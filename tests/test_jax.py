@@ -393,3 +393,38 @@ def test_vmap_kron_over_one_operand_is_one_kernel_call() -> None:
     s = rand(4, 3)
     got = jax.vmap(lambda t, s: jax.jvp(srj.kron, (a, b), (t, s))[1])(t, s)
     np.testing.assert_allclose(got, jnp.stack([jnp.kron(x, b) + jnp.kron(a, y) for x, y in zip(t, s)]), rtol=1e-14)
+
+
+_FRESH_PROCESS = """
+import os
+os.environ["JAX_PLATFORMS"] = "cpu"
+import jax, jax.numpy as jnp
+import stablerules as sr, stablerules.jax as srj
+from stablerules import Val
+x = jnp.arange(6.0).reshape(2, 3)
+g = jax.jit(jax.grad(lambda x: jnp.sum(srj.repeat(x, inner=Val((2, 3)), outer=Val((3, 1))) ** 2)))(x)
+k = jax.jit(jax.grad(lambda a: jnp.sum(srj.kron(a, x) ** 2)))(x)
+info = sr.cache_info()
+print(info.compiles, info.disk_hits, float(g.sum()), float(k.sum()))
+"""
+
+
+@pytest.mark.slow
+def test_a_fresh_process_loads_handlers_from_disk(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def run(**env: str) -> list[str]:
+        environment = {**os.environ, "STABLERULES_CACHE_DIR": str(tmp_path), **env}
+        done = subprocess.run(
+            [sys.executable, "-c", _FRESH_PROCESS], capture_output=True, text=True, env=environment, check=True
+        )
+        return done.stdout.split()
+
+    first, second = run(), run()
+    # repeat: forward + pullback kernels and handlers; kron: forward + pullback kernels and handlers
+    assert int(first[0]) == 8 and int(first[1]) == 0
+    assert int(second[0]) == 0 and int(second[1]) == 8
+    memory_only = run(STABLERULES_DISK_CACHE="0")
+    assert int(memory_only[0]) == 8 and int(memory_only[1]) == 0
+    assert first[2:] == second[2:] == memory_only[2:]
