@@ -14,7 +14,8 @@ depends on its array arguments:
   ``sum_i op(x with x_i := t_i)`` and the derivative of its pullback with respect to ``x_j``
   is ``sum_{i != j} pullback at (x with x_i := h_i), column j``.
 
-A new op of either kind is one line in :data:`OPS`. An affine op (``pad`` with a nonzero
+A new op of either kind is one line in :data:`OPS` (and one re-export line in
+``stablerules/autograd.py``; ``stablerules.jax`` writes each op for XLA, see ``_jax.py``). An affine op (``pad`` with a nonzero
 ``constant_values``) is not linear: register it with the constant made zero for the
 tangent map, or give it a kind of its own.
 

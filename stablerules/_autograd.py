@@ -8,7 +8,8 @@ boxed by autograd, it runs two primitives:
   calls our vjp maker) right after the primal is computed, in the same thread, so the rrule's
   pullback is handed to the maker through a per-thread slot instead of being rebuilt. A miss
   (the maker of an outer trace level, which sees the inner level's box as ``ans``) rebuilds
-  it: correct, one extra forward.
+  it: correct, one extra forward. The slot keeps the last traced call's pullback (for
+  ``kron``, its operands) until the thread's next traced call.
 - ``_backward(call, back, g, *leaves)``: the pullback, as a primitive of its own so that
   ``autograd.grad`` of a gradient works: its vjp with respect to ``g`` is the op's
   pushforward, written with ``_forward`` again (for a linear op, the op applied to the
