@@ -1,6 +1,6 @@
 """The main job: stablerules' seed workloads and compile-cache figures against NumPy and peers.
 
-    python bench/run.py [--quick] [--large] [--no-peers] [--tiny] [--out DIR]
+    python bench/run.py [--quick] [--large] [--no-peers] [--tiny] [--engines] [--out DIR]
 
 For each workload W1-W5, W7, W8, W9, W9s (W6 with ``--large``, a 4.8 GB cotangent), the pullback and the
 forward are timed (medians) in this one process: stablerules, the best NumPy formulation,
@@ -732,6 +732,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", action="store_true", help="add W6: kron(100x200, 300x100), a 4.8 GB cotangent")
     parser.add_argument("--no-peers", action="store_true", help="skip JAX, PyTorch and HIPS autograd")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes and few repeats (for the test)")
+    parser.add_argument("--engines", action="store_true", help="add the stablerules.jax / stablerules.autograd rows (bench/engines.py)")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results", help="output folder (default bench/results)")
     args = parser.parse_args(argv)
 
@@ -799,6 +800,11 @@ def main(argv: list[str] | None = None) -> int:
         f"\nGoals: {summary['passed']} passed, {summary['missed']} missed, {summary['not_measured']} not measured"
         + (f"; workloads with errors: {', '.join(summary['errors'])}" if summary["errors"] else "")
     )
+    if args.engines:
+        from engines import engine_report
+
+        print("\nEngine adapters, ours vs the engine's own composition (medians of 3 rounds):\n")
+        print(engine_report(budget))
     try:
         plot(args.out / "results.png", results, cache, title, labels)
     except ImportError as error:

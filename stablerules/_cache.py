@@ -192,7 +192,10 @@ def _dispatcher_disk_hits(function: object) -> int:
     stats = getattr(function, "stats", None)
     hits = getattr(stats, "cache_hits", None)
     if hits is None:
-        return 0
+        # A ``numba.cfunc`` (the JAX adapter's FFI handlers) counts its one signature's hits
+        # itself, as an int.
+        cfunc_hits = getattr(function, "cache_hits", None)
+        return cfunc_hits if isinstance(cfunc_hits, int) else 0
     return int(sum(hits.values()))
 
 
@@ -435,6 +438,12 @@ class KernelCache:
             kernel = self._build(signature, render())
             self._entries[signature] = kernel
             return kernel
+
+    def by_module(self, name: str) -> Kernel:
+        """The kernel compiled (or loaded) as module ``name`` in this process: how generated
+        code that calls another kernel (an FFI handler calling its kernel) finds it, whether
+        or not the module lives in ``sys.modules`` (the memory store does not put it there)."""
+        return self._by_module[name]
 
     def source(self, signature: ShapeSignature, render: Callable[[], KernelSource]) -> str:
         kernel = self._entries.get(signature)

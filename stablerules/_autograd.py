@@ -1,0 +1,201 @@
+"""stablerules' ops as HIPS autograd primitives (``stablerules.autograd`` re-exports them).
+
+Each op of :data:`stablerules._adapters.OPS` becomes one function with the op's name and
+argument forms. Called on plain NumPy arrays it is the op itself. Called with any argument
+boxed by autograd, it runs two primitives:
+
+- ``_forward(call, *leaves)``: the op through ``sr.rrule``. autograd builds the node (and so
+  calls our vjp maker) right after the primal is computed, in the same thread, so the rrule's
+  pullback is handed to the maker through a per-thread slot instead of being rebuilt. A miss
+  (the maker of an outer trace level, which sees the inner level's box as ``ans``) rebuilds
+  it: correct, one extra forward. The slot keeps the last traced call's pullback (for
+  ``kron``, its operands) until the thread's next traced call.
+- ``_backward(call, back, g, *leaves)``: the pullback, as a primitive of its own so that
+  ``autograd.grad`` of a gradient works: its vjp with respect to ``g`` is the op's
+  pushforward, written with ``_forward`` again (for a linear op, the op applied to the
+  cotangents; for ``kron``, ``kron(h_a, b) + kron(a, h_b)``), and with respect to a
+  multilinear op's arrays it is the pullback at the other arrays (``_adapters`` explains).
+  A linear op's pullback does not read the arrays, so they are not its arguments and autograd
+  records no dependence on them. Every order is made of the same two primitives.
+
+Gradients are dense, writable arrays of each leaf's shape and dtype: a ``Fill`` or zero
+cotangent from a rule is materialized here (``_adapters.dense``); a complex cotangent follows
+autograd's (transpose) convention. Integer arrays (``repeat``'s counts) are static.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import autograd.numpy as anp
+import numpy as np
+import numpy.typing as npt
+from autograd.extend import defvjp_argnums, primitive
+from autograd.tracer import getval, isbox
+
+import stablerules as sr
+
+from ._arrays import ArraySpec
+from ._adapters import OPS, AdaptedOp, Structure, dense, engine_pullback, split_call
+
+Array = npt.NDArray[np.generic]
+Pullback = Callable[[object], tuple[object, ...]]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Call:
+    """One call's static part: the op, its table entry, the call's structure and the leaves'
+    shapes and dtypes (what a linear op's pullback needs instead of the arrays)."""
+
+    op: Callable[..., object]
+    entry: AdaptedOp
+    structure: Structure
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[np.dtype[np.generic], ...]
+
+    def run(self, leaves: Sequence[object]) -> object:
+        args, kwargs = self.structure.rebuild(leaves)
+        return self.op(*args, **kwargs)
+
+    def rrule(self, leaves: Sequence[object]) -> tuple[object, Pullback]:
+        args, kwargs = self.structure.rebuild(leaves)
+        y, back = sr.rrule(self.op, *args, **kwargs)
+        return y, back
+
+    def pullback_at(self, leaves: Sequence[object] | None) -> Pullback:
+        """The pullback without a forward pass's stash: a linear op's from the leaves' shapes
+        and dtypes alone (it reads no values), a multilinear op's at ``leaves``. Through
+        ``sr.pullback`` (SPEC section 8: no primal computed) where the core has it, else
+        through ``sr.rrule`` (a linear op's at zeros)."""
+        pullback: Callable[..., Pullback] | None = getattr(sr, "pullback", None)
+        if leaves is None:
+            if pullback is not None:
+                args, kwargs = self.structure.rebuild([ArraySpec(s, d) for s, d in zip(self.shapes, self.dtypes)])
+                return pullback(self.op, *args, **kwargs)
+            leaves = [np.zeros(shape, dtype) for shape, dtype in zip(self.shapes, self.dtypes)]
+        if pullback is not None:
+            args, kwargs = self.structure.rebuild(leaves)
+            return pullback(self.op, *args, **kwargs)
+        return self.rrule(leaves)[1]
+
+
+def _is_leaf(value: object) -> bool:
+    if isbox(value):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "fc"
+    return isinstance(value, (float, complex, np.floating, np.complexfloating))
+
+
+class _Stash(threading.local):
+    """The last forward's ``(y, pullback)``, for the vjp maker that autograd calls next."""
+
+    y: object = None
+    back: Pullback | None = None
+
+
+_STASH = _Stash()
+
+
+@primitive
+def _forward(call: _Call, *leaves: object) -> object:
+    y, back = call.rrule(leaves)
+    _STASH.y, _STASH.back = y, back
+    return y
+
+
+@primitive
+def _backward(call: _Call, back: Pullback | None, g: object, *leaves: object) -> tuple[Array, ...]:
+    if back is None:
+        back = call.pullback_at(leaves if leaves else None)
+    tangents = call.structure.per_leaf(engine_pullback(back, g))
+    return tuple(dense(t, shape, dtype) for t, shape, dtype in zip(tangents, call.shapes, call.dtypes))
+
+
+def _apply(call: _Call, leaves: Sequence[object]) -> object:
+    """The op on ``leaves``: traced through ``_forward`` when any is boxed, else plainly."""
+    if any(isbox(leaf) for leaf in leaves):
+        return _forward(call, *leaves)
+    return call.run(leaves)
+
+
+def _forward_vjp(argnums: tuple[int, ...], ans: object, args: tuple[object, ...], kwargs: dict[str, object]) -> Callable[[object], tuple[object, ...]]:
+    call = args[0]
+    assert isinstance(call, _Call)
+    leaves = args[1:]
+    back = _STASH.back if _STASH.y is not None and _STASH.y is getval(ans) else None
+    multilinear = call.entry.kind == "multilinear"
+
+    def forward_vjp(g: object) -> tuple[object, ...]:
+        grads = _backward(call, back, g, *leaves) if multilinear else _backward(call, back, g)
+        return tuple(grads[argnum - 1] for argnum in argnums)
+
+    return forward_vjp
+
+
+def _backward_vjp(argnums: tuple[int, ...], ans: object, args: tuple[object, ...], kwargs: dict[str, object]) -> Callable[[object], tuple[object, ...]]:
+    call, _, g = args[0], args[1], args[2]
+    assert isinstance(call, _Call)
+    leaves = list(args[3:])
+
+    def backward_vjp(h: object) -> tuple[object, ...]:
+        cotangents = list(h)  # type: ignore[call-overload]
+        out: list[object] = []
+        for argnum in argnums:
+            if argnum == 2:  # with respect to g: the pushforward of h
+                if not leaves:
+                    out.append(_apply(call, cotangents))
+                    continue
+                total: object = None
+                for i in range(len(leaves)):
+                    term = _apply(call, leaves[:i] + [cotangents[i]] + leaves[i + 1 :])
+                    total = term if total is None else anp.add(total, term)
+                out.append(total)
+            else:  # with respect to leaf j of a multilinear op
+                j = argnum - 3
+                total = None
+                for i in range(len(leaves)):
+                    if i == j:
+                        continue
+                    swapped = leaves[:i] + [cotangents[i]] + leaves[i + 1 :]
+                    term = _backward(call, None, g, *swapped)[j]
+                    total = term if total is None else anp.add(total, term)
+                out.append(total if total is not None else np.zeros(call.shapes[j], call.dtypes[j]))
+        return tuple(out)
+
+    return backward_vjp
+
+
+defvjp_argnums(_forward, _forward_vjp)
+defvjp_argnums(_backward, _backward_vjp)
+
+
+def _adapt(entry: AdaptedOp) -> Callable[..., Array]:
+    op: Callable[..., object] = getattr(sr, entry.name)
+
+    def adapted(*args: object, **kwargs: object) -> Array:
+        leaves, structure = split_call(args, kwargs, _is_leaf)
+        if not any(isbox(leaf) for leaf in leaves):
+            return op(*args, **kwargs)  # type: ignore[return-value]
+        values = [np.asarray(getval(leaf)) for leaf in leaves]
+        call = _Call(
+            op,
+            entry,
+            structure,
+            tuple(value.shape for value in values),
+            tuple(value.dtype for value in values),
+        )
+        return _forward(call, *leaves)  # type: ignore[return-value]
+
+    adapted.__name__ = adapted.__qualname__ = entry.name
+    adapted.__doc__ = (
+        f"``stablerules.{entry.name}`` as a HIPS autograd primitive: same arguments (statics as "
+        f"``Val``), differentiable to any order with ``autograd.grad``; gradients are dense "
+        f"writable arrays.\n\n{getattr(op, '__call__').__doc__ or ''}"
+    )
+    return adapted
+
+
+ADAPTED: dict[str, Callable[..., Array]] = {entry.name: _adapt(entry) for entry in OPS}

@@ -1,0 +1,801 @@
+"""stablerules' ops inside JAX (``stablerules.jax`` re-exports them).
+
+Decisions:
+
+- **Kernel-backed ops (repeat, tile, kron) are JAX primitives** (``jax.extend.core.Primitive``
+  with abstract evaluation, a CPU lowering, jvp, transpose and batching rules), not
+  ``custom_vjp`` functions: a ``custom_vjp`` has no forward mode, and a ``custom_jvp`` needs
+  its tangent map to be transposable, which an opaque FFI call is not. As primitives, the
+  linear ops transpose into each other (``repeat`` <-> its pullback), so every order of
+  ``grad``/``jvp``/``vjp`` is made of the same few primitives.
+- **CPU lowering: an XLA FFI custom call** into a Numba ``@cfunc`` handler per kernel
+  signature, generated from :func:`_handler_source` (printable: :func:`explain_handler`),
+  compiled and cached by the kernel cache like any kernel (memory, disk, ``cache_info()``,
+  ``no_compile()``). The handler reads XLA's call frame (``stablerules._ffi``), answers the
+  metadata query, refuses an FFI API other than 0.3 with an ``XLA_FFI_Error``, and calls our
+  generated kernel on XLA's own buffers: no host callback, no copy, no Python on the call
+  path. Handlers read extents from the buffers' dims at run time, so a handler serves every
+  shape of its kernel's signature. They run our kernels in one call, on XLA's thread: the
+  NumPy path's thread split is not used inside XLA.
+- **Other platforms**: no lowering; a ``NotImplementedError`` names the op, the platform and
+  the CPU alternative (``jax.device_put(x, jax.devices("cpu")[0])``). Nothing is copied to
+  the host behind the user's back.
+- **repeat and tile** are one primitive pair: every static form (NumPy's ``repeat``, Julia's
+  ``inner``/``outer``, ``tile``) is validated by the NumPy op's own checks, then written as a
+  reshape of ``x`` (free in XLA) and Julia's ``repeat(x, inner, outer)`` with one count per
+  axis (``_repeat_form``). ``vmap`` prepends a count of 1: one kernel call for the batch.
+  A per-element counts array is data whose values set the output's shape, which ``jit``
+  cannot trace: a ``TypeError`` (use ``Val`` counts, or ``jnp.repeat`` with
+  ``total_repeat_length``).
+- **kron** of float32/float64 operands (promoted to one dtype) is a primitive over our
+  forward and fused pullback kernels; its jvp with both tangents is ``kron_tangent`` (the sum
+  of two products), whose transpose is one fused pullback call (``dy`` read once for both
+  gradients). Its ``vmap`` with one operand batched is one kernel call (the other operand
+  gets a leading axis of 1: ``kron(a(N, ...), b(1, ...))[n] = kron(a[n], b)``); with both
+  batched, and for the pullback (each element's own gradients), an XLA loop over the batch
+  (``lax.map``, one kernel call per element): a batched handler is not written. Complex and integer operands use ``jnp.kron``
+  (a per-dtype choice, documented, not a fallback taken at run time).
+- **The concatenate family** (concatenate, stack, hstack, vstack, cat) is written with
+  ``jnp`` (``concatenate``, ``stack``, ``zeros().at[].set``): on NumPy arrays our pullback is
+  views of ``dy``, and in XLA concatenation and slicing are XLA's own fused ops, so a custom
+  call could only add a copy. Statics are ``Val`` as everywhere; errors are JAX's own.
+- ``Val`` is registered as a static pytree node (no leaves; the ``Val`` itself, hashable, is
+  the node's auxiliary data), so it passes through ``jit`` as a constant.
+
+Complex cotangents follow JAX's convention (the transpose, not the adjoint; see
+``stablerules._adapters``); our ops' coefficients are real, so only kron's complex path,
+which is ``jnp.kron``, would differ, and JAX handles it.
+
+Re-pointing at a refactor of the rule modules: everything this module needs from
+``stablerules.rules`` goes through two functions, :func:`_repeat_form` /
+:func:`_repeat_kernel` (validate a repeat/tile call; the kernel of a Julia-form nest, with the
+nest's input-axis groups and whether its pullback accumulates) and :func:`_kron_kernels`
+(the forward and pullback kernels for two ndims and a real dtype, with their parameter
+order).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import math
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn, TypeAlias
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax._src import dispatch
+from jax.extend.core import Primitive
+from jax.interpreters.mlir import ir
+from jax.interpreters import ad, batching, mlir
+
+from . import _ffi
+from ._arrays import ArraySpec
+from ._cache import CACHE, Kernel, KernelSource, ShapeSignature
+from ._codegen import SourceWriter
+from ._val import Val
+from .rules import kron as _kron_rules
+from .rules import repeat as _repeat_rules
+
+Array: TypeAlias = jax.Array
+
+# ---------------------------------------------------------------------------------------------
+# Val as a static pytree node
+# ---------------------------------------------------------------------------------------------
+
+try:
+    jax.tree_util.register_static(Val)
+except ValueError:  # already registered (a reloaded module)
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# The FFI API version and the registration of handlers with XLA
+# ---------------------------------------------------------------------------------------------
+
+
+class FFIVersionError(RuntimeError):
+    """The installed jaxlib's XLA FFI API is not the version our handlers read (0.3)."""
+
+
+def installed_api_version() -> tuple[int, int]:
+    """``(major, minor)`` of the XLA FFI API in the installed jaxlib, from its header."""
+    header = Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h"
+    text = header.read_text(encoding="utf-8")
+    found = [re.search(rf"#define XLA_FFI_API_{part} (\d+)", text) for part in ("MAJOR", "MINOR")]
+    if found[0] is None or found[1] is None:
+        raise FFIVersionError(f"stablerules.jax: cannot read the XLA FFI API version from {header}")
+    return int(found[0].group(1)), int(found[1].group(1))
+
+
+def check_api_version(version: tuple[int, int] | None = None) -> None:
+    """Refuse (``FFIVersionError``) an FFI API other than the one our handlers were written for."""
+    major, minor = installed_api_version() if version is None else version
+    if (major, minor) != (_ffi.API_MAJOR, _ffi.API_MINOR):
+        raise FFIVersionError(
+            f"stablerules.jax: the installed jaxlib {jax.__version__} has XLA FFI API version "
+            f"{major}.{minor}; stablerules' handlers read call frames of version "
+            f"{_ffi.API_MAJOR}.{_ffi.API_MINOR} only, so no kernel is registered with it. Use "
+            f"a jax/jaxlib with FFI API {_ffi.API_MAJOR}.{_ffi.API_MINOR} (jax 0.10.x), or the "
+            f"NumPy ops (stablerules.repeat, ...) on host arrays"
+        )
+
+
+_REGISTERED: dict[str, Kernel] = {}  # target name -> handler; never freed (XLA keeps the pointer)
+_REGISTER_LOCK = threading.Lock()
+_HANDLER_TYPE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+
+
+def _target(signature: ShapeSignature, render: Callable[[], KernelSource]) -> str:
+    """The FFI target name of a handler, compiled (or loaded) and registered on first use."""
+    handler = CACHE.get(signature, render)
+    name = f"stablerules_{handler.module_name.removeprefix('_stablerules_k_')}"
+    if name not in _REGISTERED:
+        with _REGISTER_LOCK:
+            if name not in _REGISTERED:
+                check_api_version()
+                address = getattr(handler.function, "address")
+                capsule = jax.ffi.pycapsule(ctypes.cast(address, _HANDLER_TYPE))
+                jax.ffi.register_ffi_target(name, capsule, platform="cpu", api_version=1)
+                _REGISTERED[name] = handler
+    return name
+
+
+def kernel_function(module_name: str) -> object:
+    """The compiled kernel of module ``module_name`` (what a handler module calls)."""
+    return CACHE.by_module(module_name).function
+
+
+# ---------------------------------------------------------------------------------------------
+# Handler templates
+# ---------------------------------------------------------------------------------------------
+
+
+def _handler_source(
+    signature: ShapeSignature, description: str, kernel: Kernel | None, body: SourceWriter
+) -> KernelSource:
+    """A module defining ``handler``, a ``@cfunc`` XLA FFI handler whose execute stage is
+    ``body`` (which sees ``words``, the call frame, and ``KERNEL``, our kernel)."""
+    message = (
+        f"stablerules: the FFI handler for {signature.op} {signature.kind} reads XLA FFI API "
+        f"{_ffi.API_MAJOR}.{_ffi.API_MINOR} call frames; the calling XLA has another version"
+    )
+    body_text = "".join("    " + line + "\n" if line else "\n" for line in body.text().splitlines())
+    text = (
+        f'"""stablerules XLA FFI handler: {description}\n\n'
+        f"signature: {signature!r}\n"
+        f"kernel: {'none' if kernel is None else kernel.module_name}\n"
+        f"frame reader: stablerules._ffi {_FFI_SOURCE_HASH}\n"
+        f'"""\n'
+        f"import numpy as np\n"
+        f"from numba import carray, cfunc\n\n"
+        f"from stablerules._ffi import (\n"
+        f"    HANDLER_SIGNATURE, STAGE_EXECUTE, address_as_pointer, answer_metadata, argument,\n"
+        f"    data, dims, frame_words, result, size, version_error,\n"
+        f")\n"
+        f"from stablerules._jax import kernel_function\n\n"
+        f"{'' if kernel is None else f'KERNEL = kernel_function({kernel.module_name!r})'}\n"
+        f"MESSAGE = np.frombuffer({(message + chr(0)).encode()!r}, np.uint8)\n\n\n"
+        f"@cfunc(HANDLER_SIGNATURE, cache={{CACHE}})\n"
+        f"def handler(frame):\n"
+        f"    words = frame_words(frame)\n"
+        f"    if answer_metadata(words):\n"
+        f"        return address_as_pointer(0)\n"
+        f"    error = version_error(words, MESSAGE)\n"
+        f"    if error != 0:\n"
+        f"        return address_as_pointer(error)\n"
+        f"    if (words[4] & 0xFFFFFFFF) != STAGE_EXECUTE:\n"
+        f"        return address_as_pointer(0)\n"
+        f"{body_text}"
+        f"    return address_as_pointer(0)\n"
+    )
+    return KernelSource(text, entry="handler")
+
+
+# Numba's cache does not see changes to functions that a cached function inlines from another
+# module: the hash of _ffi.py is part of every handler's source, hence of its cache key.
+_FFI_SOURCE_HASH = hashlib.sha256(Path(_ffi.__file__).read_bytes()).hexdigest()[:16]
+
+
+def _view(name: str, buffer: str, dtype: np.dtype[np.generic]) -> str:
+    return f"{name} = carray(address_as_pointer(data({buffer})), size({buffer}), np.{dtype.name})"
+
+
+def explain_handler(target: str) -> str:
+    """The generated source of a registered handler (its FFI target name, as in the HLO)."""
+    return _REGISTERED[target].source.render(cache=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# repeat / tile: adapter-facing functions (the only coupling to stablerules.rules.repeat)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _RepeatForm:
+    """A validated repeat/tile call as Julia's form: ``x`` reshaped to ``shape`` (input axes
+    merged or padded, a free reshape), then each axis ``d`` repeated ``inner[d]`` times
+    element-wise and tiled ``outer[d]`` times; the result has ``out_shape``."""
+
+    shape: tuple[int, ...]
+    inner: tuple[int, ...]
+    outer: tuple[int, ...]
+    out_shape: tuple[int, ...]
+
+
+def _repeat_form(op: str, x_shape: tuple[int, ...], dtype: np.dtype[np.generic], *args: object) -> _RepeatForm:
+    """Validate ``repeat(x, repeats, axis, inner, outer)`` or ``tile(x, reps)`` by the NumPy
+    op's own checks (on an ``ArraySpec``: no data) and write it in Julia's form."""
+    spec = ArraySpec(x_shape, dtype)
+    plan: object
+    if op == "tile":
+        plan = _repeat_rules.tile.plan(*_repeat_rules.tile.bind(spec, args[0]))
+    else:
+        repeats = args[0]
+        if repeats is not None and not isinstance(repeats, (Val, int)):
+            raise TypeError(
+                "stablerules.jax.repeat: repeats must be Val(int) (static); a per-element counts "
+                "array is data that sets the output's shape, which jit cannot trace (use "
+                "jnp.repeat(x, counts, axis, total_repeat_length=...) for that)"
+            )
+        plan = _repeat_rules.repeat.plan(*_repeat_rules.repeat.bind(spec, *args[:2], inner=args[2], outer=args[3]))
+    assert isinstance(plan, _repeat_rules.NestPlan)  # static counts always plan a nest
+    layout = plan.nest.layout
+    shape = tuple(math.prod(x_shape[axis] for axis in axes) for axes in layout.axes)
+    return _RepeatForm(shape, layout.inner, layout.outer, plan.out_shape)
+
+
+@dataclass(frozen=True, slots=True)
+class _NestKernel:
+    """The kernel of a Julia-form repeat nest: ``KERNEL(source, target, *extents, lo, hi)``,
+    extent ``k`` being the product of the input's axes ``groups[k]``. ``kernel`` is None when
+    a count is 0 (empty output, zero gradient); ``accumulates``: the pullback adds into a
+    zeroed ``dx``."""
+
+    kernel: Kernel | None
+    groups: tuple[tuple[int, ...], ...]
+    accumulates: bool
+
+
+def _repeat_kernel(inner: tuple[int, ...], outer: tuple[int, ...], dtype: np.dtype[np.generic], kind: str) -> _NestKernel:
+    layout = _repeat_rules._julia_layout(len(inner), inner, outer)
+    nest = _repeat_rules._nest(layout)
+    kernel = None if nest.empty else _repeat_rules._nest_request(nest, dtype, kind, "cpu").get()
+    return _NestKernel(kernel, nest.groups, nest.accumulates)
+
+
+def _render_repeat_handler(signature: ShapeSignature) -> KernelSource:
+    inner, outer = signature.static[0], signature.static[1]
+    assert isinstance(inner, tuple) and isinstance(outer, tuple)
+    dtype = np.dtype(signature.dtypes[0])
+    pullback = signature.kind == "pullback"
+    nest = _repeat_kernel(inner, outer, dtype, signature.kind)
+    writer = SourceWriter()
+    source, target = ("dy", "dx") if pullback else ("x", "y")
+    writer.line(f"{source}_buffer = argument(words, 0)")
+    writer.line(f"{target}_buffer = result(words, 0)")
+    writer.line(_view(source, f"{source}_buffer", dtype))
+    writer.line(_view(target, f"{target}_buffer", dtype))
+    if nest.kernel is None or (pullback and nest.accumulates):
+        writer.line(f"{target}[:] = 0")
+    if nest.kernel is not None:
+        writer.line(f"shape = dims({'dx' if pullback else 'x'}_buffer)")
+        extents = []
+        for k, group in enumerate(nest.groups):
+            writer.line(f"e{k} = {' * '.join(f'shape[{axis}]' for axis in group) or '1'}")
+            extents.append(f"e{k}")
+        writer.line(f"KERNEL({source}, {target}, {', '.join(extents)}, 0, e0)")
+    what = "dx = repeat pullback(dy)" if pullback else "y = repeat(x)"
+    return _handler_source(signature, f"{what}, inner={inner}, outer={outer}, {dtype.name}", nest.kernel, writer)
+
+
+def _repeat_target(inner: tuple[int, ...], outer: tuple[int, ...], dtype: np.dtype[np.generic], kind: str) -> str:
+    signature = ShapeSignature("jax-ffi-repeat", kind, (inner, outer), (dtype.name,), (len(inner),))
+    return _target(signature, functools.partial(_render_repeat_handler, signature))
+
+
+# ---------------------------------------------------------------------------------------------
+# kron: adapter-facing function (the only coupling to stablerules.rules.kron)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _KronKernels:
+    """For ``n = max(a.ndim, b.ndim, 1)`` axis pairs and a real dtype: ``forward(y, a, b,
+    A0..A{n-1}, B0..B{n-1}, lo, hi)`` and ``pullback(dy, a, b, da, db, A.., B.., lo, hi)``
+    (``da``/``db`` float64 accumulators, added into), both over ``blocks`` = ``A0 * B0``
+    (``A0`` when ``n == 1``) block ranges."""
+
+    forward: Kernel
+    pullback: Kernel
+
+
+def _kron_kernels(a_ndim: int, b_ndim: int, dtype: np.dtype[np.generic]) -> _KronKernels:
+    layout = _kron_rules._layout((1,) * a_ndim, dtype, (1,) * b_ndim, dtype)
+    return _KronKernels(
+        _kron_rules._product_request(layout).get(), _kron_rules._pullback_request(layout).get()
+    )
+
+
+def _kron_extents(writer: SourceWriter, ndim: int, ranks: tuple[int, int]) -> str:
+    """Lines computing ``A0..``, ``B0..`` and ``blocks`` from the operand buffers' dims."""
+    names = []
+    for operand, rank in zip("AB", ranks):
+        writer.line(f"{operand.lower()}_shape = dims({operand.lower()}_buffer)")
+        for axis in range(ndim):
+            source = axis - (ndim - rank)
+            writer.line(f"{operand}{axis} = {f'{operand.lower()}_shape[{source}]' if source >= 0 else '1'}")
+            names.append(f"{operand}{axis}")
+    writer.line(f"blocks = {'A0 * B0' if ndim > 1 else 'A0'}")
+    names.sort(key=lambda name: (name[0], int(name[1:])))
+    return ", ".join(names)
+
+
+def _render_kron_handler(signature: ShapeSignature) -> KernelSource:
+    a_ndim, b_ndim = signature.ndims
+    dtype = np.dtype(signature.dtypes[0])
+    ndim = max(a_ndim, b_ndim, 1)
+    kernels = _kron_kernels(a_ndim, b_ndim, dtype)
+    writer = SourceWriter()
+    if signature.kind == "forward":
+        writer.line("a_buffer = argument(words, 0)")
+        writer.line("b_buffer = argument(words, 1)")
+        writer.line("y_buffer = result(words, 0)")
+        for name in ("a", "b", "y"):
+            writer.line(_view(name, f"{name}_buffer", dtype))
+        extents = _kron_extents(writer, ndim, (a_ndim, b_ndim))
+        writer.line(f"KERNEL(y, a, b, {extents}, 0, blocks)")
+        kernel, what = kernels.forward, "y = kron(a, b)"
+    else:
+        writer.line("dy_buffer = argument(words, 0)")
+        writer.line("a_buffer = argument(words, 1)")
+        writer.line("b_buffer = argument(words, 2)")
+        writer.line("da_buffer = result(words, 0)")
+        writer.line("db_buffer = result(words, 1)")
+        for name in ("dy", "a", "b", "da", "db"):
+            writer.line(_view(name, f"{name}_buffer", dtype))
+        extents = _kron_extents(writer, ndim, (a_ndim, b_ndim))
+        if dtype == np.float64:
+            writer.line("# float64: the kernel's float64 accumulators are XLA's output buffers")
+            writer.line("da[:] = 0")
+            writer.line("db[:] = 0")
+            writer.line(f"KERNEL(dy, a, b, da, db, {extents}, 0, blocks)")
+        else:
+            writer.line("# the kernel accumulates in float64 (see stablerules.rules.kron)")
+            writer.line("da_total = np.zeros(da.size, np.float64)")
+            writer.line("db_total = np.zeros(db.size, np.float64)")
+            writer.line(f"KERNEL(dy, a, b, da_total, db_total, {extents}, 0, blocks)")
+            writer.line("for i in range(da.size):")
+            writer.line(f"    da[i] = da_total[i]")
+            writer.line("for i in range(db.size):")
+            writer.line(f"    db[i] = db_total[i]")
+        kernel, what = kernels.pullback, "(da, db) = kron pullback(dy)"
+    return _handler_source(signature, f"{what}, ndims {a_ndim} and {b_ndim}, {dtype.name}", kernel, writer)
+
+
+def _kron_target(a_ndim: int, b_ndim: int, dtype: np.dtype[np.generic], kind: str) -> str:
+    signature = ShapeSignature("jax-ffi-kron", kind, (), (dtype.name,), (a_ndim, b_ndim))
+    return _target(signature, functools.partial(_render_kron_handler, signature))
+
+
+# ---------------------------------------------------------------------------------------------
+# Primitives: shared plumbing
+# ---------------------------------------------------------------------------------------------
+
+
+def _unsupported_platform(name: str) -> mlir.LoweringRule:
+    def lowering(ctx: mlir.LoweringRuleContext, *args: object, **params: object) -> NoReturn:
+        platforms = getattr(ctx.module_context, "platforms", ("this platform",))
+        raise NotImplementedError(
+            f"stablerules.jax.{name}: no lowering for platform {', '.join(platforms)}; its kernels "
+            f"run inside XLA on the CPU only. Put the arrays on the CPU "
+            f"(jax.device_put(x, jax.devices('cpu')[0])) or use jnp's own op on this device"
+        )
+
+    return lowering
+
+
+def _primitive(name: str, multiple_results: bool = False) -> Primitive:
+    primitive = Primitive(f"stablerules_{name}")
+    primitive.multiple_results = multiple_results
+    # Eager calls run the primitive as a one-op jit computation, as JAX's own primitives do.
+    primitive.def_impl(functools.partial(dispatch.apply_primitive, primitive))
+    mlir.register_lowering(primitive, _unsupported_platform(name.removesuffix("_pullback").removesuffix("_tangent")))
+    return primitive
+
+
+def _ffi_lowering(target: Callable[..., str]) -> mlir.LoweringRule:
+    """A CPU lowering: an FFI custom call to the handler ``target(ctx, **params)`` names."""
+
+    def lowering(ctx: mlir.LoweringRuleContext, *args: ir.Value, **params: object) -> Sequence[ir.Value | Sequence[ir.Value]]:  # type: ignore[type-arg]
+        name = target(ctx, **params)
+        return jax.ffi.ffi_lowering(name)(ctx, *args)
+
+    return lowering
+
+
+def _aval_in(ctx: mlir.LoweringRuleContext, index: int) -> jax.core.ShapedArray:
+    aval = ctx.avals_in[index]
+    assert isinstance(aval, jax.core.ShapedArray)
+    return aval
+
+
+def _undefined_aval(value: object) -> jax.core.ShapedArray:
+    """The abstract value of a transpose rule's undefined (linear) argument."""
+    aval = getattr(value, "aval")
+    assert isinstance(aval, jax.core.ShapedArray)
+    return aval
+
+
+def _shaped(shape: Sequence[int], dtype: np.dtype[np.generic]) -> jax.core.ShapedArray:
+    return jax.core.ShapedArray(tuple(shape), dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# repeat / tile primitives
+# ---------------------------------------------------------------------------------------------
+
+repeat_p = _primitive("repeat")
+repeat_pullback_p = _primitive("repeat_pullback")
+
+
+def _repeat_out_shape(shape: tuple[int, ...], inner: tuple[int, ...], outer: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(extent * i * o for extent, i, o in zip(shape, inner, outer))
+
+
+repeat_p.def_abstract_eval(
+    lambda x, *, inner, outer: _shaped(_repeat_out_shape(x.shape, inner, outer), x.dtype)
+)
+repeat_pullback_p.def_abstract_eval(lambda dy, *, inner, outer, x_shape: _shaped(x_shape, dy.dtype))
+
+
+def _repeat_lowering_target(kind: str) -> Callable[..., str]:
+    def target(ctx: mlir.LoweringRuleContext, *, inner: tuple[int, ...], outer: tuple[int, ...], **_: object) -> str:
+        return _repeat_target(inner, outer, np.dtype(_aval_in(ctx, 0).dtype), kind)
+
+    return target
+
+
+mlir.register_lowering(repeat_p, _ffi_lowering(_repeat_lowering_target("forward")), platform="cpu")
+mlir.register_lowering(repeat_pullback_p, _ffi_lowering(_repeat_lowering_target("pullback")), platform="cpu")
+
+
+def _repeat_transpose(ct: Array, x: object, *, inner: tuple[int, ...], outer: tuple[int, ...]) -> list[Array]:
+    assert ad.is_undefined_primal(x)
+    return [repeat_pullback_p.bind(ct, inner=inner, outer=outer, x_shape=tuple(_undefined_aval(x).shape))]
+
+
+def _repeat_pullback_transpose(
+    ct: Array, dy: object, *, inner: tuple[int, ...], outer: tuple[int, ...], x_shape: tuple[int, ...]
+) -> list[Array]:
+    return [repeat_p.bind(ct, inner=inner, outer=outer)]
+
+
+ad.deflinear2(repeat_p, _repeat_transpose)
+ad.deflinear2(repeat_pullback_p, _repeat_pullback_transpose)
+
+
+def _repeat_batch(args: Sequence[Array], dims: Sequence[int | None], *, inner: tuple[int, ...], outer: tuple[int, ...]) -> tuple[Array, int]:
+    (x,), (axis,) = args, dims
+    x = jnp.moveaxis(x, axis, 0) if axis is not None else x
+    return repeat_p.bind(x, inner=(1,) + inner, outer=(1,) + outer), 0
+
+
+def _repeat_pullback_batch(
+    args: Sequence[Array], dims: Sequence[int | None], *, inner: tuple[int, ...], outer: tuple[int, ...], x_shape: tuple[int, ...]
+) -> tuple[Array, int]:
+    (dy,), (axis,) = args, dims
+    dy = jnp.moveaxis(dy, axis, 0) if axis is not None else dy
+    batched = (dy.shape[0],) + x_shape
+    return repeat_pullback_p.bind(dy, inner=(1,) + inner, outer=(1,) + outer, x_shape=batched), 0
+
+
+batching.primitive_batchers[repeat_p] = _repeat_batch
+batching.primitive_batchers[repeat_pullback_p] = _repeat_pullback_batch
+
+
+def _repeat_call(op: str, x: object, *args: object) -> Array:
+    array = jnp.asarray(x)
+    form = _repeat_form(op, tuple(array.shape), np.dtype(array.dtype), *args)
+    result: Array = repeat_p.bind(jnp.reshape(array, form.shape), inner=form.inner, outer=form.outer)
+    return jnp.reshape(result, form.out_shape)
+
+
+def repeat(
+    x: Array,
+    repeats: Val[int] | int | None = None,
+    axis: Val[int] | int | None = None,
+    *,
+    inner: Val[int] | Val[tuple[int, ...]] | None = None,
+    outer: Val[int] | Val[tuple[int, ...]] | None = None,
+) -> Array:
+    """``stablerules.repeat`` on a JAX array, inside ``jit``/``grad``/``vmap``: NumPy's
+    ``repeat(x, Val(k), axis=Val(d))`` or Julia's ``repeat(x, inner=Val(...), outer=Val(...))``.
+    Counts are static (``Val``); on the CPU our compiled kernels run inside XLA (FFI)."""
+    return _repeat_call("repeat", x, repeats, axis, inner, outer)
+
+
+def tile(x: Array, reps: Val[int] | Val[tuple[int, ...]]) -> Array:
+    """``stablerules.tile`` (``np.tile``) on a JAX array; ``reps`` static."""
+    return _repeat_call("tile", x, reps)
+
+
+# ---------------------------------------------------------------------------------------------
+# kron primitives
+# ---------------------------------------------------------------------------------------------
+
+kron_p = _primitive("kron")
+kron_tangent_p = _primitive("kron_tangent")  # kron(ta, b) + kron(a, tb)
+kron_pullback_p = _primitive("kron_pullback", multiple_results=True)  # (da, db)
+
+
+def _kron_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[int, ...]:
+    n = max(len(a_shape), len(b_shape))
+    a_padded = (1,) * (n - len(a_shape)) + tuple(a_shape)
+    b_padded = (1,) * (n - len(b_shape)) + tuple(b_shape)
+    return tuple(p * q for p, q in zip(a_padded, b_padded))
+
+
+kron_p.def_abstract_eval(lambda a, b: _shaped(_kron_shape(a.shape, b.shape), a.dtype))
+kron_tangent_p.def_abstract_eval(lambda ta, tb, a, b: _shaped(_kron_shape(a.shape, b.shape), a.dtype))
+kron_pullback_p.def_abstract_eval(lambda dy, a, b: [_shaped(a.shape, a.dtype), _shaped(b.shape, b.dtype)])
+
+
+def _kron_lowering_target(kind: str) -> Callable[..., str]:
+    def target(ctx: mlir.LoweringRuleContext) -> str:
+        first = 0 if kind == "forward" else 1
+        a, b = _aval_in(ctx, first), _aval_in(ctx, first + 1)
+        return _kron_target(len(a.shape), len(b.shape), np.dtype(a.dtype), kind)
+
+    return target
+
+
+mlir.register_lowering(kron_p, _ffi_lowering(_kron_lowering_target("forward")), platform="cpu")
+mlir.register_lowering(kron_pullback_p, _ffi_lowering(_kron_lowering_target("pullback")), platform="cpu")
+mlir.register_lowering(
+    kron_tangent_p,
+    mlir.lower_fun(lambda ta, tb, a, b: kron_p.bind(ta, b) + kron_p.bind(a, tb), multiple_results=False),
+    platform="cpu",
+)
+
+
+def _zeros_like_aval(value: object) -> Array:
+    """Zeros shaped as a primal, which may be a transpose rule's undefined argument."""
+    if ad.is_undefined_primal(value):
+        aval = _undefined_aval(value)
+        return jnp.zeros(aval.shape, aval.dtype)
+    array = jnp.asarray(value)
+    return jnp.zeros(array.shape, array.dtype)
+
+
+def _kron_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[Array, Array]:
+    a, b = primals
+    ta, tb = tangents
+    y = kron_p.bind(a, b)
+    if type(ta) is ad.Zero:
+        return y, kron_p.bind(a, tb)
+    if type(tb) is ad.Zero:
+        return y, kron_p.bind(ta, b)
+    return y, kron_tangent_p.bind(ta, tb, a, b)
+
+
+def _kron_transpose(ct: object, a: object, b: object) -> list[object]:
+    # One operand is undefined (kron_p appears in a linear position only with one tangent).
+    if type(ct) is ad.Zero:
+        return [ad.Zero(_undefined_aval(v)) if ad.is_undefined_primal(v) else None for v in (a, b)]
+    if ad.is_undefined_primal(a):
+        return [kron_pullback_p.bind(ct, _zeros_like_aval(a), b)[0], None]
+    return [None, kron_pullback_p.bind(ct, a, _zeros_like_aval(b))[1]]
+
+
+def _instantiate(value: object, like: object) -> Array:
+    if type(value) is ad.Zero:
+        return _zeros_like_aval(like)
+    return value  # type: ignore[return-value]
+
+
+def _kron_tangent_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[Array, Array]:
+    ta, tb, a, b = primals
+    dta, dtb, da, db = (_instantiate(t, p) for t, p in zip(tangents, primals))
+    y = kron_tangent_p.bind(ta, tb, a, b)
+    return y, kron_tangent_p.bind(dta, dtb, a, b) + kron_tangent_p.bind(ta, tb, da, db)
+
+
+def _kron_tangent_transpose(ct: object, ta: object, tb: object, a: object, b: object) -> list[object]:
+    # Linear in (ta, tb) with (a, b) known, or in (a, b) with (ta, tb) known: kron_tangent is
+    # symmetric under swapping the pairs, and either transpose is one fused pullback.
+    tangents_undefined = ad.is_undefined_primal(ta) or ad.is_undefined_primal(tb)
+    if type(ct) is ad.Zero:
+        return [ad.Zero(_undefined_aval(v)) if ad.is_undefined_primal(v) else None for v in (ta, tb, a, b)]
+    if tangents_undefined:
+        da, db = kron_pullback_p.bind(ct, a, b)
+        return [da if ad.is_undefined_primal(ta) else None, db if ad.is_undefined_primal(tb) else None, None, None]
+    da, db = kron_pullback_p.bind(ct, ta, tb)
+    return [None, None, da if ad.is_undefined_primal(a) else None, db if ad.is_undefined_primal(b) else None]
+
+
+def _kron_pullback_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[list[Array], list[Array]]:
+    dy, a, b = primals
+    tdy, ta, tb = (_instantiate(t, p) for t, p in zip(tangents, primals))
+    da, db = kron_pullback_p.bind(dy, a, b)
+    first = kron_pullback_p.bind(tdy, a, b)
+    second = kron_pullback_p.bind(dy, ta, tb)
+    return [da, db], [first[0] + second[0], first[1] + second[1]]
+
+
+def _kron_pullback_transpose(cts: Sequence[object], dy: object, a: object, b: object) -> list[object]:
+    ha, hb = (_instantiate(ct, v) for ct, v in zip(cts, (a, b)))
+    if ad.is_undefined_primal(dy):
+        return [kron_tangent_p.bind(ha, hb, a, b), None, None]
+    da_bar, db_bar = kron_pullback_p.bind(dy, ha, hb)
+    return [None, da_bar if ad.is_undefined_primal(a) else None, db_bar if ad.is_undefined_primal(b) else None]
+
+
+ad.primitive_jvps[kron_p] = _kron_jvp
+ad.primitive_transposes[kron_p] = _kron_transpose
+ad.primitive_jvps[kron_tangent_p] = _kron_tangent_jvp
+ad.primitive_transposes[kron_tangent_p] = _kron_tangent_transpose
+ad.primitive_jvps[kron_pullback_p] = _kron_pullback_jvp
+ad.primitive_transposes[kron_pullback_p] = _kron_pullback_transpose
+
+
+def _sequential_batch(primitive: Primitive) -> Callable[..., tuple[object, object]]:
+    """A batching rule as an XLA loop over the batch: one kernel call per element."""
+
+    def batch(args: Sequence[Array], dims: Sequence[int | None], **params: object) -> tuple[object, object]:
+        size = next(arg.shape[dim] for arg, dim in zip(args, dims) if dim is not None)
+        moved = [
+            jnp.moveaxis(arg, dim, 0) if dim is not None else jnp.broadcast_to(arg, (size,) + arg.shape)
+            for arg, dim in zip(args, dims)
+        ]
+        out = jax.lax.map(lambda xs: primitive.bind(*xs, **params), tuple(moved))
+        return (out, [0] * len(out)) if primitive.multiple_results else (out, 0)
+
+    return batch
+
+
+def _padded_item(x: Array, batched: bool, rank: int) -> Array:
+    """A kron operand as ``(batch or 1,) + its item shape padded to ``rank`` axes``."""
+    item = x.shape[1:] if batched else x.shape
+    lead = (x.shape[0],) if batched else (1,)
+    return jnp.reshape(x, lead + (1,) * (rank - len(item)) + tuple(item))
+
+
+def _batched_kron(a: Array, a_dim: int | None, b: Array, b_dim: int | None) -> tuple[Array, int | None]:
+    """``kron`` per batch element. With one operand batched it is one kron call: the other
+    gets a leading axis of 1, and ``kron(a(N, ...), b(1, ...))[n] = kron(a[n], b)``. With both
+    batched it is an XLA loop over the batch (one kernel call per element)."""
+    if a_dim is None and b_dim is None:
+        return kron_p.bind(a, b), None
+    if a_dim is not None and b_dim is not None:
+        pairs = (jnp.moveaxis(a, a_dim, 0), jnp.moveaxis(b, b_dim, 0))
+        return jax.lax.map(lambda ab: kron_p.bind(*ab), pairs), 0
+    a = a if a_dim is None else jnp.moveaxis(a, a_dim, 0)
+    b = b if b_dim is None else jnp.moveaxis(b, b_dim, 0)
+    rank = max(a.ndim - (a_dim is not None), b.ndim - (b_dim is not None))
+    return kron_p.bind(_padded_item(a, a_dim is not None, rank), _padded_item(b, b_dim is not None, rank)), 0
+
+
+def _kron_batch(args: Sequence[Array], dims: Sequence[int | None]) -> tuple[Array, int | None]:
+    return _batched_kron(args[0], dims[0], args[1], dims[1])
+
+
+def _kron_tangent_batch(args: Sequence[Array], dims: Sequence[int | None]) -> tuple[Array, int | None]:
+    ta, tb, a, b = args
+    first, first_dim = _batched_kron(ta, dims[0], b, dims[3])
+    second, second_dim = _batched_kron(a, dims[2], tb, dims[1])
+    size = next(arg.shape[dim] for arg, dim in zip(args, dims) if dim is not None)
+    first = first if first_dim is not None else jnp.broadcast_to(first, (size,) + first.shape)
+    second = second if second_dim is not None else jnp.broadcast_to(second, (size,) + second.shape)
+    return first + second, 0
+
+
+batching.primitive_batchers[kron_p] = _kron_batch
+batching.primitive_batchers[kron_tangent_p] = _kron_tangent_batch
+# The pullback gives each batch element its own gradients of both operands (a shared operand's
+# gradient is not summed over the batch here), which one kron pullback cannot: an XLA loop.
+batching.primitive_batchers[kron_pullback_p] = _sequential_batch(kron_pullback_p)
+
+
+_KERNEL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+
+
+def kron(a: Array, b: Array) -> Array:
+    """``stablerules.kron`` (``np.kron``) on JAX arrays, inside ``jit``/``grad``/``vmap``.
+
+    float32/float64 operands (promoted to one dtype) run our forward and fused pullback
+    kernels inside XLA; complex and integer operands use ``jnp.kron``."""
+    a_array, b_array = jnp.asarray(a), jnp.asarray(b)
+    dtype = np.dtype(jnp.result_type(a_array, b_array))
+    if dtype not in _KERNEL_DTYPES or max(a_array.ndim, b_array.ndim) > _kron_rules._MAX_AXES:
+        return jnp.kron(a_array, b_array)
+    result: Array = kron_p.bind(a_array.astype(dtype), b_array.astype(dtype))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The concatenate family, in jnp (module docstring)
+# ---------------------------------------------------------------------------------------------
+
+
+def _axis(value: object, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, Val):
+        inner = value.value
+        if not isinstance(inner, int):
+            raise TypeError(f"{name} must be Val(int) or None, got {value!r}")
+        return inner
+    if isinstance(value, int) and not isinstance(value, bool):
+        CACHE.note_dynamic_argument(name, value)
+        return value
+    raise TypeError(f"{name} must be Val(int) or None, got {type(value).__name__}")
+
+
+def concatenate(arrays: Sequence[Array], axis: Val[int] | int | None = Val(0)) -> Array:
+    """``np.concatenate`` on JAX arrays (``axis``: ``Val(int)`` or ``None``), as ``jnp.concatenate``."""
+    return jnp.concatenate([jnp.asarray(a) for a in arrays], axis=_axis(axis, "concatenate: axis"))
+
+
+def stack(arrays: Sequence[Array], axis: Val[int] | int = Val(0)) -> Array:
+    """``np.stack`` on JAX arrays (``axis``: ``Val(int)``)."""
+    index = _axis(axis, "stack: axis")
+    return jnp.stack([jnp.asarray(a) for a in arrays], axis=0 if index is None else index)
+
+
+def hstack(arrays: Sequence[Array]) -> Array:
+    """``np.hstack`` on JAX arrays."""
+    return jnp.hstack([jnp.asarray(a) for a in arrays])
+
+
+def vstack(arrays: Sequence[Array]) -> Array:
+    """``np.vstack`` on JAX arrays."""
+    return jnp.vstack([jnp.asarray(a) for a in arrays])
+
+
+def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]]) -> Array:
+    """Julia's ``cat`` with 0-based axes on JAX arrays: ``dims=Val(k)`` concatenates along
+    ``k`` (inputs padded with trailing size-1 axes when ``k >= ndim``); ``dims=Val((i, j))``
+    places the inputs block-diagonally, zeros elsewhere. Scalars count as 0-d arrays."""
+    if not isinstance(dims, Val):
+        raise TypeError(f"cat: dims must be Val(int) or Val(tuple), got {type(dims).__name__}")
+    value = dims.value
+    axes = (value,) if isinstance(value, int) else tuple(value)
+    if not arrays:
+        raise ValueError("cat: needs at least one array")
+    if any(axis < 0 for axis in axes):
+        raise ValueError(f"cat: dims={value} must be non-negative (0-based axes)")
+    parts = [jnp.asarray(a) for a in arrays]
+    ndim = max(max(p.ndim for p in parts), max(axes) + 1)
+    parts = [jnp.reshape(p, p.shape + (1,) * (ndim - p.ndim)) for p in parts]
+    dtype = jnp.result_type(*parts)
+    if len(axes) == 1:
+        return jnp.concatenate([p.astype(dtype) for p in parts], axis=axes[0])
+    shape = []
+    for axis in range(ndim):
+        if axis in axes:
+            shape.append(sum(p.shape[axis] for p in parts))
+            continue
+        extents = {p.shape[axis] for p in parts}
+        if len(extents) != 1:
+            raise ValueError(
+                f"cat: the inputs' shapes {[tuple(p.shape) for p in parts]} differ along axis {axis}, "
+                f"which is not in dims={value}"
+            )
+        shape.append(extents.pop())
+    out = jnp.zeros(tuple(shape), dtype)
+    offsets = [0] * ndim
+    for p in parts:
+        index = tuple(
+            slice(offsets[axis], offsets[axis] + p.shape[axis]) if axis in axes else slice(None) for axis in range(ndim)
+        )
+        out = out.at[index].set(p.astype(dtype))
+        for axis in axes:
+            offsets[axis] += p.shape[axis]
+    return out

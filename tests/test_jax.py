@@ -1,0 +1,430 @@
+"""``stablerules.jax``: our ops inside JAX, the kernel-backed ones through XLA's FFI.
+
+Gradients are checked by ``jax.test_util.check_grads`` (finite differences, both modes, to
+second order) and against ``jnp``'s own composition of the same op; forward values against
+NumPy / ``stablerules``' NumPy ops. The FFI handler is also driven directly with call frames
+built here from the header's struct layouts (metadata query, refused API versions).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import jax.extend
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import stablerules as sr
+import stablerules.jax as srj
+from stablerules import Val
+from stablerules import _ffi
+from stablerules import _jax
+
+jax.config.update("jax_enable_x64", True)
+
+RNG = np.random.default_rng(23)
+
+
+def rand(*shape: int, dtype: Any = np.float64) -> jax.Array:
+    values = RNG.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        values = values + 1j * RNG.standard_normal(shape)
+    return jnp.asarray(values.astype(dtype))
+
+
+def julia(x: Any, inner: tuple[int, ...], outer: tuple[int, ...]) -> Any:
+    for axis, count in enumerate(inner):
+        x = jnp.repeat(x, count, axis=axis)
+    return jnp.tile(x, outer)
+
+
+# (name, ours, arrays, jnp's own composition or None)
+CASES: list[tuple[str, Callable[..., Any], tuple[jax.Array, ...], Callable[..., Any] | None]] = [
+    ("repeat numpy form", lambda x: srj.repeat(x, Val(3), axis=Val(1)), (rand(2, 3),), lambda x: jnp.repeat(x, 3, axis=1)),
+    ("repeat axis=None", lambda x: srj.repeat(x, Val(2)), (rand(2, 3),), lambda x: jnp.repeat(x, 2)),
+    (
+        "repeat inner/outer (W3-like)",
+        lambda x: srj.repeat(x, inner=Val((2, 1, 3)), outer=Val((2, 1, 2))),
+        (rand(3, 2, 2),),
+        lambda x: julia(x, (2, 1, 3), (2, 1, 2)),
+    ),
+    ("repeat inner adds an axis", lambda x: srj.repeat(x, inner=Val((2, 1, 3))), (rand(3, 2),), None),
+    ("tile", lambda x: srj.tile(x, Val((2, 1, 3))), (rand(3, 2),), lambda x: jnp.tile(x, (2, 1, 3))),
+    ("tile 0-d", lambda x: srj.tile(x, Val(3)), (rand(),), lambda x: jnp.tile(x, 3)),
+    ("kron", srj.kron, (rand(2, 3), rand(3, 2)), jnp.kron),
+    ("kron 3-d by 1-d", srj.kron, (rand(2, 1, 3), rand(2)), jnp.kron),
+    ("kron complex (jnp path)", srj.kron, (rand(2, 2, dtype=np.complex128), rand(3, 2, dtype=np.complex128)), jnp.kron),
+    ("concatenate", lambda a, b: srj.concatenate((a, b), axis=Val(1)), (rand(2, 3), rand(2, 4)), lambda a, b: jnp.concatenate((a, b), axis=1)),
+    ("concatenate axis=None", lambda a, b: srj.concatenate([a, b], axis=None), (rand(2, 3), rand(4)), None),
+    ("stack", lambda a, b: srj.stack((a, b), axis=Val(1)), (rand(2, 3), rand(2, 3)), lambda a, b: jnp.stack((a, b), axis=1)),
+    ("hstack", lambda a, b: srj.hstack((a, b)), (rand(2, 3), rand(2, 1)), lambda a, b: jnp.hstack((a, b))),
+    ("vstack", lambda a, b: srj.vstack((a, b)), (rand(3), rand(2, 3)), lambda a, b: jnp.vstack((a, b))),
+    ("cat block-diagonal", lambda a, b: srj.cat(a, b, dims=Val((0, 1))), (rand(2, 3), rand(1, 2)), None),
+    ("cat new axis", lambda a, b: srj.cat(a, b, dims=Val(2)), (rand(2, 3), rand(2, 3)), None),
+]
+IDS = [case[0] for case in CASES]
+WITH_REFERENCE = [case for case in CASES if case[3] is not None]
+
+
+@pytest.mark.parametrize(("name", "fn", "args", "reference"), CASES, ids=IDS)
+def test_check_grads_second_order_both_modes(
+    name: str, fn: Callable[..., Any], args: tuple[jax.Array, ...], reference: Callable[..., Any] | None
+) -> None:
+    check_grads(fn, args, order=2, modes=("fwd", "rev"))
+    check_grads(jax.jit(fn), args, order=2, modes=("fwd", "rev"))
+
+
+@pytest.mark.parametrize(("name", "fn", "args", "reference"), WITH_REFERENCE, ids=[c[0] for c in WITH_REFERENCE])
+def test_values_and_gradients_equal_jnps_composition(
+    name: str, fn: Callable[..., Any], args: tuple[jax.Array, ...], reference: Callable[..., Any]
+) -> None:
+    expected = reference(*args)
+    np.testing.assert_allclose(jax.jit(fn)(*args), expected, rtol=1e-15, atol=1e-15)
+    np.testing.assert_allclose(fn(*args), expected, rtol=1e-15, atol=1e-15)
+    weights = rand(*expected.shape, dtype=expected.dtype)
+    argnums = tuple(range(len(args)))
+
+    def loss(f: Callable[..., Any]) -> Callable[..., Any]:
+        return lambda *xs: jnp.real(jnp.sum(f(*xs) * weights))
+
+    ours = jax.jit(jax.grad(loss(fn), argnums))(*args)
+    theirs = jax.grad(loss(reference), argnums)(*args)
+    for g, h, x in zip(ours, theirs, args):
+        np.testing.assert_allclose(g, h, rtol=1e-12, atol=1e-12)
+        assert g.dtype == x.dtype and g.shape == x.shape
+
+
+def test_forward_equals_the_numpy_ops() -> None:
+    x = np.asarray(rand(4, 3, 2))
+    got = jax.jit(lambda x: srj.repeat(x, inner=Val((7, 1, 10)), outer=Val((4, 1, 2))))(x)
+    np.testing.assert_array_equal(got, sr.repeat(x, inner=Val((7, 1, 10)), outer=Val((4, 1, 2))))
+    a, b = np.asarray(rand(3, 4)), np.asarray(rand(5, 2))
+    np.testing.assert_array_equal(jax.jit(srj.kron)(a, b), sr.kron(a, b))
+    np.testing.assert_array_equal(srj.tile(jnp.asarray(x), Val((2, 1))), np.tile(x, (2, 1)))
+
+
+def test_float32_stays_float32_and_accumulates_wide() -> None:
+    a, b = rand(3, 4, dtype=np.float32), rand(40, 50, dtype=np.float32)
+    dy = rand(120, 200, dtype=np.float32)
+    y, back = jax.vjp(srj.kron, a, b)
+    da, db = jax.jit(back)(dy)
+    assert y.dtype == da.dtype == db.dtype == jnp.float32
+    a64, b64, dy64 = (np.asarray(v, np.float64) for v in (a, b, dy))
+    view = dy64.reshape(3, 40, 4, 50)
+    np.testing.assert_allclose(da, np.einsum("ikjl,kl->ij", view, b64), rtol=1e-6)
+    np.testing.assert_allclose(db, np.einsum("ikjl,ij->kl", view, a64), rtol=1e-6)
+
+
+def test_mixed_dtypes_promote_as_numpy() -> None:
+    a, b = rand(2, 2, dtype=np.float32), rand(2, 3)
+    y = srj.kron(a, b)
+    assert y.dtype == jnp.float64
+    np.testing.assert_allclose(y, np.kron(np.asarray(a), np.asarray(b)), rtol=1e-15)
+
+
+def _count(jaxpr: Any, name: str) -> int:
+    return sum(1 for eqn in jaxpr.eqns if eqn.primitive.name == name) + sum(
+        _count(sub.jaxpr if hasattr(sub, "jaxpr") else sub, name) for eqn in jaxpr.eqns for sub in jax.extend.core.jaxprs_in_params(eqn.params)
+    )
+
+
+def test_vmap_is_one_kernel_call_per_batch() -> None:
+    xs = rand(5, 4, 3)
+
+    def f(x: jax.Array) -> jax.Array:
+        return srj.repeat(x, inner=Val((2, 3)), outer=Val((2, 1)))
+
+    batched = jax.vmap(f)
+    jaxpr = jax.make_jaxpr(batched)(xs).jaxpr
+    assert _count(jaxpr, "stablerules_repeat") == 1
+    np.testing.assert_array_equal(jax.jit(batched)(xs), jnp.stack([f(x) for x in xs]))
+    # the pullback batches too: vmap of a vjp is one pullback call
+    dys = rand(5, 16, 9)
+    grads = jax.vmap(lambda x, dy: jax.vjp(f, x)[1](dy)[0])(xs, dys)
+    loop = jnp.stack([jax.vjp(f, x)[1](dy)[0] for x, dy in zip(xs, dys)])
+    np.testing.assert_allclose(grads, loop, rtol=1e-12, atol=1e-13)  # sums reassociated
+    vjp_jaxpr = jax.make_jaxpr(jax.vmap(lambda x, dy: jax.vjp(f, x)[1](dy)[0]))(xs, dys).jaxpr
+    assert _count(vjp_jaxpr, "stablerules_repeat_pullback") == 1
+
+
+def test_vmap_kron_and_its_gradients_over_either_operand() -> None:
+    a_batch, b = rand(4, 2, 3), rand(3, 2)
+    got = jax.jit(jax.vmap(srj.kron, in_axes=(0, None)))(a_batch, b)
+    np.testing.assert_allclose(got, jnp.stack([jnp.kron(a, b) for a in a_batch]), rtol=1e-15)
+    grads = jax.vmap(jax.grad(lambda a, b: jnp.sum(srj.kron(a, b) ** 2), (0, 1)), in_axes=(0, None))(a_batch, b)
+    native = jax.vmap(jax.grad(lambda a, b: jnp.sum(jnp.kron(a, b) ** 2), (0, 1)), in_axes=(0, None))(a_batch, b)
+    for g, h in zip(grads, native):
+        np.testing.assert_allclose(g, h, rtol=1e-12)
+
+
+def test_jit_jvp_grad_combinations() -> None:
+    x = rand(3, 4)
+
+    def f(x: jax.Array) -> jax.Array:
+        return jnp.sum(jnp.sin(srj.tile(srj.repeat(x, Val(2), axis=Val(0)), Val((1, 3)))))
+
+    def native(x: jax.Array) -> jax.Array:
+        return jnp.sum(jnp.sin(jnp.tile(jnp.repeat(x, 2, axis=0), (1, 3))))
+
+    v = rand(3, 4)
+    for transform in (
+        lambda g: jax.jit(jax.grad(g)),
+        lambda g: jax.grad(jax.jit(g)),
+        lambda g: jax.jit(jax.hessian(g)),
+        lambda g: jax.jit(lambda x: jax.jvp(jax.grad(g), (x,), (v,))[1]),
+        lambda g: jax.jit(lambda x: jax.jvp(g, (x,), (v,))),
+        lambda g: jax.jit(jax.jacfwd(jax.grad(g))),
+    ):
+        ours, theirs = transform(f)(x), transform(native)(x)
+        for p, q in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)):
+            np.testing.assert_allclose(p, q, rtol=1e-12, atol=1e-12)
+
+
+def test_kron_hessian_and_third_order() -> None:
+    b = rand(2, 3)
+
+    def f(a: jax.Array) -> jax.Array:
+        return jnp.sum(srj.kron(a, b) ** 3)
+
+    a = rand(2, 2)
+    np.testing.assert_allclose(jax.jit(jax.hessian(f))(a), jax.hessian(lambda a: jnp.sum(jnp.kron(a, b) ** 3))(a), rtol=1e-12)
+    third = jax.grad(jax.grad(jax.grad(lambda s: f(jnp.reshape(s, (1, 1))))))(0.7)
+    np.testing.assert_allclose(third, 6 * jnp.sum(b**3), rtol=1e-12)
+
+
+def test_no_recompile_across_calls_and_shapes() -> None:
+    def f(x: jax.Array) -> jax.Array:
+        return jnp.sum(srj.repeat(x, inner=Val((3, 2)), outer=Val((2, 2))) ** 2)
+
+    step = jax.jit(jax.value_and_grad(f))
+    step(rand(4, 5))
+    kron_step = jax.jit(jax.grad(lambda a, b: jnp.sum(srj.kron(a, b) ** 2), (0, 1)))
+    kron_step(rand(2, 3), rand(3, 4))
+    before = sr.cache_info()
+    with sr.no_compile():
+        for _ in range(3):
+            step(rand(4, 5))
+            kron_step(rand(2, 3), rand(3, 4))
+        # new shapes: JAX traces again, but the handlers read extents at run time, so the same
+        # compiled handlers and kernels serve them
+        value, grad = jax.jit(jax.value_and_grad(f))(rand(7, 2))
+        kron_grads = jax.jit(jax.grad(lambda a, b: jnp.sum(srj.kron(a, b) ** 2), (0, 1)))(rand(5, 1), rand(2, 6))
+    after = sr.cache_info()
+    assert after.compiles == before.compiles and after.disk_hits == before.disk_hits
+    x = rand(7, 2)
+    np.testing.assert_allclose(jax.grad(f)(x), jax.grad(lambda x: jnp.sum(julia(x, (3, 2), (2, 2)) ** 2))(x), rtol=1e-12)
+    assert grad.shape == (7, 2) and kron_grads[0].shape == (5, 1)
+
+
+def test_val_is_a_static_pytree_node() -> None:
+    assert jax.tree_util.tree_leaves(Val((2, 3))) == []
+    x = rand(3)
+
+    @jax.jit
+    def f(x: jax.Array, counts: Val[int]) -> jax.Array:
+        return srj.repeat(x, counts)
+
+    np.testing.assert_array_equal(f(x, Val(2)), jnp.repeat(x, 2))
+    np.testing.assert_array_equal(f(x, Val(3)), jnp.repeat(x, 3))
+
+
+def test_bad_arguments_raise_before_any_kernel() -> None:
+    x = rand(3, 4)
+    with pytest.raises(TypeError, match="counts array is data"):
+        srj.repeat(x, np.array([1, 2, 3]), axis=Val(0))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="negative"):
+        srj.repeat(x, inner=Val((-1, 1)))
+    with pytest.raises(ValueError, match="axis"):
+        srj.repeat(x, Val(2), axis=Val(5))
+
+
+def test_other_platforms_are_refused_with_a_clear_error() -> None:
+    traced = jax.jit(lambda x: srj.repeat(x, Val(2))).trace(rand(3))
+    with pytest.raises(NotImplementedError, match=r"stablerules\.jax\.repeat: no lowering for platform cuda.*CPU"):
+        traced.lower(lowering_platforms=("cuda",))
+
+
+# ---------------------------------------------------------------------------------------------
+# The FFI API version: the installed headers, and the handler's own check of its caller
+# ---------------------------------------------------------------------------------------------
+
+HEADER = Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h"
+
+
+def _struct(name: str, text: str) -> type[ctypes.Structure]:
+    """A ctypes mirror of ``struct name`` from the header (pointers, ints, enums, structs)."""
+    body = re.search(rf"struct {name} \{{(.*?)\n\}};", text, re.S)
+    assert body is not None, name
+    fields: list[tuple[str, Any]] = []
+    for line in body.group(1).splitlines():
+        line = line.split("//")[0].strip()
+        api_field = re.match(r"_XLA_FFI_API_STRUCT_FIELD\((\w+)\);", line)
+        if api_field:  # a function pointer
+            fields.append((api_field.group(1), ctypes.c_void_p))
+            continue
+        match = re.match(r"(?:const )?(?:struct )?(\w+)\s*(\**)\s*(\w+);", line)
+        if not match:
+            continue
+        kind, stars, field = match.groups()
+        if stars:
+            ctype: Any = ctypes.c_void_p
+        elif kind in ("size_t", "int64_t"):
+            ctype = ctypes.c_int64
+        elif kind == "int":
+            ctype = ctypes.c_int
+        elif f"struct {kind} {{" in text:
+            ctype = _struct(kind, text)
+        else:  # an enum
+            ctype = ctypes.c_int
+        fields.append((field, ctype))
+    return type(name, (ctypes.Structure,), {"_fields_": fields})
+
+
+def test_frame_offsets_match_the_installed_header() -> None:
+    text = HEADER.read_text()
+    frame = _struct("XLA_FFI_CallFrame", text)
+    args = _struct("XLA_FFI_Args", text)
+    buffer = _struct("XLA_FFI_Buffer", text)
+    api = _struct("XLA_FFI_Api", text)
+    word = 8
+    assert getattr(frame, "api").offset == 2 * word and getattr(frame, "stage").offset == 4 * word
+    assert getattr(frame, "args").offset + getattr(args, "size").offset == 7 * word
+    assert getattr(frame, "args").offset + getattr(args, "args").offset == 9 * word
+    assert getattr(frame, "rets").offset == 10 * word
+    assert getattr(frame, "rets").offset + getattr(args, "args").offset == 14 * word
+    assert getattr(frame, "attrs").offset + ctypes.sizeof(_struct("XLA_FFI_Attrs", text)) == _ffi.FRAME_BYTES
+    assert [getattr(buffer, f).offset for f in ("dtype", "data", "rank", "dims")] == [16, 24, 32, 40]
+    version = _struct("XLA_FFI_Api_Version", text)
+    assert getattr(api, "api_version").offset + getattr(version, "major_version").offset == 32
+    assert getattr(api, "XLA_FFI_Error_Create").offset == 6 * word
+    assert _jax.installed_api_version() == (_ffi.API_MAJOR, _ffi.API_MINOR)
+
+
+def test_an_unknown_installed_api_version_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(_jax.FFIVersionError, match="FFI API version 0.4.*0.3 only"):
+        _jax.check_api_version((0, 4))
+    monkeypatch.setattr(_jax, "installed_api_version", lambda: (1, 0))
+    # a signature no other test uses, so its handler is registered here, after the check
+    fn = jax.jit(lambda x: srj.repeat(x, inner=Val((5, 7, 1, 3))))
+    with pytest.raises(srj.FFIVersionError, match="version 1.0"):
+        fn(rand(1, 1, 1, 1))
+
+
+_CREATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+
+
+def _call_handler(major: int, minor: int, frame_bytes: int, metadata: bool = False) -> tuple[int, list[str], Any]:
+    """Call a compiled handler with a call frame built here; returns (its result, the error
+    messages it asked the API to create, the metadata struct)."""
+    text = HEADER.read_text()
+    frame_type, api_type = _struct("XLA_FFI_CallFrame", text), _struct("XLA_FFI_Api", text)
+    metadata_type = _struct("XLA_FFI_Metadata", text)
+    messages: list[str] = []
+
+    def create(arguments: int) -> int:
+        words = (ctypes.c_int64 * 4).from_address(arguments)
+        messages.append(ctypes.string_at(words[2]).decode())
+        return 0xE0E0
+
+    callback = _CREATE(create)
+    api = api_type()
+    getattr(api, "api_version").major_version = major
+    getattr(api, "api_version").minor_version = minor
+    api.XLA_FFI_Error_Create = ctypes.cast(callback, ctypes.c_void_p)
+    frame = frame_type()
+    frame.struct_size = frame_bytes
+    frame.api = ctypes.addressof(api)
+    frame.stage = _ffi.STAGE_EXECUTE
+    meta = metadata_type()
+    extension = (ctypes.c_int64 * 4)(32, 1, 0, ctypes.addressof(meta))
+    if metadata:
+        frame.extension_start = ctypes.addressof(extension)
+    target = _jax._repeat_target((2,), (1,), np.dtype(np.float64), "forward")
+    handler = ctypes.cast(getattr(_jax._REGISTERED[target].function, "address"), _CREATE)
+    return handler(ctypes.addressof(frame)) or 0, messages, meta
+
+
+def test_the_handler_answers_the_metadata_query_with_its_version() -> None:
+    result, messages, meta = _call_handler(9, 9, 0, metadata=True)
+    assert result == 0 and messages == []
+    assert (getattr(meta, "api_version").major_version, getattr(meta, "api_version").minor_version) == (0, 3)
+
+
+@pytest.mark.parametrize(("major", "minor", "size"), [(0, 4, _ffi.FRAME_BYTES), (1, 3, _ffi.FRAME_BYTES), (0, 3, 200)])
+def test_the_handler_refuses_a_caller_of_another_version(major: int, minor: int, size: int) -> None:
+    # no buffer is read: the frame here has none (a misread would crash, not fail)
+    result, messages, _ = _call_handler(major, minor, size)
+    assert result == 0xE0E0
+    assert len(messages) == 1 and "reads XLA FFI API 0.3 call frames" in messages[0]
+
+
+def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
+    names = ["FFIVersionError", "cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
+    assert sorted(srj.__all__) == names
+    for name in names:
+        assert getattr(srj, name).__module__ == "stablerules._jax"
+
+
+def test_vmap_kron_over_one_operand_is_one_kernel_call() -> None:
+    a_batch, b = rand(4, 2, 3), rand(3)
+    jaxpr = jax.make_jaxpr(jax.vmap(srj.kron, in_axes=(0, None)))(a_batch, b).jaxpr
+    assert _count(jaxpr, "stablerules_kron") == 1 and _count(jaxpr, "while") == 0
+    np.testing.assert_allclose(
+        jax.vmap(srj.kron, in_axes=(None, 1))(b, a_batch), jnp.stack([jnp.kron(b, a) for a in jnp.moveaxis(a_batch, 1, 0)]), rtol=1e-15
+    )
+    c_batch = rand(4, 5)
+    both = jax.vmap(srj.kron)(a_batch, c_batch)
+    np.testing.assert_allclose(both, jnp.stack([jnp.kron(a, c) for a, c in zip(a_batch, c_batch)]), rtol=1e-15)
+    # jvp under vmap, with the tangent batched and the primals not (and the reverse)
+    t = rand(4, 2, 3)
+    a = a_batch[0]
+    got = jax.vmap(lambda t: jax.jvp(srj.kron, (a, b), (t, jnp.zeros_like(b)))[1])(t)
+    np.testing.assert_allclose(got, jnp.stack([jnp.kron(x, b) for x in t]), rtol=1e-15)
+    s = rand(4, 3)
+    got = jax.vmap(lambda t, s: jax.jvp(srj.kron, (a, b), (t, s))[1])(t, s)
+    np.testing.assert_allclose(got, jnp.stack([jnp.kron(x, b) + jnp.kron(a, y) for x, y in zip(t, s)]), rtol=1e-14)
+
+
+_FRESH_PROCESS = """
+import os
+os.environ["JAX_PLATFORMS"] = "cpu"
+import jax, jax.numpy as jnp
+import stablerules as sr, stablerules.jax as srj
+from stablerules import Val
+x = jnp.arange(6.0).reshape(2, 3)
+g = jax.jit(jax.grad(lambda x: jnp.sum(srj.repeat(x, inner=Val((2, 3)), outer=Val((3, 1))) ** 2)))(x)
+k = jax.jit(jax.grad(lambda a: jnp.sum(srj.kron(a, x) ** 2)))(x)
+info = sr.cache_info()
+print(info.compiles, info.disk_hits, float(g.sum()), float(k.sum()))
+"""
+
+
+@pytest.mark.slow
+def test_a_fresh_process_loads_handlers_from_disk(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def run(**env: str) -> list[str]:
+        environment = {**os.environ, "STABLERULES_CACHE_DIR": str(tmp_path), **env}
+        done = subprocess.run(
+            [sys.executable, "-c", _FRESH_PROCESS], capture_output=True, text=True, env=environment, check=True
+        )
+        return done.stdout.split()
+
+    first, second = run(), run()
+    # repeat: forward + pullback kernels and handlers; kron: forward + pullback kernels and handlers
+    assert int(first[0]) == 8 and int(first[1]) == 0
+    assert int(second[0]) == 0 and int(second[1]) == 8
+    memory_only = run(STABLERULES_DISK_CACHE="0")
+    assert int(memory_only[0]) == 8 and int(memory_only[1]) == 0
+    assert first[2:] == second[2:] == memory_only[2:]
