@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeAlias, cast
@@ -314,7 +313,7 @@ def _tensor(array: object, inputs: Sequence[object] = ()) -> torch.Tensor:
     if type(array).__module__.startswith("cupy"):
         if any(_cupy().shares_memory(array, item) for item in inputs):  # type: ignore[attr-defined]
             array = array.copy()  # type: ignore[attr-defined]
-        return torch.from_dlpack(array)  # type: ignore[arg-type]
+        return torch.utils.dlpack.from_dlpack(array)
     return torch.as_tensor(array)
 
 
@@ -359,9 +358,6 @@ def _gradient(tangent: object, like: torch.Tensor, dense: bool) -> torch.Tensor 
 # running our rules
 # ---------------------------------------------------------------------------------------------
 
-_CUDA_STREAM_LOCK = threading.Lock()
-
-
 def _on_stream(tensors: Sequence[torch.Tensor], run: Callable[[], _Result]) -> _Result:
     """Run ``run()`` with CuPy's current stream set to torch's, for CUDA tensors."""
     if not tensors or not tensors[0].is_cuda:
@@ -384,9 +380,9 @@ def run_forward(call: Call, tensors: Tensors) -> tuple[Tensors, Callable[[object
     arrays = [_array(tensor) for tensor in tensors]
     args, kwargs = _arguments(call, arrays)
     if tensors and tensors[0].is_cuda:
-        y, back = _on_stream(tensors, lambda: sr.rrule(call.entry.op, *args, **kwargs))  # type: ignore[call-overload]
+        y, back = _on_stream(tensors, lambda: sr.rrule(call.entry.op, *args, **kwargs))
     else:
-        y, back = sr.rrule(call.entry.op, *args, **kwargs)  # type: ignore[call-overload]
+        y, back = sr.rrule(call.entry.op, *args, **kwargs)
     if type(y) is tuple:
         return tuple(_tensor(item, arrays) for item in y), back  # type: ignore[return-value]
     return (_tensor(y, arrays),), back  # type: ignore[return-value]
@@ -411,16 +407,16 @@ def _closure(call: Call, tensors: Tensors) -> Callable[[object], tuple[object, .
     key: object = None
     if linear:
         key = (call, tuple((tuple(t.shape), t.dtype, t.device) for t in tensors))
-        back = _LINEAR_PULLBACKS.get(key)
-        if back is not None:
-            return back
+        known = _LINEAR_PULLBACKS.get(key)
+        if known is not None:
+            return known
     arrays = [_array(tensor) for tensor in tensors]
     args, kwargs = _arguments(call, arrays)
     pullback = getattr(sr, "pullback", None)
     if pullback is not None:
         back = cast("Callable[[object], tuple[object, ...]]", pullback(call.entry.op, *args, **kwargs))
     else:
-        back = _on_stream(tensors, lambda: sr.rrule(call.entry.op, *args, **kwargs))[1]  # type: ignore[call-overload]
+        back = cast("Callable[[object], tuple[object, ...]]", _on_stream(tensors, lambda: sr.rrule(call.entry.op, *args, **kwargs))[1])
     if linear:
         _LINEAR_PULLBACKS[key] = back
     return back
@@ -461,7 +457,7 @@ class _EagerEngine:
     """Calls through the autograd Functions (eager mode, torch.func transforms)."""
 
     def forward(self, call: Call, tensors: Tensors) -> Tensors:
-        if torch._C._are_functorch_transforms_active():
+        if _forward_mode():  # a torch.func transform, or dual tensors (forward-mode AD)
             return cast("Tensors", _Forward.apply(call, _Box(), *tensors))
         return cast("Tensors", _PLAIN_APPLY(call, *tensors))
 
@@ -497,7 +493,10 @@ def _transforms_active() -> bool:
 
 
 def _forward_mode() -> bool:
-    return _transforms_active() or torch.autograd.forward_ad._current_level >= 0
+    return torch._C._are_functorch_transforms_active() or _FORWARD_AD._current_level >= 0
+
+
+_FORWARD_AD = torch.autograd.forward_ad
 
 
 def _differentiable(tensor: torch.Tensor) -> bool:
@@ -556,9 +555,9 @@ class _Function(torch.autograd.Function):
     forwards have no defaults to apply) outside torch.func transforms."""
 
     @classmethod
-    def apply(cls, *args: object) -> object:  # type: ignore[override]
+    def apply(cls, *args: object) -> object:
         if torch._C._are_functorch_transforms_active():
-            return super().apply(*args)
+            return super().apply(*args)  # type: ignore[no-untyped-call]
         unwrap = torch._C._functorch.unwrap_if_dead
         args = tuple(unwrap(arg) if isinstance(arg, torch.Tensor) else arg for arg in args)
         return super(torch.autograd.function._SingleLevelFunction, cls).apply(*args)  # type: ignore[misc]
@@ -566,7 +565,7 @@ class _Function(torch.autograd.Function):
 
 class _Forward(_Function):
     @staticmethod
-    def forward(call: Call, box: _Box, *tensors: torch.Tensor) -> Tensors:  # type: ignore[override]
+    def forward(call: Call, box: _Box, *tensors: torch.Tensor) -> Tensors:
         outputs, box.back = run_forward(call, tensors)
         return outputs
 
@@ -584,16 +583,16 @@ class _Forward(_Function):
         c.set_materialize_grads(False)
 
     @staticmethod
-    def backward(ctx: FunctionCtx, *cotangents: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+    def backward(ctx: FunctionCtx, *cotangents: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         return _backward(cast("_Context", ctx), cotangents, 2)
 
     @staticmethod
-    def jvp(ctx: FunctionCtx, *tangents: torch.Tensor | None) -> Tensors:  # type: ignore[override]
+    def jvp(ctx: FunctionCtx, *tangents: torch.Tensor | None) -> Tensors:
         c = cast("_Context", ctx)
         return tangent_map(EAGER, c.call, tangents[2:], c.saved_tensors)
 
     @staticmethod
-    def vmap(info: object, in_dims: tuple[int | None, ...], call: Call, box: _Box, *tensors: torch.Tensor) -> tuple[Tensors, tuple[int, ...]]:  # type: ignore[override]
+    def vmap(info: object, in_dims: tuple[int | None, ...], call: Call, box: _Box, *tensors: torch.Tensor) -> tuple[Tensors, tuple[int, ...]]:
         size = cast("int", getattr(info, "batch_size"))
         dims = in_dims[2:]
         moved = tuple(t.movedim(d, 0) if d is not None else t for t, d in zip(tensors, dims))
@@ -618,7 +617,7 @@ class _PlainForward(torch.autograd.Function):
     ``forward``, which saves ~4 us a call over ``setup_context`` (a tiny op's budget)."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, call: Call, *tensors: torch.Tensor) -> Tensors:  # type: ignore[override]
+    def forward(ctx: FunctionCtx, call: Call, *tensors: torch.Tensor) -> Tensors:
         c = cast("_Context", ctx)
         outputs, c.back = run_forward(call, tensors)
         c.call = call
@@ -627,7 +626,7 @@ class _PlainForward(torch.autograd.Function):
         return outputs
 
     @staticmethod
-    def backward(ctx: FunctionCtx, *cotangents: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+    def backward(ctx: FunctionCtx, *cotangents: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         return _backward(cast("_Context", ctx), cotangents, 1)
 
 
@@ -651,7 +650,7 @@ class _Context(Protocol):
 
 class _Pullback(_Function):
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         call: Call, back: Callable[[object], tuple[object, ...]] | None, counts: int, *values: torch.Tensor | None
     ) -> OptionalTensors:
         tensors = cast("Tensors", values[counts:])
@@ -668,12 +667,44 @@ class _Pullback(_Function):
         c.set_materialize_grads(False)
 
     @staticmethod
-    def backward(ctx: FunctionCtx, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+    def backward(ctx: FunctionCtx, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         c = cast("_Context", ctx)
         values = cast("OptionalTensors", c.saved_tensors)
         cotangents, tensors = values[: c.counts], cast("Tensors", values[c.counts :])
         d_cotangents, d_tensors = pullback_of_pullback(EAGER, c.call, cotangents, tensors, grads)
         return (None, None, None, *d_cotangents, *d_tensors)
+
+    @staticmethod
+    def vmap(
+        info: object,
+        in_dims: tuple[int | None, ...],
+        call: Call,
+        back: Callable[[object], tuple[object, ...]] | None,
+        counts: int,
+        *values: torch.Tensor | None,
+    ) -> tuple[OptionalTensors, tuple[int | None, ...]]:
+        """A batch of pullbacks (``jacrev``, batched gradients): one call of our pullback per
+        sample (the op's batching rule covers the forward, the hot path)."""
+        size = cast("int", getattr(info, "batch_size"))
+        results = []
+        for index in range(size):
+            sample = tuple(
+                value.select(dim, index) if value is not None and dim is not None else value
+                for value, dim in zip(values, in_dims[3:])
+            )
+            results.append(EAGER.pullback(call, sample[:counts], cast("Tensors", sample[counts:])))
+        outputs: list[torch.Tensor | None] = []
+        for position, like in enumerate(cast("Tensors", values[counts:])):
+            items = [result[position] for result in results]
+            if all(item is None for item in items):
+                outputs.append(None)
+                continue
+            dim = in_dims[3 + counts + position]
+            shape = (like.select(dim, 0) if dim is not None else like).shape
+            outputs.append(
+                torch.stack([item if item is not None else like.new_zeros(shape) for item in items])
+            )
+        return tuple(outputs), tuple(None if output is None else 0 for output in outputs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -693,7 +724,9 @@ def _encode_static(value: object) -> object:
 
 def _decode_static(value: object) -> object:
     kind, inner = cast("tuple[str, object]", value)
-    return Val(inner) if kind == "Val" else inner  # type: ignore[arg-type]
+    if kind != "Val":
+        return inner
+    return Val(inner) if isinstance(inner, int) else Val(cast("tuple[int, ...]", inner))
 
 
 def encode(call: Call) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 
@@ -47,8 +48,10 @@ def _flatten(tensors: Tensors, size: int) -> Tensors:
 def _batch_repeat(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
     (x,) = tensors
     if call.static("repeats") is None:  # Julia's form: a count of 1 for the batch axis
-        changes = {name: Val((1, *_counts(call.static(name)))) for name in ("inner", "outer") if call.static(name) is not None}
-        return engine.forward(call.replace(**changes), (x,))
+        changes: dict[str, object] = {
+            name: Val((1, *_counts(call.static(name)))) for name in ("inner", "outer") if call.static(name) is not None
+        }
+        return engine.forward(call.replace(None, **changes), (x,))
     axis = _value(call.static("axis"))
     if axis is None:  # NumPy repeats the flattened array: flatten each sample
         return engine.forward(call.replace(axis=Val(1)), _flatten((x,), size))
@@ -91,8 +94,8 @@ def _batch_vstack(engine: Engine, call: Call, tensors: Tensors, batched: tuple[b
 
 def _batch_cat(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
     dims = _value(call.static("dims"))
-    shifted = dims + 1 if isinstance(dims, int) else tuple(d + 1 for d in dims)  # type: ignore[union-attr]
-    return engine.forward(call.replace(dims=Val(shifted)), _expand(tensors, batched, size))
+    shifted = Val(dims + 1) if isinstance(dims, int) else Val(tuple(d + 1 for d in cast("tuple[int, ...]", dims)))
+    return engine.forward(call.replace(dims=shifted), _expand(tensors, batched, size))
 
 
 def _batch_kron(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
