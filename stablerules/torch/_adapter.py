@@ -43,7 +43,7 @@ import ast
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeAlias, cast
+from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeAlias, TypeVar, cast
 
 import numpy as np
 import torch
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from torch.autograd.function import FunctionCtx
 
 Tensors: TypeAlias = tuple[torch.Tensor, ...]
+_R = TypeVar("_R", torch.Tensor, tuple[torch.Tensor, ...])
 OptionalTensors: TypeAlias = tuple[torch.Tensor | None, ...]
 
 # Below this many elements a stride-0 cotangent is read densely: detecting it and building the
@@ -110,6 +111,7 @@ class Entry:
     batch: BatchRule
     tangent: TangentRule | None = None
     second_order: SecondOrderRule | None = None
+    tuple_result: bool = False  # the op returns a tuple of arrays (split)
 
     variadic: bool = field(init=False)
     order: dict[str, int] = field(init=False)  # each parameter's position (without a ``*``)
@@ -861,10 +863,12 @@ def _aliases(tensor: torch.Tensor, others: Sequence[torch.Tensor]) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-class TorchOp:
+class TorchOp(Generic[_R]):
     """One of our ops on torch tensors: ``op(*args, **kwargs)`` with ``stablerules``' argument
-    forms (statics as ``Val``), returning a tensor (a tuple of them for an op that returns a
-    tuple) on the inputs' device; differentiable by every torch mechanism (see the module)."""
+    forms (statics as ``Val``), returning a tensor (``_R`` is ``torch.Tensor``; a tuple of
+    them for an op that returns a tuple) on the inputs' device; differentiable by every torch
+    mechanism (see the module). Arguments are checked when called, not typed per op: one
+    generic callable serves every op."""
 
     def __init__(self, entry: Entry) -> None:
         self.entry = entry
@@ -876,10 +880,10 @@ class TorchOp:
             + (getattr(entry.op, "__call__").__doc__ or "")
         )
 
-    def __call__(self, *args: object, **kwargs: object) -> torch.Tensor:
+    def __call__(self, *args: object, **kwargs: object) -> _R:
         call, tensors = bind(self.entry, args, kwargs)
         outputs = engine().forward(call, tensors)
-        return outputs[0] if len(outputs) == 1 else outputs  # type: ignore[return-value]
+        return cast("_R", outputs if self.entry.tuple_result else outputs[0])
 
     def __repr__(self) -> str:
         return f"<stablerules.torch op {self.entry.name}>"

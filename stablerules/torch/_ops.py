@@ -1,8 +1,11 @@
 """The op table of ``stablerules.torch``: one :class:`Entry` per op, with its batching rule.
 
-A new op is one ``_entry(...)`` line: its parameters (which hold tensors), and how a batch
-axis in front changes its statics (most ops: shift an axis by one, ``_shift_axis``). A linear
-op needs nothing else; kron, the one bilinear op, brings its jvp and its second-order rule.
+A new op is one ``_entry(...)`` line and one ``TorchOp`` line: its parameters (which hold
+tensors), and how a batch axis in front changes its statics (most ops: shift an axis by one,
+``shift_axes("axis")``). A linear op needs nothing else; kron, the one bilinear op, brings its
+jvp and its second-order rule. An affine op (``pad`` with a non-zero constant) must give a
+``tangent`` rule (its tangent map is the op with the constant zeroed); a tuple-returning op
+(``split``) sets ``tuple_result``.
 """
 
 from __future__ import annotations
@@ -68,17 +71,30 @@ def _batch_tile(engine: Engine, call: Call, tensors: Tensors, batched: tuple[boo
     return engine.forward(call.replace(reps=Val((1,) * (ndim - len(reps) + 1) + reps)), (x,))
 
 
-def _batch_concatenate(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
-    tensors = _expand(tensors, batched, size)
-    axis = _value(call.static("axis", Val(0)))
-    if axis is None:
-        return engine.forward(call.replace(axis=Val(1)), _flatten(tensors, size))
-    return engine.forward(call.replace(axis=Val(_shift(axis))), tensors)  # type: ignore[arg-type]
+def shift_axes(name: str, default: object = None, *, none: str = "all") -> BatchRule:
+    """The batching rule of an op whose static ``name`` is an axis or a tuple of axes (int,
+    negative allowed): each shifted past the batch axis. ``None`` (or an absent ``name``
+    with ``default`` None) means every axis (``none="all"``: flip, sum, mean) or the
+    flattened array (``none="flatten"``: concatenate; ``"flatten-reshape"``: roll, whose
+    result has the input's shape)."""
 
+    def shift_axes_rule(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+        tensors = _expand(tensors, batched, size)
+        axis = _value(call.static(name, default))
+        if axis is None:
+            if none.startswith("flatten"):
+                outputs = engine.forward(call.replace(None, **{name: Val(1)}), _flatten(tensors, size))
+                if none == "flatten":
+                    return outputs
+                return tuple(output.reshape(tensors[0].shape) for output in outputs)
+            shifted: object = Val(tuple(range(1, tensors[0].ndim)))
+        elif isinstance(axis, int):
+            shifted = Val(_shift(axis))
+        else:
+            shifted = Val(tuple(_shift(a) for a in cast("tuple[int, ...]", axis)))
+        return engine.forward(call.replace(None, **{name: shifted}), tensors)
 
-def _batch_stack(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
-    axis = _value(call.static("axis", Val(0)))
-    return engine.forward(call.replace(axis=Val(_shift(axis))), _expand(tensors, batched, size))  # type: ignore[arg-type]
+    return shift_axes_rule
 
 
 def _batch_hstack(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
@@ -160,25 +176,26 @@ def _entry(
     batch: BatchRule,
     tangent: TangentRule | None = None,
     second_order: SecondOrderRule | None = None,
+    tuple_result: bool = False,
 ) -> Entry:
     name = getattr(op, "name")
-    return Entry(name, op, tuple(parameters), frozenset(arrays), batch, tangent, second_order)  # type: ignore[arg-type]
+    return Entry(name, op, tuple(parameters), frozenset(arrays), batch, tangent, second_order, tuple_result)  # type: ignore[arg-type]
 
 
 REPEAT = _entry(sr.repeat, ("x", "repeats", "axis", "inner", "outer"), ("x",), _batch_repeat)
 TILE = _entry(sr.tile, ("x", "reps"), ("x",), _batch_tile)
-CONCATENATE = _entry(sr.concatenate, ("arrays", "axis"), ("arrays",), _batch_concatenate)
-STACK = _entry(sr.stack, ("arrays", "axis"), ("arrays",), _batch_stack)
+CONCATENATE = _entry(sr.concatenate, ("arrays", "axis"), ("arrays",), shift_axes("axis", Val(0), none="flatten"))
+STACK = _entry(sr.stack, ("arrays", "axis"), ("arrays",), shift_axes("axis", Val(0)))
 HSTACK = _entry(sr.hstack, ("arrays",), ("arrays",), _batch_hstack)
 VSTACK = _entry(sr.vstack, ("arrays",), ("arrays",), _batch_vstack)
 CAT = _entry(sr.cat, ("*arrays", "dims"), ("arrays",), _batch_cat)
 KRON = _entry(sr.kron, ("a", "b"), ("a", "b"), _batch_kron, _kron_tangent, _kron_second_order)
 
-repeat = TorchOp(REPEAT)
-tile = TorchOp(TILE)
-concatenate = TorchOp(CONCATENATE)
-stack = TorchOp(STACK)
-hstack = TorchOp(HSTACK)
-vstack = TorchOp(VSTACK)
-cat = TorchOp(CAT)
-kron = TorchOp(KRON)
+repeat: TorchOp[torch.Tensor] = TorchOp(REPEAT)
+tile: TorchOp[torch.Tensor] = TorchOp(TILE)
+concatenate: TorchOp[torch.Tensor] = TorchOp(CONCATENATE)
+stack: TorchOp[torch.Tensor] = TorchOp(STACK)
+hstack: TorchOp[torch.Tensor] = TorchOp(HSTACK)
+vstack: TorchOp[torch.Tensor] = TorchOp(VSTACK)
+cat: TorchOp[torch.Tensor] = TorchOp(CAT)
+kron: TorchOp[torch.Tensor] = TorchOp(KRON)
