@@ -113,30 +113,27 @@ def _cases(torch: ModuleType, tiny: bool, compiled: bool) -> Iterator[_Case]:
 
         return check
 
-    def fastest_native(loss: str) -> Callable[[Tensor], Tensor]:
-        def step(function: Callable[[Tensor], Tensor]) -> Step:
-            return (lambda: function(x).sum().backward()) if loss == "sum" else (lambda: function(x).backward(dy))
-
-        budget = Budget.for_mode("tiny")
-        return min(natives.values(), key=lambda function: measure(step(function), budget).median_s)
-
-    for loss in ("dense", "sum"):
-        native = fastest_native(loss)
+    def step(function: Callable[[Tensor], Tensor], loss: str) -> Step:
         if loss == "sum":
-            yield _Case("W3 sum", f"repeat(x{tuple(x.shape)}, inner={inner}, outer={outer}), sum loss", "eager",
-                        2.5, lambda: ours_w3(x).sum().backward(), lambda n=native: n(x).sum().backward(),
-                        check_w3(loss, ours_w3, native))
-        else:
-            yield _Case("W3", f"repeat(x{tuple(x.shape)}, inner={inner}, outer={outer}), y.backward(dy)", "eager",
-                        8.0, lambda: ours_w3(x).backward(dy), lambda n=native: n(x).backward(dy),
-                        check_w3(loss, ours_w3, native))
+            return lambda: function(x).sum().backward()
+        return lambda: function(x).backward(dy)
+
+    def fastest_native(loss: str) -> Callable[[Tensor], Tensor]:
+        budget = Budget.for_mode("tiny")
+        return min(natives.values(), key=lambda function: measure(step(function, loss), budget).median_s)
+
+    shape = tuple(x.shape)
+    dense_native = fastest_native("dense")
+    yield _Case("W3", f"repeat(x{shape}, inner={inner}, outer={outer}), y.backward(dy)", "eager", 8.0,
+                step(ours_w3, "dense"), step(dense_native, "dense"), check_w3("dense", ours_w3, dense_native))
+    sum_native = fastest_native("sum")
+    yield _Case("W3 sum", f"repeat(x{shape}, inner={inner}, outer={outer}), sum loss", "eager", 2.5,
+                step(ours_w3, "sum"), step(sum_native, "sum"), check_w3("sum", ours_w3, sum_native))
     if compiled:
-        native = fastest_native("dense")
         ours_c = torch.compile(ours_w3)
-        native_c = torch.compile(native)
+        native_c = torch.compile(dense_native)
         yield _Case("W3 compiled", "W3 under torch.compile (inductor), y.backward(dy)", "compiled", 1.5,
-                    lambda: ours_c(x).backward(dy), lambda: native_c(x).backward(dy),
-                    check_w3("dense", ours_c, native_c))
+                    step(ours_c, "dense"), step(native_c, "dense"), check_w3("dense", ours_c, native_c))
 
     a_shape, b_shape = ((3, 4), (5, 3)) if tiny else ((30, 40), (50, 30))
     a = torch.randn(a_shape, dtype=torch.float64, generator=generator, requires_grad=True)

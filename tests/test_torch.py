@@ -275,6 +275,24 @@ def test_opcheck(entry: _adapter.Entry) -> None:
         assert set(result.values()) == {"SUCCESS"}, result
 
 
+def test_custom_op_vmap_uses_the_batching_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    original = _ops.TILE.batch
+
+    def counted(*args: object) -> object:
+        calls.append(1)
+        return original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_ops.TILE, "batch", counted)
+    xb = torch.randn(4, 2, 3, dtype=torch.float64)
+    call, _ = _adapter.bind(_ops.TILE, (xb[0], Val((2, 1))), {})
+    forward_op, _ = _adapter.custom_ops(_ops.TILE)
+    text = _adapter.encode(call)
+    got = torch.vmap(lambda x: forward_op([x], text)[0])(xb)
+    assert torch.equal(got, torch.stack([torch.from_numpy(np.tile(x.numpy(), (2, 1))) for x in xb]))
+    assert calls == [1]
+
+
 def test_compile_fullgraph_forward_and_backward_equal_eager() -> None:
     torch._dynamo.reset()
 

@@ -843,6 +843,16 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
         d_cotangents, d_tensors = pullback_of_pullback(OPS, c.call, cotangents, tensors, tuple(grads))
         return list(d_cotangents), list(d_tensors), None
 
+    def forward_vmap(
+        info: object, in_dims: tuple[object, ...], arrays: list[torch.Tensor], call: str
+    ) -> tuple[list[torch.Tensor], list[int]]:
+        dims = cast("list[int | None]", in_dims[0])
+        moved = tuple(a.movedim(d, 0) if d is not None else a for a, d in zip(arrays, dims))
+        size = cast("int", getattr(info, "batch_size"))
+        outputs = entry.batch(OPS, decode(entry, call), moved, tuple(d is not None for d in dims), size)
+        return list(outputs), [0] * len(outputs)
+
+    forward_op.register_vmap(forward_vmap)
     forward_op.register_autograd(forward_backward, setup_context=forward_setup)
     pullback_op.register_autograd(pullback_backward, setup_context=pullback_setup)
     ops = (cast("Callable[..., list[torch.Tensor]]", forward_op), cast("Callable[..., list[torch.Tensor]]", pullback_op))
