@@ -5,16 +5,18 @@ them hold tensors, a batching rule); everything else is shared:
 
 - A call is *bound* into a :class:`Call` (the entry, which parameters hold one tensor or a
   sequence of them, and the static arguments) plus the flat list of its tensors.
-- Eager mode runs :class:`_Forward`, a ``torch.autograd.Function`` whose ``forward`` calls
-  ``sr.rrule`` on NumPy views of the tensors (zero-copy) and keeps the pullback closure for
-  ``backward``. ``backward`` runs the closure directly when no graph is being built (plain
-  ``.backward()``), else through :class:`_Pullback`, another ``Function`` whose own backward
-  is the op's tangent map (for a linear op, the op itself) and, for a non-linear op, the
-  entry's second-order rule: so ``create_graph=True``, ``torch.func.grad`` of ``grad`` and
-  so on compose to any order. ``jvp`` (``torch.func.jvp``) is the tangent map; ``vmap`` is
-  the entry's batching rule (the batch axis moved to the front, statics shifted), never
-  torch's per-sample loop. NumPy is only ever touched inside a ``forward``, where functorch
-  has unwrapped the tensors.
+- Eager mode runs a ``torch.autograd.Function`` whose ``forward`` calls ``sr.rrule`` on NumPy
+  views of the tensors (zero-copy) and keeps the pullback closure for ``backward``:
+  :class:`_PlainForward` (``ctx`` in ``forward``, the cheapest) when no torch.func transform
+  or forward-mode AD is active, else :class:`_Forward` (``setup_context``, ``jvp``, ``vmap``).
+  ``backward`` runs the closure directly when no graph is being built (plain ``.backward()``:
+  its tensors are plain), else through :class:`_Pullback`, another ``Function`` whose own
+  backward is the op's tangent map (for a linear op, the op itself) and, for a non-linear op,
+  the entry's second-order rule: so ``create_graph=True``, ``torch.func.grad`` of ``grad``
+  and so on compose to any order, NumPy being touched only inside a ``forward``, where
+  functorch has unwrapped the tensors. ``jvp`` is the tangent map; ``vmap`` is the entry's
+  batching rule (the batch axis moved to the front, statics shifted), never torch's
+  per-sample loop; only a vmapped *pullback* (``jacrev``) loops over the batch.
 - Under ``torch.compile`` the same calls go to ``torch.library`` custom ops
   (``torch.ops.stablerules.<name>`` and ``<name>_pullback``, schema
   ``(Tensor[] arrays, str call)``), with fake implementations and ``register_autograd``, so
@@ -714,7 +716,6 @@ class _Pullback(_Function):
 # ---------------------------------------------------------------------------------------------
 
 _CALLS: dict[str, Call] = {}
-_ENTRIES: dict[str, Entry] = {}
 _OPS: dict[str, tuple[Callable[..., list[torch.Tensor]], Callable[..., list[torch.Tensor]]]] = {}
 
 
@@ -784,7 +785,12 @@ def custom_ops(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callabl
 
 
 def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[..., list[torch.Tensor]]]:
+    """Define ``stablerules::<name>`` and ``stablerules::<name>_pullback`` (once per name):
+    kernels, fake implementations, autograd (the same rules as eager mode, through these
+    ops) and the forward's batching rule."""
     name = entry.name
+    if name in _OPS:
+        return _OPS[name]
 
     def forward_kernel(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
         return [t.clone() if _aliases(t, arrays) else t for t in run_op(decode(entry, call), tuple(arrays))]
@@ -857,7 +863,6 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
     pullback_op.register_autograd(pullback_backward, setup_context=pullback_setup)
     ops = (cast("Callable[..., list[torch.Tensor]]", forward_op), cast("Callable[..., list[torch.Tensor]]", pullback_op))
     _OPS[name] = ops
-    _ENTRIES[name] = entry
     return ops
 
 
