@@ -8,10 +8,12 @@ calls, compiled results against eager ones.
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import cast
 
 import numpy as np
@@ -342,3 +344,13 @@ def test_public_names() -> None:
     assert {"repeat", "tile", "concatenate", "stack", "hstack", "vstack", "cat", "kron"} <= set(names)
     for name in names:
         assert getattr(srt, name) is not None
+
+
+def test_bench_rows_run_and_agree_with_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # bench/engines_torch.py checks ours against torch's own ops before timing each row.
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "bench"))
+    engines_torch = importlib.import_module("engines_torch")
+    rows = engines_torch.run_torch_rows("tiny", compiled=False)
+    assert {row.id for row in rows} == {"W3", "W3 sum", "kron", "tiny"}
+    assert [row.error for row in rows] == [None] * len(rows)
+    assert "tiny sizes: no goal" in engines_torch.torch_table(rows)
