@@ -754,6 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         progress.close()
     goals = collect_goals(results, cache)
+    # issue 16: stablerules.torch against torch's own ops (bench/engines_torch.py)
+    torch_rows = import_module("engines_torch").run_torch_rows(mode) if peers["torch"].status == "ok" else []
     info = machine()
     meta: dict[str, object] = {
         "schema": SCHEMA,
@@ -769,6 +771,7 @@ def main(argv: list[str] | None = None) -> int:
         "meta": meta,
         "workloads": {result.id: compact(asdict(result)) for result in results},
         "cache": cache.as_json(),
+        "torch": [asdict(row) | {"passed": row.passed} for row in torch_rows],
         "goals": goals,
         "summary": {
             "passed": sum(1 for goal in goals if goal["passed"] is True),
@@ -792,6 +795,9 @@ def main(argv: list[str] | None = None) -> int:
     print(workload_table(results, labels))
     print("\nRead-the-cotangent-once bound, same cotangent, same run:\n")
     print(bandwidth_table(results))
+    if torch_rows:
+        print("\nstablerules.torch vs torch's own ops, fwd+bwd, median of 3 same-run ratios:\n")
+        print(import_module("engines_torch").torch_table(torch_rows))
     print("\nCompile cache (fresh processes, throwaway cache dirs):\n")
     print_report(cache)
     summary = document["summary"]

@@ -1,0 +1,22 @@
+"""stablerules' ops on PyTorch tensors: ``import stablerules.torch as srt``.
+
+Same names and argument forms as ``stablerules`` (statics as ``Val``), ``torch.Tensor`` in and
+out on the input's device, sharing memory with our kernels (NumPy views on the CPU, CuPy via
+DLPack on CUDA). Differentiable with ``.backward()``, ``torch.autograd.grad`` (to any order),
+``torch.func.grad``/``vjp``/``jvp``, ``torch.vmap`` (a batching rule) and
+``torch.compile(fullgraph=True)`` (``torch.library`` custom ops ``torch.ops.stablerules.*``).
+This module only re-exports; ``stablerules.torch._adapter`` explains the design.
+"""
+
+from ._adapter import FILL_THRESHOLD as FILL_THRESHOLD
+from ._adapter import TorchOp as TorchOp
+from ._ops import cat as cat
+from ._ops import concatenate as concatenate
+from ._ops import hstack as hstack
+from ._ops import kron as kron
+from ._ops import repeat as repeat
+from ._ops import stack as stack
+from ._ops import tile as tile
+from ._ops import vstack as vstack
+
+__all__ = ["FILL_THRESHOLD", "TorchOp", "cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]

@@ -1,0 +1,904 @@
+"""The machinery behind ``stablerules.torch``: any of our ops as a PyTorch op, generically.
+
+An op is described once (an :class:`Entry`: the ``stablerules`` op, its parameters, which of
+them hold tensors, a batching rule); everything else is shared:
+
+- A call is *bound* into a :class:`Call` (the entry, which parameters hold one tensor or a
+  sequence of them, and the static arguments) plus the flat list of its tensors.
+- Eager mode runs a ``torch.autograd.Function`` whose ``forward`` calls ``sr.rrule`` on NumPy
+  views of the tensors (zero-copy) and keeps the pullback closure for ``backward``:
+  :class:`_PlainForward` (``ctx`` in ``forward``, the cheapest) when no torch.func transform
+  or forward-mode AD is active, else :class:`_Forward` (``setup_context``, ``jvp``, ``vmap``).
+  ``backward`` runs the closure directly when no graph is being built (plain ``.backward()``:
+  its tensors are plain), else through :class:`_Pullback`, another ``Function`` whose own
+  backward is the op's tangent map (for a linear op, the op itself) and, for a non-linear op,
+  the entry's second-order rule: so ``create_graph=True``, ``torch.func.grad`` of ``grad``
+  and so on compose to any order, NumPy being touched only inside a ``forward``, where
+  functorch has unwrapped the tensors. ``jvp`` is the tangent map; ``vmap`` is the entry's
+  batching rule (the batch axis moved to the front, statics shifted), never torch's
+  per-sample loop; only a vmapped *pullback* (``jacrev``) loops over the batch.
+- Under ``torch.compile`` the same calls go to ``torch.library`` custom ops
+  (``torch.ops.stablerules.<name>`` and ``<name>_pullback``, schema
+  ``(Tensor[] arrays, str call)``), with fake implementations and ``register_autograd``, so
+  dynamo sees one opaque node per call and no graph break.
+
+Cotangents: an all-stride-0 cotangent (what ``sum``, ``mean`` and ``expand`` give) of at least
+``FILL_THRESHOLD`` elements reaches the rules as an ``sr.Fill`` in O(1); smaller ones are read
+densely (the check and the ``Fill`` cost more than the copy they save). A ``Fill`` result comes
+back as an expanded 0-d tensor, a zero result as ``None`` (eager) or zeros (custom ops, whose
+outputs must be plain tensors).
+
+Decisions where the issue is silent:
+- Tensors we return never alias an input: a forward result that shares memory with an input
+  is copied (autograd would not know of the view). Gradients may view the cotangent (torch's
+  own ``cat`` backward does the same); custom-op results never alias (torch's rule for them).
+- The fake implementation learns a result's shape and dtype by running the NumPy op once per
+  signature on stride-0 zero inputs (generic over ops; one transient output allocation at
+  trace time). Symbolic sizes are specialized to ints there.
+- The pullback's closure comes from ``sr.pullback`` when the core has it, else from
+  ``sr.rrule`` (which also computes the primal); linear ops reuse one closure per signature.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeAlias, TypeVar, cast
+
+import numpy as np
+import torch
+
+import stablerules as sr
+from stablerules import Val
+
+if TYPE_CHECKING:
+    from torch.autograd.function import FunctionCtx
+
+Tensors: TypeAlias = tuple[torch.Tensor, ...]
+_R = TypeVar("_R", torch.Tensor, tuple[torch.Tensor, ...])
+OptionalTensors: TypeAlias = tuple[torch.Tensor | None, ...]
+
+# Below this many elements a stride-0 cotangent is read densely: detecting it and building the
+# Fill costs more than copying a small one.
+FILL_THRESHOLD = 4096
+
+
+# ---------------------------------------------------------------------------------------------
+# entries and calls
+# ---------------------------------------------------------------------------------------------
+
+
+class BatchRule(Protocol):
+    """``(engine, call, tensors, batched, size) -> outputs``: the op on tensors whose leading
+    axis (of extent ``size``) is the batch where ``batched`` says so (the others are the
+    unbatched tensors as they were); every output's batch axis is 0."""
+
+    def __call__(
+        self, engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int
+    ) -> Tensors: ...
+
+
+class SecondOrderRule(Protocol):
+    """``(engine, call, cotangents, tensors, grads) -> (grads of cotangents, grads of
+    tensors)``: the pullback of a non-linear op's pullback, in terms of the op and its pullback."""
+
+    def __call__(
+        self, engine: Engine, call: Call, cotangents: OptionalTensors, tensors: Tensors, grads: OptionalTensors
+    ) -> tuple[OptionalTensors, OptionalTensors]: ...
+
+
+class TangentRule(Protocol):
+    """``(engine, call, tangents, tensors) -> tangents of the outputs`` (a non-linear op's jvp)."""
+
+    def __call__(self, engine: Engine, call: Call, tangents: OptionalTensors, tensors: Tensors) -> Tensors: ...
+
+
+@dataclass(eq=False)
+class Entry:
+    """One ``stablerules`` op as seen from torch.
+
+    ``parameters`` are the op's parameter names in positional order (``"*name"`` for a
+    variadic one, whose arguments are all tensors); ``arrays`` names those holding a tensor
+    or a sequence of tensors, every other parameter is static. A linear op (``second_order``
+    is ``None``) has a pullback that reads no primal values and is its own tangent map; a
+    non-linear one supplies ``tangent`` (its jvp) and ``second_order``.
+    """
+
+    name: str
+    op: Callable[..., object]
+    parameters: tuple[str, ...]
+    arrays: frozenset[str]
+    batch: BatchRule
+    tangent: TangentRule | None = None
+    second_order: SecondOrderRule | None = None
+    tuple_result: bool = False  # the op returns a tuple of arrays (split)
+
+    variadic: bool = field(init=False)
+    order: dict[str, int] = field(init=False)  # each parameter's position (without a ``*``)
+
+    def __post_init__(self) -> None:
+        # Plain attributes, not properties: dynamo traces the binding code under torch.compile.
+        self.variadic = self.parameters[0].startswith("*")
+        self.order = {name.lstrip("*"): index for index, name in enumerate(self.parameters)}
+
+    def __repr__(self) -> str:
+        return f"<stablerules.torch entry {self.name}>"
+
+
+class Call(NamedTuple):
+    """A bound call: which parameters hold a tensor (count ``-1``) or a sequence of ``count``
+    tensors, in parameter order, and the static arguments (passed to the op by keyword, in
+    parameter order). Hashable: it keys the per-signature caches."""
+
+    entry: Entry
+    arrays: tuple[tuple[str, int], ...]
+    statics: tuple[tuple[str, object], ...]
+
+    def static(self, name: str, default: object = None) -> object:
+        for key, value in self.statics:
+            if key == name:
+                return value
+        return default
+
+    def replace(self, entry: Entry | None = None, **statics: object) -> Call:
+        """This call with some statics replaced (or added), possibly as a call of another op."""
+        merged = dict(self.statics)
+        merged.update(statics)
+        order = self.entry.order
+        return Call(self.entry if entry is None else entry, self.arrays, tuple(sorted(merged.items(), key=lambda item: order[item[0]])))
+
+
+def bind(entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[Call, Tensors]:
+    """Split a call into its :class:`Call` and its tensors; ``TypeError`` naming the argument
+    for a non-tensor where a tensor belongs, a tensor where a static belongs, or a parameter
+    the op does not have."""
+    # The hot path of every call (~2 us): positional arguments arrive in parameter order, so
+    # only keyword arguments need sorting.
+    arrays = entry.arrays
+    tensors: list[torch.Tensor] = []
+    layout: list[tuple[str, int]] = []
+    statics: list[tuple[str, object]] = []
+    if entry.variadic:
+        layout.append((entry.parameters[0][1:], len(args)))
+        tensors.extend(_tensors(entry, entry.parameters[0][1:], args))
+        parameters = entry.parameters[1:]
+    else:
+        parameters = entry.parameters
+        if len(args) > len(parameters):
+            raise TypeError(
+                f"stablerules.torch.{entry.name} takes at most {len(parameters)} positional arguments "
+                f"({', '.join(parameters)}), got {len(args)}"
+            )
+        for name, value in zip(parameters, args):
+            if name in arrays:
+                _bind_array(entry, name, value, tensors, layout)
+            else:
+                statics.append((name, _static(entry, name, value)))
+    if kwargs:
+        sort_arrays = False
+        for name, value in kwargs.items():
+            if name not in parameters or any(key == name for key, _ in statics) or any(key == name for key, _ in layout):
+                raise TypeError(f"stablerules.torch.{entry.name}: unexpected or repeated argument {name!r}")
+            if name in arrays:
+                sort_arrays = True
+                _bind_array(entry, name, value, tensors, layout)
+            else:
+                statics.append((name, _static(entry, name, value)))
+        order = entry.order
+        statics.sort(key=lambda item: order[item[0]])
+        if sort_arrays:
+            return _sorted_arrays(entry, tensors, layout, statics)
+    return Call(entry, tuple(layout), tuple(statics)), tuple(tensors)
+
+
+def _sorted_arrays(
+    entry: Entry, tensors: list[torch.Tensor], layout: list[tuple[str, int]], statics: list[tuple[str, object]]
+) -> tuple[Call, Tensors]:
+    groups: list[tuple[tuple[str, int], list[torch.Tensor]]] = []
+    index = 0
+    for name, count in layout:
+        width = 1 if count < 0 else count
+        groups.append(((name, count), tensors[index : index + width]))
+        index += width
+    groups.sort(key=lambda group: entry.order[group[0][0]])
+    return (
+        Call(entry, tuple(group[0] for group in groups), tuple(statics)),
+        tuple(tensor for _, items in groups for tensor in items),
+    )
+
+
+def _bind_array(entry: Entry, name: str, value: object, tensors: list[torch.Tensor], layout: list[tuple[str, int]]) -> None:
+    if isinstance(value, torch.Tensor):
+        tensors.append(value)
+        layout.append((name, -1))
+    elif isinstance(value, (tuple, list)):
+        tensors.extend(_tensors(entry, name, value))
+        layout.append((name, len(value)))
+    else:
+        raise TypeError(
+            f"stablerules.torch.{entry.name}: argument {name!r} must be a torch.Tensor "
+            f"(or a sequence of them), got {type(value).__name__}"
+        )
+
+
+def _static(entry: Entry, name: str, value: object) -> object:
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        raise TypeError(
+            f"stablerules.torch.{entry.name}: argument {name!r} is static (a Val, or a plain int or tuple); "
+            f"got an array: per-element counts make the result's shape depend on data, which the torch "
+            f"adapter does not support"
+        )
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _tensors(entry: Entry, name: str, values: Sequence[object]) -> Tensors:
+    for index, value in enumerate(values):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"stablerules.torch.{entry.name}: {name}[{index}] must be a torch.Tensor, got {type(value).__name__}"
+            )
+    return tuple(cast("Sequence[torch.Tensor]", values))
+
+
+def _arguments(call: Call, arrays: Sequence[object]) -> tuple[tuple[object, ...], dict[str, object]]:
+    """The op's positional and keyword arguments for ``arrays`` (one per tensor, in order)."""
+    if len(call.arrays) == 1 and call.arrays[0][1] < 0:
+        return (arrays[0],), dict(call.statics)
+    positional: list[object] = []
+    index = 0
+    for _, count in call.arrays:
+        if count < 0:
+            positional.append(arrays[index])
+            index += 1
+        else:
+            positional.append(tuple(arrays[index : index + count]))
+            index += count
+    if call.entry.variadic:
+        positional = list(cast("tuple[object, ...]", positional[0]))
+    return tuple(positional), dict(call.statics)
+
+
+def _tangent_groups(call: Call, tangents: tuple[object, ...]) -> list[object]:
+    """The pullback's result (one entry per positional argument) flattened to one per tensor."""
+    if call.entry.variadic:
+        return list(tangents)
+    flat: list[object] = []
+    for (_, count), tangent in zip(call.arrays, tangents):
+        if count < 0:
+            flat.append(tangent)
+        else:
+            flat.extend(cast("tuple[object, ...]", tangent))
+    return flat
+
+
+# ---------------------------------------------------------------------------------------------
+# tensors <-> arrays
+# ---------------------------------------------------------------------------------------------
+
+
+def _array(tensor: torch.Tensor) -> object:
+    """A zero-copy view of ``tensor``'s memory: NumPy on the CPU, CuPy on a CUDA device."""
+    if tensor.is_cpu:
+        # force=True: detached, conjugate and negative bits resolved (a copy only if one is set).
+        return tensor.numpy(force=True)
+    if tensor.is_cuda:
+        return _cupy().from_dlpack(tensor.detach().resolve_conj().resolve_neg())  # type: ignore[attr-defined]
+    raise TypeError(f"stablerules.torch: tensors on {tensor.device} are not supported (CPU and CUDA are)")
+
+
+def _cupy() -> object:
+    try:
+        import cupy  # noqa: PLC0415 - only CUDA tensors need it
+    except ImportError as error:
+        raise RuntimeError(
+            "stablerules.torch: CUDA tensors reach our CUDA kernels through CuPy (zero-copy, DLPack), "
+            "which is not installed: pip install 'stablerules[cuda]' (we never copy through the host)"
+        ) from error
+    return cupy
+
+
+def _tensor(array: object, inputs: Sequence[object] = ()) -> torch.Tensor:
+    """``array`` as a tensor sharing its memory, unless it aliases one of ``inputs`` (then a
+    copy, as autograd would not know of the view) or torch cannot hold it as it is (negative
+    strides, read-only)."""
+    if type(array) is np.ndarray:
+        flags = array.flags
+        if flags.writeable and not _borrowed(array):  # memory our kernels allocated: as it is
+            return torch.from_numpy(array)
+        if (
+            not flags.writeable
+            or any(stride < 0 for stride in array.strides)
+            or any(np.may_share_memory(array, item) for item in inputs)
+        ):
+            array = np.array(array)
+        return torch.from_numpy(array)
+    if type(array).__module__.startswith("cupy"):
+        if any(_cupy().shares_memory(array, item) for item in inputs):  # type: ignore[attr-defined]
+            array = array.copy()  # type: ignore[attr-defined]
+        return torch.utils.dlpack.from_dlpack(array)
+    return torch.as_tensor(array)
+
+
+def _borrowed(array: np.ndarray[tuple[int, ...], np.dtype[np.generic]]) -> bool:
+    """Whether ``array``'s memory is not NumPy's own (a view of a torch tensor's, say)."""
+    root = array
+    while True:
+        base = root.base
+        if base is None:
+            return not root.flags.owndata
+        if type(base) is not np.ndarray:
+            return True
+        root = base
+
+
+def _cotangent(tensor: torch.Tensor | None) -> object:
+    """A torch cotangent as our rules take it: ``None`` is a ``ZeroTangent``, a large
+    all-stride-0 tensor a ``Fill`` (O(1)), anything else a view of its memory."""
+    if tensor is None:
+        return sr.ZeroTangent()
+    array = _array(tensor)
+    if tensor.numel() >= FILL_THRESHOLD and not any(tensor.stride()) and type(array) is np.ndarray:
+        return sr.Fill(array[(0,) * array.ndim].item(), tuple(tensor.shape), array.dtype)
+    return array
+
+
+def _gradient(tangent: object, like: torch.Tensor, dense: bool) -> torch.Tensor | None:
+    """Our tangent as a torch gradient for ``like``: a ``Fill`` is an expanded 0-d tensor, a
+    zero is ``None`` (or, when ``dense``, zeros: custom ops return plain tensors)."""
+    if type(tangent) is np.ndarray:
+        return _tensor(tangent)
+    tangent = sr.unthunk(tangent)
+    if isinstance(tangent, sr.Fill):
+        result = torch.tensor(tangent.value, dtype=like.dtype, device=like.device).expand(tangent.shape)
+        return result.contiguous() if dense else result
+    if isinstance(tangent, (sr.ZeroTangent, sr.NoTangent)):
+        return torch.zeros_like(like) if dense else None
+    return _tensor(tangent)
+
+
+# ---------------------------------------------------------------------------------------------
+# running our rules
+# ---------------------------------------------------------------------------------------------
+
+def _on_stream(tensors: Sequence[torch.Tensor], run: Callable[[], _Result]) -> _Result:
+    """Run ``run()`` with CuPy's current stream set to torch's, for CUDA tensors."""
+    if not tensors or not tensors[0].is_cuda:
+        return run()
+    cupy = _cupy()
+    stream = torch.cuda.current_stream(tensors[0].device)
+    with cupy.cuda.ExternalStream(stream.cuda_stream):  # type: ignore[attr-defined]
+        return run()
+
+
+_Result = tuple[object, ...]
+
+
+def _outputs(result: object) -> tuple[object, ...]:
+    return tuple(result) if isinstance(result, tuple) else (result,)
+
+
+def run_forward(call: Call, tensors: Tensors) -> tuple[Tensors, Callable[[object], tuple[object, ...]]]:
+    """The op's result tensors and its pullback closure, through ``sr.rrule``."""
+    arrays = [_array(tensor) for tensor in tensors]
+    args, kwargs = _arguments(call, arrays)
+    if tensors and tensors[0].is_cuda:
+        y, back = _on_stream(tensors, lambda: sr.rrule(call.entry.op, *args, **kwargs))
+    else:
+        y, back = sr.rrule(call.entry.op, *args, **kwargs)
+    if type(y) is tuple:
+        return tuple(_tensor(item, arrays) for item in y), back  # type: ignore[return-value]
+    return (_tensor(y, arrays),), back  # type: ignore[return-value]
+
+
+def run_op(call: Call, tensors: Tensors) -> Tensors:
+    """The op's result tensors (no pullback)."""
+    arrays = [_array(tensor) for tensor in tensors]
+    args, kwargs = _arguments(call, arrays)
+    y = _on_stream(tensors, lambda: (call.entry.op(*args, **kwargs),))[0]
+    return tuple(_tensor(item, arrays) for item in _outputs(y))
+
+
+_LINEAR_PULLBACKS: dict[object, Callable[[object], tuple[object, ...]]] = {}
+
+
+def _closure(call: Call, tensors: Tensors) -> Callable[[object], tuple[object, ...]]:
+    """The pullback closure of ``call`` on ``tensors``: from ``sr.pullback`` where the core
+    has it, else ``sr.rrule``; one per signature for a linear op (its pullback reads shapes
+    and dtypes only)."""
+    linear = call.entry.second_order is None
+    key: object = None
+    if linear:
+        key = (call, tuple((tuple(t.shape), t.dtype, t.device) for t in tensors))
+        known = _LINEAR_PULLBACKS.get(key)
+        if known is not None:
+            return known
+    arrays = [_array(tensor) for tensor in tensors]
+    args, kwargs = _arguments(call, arrays)
+    pullback = getattr(sr, "pullback", None)
+    if pullback is not None:
+        back = cast("Callable[[object], tuple[object, ...]]", pullback(call.entry.op, *args, **kwargs))
+    else:
+        back = cast("Callable[[object], tuple[object, ...]]", _on_stream(tensors, lambda: sr.rrule(call.entry.op, *args, **kwargs))[1])
+    if linear:
+        _LINEAR_PULLBACKS[key] = back
+    return back
+
+
+def run_pullback(
+    call: Call,
+    cotangents: OptionalTensors,
+    tensors: Tensors,
+    back: Callable[[object], tuple[object, ...]] | None,
+    dense: bool = False,
+) -> OptionalTensors:
+    """One gradient per tensor (``None`` for a zero, unless ``dense``) from the cotangents."""
+    if back is None:
+        back = _closure(call, tensors)
+    dy = _cotangent(cotangents[0]) if len(cotangents) == 1 else tuple(_cotangent(c) for c in cotangents)
+    if tensors[0].is_cuda:
+        tangents = _on_stream(tensors, lambda: back(dy))
+    else:
+        tangents = back(dy)
+    if len(tensors) == 1 and call.arrays[0][1] < 0:  # one array argument: (dx, NoTangent(), ...)
+        return (_gradient(tangents[0], tensors[0], dense),)
+    return tuple(_gradient(t, like, dense) for t, like in zip(_tangent_groups(call, tangents), tensors))
+
+
+# ---------------------------------------------------------------------------------------------
+# engines: where a forward or pullback call goes
+# ---------------------------------------------------------------------------------------------
+
+
+class Engine(Protocol):
+    def forward(self, call: Call, tensors: Tensors) -> Tensors: ...
+
+    def pullback(self, call: Call, cotangents: OptionalTensors, tensors: Tensors) -> OptionalTensors: ...
+
+
+class _EagerEngine:
+    """Calls through the autograd Functions (eager mode, torch.func transforms)."""
+
+    def forward(self, call: Call, tensors: Tensors) -> Tensors:
+        if _forward_mode():  # a torch.func transform, or dual tensors (forward-mode AD)
+            return cast("Tensors", _Forward.apply(call, _Box(), *tensors))
+        return cast("Tensors", _PLAIN_APPLY(call, *tensors))
+
+    def pullback(
+        self,
+        call: Call,
+        cotangents: OptionalTensors,
+        tensors: Tensors,
+        back: Callable[[object], tuple[object, ...]] | None = None,
+    ) -> OptionalTensors:
+        if not torch.is_grad_enabled() and not _transforms_active():
+            return run_pullback(call, cotangents, tensors, back)
+        return cast("OptionalTensors", _Pullback.apply(call, back, len(cotangents), *cotangents, *tensors))
+
+
+class _OpsEngine:
+    """Calls through the ``torch.library`` custom ops (torch.compile)."""
+
+    def forward(self, call: Call, tensors: Tensors) -> Tensors:
+        return tuple(custom_ops(call.entry)[0](list(tensors), encode(call)))
+
+    def pullback(self, call: Call, cotangents: OptionalTensors, tensors: Tensors) -> OptionalTensors:
+        grads = custom_ops(call.entry)[1](list(cotangents), list(tensors), encode(call))
+        return tuple(g if _differentiable(t) else None for g, t in zip(grads, tensors))
+
+
+EAGER = _EagerEngine()
+OPS = _OpsEngine()
+
+
+def _transforms_active() -> bool:
+    return bool(torch._C._are_functorch_transforms_active())
+
+
+def _forward_mode() -> bool:
+    return torch._C._are_functorch_transforms_active() or _FORWARD_AD._current_level >= 0
+
+
+_FORWARD_AD = torch.autograd.forward_ad
+
+
+def _differentiable(tensor: torch.Tensor) -> bool:
+    return tensor.is_floating_point() or tensor.is_complex()
+
+
+def engine() -> Engine:
+    return OPS if torch.compiler.is_compiling() else EAGER
+
+
+def filled(tangents: OptionalTensors, tensors: Tensors) -> Tensors:
+    """``None`` tangents as zeros of their primal (expanded: O(1) memory)."""
+    return tuple(
+        t if t is not None else torch.zeros((), dtype=p.dtype, device=p.device).expand(p.shape)
+        for t, p in zip(tangents, tensors)
+    )
+
+
+def tangent_map(engine: Engine, call: Call, tangents: OptionalTensors, tensors: Tensors) -> Tensors:
+    """The op's pushforward of ``tangents`` at ``tensors`` (a linear op applied to them)."""
+    rule = call.entry.tangent
+    if rule is not None:
+        return rule(engine, call, tangents, tensors)
+    return engine.forward(call, filled(tangents, tensors))
+
+
+def pullback_of_pullback(
+    engine: Engine, call: Call, cotangents: OptionalTensors, tensors: Tensors, grads: OptionalTensors
+) -> tuple[OptionalTensors, OptionalTensors]:
+    """Gradients of (cotangents, tensors) for the pullback's result's gradients ``grads``."""
+    rule = call.entry.second_order
+    if rule is not None:
+        return rule(engine, call, cotangents, tensors, grads)
+    if all(g is None for g in grads):
+        return (None,) * len(cotangents), (None,) * len(tensors)
+    return tangent_map(engine, call, grads, tensors), (None,) * len(tensors)
+
+
+# ---------------------------------------------------------------------------------------------
+# eager: autograd Functions
+# ---------------------------------------------------------------------------------------------
+
+
+class _Box:
+    """Carries the pullback closure from ``forward`` to ``setup_context`` (torch.func needs a
+    ``forward`` without ``ctx``; its inputs reach ``setup_context`` as they were)."""
+
+    __slots__ = ("back",)
+
+    def __init__(self) -> None:
+        self.back: Callable[[object], tuple[object, ...]] | None = None
+
+
+class _Function(torch.autograd.Function):
+    """A Function whose ``apply`` skips ``inspect.signature`` binding (~10 us a call; our
+    forwards have no defaults to apply) outside torch.func transforms."""
+
+    @classmethod
+    def apply(cls, *args: object) -> object:
+        if torch._C._are_functorch_transforms_active():
+            return super().apply(*args)  # type: ignore[no-untyped-call]
+        unwrap = torch._C._functorch.unwrap_if_dead
+        args = tuple(unwrap(arg) if isinstance(arg, torch.Tensor) else arg for arg in args)
+        return super(torch.autograd.function._SingleLevelFunction, cls).apply(*args)  # type: ignore[misc]
+
+
+class _Forward(_Function):
+    @staticmethod
+    def forward(call: Call, box: _Box, *tensors: torch.Tensor) -> Tensors:
+        outputs, box.back = run_forward(call, tensors)
+        return outputs
+
+    @staticmethod
+    def setup_context(ctx: FunctionCtx, inputs: tuple[object, ...], output: object) -> None:
+        call = cast("Call", inputs[0])
+        box = cast("_Box", inputs[1])
+        tensors = cast("Tensors", inputs[2:])
+        c = cast("_Context", ctx)
+        c.call, c.back = call, box.back
+        box.back = None
+        c.save_for_backward(*tensors)
+        if _forward_mode():  # jvp reads the primals; plain reverse mode skips the cost
+            c.save_for_forward(*tensors)
+        c.set_materialize_grads(False)
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, *cotangents: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        return _backward(cast("_Context", ctx), cotangents, 2)
+
+    @staticmethod
+    def jvp(ctx: FunctionCtx, *tangents: torch.Tensor | None) -> Tensors:
+        c = cast("_Context", ctx)
+        return tangent_map(EAGER, c.call, tangents[2:], c.saved_tensors)
+
+    @staticmethod
+    def vmap(info: object, in_dims: tuple[int | None, ...], call: Call, box: _Box, *tensors: torch.Tensor) -> tuple[Tensors, tuple[int, ...]]:
+        size = cast("int", getattr(info, "batch_size"))
+        dims = in_dims[2:]
+        moved = tuple(t.movedim(d, 0) if d is not None else t for t, d in zip(tensors, dims))
+        outputs = call.entry.batch(EAGER, call, moved, tuple(d is not None for d in dims), size)
+        return outputs, (0,) * len(outputs)
+
+
+def _backward(c: _Context, cotangents: OptionalTensors, statics: int) -> OptionalTensors:
+    """A forward Function's gradients: ``None`` for its ``statics`` leading non-tensor
+    inputs, then one per tensor (``None`` where torch needs none)."""
+    tensors = c.saved_tensors  # torch's check that no input was modified in place
+    if all(g is None for g in cotangents):
+        return (None,) * (statics + len(tensors))
+    grads = EAGER.pullback(c.call, cotangents, tensors, c.back)
+    if len(grads) == 1:
+        return (None,) * statics + grads
+    return (None,) * statics + tuple(g if need else None for g, need in zip(grads, c.needs_input_grad[statics:]))
+
+
+class _PlainForward(torch.autograd.Function):
+    """:class:`_Forward` for plain eager mode (no torch.func transform active): ``ctx`` in
+    ``forward``, which saves ~4 us a call over ``setup_context`` (a tiny op's budget)."""
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, call: Call, *tensors: torch.Tensor) -> Tensors:
+        c = cast("_Context", ctx)
+        outputs, c.back = run_forward(call, tensors)
+        c.call = call
+        c.save_for_backward(*tensors)
+        c.set_materialize_grads(False)
+        return outputs
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, *cotangents: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        return _backward(cast("_Context", ctx), cotangents, 1)
+
+
+# Function.apply, less its dead-wrapper unwrapping (only torch.func transforms leave those).
+_PLAIN_APPLY = functools.partial(super(torch.autograd.function._SingleLevelFunction, _PlainForward).apply)
+
+
+class _Context(Protocol):
+    call: Call
+    back: Callable[[object], tuple[object, ...]] | None
+    counts: int
+    saved_tensors: Tensors
+    needs_input_grad: tuple[bool, ...]
+
+    def save_for_backward(self, *tensors: torch.Tensor) -> None: ...
+
+    def save_for_forward(self, *tensors: torch.Tensor) -> None: ...
+
+    def set_materialize_grads(self, value: bool) -> None: ...
+
+
+class _Pullback(_Function):
+    @staticmethod
+    def forward(
+        call: Call, back: Callable[[object], tuple[object, ...]] | None, counts: int, *values: torch.Tensor | None
+    ) -> OptionalTensors:
+        tensors = cast("Tensors", values[counts:])
+        return run_pullback(call, values[:counts], tensors, back)
+
+    @staticmethod
+    def setup_context(ctx: FunctionCtx, inputs: tuple[object, ...], output: object) -> None:
+        c = cast("_Context", ctx)
+        c.call = cast("Call", inputs[0])
+        c.counts = cast("int", inputs[2])
+        values = cast("OptionalTensors", inputs[3:])
+        # None cotangents stay None: save_for_backward takes them.
+        c.save_for_backward(*values)  # type: ignore[arg-type]
+        c.set_materialize_grads(False)
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        c = cast("_Context", ctx)
+        values = cast("OptionalTensors", c.saved_tensors)
+        cotangents, tensors = values[: c.counts], cast("Tensors", values[c.counts :])
+        d_cotangents, d_tensors = pullback_of_pullback(EAGER, c.call, cotangents, tensors, grads)
+        return (None, None, None, *d_cotangents, *d_tensors)
+
+    @staticmethod
+    def vmap(
+        info: object,
+        in_dims: tuple[int | None, ...],
+        call: Call,
+        back: Callable[[object], tuple[object, ...]] | None,
+        counts: int,
+        *values: torch.Tensor | None,
+    ) -> tuple[OptionalTensors, tuple[int | None, ...]]:
+        """A batch of pullbacks (``jacrev``, batched gradients): one call of our pullback per
+        sample (the op's batching rule covers the forward, the hot path)."""
+        size = cast("int", getattr(info, "batch_size"))
+        results = []
+        for index in range(size):
+            sample = tuple(
+                value.select(dim, index) if value is not None and dim is not None else value
+                for value, dim in zip(values, in_dims[3:])
+            )
+            results.append(EAGER.pullback(call, sample[:counts], cast("Tensors", sample[counts:])))
+        outputs: list[torch.Tensor | None] = []
+        for position, like in enumerate(cast("Tensors", values[counts:])):
+            items = [result[position] for result in results]
+            if all(item is None for item in items):
+                outputs.append(None)
+                continue
+            dim = in_dims[3 + counts + position]
+            shape = (like.select(dim, 0) if dim is not None else like).shape
+            outputs.append(
+                torch.stack([item if item is not None else like.new_zeros(shape) for item in items])
+            )
+        return tuple(outputs), tuple(None if output is None else 0 for output in outputs)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.compile: custom ops
+# ---------------------------------------------------------------------------------------------
+
+_CALLS: dict[str, Call] = {}
+_OPS: dict[str, tuple[Callable[..., list[torch.Tensor]], Callable[..., list[torch.Tensor]]]] = {}
+
+
+def _encode_static(value: object) -> object:
+    if isinstance(value, Val):
+        return ("Val", value.value)
+    return ("plain", value)
+
+
+def _decode_static(value: object) -> object:
+    kind, inner = cast("tuple[str, object]", value)
+    if kind != "Val":
+        return inner
+    return Val(inner) if isinstance(inner, int) else Val(cast("tuple[int, ...]", inner))
+
+
+def encode(call: Call) -> str:
+    """The call's arrays layout and statics as text (Python literals: ints, tuples, None)."""
+    text = repr((call.arrays, tuple((name, _encode_static(value)) for name, value in call.statics)))
+    _CALLS.setdefault(call.entry.name + text, call)
+    return text
+
+
+def decode(entry: Entry, text: str) -> Call:
+    call = _CALLS.get(entry.name + text)
+    if call is None:
+        arrays, statics = ast.literal_eval(text)
+        call = Call(entry, arrays, tuple((name, _decode_static(value)) for name, value in statics))
+        _CALLS[entry.name + text] = call
+    return call
+
+
+_META: dict[object, tuple[tuple[tuple[int, ...], torch.dtype], ...]] = {}
+_NUMPY_DTYPES: dict[torch.dtype, np.dtype[np.generic]] = {
+    torch.bool: np.dtype(np.bool_),
+    torch.uint8: np.dtype(np.uint8),
+    torch.int8: np.dtype(np.int8),
+    torch.int16: np.dtype(np.int16),
+    torch.int32: np.dtype(np.int32),
+    torch.int64: np.dtype(np.int64),
+    torch.float32: np.dtype(np.float32),
+    torch.float64: np.dtype(np.float64),
+    torch.complex64: np.dtype(np.complex64),
+    torch.complex128: np.dtype(np.complex128),
+}
+_TORCH_DTYPES = {value: key for key, value in _NUMPY_DTYPES.items()}
+
+
+def _output_meta(call: Call, arrays: Sequence[torch.Tensor]) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+    """Shapes and dtypes of the op's results, from one run on stride-0 zero inputs."""
+    shapes = tuple((tuple(int(n) for n in a.shape), a.dtype) for a in arrays)
+    key = (call, shapes)
+    meta = _META.get(key)
+    if meta is None:
+        dummies = [np.broadcast_to(np.zeros((), _NUMPY_DTYPES[dtype]), shape) for shape, dtype in shapes]
+        args, kwargs = _arguments(call, dummies)
+        outputs = cast("tuple[np.ndarray[tuple[int, ...], np.dtype[np.generic]], ...]", _outputs(call.entry.op(*args, **kwargs)))
+        meta = tuple((tuple(output.shape), _TORCH_DTYPES[output.dtype]) for output in outputs)
+        _META[key] = meta
+    return meta
+
+
+def custom_ops(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[..., list[torch.Tensor]]]:
+    """``torch.ops.stablerules.<name>`` and ``<name>_pullback`` (registered with the op's
+    :class:`TorchOp`: registering them while dynamo traces would break the graph)."""
+    return _OPS[entry.name]
+
+
+def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[..., list[torch.Tensor]]]:
+    """Define ``stablerules::<name>`` and ``stablerules::<name>_pullback`` (once per name):
+    kernels, fake implementations, autograd (the same rules as eager mode, through these
+    ops) and the forward's batching rule."""
+    name = entry.name
+    if name in _OPS:
+        return _OPS[name]
+
+    def forward_kernel(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
+        return [t.clone() if _aliases(t, arrays) else t for t in run_op(decode(entry, call), tuple(arrays))]
+
+    def forward_fake(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
+        meta = _output_meta(decode(entry, call), arrays)
+        device = arrays[0].device if arrays else torch.device("cpu")
+        return [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in meta]
+
+    def pullback_kernel(cotangents: list[torch.Tensor | None], arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
+        grads = run_pullback(decode(entry, call), tuple(cotangents), tuple(arrays), None, dense=True)
+        inputs = [*arrays, *(c for c in cotangents if c is not None)]
+        return [
+            (g.clone() if _aliases(g, inputs) else g.contiguous()) if g is not None else torch.zeros_like(a)
+            for g, a in zip(grads, arrays)
+        ]
+
+    def pullback_fake(cotangents: list[torch.Tensor | None], arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
+        return [torch.empty_like(a, memory_format=torch.contiguous_format) for a in arrays]
+
+    forward_op = torch.library.custom_op(
+        f"stablerules::{name}", forward_kernel, mutates_args=(), schema="(Tensor[] arrays, str call) -> Tensor[]"
+    )
+    pullback_op = torch.library.custom_op(
+        f"stablerules::{name}_pullback",
+        pullback_kernel,
+        mutates_args=(),
+        schema="(Tensor?[] cotangents, Tensor[] arrays, str call) -> Tensor[]",
+    )
+    forward_op.register_fake(forward_fake)
+    pullback_op.register_fake(pullback_fake)
+
+    def forward_setup(ctx: FunctionCtx, inputs: tuple[object, ...], output: object) -> None:
+        c = cast("_Context", ctx)
+        c.call = decode(entry, cast("str", inputs[1]))
+        c.save_for_backward(*cast("list[torch.Tensor]", inputs[0]))
+
+    def forward_backward(ctx: FunctionCtx, grads: list[torch.Tensor | None]) -> tuple[object, None]:
+        c = cast("_Context", ctx)
+        tensors = c.saved_tensors
+        if all(g is None for g in grads):
+            return [None] * len(tensors), None
+        return list(OPS.pullback(c.call, tuple(grads), tensors)), None
+
+    def pullback_setup(ctx: FunctionCtx, inputs: tuple[object, ...], output: object) -> None:
+        c = cast("_Context", ctx)
+        cotangents = cast("list[torch.Tensor | None]", inputs[0])
+        c.call = decode(entry, cast("str", inputs[2]))
+        c.counts = len(cotangents)
+        c.save_for_backward(*cotangents, *cast("list[torch.Tensor]", inputs[1]))  # type: ignore[arg-type]
+
+    def pullback_backward(ctx: FunctionCtx, grads: list[torch.Tensor | None]) -> tuple[object, object, None]:
+        c = cast("_Context", ctx)
+        values = cast("OptionalTensors", c.saved_tensors)
+        cotangents, tensors = values[: c.counts], cast("Tensors", values[c.counts :])
+        d_cotangents, d_tensors = pullback_of_pullback(OPS, c.call, cotangents, tensors, tuple(grads))
+        return list(d_cotangents), list(d_tensors), None
+
+    def forward_vmap(
+        info: object, in_dims: tuple[object, ...], arrays: list[torch.Tensor], call: str
+    ) -> tuple[list[torch.Tensor], list[int]]:
+        dims = cast("list[int | None]", in_dims[0])
+        moved = tuple(a.movedim(d, 0) if d is not None else a for a, d in zip(arrays, dims))
+        size = cast("int", getattr(info, "batch_size"))
+        outputs = entry.batch(OPS, decode(entry, call), moved, tuple(d is not None for d in dims), size)
+        return list(outputs), [0] * len(outputs)
+
+    forward_op.register_vmap(forward_vmap)
+    forward_op.register_autograd(forward_backward, setup_context=forward_setup)
+    pullback_op.register_autograd(pullback_backward, setup_context=pullback_setup)
+    ops = (cast("Callable[..., list[torch.Tensor]]", forward_op), cast("Callable[..., list[torch.Tensor]]", pullback_op))
+    _OPS[name] = ops
+    return ops
+
+
+def _aliases(tensor: torch.Tensor, others: Sequence[torch.Tensor]) -> bool:
+    if tensor.numel() == 0:
+        return False
+    storage = tensor.untyped_storage().data_ptr()
+    return any(other.numel() and other.untyped_storage().data_ptr() == storage for other in others)
+
+
+# ---------------------------------------------------------------------------------------------
+# the public callable
+# ---------------------------------------------------------------------------------------------
+
+
+class TorchOp(Generic[_R]):
+    """One of our ops on torch tensors: ``op(*args, **kwargs)`` with ``stablerules``' argument
+    forms (statics as ``Val``), returning a tensor (``_R`` is ``torch.Tensor``; a tuple of
+    them for an op that returns a tuple) on the inputs' device; differentiable by every torch
+    mechanism (see the module). Arguments are checked when called, not typed per op: one
+    generic callable serves every op."""
+
+    def __init__(self, entry: Entry) -> None:
+        self.entry = entry
+        register(entry)
+        self.__name__ = entry.name
+        self.__qualname__ = entry.name
+        self.__doc__ = (
+            f"``stablerules.{entry.name}`` on torch tensors (same arguments, statics as ``Val``).\n\n"
+            + (getattr(entry.op, "__call__").__doc__ or "")
+        )
+
+    def __call__(self, *args: object, **kwargs: object) -> _R:
+        call, tensors = bind(self.entry, args, kwargs)
+        outputs = engine().forward(call, tensors)
+        return cast("_R", outputs if self.entry.tuple_result else outputs[0])
+
+    def __repr__(self) -> str:
+        return f"<stablerules.torch op {self.entry.name}>"

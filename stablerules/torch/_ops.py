@@ -1,0 +1,201 @@
+"""The op table of ``stablerules.torch``: one :class:`Entry` per op, with its batching rule.
+
+A new op is one ``_entry(...)`` line and one ``TorchOp`` line: its parameters (which hold
+tensors), and how a batch axis in front changes its statics (most ops: shift an axis by one,
+``shift_axes("axis")``). A linear op needs nothing else; kron, the one bilinear op, brings its
+jvp and its second-order rule. An affine op (``pad`` with a non-zero constant) must give a
+``tangent`` rule (its tangent map is the op with the constant zeroed); a tuple-returning op
+(``split``) sets ``tuple_result``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import cast
+
+import torch
+
+import stablerules as sr
+from stablerules import Val
+
+from ._adapter import BatchRule, Call, Engine, Entry, OptionalTensors, TangentRule, SecondOrderRule, Tensors, TorchOp
+
+
+def _value(static: object) -> object:
+    return static.value if isinstance(static, Val) else static
+
+
+def _counts(static: object) -> tuple[int, ...]:
+    value = _value(static)
+    return (value,) if isinstance(value, int) else tuple(value)  # type: ignore[arg-type]
+
+
+def _shift(axis: int) -> int:
+    """An axis of the unbatched op as an axis of the batched one (batch axis in front)."""
+    return axis + 1 if axis >= 0 else axis
+
+
+def _expand(tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    """Every tensor with the batch axis in front (an unbatched one broadcast: a view)."""
+    return tuple(t if b else t.expand(size, *t.shape) for t, b in zip(tensors, batched))
+
+
+def _flatten(tensors: Tensors, size: int) -> Tensors:
+    return tuple(t.reshape(size, math.prod(t.shape[1:])) for t in tensors)
+
+
+# --- batching rules ---------------------------------------------------------------------------
+
+
+def _batch_repeat(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    (x,) = tensors
+    if call.static("repeats") is None:  # Julia's form: a count of 1 for the batch axis
+        changes: dict[str, object] = {
+            name: Val((1, *_counts(call.static(name)))) for name in ("inner", "outer") if call.static(name) is not None
+        }
+        return engine.forward(call.replace(None, **changes), (x,))
+    axis = _value(call.static("axis"))
+    if axis is None:  # NumPy repeats the flattened array: flatten each sample
+        return engine.forward(call.replace(axis=Val(1)), _flatten((x,), size))
+    return engine.forward(call.replace(axis=Val(_shift(axis))), (x,))  # type: ignore[arg-type]
+
+
+def _batch_tile(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    (x,) = tensors
+    reps = _counts(call.static("reps"))
+    ndim = x.ndim - 1
+    if len(reps) > ndim:  # NumPy's new leading axes go after the batch axis
+        x = x.reshape(size, *(1,) * (len(reps) - ndim), *x.shape[1:])
+        return engine.forward(call.replace(reps=Val((1, *reps))), (x,))
+    return engine.forward(call.replace(reps=Val((1,) * (ndim - len(reps) + 1) + reps)), (x,))
+
+
+def shift_axes(name: str, default: object = None, *, none: str = "all") -> BatchRule:
+    """The batching rule of an op whose static ``name`` is an axis or a tuple of axes (int,
+    negative allowed): each shifted past the batch axis. ``None`` (or an absent ``name``
+    with ``default`` None) means every axis (``none="all"``: flip, sum, mean) or the
+    flattened array (``none="flatten"``: concatenate; ``"flatten-reshape"``: roll, whose
+    result has the input's shape)."""
+
+    def shift_axes_rule(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+        tensors = _expand(tensors, batched, size)
+        axis = _value(call.static(name, default))
+        if axis is None:
+            if none.startswith("flatten"):
+                outputs = engine.forward(call.replace(None, **{name: Val(1)}), _flatten(tensors, size))
+                if none == "flatten":
+                    return outputs
+                return tuple(output.reshape(tensors[0].shape) for output in outputs)
+            shifted: object = Val(tuple(range(1, tensors[0].ndim)))
+        elif isinstance(axis, int):
+            shifted = Val(_shift(axis))
+        else:
+            shifted = Val(tuple(_shift(a) for a in cast("tuple[int, ...]", axis)))
+        return engine.forward(call.replace(None, **{name: shifted}), tensors)
+
+    return shift_axes_rule
+
+
+def _batch_hstack(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    tensors = tuple(t.reshape(size, 1) if t.ndim == 1 else t for t in _expand(tensors, batched, size))
+    axis = 1 if tensors[0].ndim == 2 else 2  # NumPy: axis 0 for 1-D samples, else 1
+    return engine.forward(Call(CONCATENATE, call.arrays, (("axis", Val(axis)),)), tensors)
+
+
+def _batch_vstack(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    tensors = tuple(t.reshape(size, 1, *(t.shape[1:] or (1,))) if t.ndim <= 2 else t for t in _expand(tensors, batched, size))
+    return engine.forward(Call(CONCATENATE, call.arrays, (("axis", Val(1)),)), tensors)
+
+
+def _batch_cat(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    dims = _value(call.static("dims"))
+    shifted = Val(dims + 1) if isinstance(dims, int) else Val(tuple(d + 1 for d in cast("tuple[int, ...]", dims)))
+    return engine.forward(call.replace(dims=shifted), _expand(tensors, batched, size))
+
+
+def _batch_kron(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    a, b = tensors
+    a_ndim, b_ndim = a.ndim - batched[0], b.ndim - batched[1]
+    ndim = max(a_ndim, b_ndim)
+    # Both samples padded to one ndim (kron pads the shorter with leading 1s), batch in front.
+    a = a.reshape(a.shape[0] if batched[0] else 1, *(1,) * (ndim - a_ndim), *a.shape[batched[0] :])
+    b = b.reshape(b.shape[0] if batched[1] else 1, *(1,) * (ndim - b_ndim), *b.shape[batched[1] :])
+    if not (batched[0] and batched[1]):
+        return engine.forward(call, (a, b))  # kron of (B, ...) and (1, ...): the batch comes out in front
+    # Both batched: kron would pair every a with every b; the per-sample outer product instead
+    # (torch's own ops, differentiable the same way).
+    spread_a = a.reshape(size, *(n for m in a.shape[1:] for n in (m, 1)))
+    spread_b = b.reshape(size, *(n for m in b.shape[1:] for n in (1, m)))
+    return ((spread_a * spread_b).reshape(size, *(m * n for m, n in zip(a.shape[1:], b.shape[1:]))),)
+
+
+# --- kron's rules beyond linearity -----------------------------------------------------------
+
+
+def _kron_tangent(engine: Engine, call: Call, tangents: OptionalTensors, tensors: Tensors) -> Tensors:
+    """kron(da, b) + kron(a, db): kron is bilinear."""
+    a, b = tensors
+    da, db = tangents
+    terms = []
+    if da is not None:
+        terms.append(engine.forward(call, (da, b))[0])
+    if db is not None:
+        terms.append(engine.forward(call, (a, db))[0])
+    if not terms:
+        terms.append(engine.forward(call, (torch.zeros_like(a), b))[0])
+    return (terms[0] if len(terms) == 1 else terms[0] + terms[1],)
+
+
+def _kron_second_order(
+    engine: Engine, call: Call, cotangents: OptionalTensors, tensors: Tensors, grads: OptionalTensors
+) -> tuple[OptionalTensors, OptionalTensors]:
+    """The pullback ``(dy, a, b) -> (dy . conj(b), dy . conj(a))`` is linear in ``dy`` (its
+    pullback there is kron's tangent map) and in each of ``b``, ``a`` (its pullback there is
+    the same contraction with the other factor's gradient in place of that factor)."""
+    (dy,) = cotangents
+    a, b = tensors
+    ga, gb = grads
+    d_dy = _kron_tangent(engine, call, grads, tensors)[0] if (ga is not None or gb is not None) else None
+    d_a = d_b = None
+    if dy is not None:
+        if gb is not None:
+            d_a = engine.pullback(call, (dy,), (a, gb))[0]
+        if ga is not None:
+            d_b = engine.pullback(call, (dy,), (ga, b))[1]
+    return (d_dy,), (d_a, d_b)
+
+
+# --- the table --------------------------------------------------------------------------------
+
+
+def _entry(
+    op: object,
+    parameters: Sequence[str],
+    arrays: Sequence[str],
+    batch: BatchRule,
+    tangent: TangentRule | None = None,
+    second_order: SecondOrderRule | None = None,
+    tuple_result: bool = False,
+) -> Entry:
+    name = getattr(op, "name")
+    return Entry(name, op, tuple(parameters), frozenset(arrays), batch, tangent, second_order, tuple_result)  # type: ignore[arg-type]
+
+
+REPEAT = _entry(sr.repeat, ("x", "repeats", "axis", "inner", "outer"), ("x",), _batch_repeat)
+TILE = _entry(sr.tile, ("x", "reps"), ("x",), _batch_tile)
+CONCATENATE = _entry(sr.concatenate, ("arrays", "axis"), ("arrays",), shift_axes("axis", Val(0), none="flatten"))
+STACK = _entry(sr.stack, ("arrays", "axis"), ("arrays",), shift_axes("axis", Val(0)))
+HSTACK = _entry(sr.hstack, ("arrays",), ("arrays",), _batch_hstack)
+VSTACK = _entry(sr.vstack, ("arrays",), ("arrays",), _batch_vstack)
+CAT = _entry(sr.cat, ("*arrays", "dims"), ("arrays",), _batch_cat)
+KRON = _entry(sr.kron, ("a", "b"), ("a", "b"), _batch_kron, _kron_tangent, _kron_second_order)
+
+repeat: TorchOp[torch.Tensor] = TorchOp(REPEAT)
+tile: TorchOp[torch.Tensor] = TorchOp(TILE)
+concatenate: TorchOp[torch.Tensor] = TorchOp(CONCATENATE)
+stack: TorchOp[torch.Tensor] = TorchOp(STACK)
+hstack: TorchOp[torch.Tensor] = TorchOp(HSTACK)
+vstack: TorchOp[torch.Tensor] = TorchOp(VSTACK)
+cat: TorchOp[torch.Tensor] = TorchOp(CAT)
+kron: TorchOp[torch.Tensor] = TorchOp(KRON)

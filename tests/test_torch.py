@@ -1,0 +1,356 @@
+"""``stablerules.torch``: our ops inside PyTorch (SPEC section 10, issue 16).
+
+References are independent of our rules: forward results against NumPy's own functions,
+gradients (reverse and forward mode, first and second order) against torch's finite
+differences (``gradcheck``/``gradgradcheck``), batched results against a loop of unbatched
+calls, compiled results against eager ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import torch
+from torch._library.custom_ops import CustomOpDef
+
+import stablerules.torch as srt
+from stablerules import Val
+from stablerules.torch import _adapter, _ops
+
+Array = npt.NDArray[np.generic]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    call: Callable[..., torch.Tensor]
+    reference: Callable[..., Array]
+    shapes: tuple[tuple[int, ...], ...]
+
+
+def _julia_repeat(x: Array, inner: tuple[int, ...], outer: tuple[int, ...]) -> Array:
+    length = max(x.ndim, len(inner), len(outer))
+    x = x.reshape(x.shape + (1,) * (length - x.ndim))
+    for axis, count in enumerate(inner):
+        x = np.repeat(x, count, axis=axis)
+    return np.tile(x, outer + (1,) * (length - len(outer)))
+
+
+def _block_diagonal(a: Array, b: Array) -> Array:
+    out = np.zeros((a.shape[0] + b.shape[0], a.shape[1] + b.shape[1]), np.result_type(a, b))
+    out[: a.shape[0], : a.shape[1]] = a
+    out[a.shape[0] :, a.shape[1] :] = b
+    return out
+
+
+CASES = [
+    Case("repeat-axis", lambda x: srt.repeat(x, Val(2), axis=Val(1)), lambda x: np.repeat(x, 2, axis=1), ((3, 2),)),
+    Case("repeat-flat", lambda x: srt.repeat(x, Val(3)), lambda x: np.repeat(x, 3), ((2, 2),)),
+    Case(
+        "repeat-inner-outer",
+        lambda x: srt.repeat(x, inner=Val((2, 1)), outer=Val((1, 2, 2))),
+        lambda x: _julia_repeat(x, (2, 1), (1, 2, 2)),
+        ((2, 3),),
+    ),
+    Case("tile", lambda x: srt.tile(x, Val((2, 1, 2))), lambda x: np.tile(x, (2, 1, 2)), ((2, 3),)),
+    Case(
+        "concatenate",
+        lambda a, b: srt.concatenate((a, b), axis=Val(0)),
+        lambda a, b: np.concatenate((a, b), axis=0),
+        ((2, 3), (1, 3)),
+    ),
+    Case(
+        "concatenate-flat",
+        lambda a, b: srt.concatenate([a, b], axis=None),
+        lambda a, b: np.concatenate((a, b), axis=None),
+        ((2, 2), (3,)),
+    ),
+    Case("stack", lambda a, b: srt.stack((a, b), axis=Val(1)), lambda a, b: np.stack((a, b), axis=1), ((2, 3), (2, 3))),
+    Case("hstack", lambda a, b: srt.hstack((a, b)), lambda a, b: np.hstack((a, b)), ((2,), (3,))),
+    Case("vstack", lambda a, b: srt.vstack((a, b)), lambda a, b: np.vstack((a, b)), ((3,), (2, 3))),
+    Case("cat-diagonal", lambda a, b: srt.cat(a, b, dims=Val((0, 1))), _block_diagonal, ((2, 2), (1, 3))),
+    Case(
+        "cat-new-axis",
+        lambda a, b: srt.cat(a, b, dims=Val(2)),
+        lambda a, b: np.stack((a, b), axis=2),
+        ((2, 3), (2, 3)),
+    ),
+    Case("kron", lambda a, b: srt.kron(a, b), np.kron, ((2, 3), (3, 2))),
+    Case("kron-ndim", lambda a, b: srt.kron(a, b), np.kron, ((3,), (2, 2))),
+]
+IDS = [case.id for case in CASES]
+
+
+def _inputs(case: Case, dtype: torch.dtype = torch.float64, seed: int = 0) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(shape, dtype=dtype, generator=generator, requires_grad=True) for shape in case.shapes]
+
+
+# --------------------------------------------------------------------------------------------
+# forward
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_forward_equals_numpy(case: Case) -> None:
+    for dtype in (torch.float64, torch.float32, torch.complex128):
+        inputs = _inputs(case, dtype)
+        y = case.call(*inputs)
+        expected = case.reference(*(t.detach().numpy() for t in inputs))
+        assert isinstance(y, torch.Tensor) and y.device.type == "cpu"
+        assert y.dtype == dtype and tuple(y.shape) == expected.shape
+        if dtype.is_complex and case.id.startswith("kron"):  # complex products may round differently
+            np.testing.assert_allclose(y.detach().numpy(), expected.astype(np.complex128), rtol=1e-14)
+        else:
+            np.testing.assert_array_equal(y.detach().numpy(), expected)
+
+
+def test_integer_inputs_are_forwarded_and_not_differentiable() -> None:
+    x = torch.arange(6).reshape(2, 3)
+    y = srt.repeat(x, Val(2), axis=Val(0))
+    assert y.dtype == torch.int64 and not y.requires_grad
+    np.testing.assert_array_equal(y.numpy(), np.repeat(x.numpy(), 2, axis=0))
+
+
+def test_inputs_are_read_in_place_and_results_own_their_memory() -> None:
+    x = torch.randn(4, 3, dtype=torch.float64)[:, 1:]  # a strided view
+    view = _adapter._array(x)
+    assert isinstance(view, np.ndarray) and np.shares_memory(view, x.numpy())
+    y = srt.concatenate((x,), axis=Val(0))  # equal to x: must still not alias it
+    assert torch.equal(y, x) and y.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+
+
+# --------------------------------------------------------------------------------------------
+# reverse and forward mode, first and second order, against finite differences
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_gradcheck(case: Case) -> None:
+    assert torch.autograd.gradcheck(case.call, tuple(_inputs(case)), check_forward_ad=True)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_gradgradcheck(case: Case) -> None:
+    assert torch.autograd.gradgradcheck(case.call, tuple(_inputs(case)))
+
+
+def test_complex_kron_to_second_order() -> None:
+    case = CASES[IDS.index("kron")]
+    inputs = tuple(_inputs(case, torch.complex128))
+    assert torch.autograd.gradcheck(srt.kron, inputs, check_forward_ad=True)
+    assert torch.autograd.gradgradcheck(srt.kron, inputs)
+
+
+def test_third_order_of_kron() -> None:
+    # f(x) = sum(kron(x, x)^2) = (sum x^2)^2 for a vector: f''' along e0 at x is 24 x0.
+    x = torch.tensor([1.5, -0.5], dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(srt.kron(x, x).pow(2).sum(), x, create_graph=True)
+    (h,) = torch.autograd.grad(g[0], x, create_graph=True)
+    (t,) = torch.autograd.grad(h[0], x)
+    assert torch.allclose(t[0], torch.tensor(24 * 1.5, dtype=torch.float64))
+
+
+def test_inplace_modification_after_forward_is_caught() -> None:
+    a, b = torch.randn(2, 2, dtype=torch.float64, requires_grad=True), torch.randn(2, 2, dtype=torch.float64)
+    leaf = a * 1.0
+    y = srt.kron(leaf, b)
+    with torch.no_grad():
+        leaf.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        torch.autograd.grad(y.sum(), a)
+
+
+def test_stride0_cotangent_reaches_the_rule_as_a_fill() -> None:
+    x = torch.randn(50, 30, dtype=torch.float64, requires_grad=True)
+    y = srt.repeat(x, inner=Val((2, 3)))
+    assert y.numel() >= srt.FILL_THRESHOLD
+    (g,) = torch.autograd.grad(y.sum(), x, retain_graph=True)
+    assert g.stride() == (0, 0), "a Fill result comes back as an expanded tensor"
+    assert torch.equal(g, torch.full((50, 30), 6.0, dtype=torch.float64))
+    (g_mean,) = torch.autograd.grad(y.mean(), x)
+    assert torch.allclose(g_mean, torch.full((50, 30), 6.0 / y.numel(), dtype=torch.float64))
+
+
+# --------------------------------------------------------------------------------------------
+# torch.func
+
+
+def test_func_grad_vjp_jvp_against_finite_differences() -> None:
+    x = torch.randn(3, 2, dtype=torch.float64)
+    b = torch.randn(2, 2, dtype=torch.float64)
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        return srt.kron(srt.repeat(x, inner=Val((1, 2))), b).sin().sum()
+
+    grad = torch.func.grad(loss)(x)
+    direction = torch.randn_like(x)
+    step = 1e-6
+    numeric = (loss(x + step * direction) - loss(x - step * direction)) / (2 * step)
+    assert torch.allclose((grad * direction).sum(), numeric, atol=1e-6)
+    tangent = torch.func.jvp(loss, (x,), (direction,))[1]
+    assert torch.allclose(tangent, numeric, atol=1e-6)
+    vjp = torch.func.vjp(lambda x: srt.tile(x, Val(2)), x)[1]
+    (pulled,) = vjp(torch.ones(3, 4, dtype=torch.float64))
+    assert torch.equal(pulled, torch.full((3, 2), 2.0, dtype=torch.float64))
+    hessian_diag = torch.func.grad(lambda x: torch.func.grad(loss)(x)[0, 0])(x)
+    numeric_second = (torch.func.grad(loss)(x + step * direction) - torch.func.grad(loss)(x - step * direction)) / (2 * step)
+    assert torch.allclose((hessian_diag * direction).sum(), numeric_second[0, 0], atol=1e-5)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_vmap_uses_the_batching_rule(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    for name, value in vars(_ops).items():
+        if isinstance(value, _adapter.Entry):
+            original = value.batch
+
+            def counted(*args: object, _original: Callable[..., object] = original, _name: str = name) -> object:
+                calls.append(_name)
+                return _original(*args)
+
+            monkeypatch.setattr(value, "batch", counted)
+    size = 3
+    generator = torch.Generator().manual_seed(1)
+    batched = [torch.randn((size, *shape), dtype=torch.float64, generator=generator) for shape in case.shapes]
+    in_dims_options: list[tuple[int | None, ...]] = [(0,) * len(batched)]
+    if len(batched) > 1:
+        in_dims_options.append((0,) + (None,) * (len(batched) - 1))
+        in_dims_options.append((None,) + (0,) * (len(batched) - 1))
+    for in_dims in in_dims_options:
+        arguments = [t if d is not None else t[0] for t, d in zip(batched, in_dims)]
+        got = torch.vmap(case.call, in_dims=in_dims)(*arguments)
+        expected = torch.stack(
+            [case.call(*(t[i] if d is not None else t for t, d in zip(arguments, in_dims))) for i in range(size)]
+        )
+        assert torch.allclose(got, expected), in_dims
+    assert calls, "vmap did not go through the op's batching rule"
+
+
+@pytest.mark.parametrize("case", [CASES[IDS.index(name)] for name in ("repeat-inner-outer", "concatenate", "kron")], ids=str)
+def test_jacrev_and_jacfwd_equal_the_looped_jacobian(case: Case) -> None:
+    # jacrev vmaps the pullback, jacfwd the pushforward; the reference loops plain backward
+    # calls (checked against finite differences by test_gradcheck).
+    inputs = tuple(t.detach() for t in _inputs(case))
+    argnums = tuple(range(len(inputs)))
+    expected = torch.autograd.functional.jacobian(case.call, inputs)  # type: ignore[no-untyped-call]
+    for transform in (torch.func.jacrev, torch.func.jacfwd):
+        got = transform(case.call, argnums=argnums)(*inputs)
+        for g, e in zip(got, expected):
+            assert torch.allclose(g, e), transform
+
+
+def test_vmap_with_batch_axis_not_in_front() -> None:
+    x = torch.randn(4, 3, 2, dtype=torch.float64)
+    got = torch.vmap(lambda s: srt.repeat(s, Val(2), axis=None), in_dims=1)(x)
+    expected = torch.stack([torch.from_numpy(np.repeat(x[:, i].numpy(), 2)) for i in range(3)])
+    assert torch.equal(got, expected)
+
+
+# --------------------------------------------------------------------------------------------
+# torch.compile and the custom ops
+
+
+@pytest.mark.parametrize("entry", [_ops.REPEAT, _ops.CONCATENATE, _ops.KRON], ids=lambda e: e.name)
+def test_opcheck(entry: _adapter.Entry) -> None:
+    generator = torch.Generator().manual_seed(2)
+    a = torch.randn(2, 3, dtype=torch.float64, generator=generator)
+    b = torch.randn(3, 2, dtype=torch.float64, generator=generator)
+    args: dict[str, tuple[tuple[object, ...], dict[str, object]]] = {
+        "repeat": ((a,), {"inner": Val((2, 1)), "outer": Val(2)}),
+        "concatenate": (((a, b.T),), {"axis": Val(0)}),
+        "kron": ((a, b), {}),
+    }
+    call, tensors = _adapter.bind(entry, *args[entry.name])
+    forward_op, pullback_op = _adapter.custom_ops(entry)
+    text = _adapter.encode(call)
+    (y,) = forward_op(list(tensors), text)
+    for op, op_args in ((forward_op, (list(tensors), text)), (pullback_op, ([torch.randn_like(y)], list(tensors), text))):
+        result = torch.library.opcheck(cast("CustomOpDef", op), op_args)
+        assert set(result.values()) == {"SUCCESS"}, result
+
+
+def test_custom_op_vmap_uses_the_batching_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    original = _ops.TILE.batch
+
+    def counted(*args: object) -> object:
+        calls.append(1)
+        return original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_ops.TILE, "batch", counted)
+    xb = torch.randn(4, 2, 3, dtype=torch.float64)
+    call, _ = _adapter.bind(_ops.TILE, (xb[0], Val((2, 1))), {})
+    forward_op, _ = _adapter.custom_ops(_ops.TILE)
+    text = _adapter.encode(call)
+    got = torch.vmap(lambda x: forward_op([x], text)[0])(xb)
+    assert torch.equal(got, torch.stack([torch.from_numpy(np.tile(x.numpy(), (2, 1))) for x in xb]))
+    assert calls == [1]
+
+
+def test_compile_fullgraph_forward_and_backward_equal_eager() -> None:
+    torch._dynamo.reset()
+
+    def model(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        y = srt.repeat(x, inner=Val((2, 1)), outer=Val((1, 2)))
+        z = srt.concatenate((y, y * 2), axis=Val(1))
+        return z.sin().sum() + srt.kron(a, b).pow(2).mean()
+
+    inputs = [torch.randn(*shape, dtype=torch.float64, requires_grad=True) for shape in ((3, 2), (2, 3), (3, 2))]
+    compiled = torch.compile(model, fullgraph=True)
+    got = compiled(*inputs)
+    got_grads = torch.autograd.grad(got, inputs)
+    expected = model(*inputs)
+    expected_grads = torch.autograd.grad(expected, inputs)
+    assert torch.allclose(got, expected)
+    for g, e in zip(got_grads, expected_grads):
+        assert torch.allclose(g, e)
+
+
+# --------------------------------------------------------------------------------------------
+# errors and isolation
+
+
+def test_bad_arguments_are_clear_type_errors() -> None:
+    x = torch.randn(2, 3)
+    with pytest.raises(TypeError, match="argument 'x' must be a torch.Tensor"):
+        srt.repeat(np.zeros(3), Val(2))
+    with pytest.raises(TypeError, match="'repeats' is static"):
+        srt.repeat(x, torch.tensor([1, 2]), axis=Val(0))
+    with pytest.raises(TypeError, match="unexpected or repeated argument 'axes'"):
+        srt.stack((x, x), axes=Val(0))
+    with pytest.raises(TypeError, match=r"arrays\[1\] must be a torch.Tensor"):
+        srt.concatenate((x, 1.0))
+    with pytest.raises(TypeError, match="not supported"):
+        srt.tile(torch.empty(2, device="meta"), Val(2))
+    with pytest.raises(ValueError):  # our own validation, before any kernel
+        srt.concatenate((x, torch.randn(2, 4)), axis=Val(0))
+
+
+def test_import_stablerules_does_not_import_torch() -> None:
+    code = "import sys, stablerules; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_public_names() -> None:
+    names: Sequence[str] = srt.__all__
+    assert {"repeat", "tile", "concatenate", "stack", "hstack", "vstack", "cat", "kron"} <= set(names)
+    for name in names:
+        assert getattr(srt, name) is not None
+
+
+def test_bench_rows_run_and_agree_with_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # bench/engines_torch.py checks ours against torch's own ops before timing each row.
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "bench"))
+    engines_torch = importlib.import_module("engines_torch")
+    rows = engines_torch.run_torch_rows("tiny", compiled=False)
+    assert {row.id for row in rows} == {"W3", "W3 sum", "kron", "tiny"}
+    assert [row.error for row in rows] == [None] * len(rows)
+    assert "tiny sizes: no goal" in engines_torch.torch_table(rows)
