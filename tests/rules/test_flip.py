@@ -197,8 +197,11 @@ def test_flip_errors_are_clear_and_come_first() -> None:
         sr.flip(x, "0")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="dtype"):
         sr.flip(np.array(["a", "b"]), Val(0))
+    # Array-likes follow NumPy's rule (_arrays.array_like): a list is read as np.asarray reads it,
+    # anything else is refused naming the argument.
+    np.testing.assert_array_equal(sr.flip([1.0, 2.0], Val(0)), np.flip([1.0, 2.0], 0))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="must be an array"):
-        sr.flip([1.0, 2.0], Val(0))  # type: ignore[arg-type]
+        sr.flip({1.0, 2.0}, Val(0))  # type: ignore[arg-type]
     _, back = rrule(sr.flip, x, Val(0))
     with pytest.raises(ValueError, match=r"\(4, 3\).*\(3, 4\)"):
         back(np.ones((4, 3)))
