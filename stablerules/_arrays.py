@@ -7,6 +7,7 @@ CuPy is optional and never imported here unless an argument already is a CuPy ar
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 import os
 import sys
@@ -89,11 +90,9 @@ def spec_namespace(spec: ArraySpec) -> pytypes.ModuleType:
     if not spec.device.startswith("cuda"):
         return np
     try:
-        import cupy  # noqa: PLC0415 - imported only for a CUDA spec
+        return importlib.import_module("cupy")  # only for a CUDA spec; untyped for a user's mypy
     except ImportError:
         return np
-    module: pytypes.ModuleType = cupy
-    return module
 
 
 def device_of(value: object) -> str:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 # Modules only a load or a save uses are imported there: `import stablerules` stays cheap.
 import functools
+import importlib
 import importlib.util
 import os
 import stat
@@ -113,8 +114,8 @@ def host_key() -> HostKey:
     """What a stored kernel must have been built for to run here. CPU name and features are
     computed as Numba computes its cache key's (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``
     override the host's); ``save`` checks them against the key of the code Numba built."""
-    import llvmlite
-    import llvmlite.binding as llvm
+    llvmlite = importlib.import_module("llvmlite")  # untyped for a user's mypy over our sources
+    llvm = importlib.import_module("llvmlite.binding")
 
     cpu = os.environ.get("NUMBA_CPU_NAME") or llvm.get_host_cpu_name()
     features = os.environ.get("NUMBA_CPU_FEATURES") or llvm.get_host_cpu_features().flatten()
@@ -210,7 +211,7 @@ class _Runtime:
     def __init__(self) -> None:
         import builtins
 
-        import llvmlite.binding as llvm
+        llvm = importlib.import_module("llvmlite.binding")
 
         self.llvm = llvm
         helperlib = _extension("numba._helperlib")

@@ -139,8 +139,8 @@ def test_bench_goals_carry_their_unit(bench_run: BenchRun) -> None:
     units = set()
     for goal in goals:
         record = _mapping(goal)
-        assert record["unit"] in {"ratio", "fraction", "seconds", "kernels"}, record
-        assert record["comparison"] in {">=", "<="} and isinstance(record["target"], (int, float)), record
+        assert record["unit"] in {"ratio", "fraction", "seconds", "kernels", "boolean"}, record
+        assert record["comparison"] in {">=", "<=", "=="} and isinstance(record["target"], (int, float)), record
         units.add(record["unit"])
         value = record["value"]
         if record["unit"] == "ratio" and isinstance(value, float):
