@@ -298,14 +298,7 @@ class DiskStore:
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:  # pragma: no cover - a .py path always has one
             raise ImportError(f"cannot import kernel module from {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            sys.modules.pop(name, None)
-            raise
-        return module
+        return _objectcode.import_from_spec(name, spec)
 
     def load(self, name: str, source: KernelSource) -> LoadedKernel:
         stem = name.removeprefix("_stablerules_k_")

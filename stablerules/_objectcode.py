@@ -50,6 +50,10 @@ import types as pytypes
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
 
 KernelFunction = Callable[..., object]
 HostKey = tuple[tuple[str, str], ...]
@@ -107,6 +111,19 @@ def numba_version() -> str:
         return version("numba")
     except PackageNotFoundError:  # pragma: no cover - numba is a hard dependency
         return "unknown"
+
+
+def import_from_spec(name: str, spec: ModuleSpec) -> pytypes.ModuleType:
+    """Import the module ``spec`` describes as ``sys.modules[name]`` (removed again if it fails)."""
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
 
 
 @functools.cache
@@ -194,14 +211,7 @@ def _extension(name: str) -> pytypes.ModuleType:
             spec = importlib.util.spec_from_file_location(name, path)
             if spec is None or spec.loader is None:  # pragma: no cover - an extension path has one
                 break
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                sys.modules.pop(name, None)
-                raise
-            return module
+            return import_from_spec(name, spec)
     raise ImportError(f"Numba's extension module {name} was not found under {base.parent}")
 
 
