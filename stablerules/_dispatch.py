@@ -84,7 +84,6 @@ _PlainCounts: TypeAlias = int | tuple[int, ...]
 _AnyCounts: TypeAlias = _Counts | _PlainCounts
 _AxisOrAxes: TypeAlias = Val[int] | Val[tuple[int, ...]]
 _Permutation: TypeAlias = Val[tuple[int, ...]]
-_NewShape: TypeAlias = Val[tuple[int, ...]] | Val[int]
 _Shape: TypeAlias = Val[tuple[int, ...]] | Val[int]
 _Axes: TypeAlias = Val[int] | Val[tuple[int, ...]] | None
 _Flag: TypeAlias = Val[bool]
@@ -250,7 +249,7 @@ def rrule(
 ) -> tuple[NDArray[np.generic], LoosePairPullback[np.generic]]: ...
 
 
-# --- flip, roll, permute_dims, transpose, reshape: (dx,) plus NoTangent per static given positionally
+# --- flip, roll, permute_dims, transpose: (dx,) plus NoTangent per static given positionally
 @overload
 def rrule(
     op: Flip, x: NDArray[_F], /, *, axis: _AxisOrAxes | None = ...
@@ -311,29 +310,25 @@ def rrule(
 def rrule(
     op: Transpose, x: NDArray[_G], /, *, axes: _Permutation | None = ...
 ) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
-@overload
-def rrule(op: Reshape, x: NDArray[_F], shape: _NewShape, /) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
-@overload
-def rrule(op: Reshape, x: NDArray[_F], /, *, shape: _NewShape) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
-@overload
-def rrule(
-    op: Reshape, x: NDArray[_G], shape: _NewShape, /
-) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
-@overload
-def rrule(op: Reshape, x: NDArray[_G], /, *, shape: _NewShape) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
-# --- broadcast_to, sum, mean, pad, split
-# broadcast_to: (dx[, NoTangent()]); sum/mean: (dx, NoTangent() per positional axis/keepdims),
+# --- reshape, broadcast_to, sum, mean, pad, split
+# reshape, broadcast_to: (dx[, NoTangent()]); sum/mean: (dx, NoTangent() per positional axis/keepdims),
 # an integer or bool input's entries all NoTangent (its sum is an integer array, its mean
 # float64); pad: (dx, NoTangent()[, the constant's tangent]); split: its output is a tuple, its
 # pullback takes a tuple of cotangents (TuplePullback).
 @overload
-def rrule(op: BroadcastTo, x: NDArray[_F], shape: _Shape, /) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+def rrule(
+    op: Reshape | BroadcastTo, x: NDArray[_F], shape: _Shape, /
+) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
 @overload
-def rrule(op: BroadcastTo, x: NDArray[_F], /, *, shape: _Shape) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+def rrule(op: Reshape | BroadcastTo, x: NDArray[_F], /, *, shape: _Shape) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
 @overload
-def rrule(op: BroadcastTo, x: NDArray[_G], shape: _Shape, /) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+def rrule(
+    op: Reshape | BroadcastTo, x: NDArray[_G], shape: _Shape, /
+) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
 @overload
-def rrule(op: BroadcastTo, x: NDArray[_G], /, *, shape: _Shape) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+def rrule(
+    op: Reshape | BroadcastTo, x: NDArray[_G], /, *, shape: _Shape
+) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
 @overload
 def rrule(
     op: Sum | Mean, x: NDArray[_F], /, *, axis: _Axes = ..., keepdims: _Flag = ...
@@ -932,7 +927,9 @@ def pullback(
     op: Concatenate, arrays: Sequence[_DenseOrSpec], axis: _OptionalAxis, /
 ) -> LooseSequenceStaticPullback[np.generic]: ...
 @overload
-def pullback(op: Stack, arrays: Sequence[_DenseOrSpec], /, *, axis: _Axis = ...) -> LooseSequencePullback[np.generic]: ...
+def pullback(
+    op: Stack, arrays: Sequence[_DenseOrSpec], /, *, axis: _Axis = ...
+) -> LooseSequencePullback[np.generic]: ...
 @overload
 def pullback(
     op: Stack, arrays: Sequence[_DenseOrSpec], axis: _Axis, /
@@ -1449,7 +1446,7 @@ def frule(
 ) -> tuple[NDArray[np.generic], NDArray[np.generic] | ZeroTangent | NoTangent]: ...
 
 
-# --- flip, roll, permute_dims, transpose, reshape: the same map of x's tangent; dense for a
+# --- flip, roll, permute_dims, transpose: the same map of x's tangent; dense for a
 # dense tangent, else also a Fill (for a Fill) or ZeroTangent (for ZeroTangent/NoTangent)
 @overload
 def frule(
@@ -1562,57 +1559,33 @@ def frule(
 def frule(
     op: Transpose, tangents: tuple[object], x: NDArray[_G], /, *, axes: _Permutation | None = ...
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
-@overload
-def frule(
-    op: Reshape, tangents: tuple[_Dense, object], x: NDArray[_F], shape: _NewShape, /
-) -> tuple[NDArray[_F], NDArray[_F]]: ...
-@overload
-def frule(
-    op: Reshape, tangents: tuple[_Dense], x: NDArray[_F], /, *, shape: _NewShape
-) -> tuple[NDArray[_F], NDArray[_F]]: ...
-@overload
-def frule(
-    op: Reshape, tangents: tuple[object, object], x: NDArray[_F], shape: _NewShape, /
-) -> tuple[NDArray[_F], Tangent[_F]]: ...
-@overload
-def frule(
-    op: Reshape, tangents: tuple[object], x: NDArray[_F], /, *, shape: _NewShape
-) -> tuple[NDArray[_F], Tangent[_F]]: ...
-@overload
-def frule(
-    op: Reshape, tangents: tuple[object, object], x: NDArray[_G], shape: _NewShape, /
-) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
-@overload
-def frule(
-    op: Reshape, tangents: tuple[object], x: NDArray[_G], /, *, shape: _NewShape
-) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
-# --- broadcast_to, sum, mean, pad, split
+# --- reshape, broadcast_to, sum, mean, pad, split
 # The forward map of x's tangent: dense for a dense tangent, else also a Fill or ZeroTangent;
 # an integer input's is NoTangent; split's is a tuple of tangents (or ZeroTangent). tangents
 # has one entry per positional argument.
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[_Dense, object], x: NDArray[_F], shape: _Shape, /
+    op: Reshape | BroadcastTo, tangents: tuple[_Dense, object], x: NDArray[_F], shape: _Shape, /
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[_Dense], x: NDArray[_F], /, *, shape: _Shape
+    op: Reshape | BroadcastTo, tangents: tuple[_Dense], x: NDArray[_F], /, *, shape: _Shape
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[object, object], x: NDArray[_F], shape: _Shape, /
+    op: Reshape | BroadcastTo, tangents: tuple[object, object], x: NDArray[_F], shape: _Shape, /
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[object], x: NDArray[_F], /, *, shape: _Shape
+    op: Reshape | BroadcastTo, tangents: tuple[object], x: NDArray[_F], /, *, shape: _Shape
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[object, object], x: NDArray[_G], shape: _Shape, /
+    op: Reshape | BroadcastTo, tangents: tuple[object, object], x: NDArray[_G], shape: _Shape, /
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[object], x: NDArray[_G], /, *, shape: _Shape
+    op: Reshape | BroadcastTo, tangents: tuple[object], x: NDArray[_G], /, *, shape: _Shape
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
