@@ -122,7 +122,7 @@ def forward_mode_ii(a: Array, da: Array, n: Int) -> None:
     )
 
 
-def pullbacks_ii(a: Array, dy: Array) -> None:
+def pullbacks_ii(a: Array, dy: Array, n: Int) -> None:
     assert_type(sr.pullback(sr.flip, a, (0, 1))(dy), tuple[Array, NoTangent])
     assert_type(sr.pullback(sr.roll, a, 1, axis=0)(dy), tuple[Array, NoTangent])
     assert_type(sr.pullback(sr.transpose, a, (1, 0))(dy), tuple[Array, NoTangent])
@@ -131,3 +131,5 @@ def pullbacks_ii(a: Array, dy: Array) -> None:
     assert_type(sr.pullback(sr.mean, a, 0, keepdims=True)(dy), tuple[Array, NoTangent])
     assert_type(sr.pullback(sr.pad, a, 1, 0.0)(dy), tuple[Array, NoTangent, npt.NDArray[np.inexact] | NoTangent])
     assert_type(sr.pullback(sr.split, a, 2, 1)((dy, dy)), tuple[Array, NoTangent, NoTangent])
+    assert_type(sr.pullback(sr.mean, n, 0)(dy), tuple[NoTangent, NoTangent])
+    assert_type(sr.pullback(sr.sum, n, axis=(0, 1), keepdims=True)(dy), tuple[NoTangent])
