@@ -84,7 +84,6 @@ _PlainCounts: TypeAlias = int | tuple[int, ...]
 _AnyCounts: TypeAlias = _Counts | _PlainCounts
 _AxisOrAxes: TypeAlias = Val[int] | Val[tuple[int, ...]]
 _Permutation: TypeAlias = Val[tuple[int, ...]]
-_NewShape: TypeAlias = Val[tuple[int, ...]] | Val[int]
 _Shape: TypeAlias = Val[tuple[int, ...]] | Val[int]
 _Axes: TypeAlias = Val[int] | Val[tuple[int, ...]] | None
 _Flag: TypeAlias = Val[bool]
@@ -250,7 +249,7 @@ def rrule(
 ) -> tuple[NDArray[np.generic], LoosePairPullback[np.generic]]: ...
 
 
-# --- flip, roll, permute_dims, transpose, reshape: (dx,) plus NoTangent per static given positionally
+# --- flip, roll, permute_dims, transpose: (dx,) plus NoTangent per static given positionally
 @overload
 def rrule(
     op: Flip, x: NDArray[_F], /, *, axis: _AxisOrAxes | None = ...
@@ -311,29 +310,25 @@ def rrule(
 def rrule(
     op: Transpose, x: NDArray[_G], /, *, axes: _Permutation | None = ...
 ) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
-@overload
-def rrule(op: Reshape, x: NDArray[_F], shape: _NewShape, /) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
-@overload
-def rrule(op: Reshape, x: NDArray[_F], /, *, shape: _NewShape) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
-@overload
-def rrule(
-    op: Reshape, x: NDArray[_G], shape: _NewShape, /
-) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
-@overload
-def rrule(op: Reshape, x: NDArray[_G], /, *, shape: _NewShape) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
-# --- broadcast_to, sum, mean, pad, split
-# broadcast_to: (dx[, NoTangent()]); sum/mean: (dx, NoTangent() per positional axis/keepdims),
+# --- reshape, broadcast_to, sum, mean, pad, split
+# reshape, broadcast_to: (dx[, NoTangent()]); sum/mean: (dx, NoTangent() per positional axis/keepdims),
 # an integer or bool input's entries all NoTangent (its sum is an integer array, its mean
 # float64); pad: (dx, NoTangent()[, the constant's tangent]); split: its output is a tuple, its
 # pullback takes a tuple of cotangents (TuplePullback).
 @overload
-def rrule(op: BroadcastTo, x: NDArray[_F], shape: _Shape, /) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+def rrule(
+    op: Reshape | BroadcastTo, x: NDArray[_F], shape: _Shape, /
+) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
 @overload
-def rrule(op: BroadcastTo, x: NDArray[_F], /, *, shape: _Shape) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+def rrule(op: Reshape | BroadcastTo, x: NDArray[_F], /, *, shape: _Shape) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
 @overload
-def rrule(op: BroadcastTo, x: NDArray[_G], shape: _Shape, /) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+def rrule(
+    op: Reshape | BroadcastTo, x: NDArray[_G], shape: _Shape, /
+) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
 @overload
-def rrule(op: BroadcastTo, x: NDArray[_G], /, *, shape: _Shape) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+def rrule(
+    op: Reshape | BroadcastTo, x: NDArray[_G], /, *, shape: _Shape
+) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
 @overload
 def rrule(
     op: Sum | Mean, x: NDArray[_F], /, *, axis: _Axes = ..., keepdims: _Flag = ...
@@ -484,6 +479,181 @@ def rrule(op: Tile, x: NDArray[_G], reps: _PlainCounts, /) -> tuple[NDArray[_G],
 @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
 def rrule(op: Tile, x: NDArray[_G], /, *, reps: _PlainCounts) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
 
+# flip, roll, permute_dims, transpose, reshape, broadcast_to, sum, mean, pad, split. An op with one
+# static takes only a plain value here (these forms never overlap its Val forms); roll, sum/mean
+# and split take Val or plain for each static, so a Val beside a plain value matches too.
+# Forms that coincide once positional names are dropped are merged (flip, reshape, broadcast_to).
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(op: Flip, x: NDArray[_F], /, *, axis: _PlainCounts) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(op: Flip, x: NDArray[_G], /, *, axis: _PlainCounts) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Roll, x: NDArray[_F], shift: _AxisOrAxes | _PlainCounts, /, *, axis: _AxisOrAxes | _PlainCounts | None = ...
+) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Roll, x: NDArray[_F], shift: _AxisOrAxes | _PlainCounts, axis: _AxisOrAxes | _PlainCounts | None, /
+) -> tuple[NDArray[_F], ArrayStaticStaticPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Roll, x: NDArray[_F], /, *, shift: _AxisOrAxes | _PlainCounts, axis: _AxisOrAxes | _PlainCounts | None = ...
+) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Roll, x: NDArray[_G], shift: _AxisOrAxes | _PlainCounts, /, *, axis: _AxisOrAxes | _PlainCounts | None = ...
+) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Roll, x: NDArray[_G], shift: _AxisOrAxes | _PlainCounts, axis: _AxisOrAxes | _PlainCounts | None, /
+) -> tuple[NDArray[_G], LooseArrayStaticStaticPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Roll, x: NDArray[_G], /, *, shift: _AxisOrAxes | _PlainCounts, axis: _AxisOrAxes | _PlainCounts | None = ...
+) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: PermuteDims | Transpose, x: NDArray[_F], axes: tuple[int, ...], /
+) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: PermuteDims | Transpose, x: NDArray[_F], /, *, axes: tuple[int, ...]
+) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: PermuteDims | Transpose, x: NDArray[_G], axes: tuple[int, ...], /
+) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: PermuteDims | Transpose, x: NDArray[_G], /, *, axes: tuple[int, ...]
+) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Flip | Reshape | BroadcastTo, x: NDArray[_F], shape: _PlainCounts, /
+) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Reshape | BroadcastTo, x: NDArray[_F], /, *, shape: _PlainCounts
+) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Flip | Reshape | BroadcastTo, x: NDArray[_G], shape: _PlainCounts, /
+) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Reshape | BroadcastTo, x: NDArray[_G], /, *, shape: _PlainCounts
+) -> tuple[NDArray[_G], LooseArrayPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Sum | Mean, x: NDArray[_F], /, *, axis: _Axes | _PlainCounts = ..., keepdims: _Flag | bool = ...
+) -> tuple[NDArray[_F], ArrayPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Sum | Mean, x: NDArray[_F], axis: _Axes | _PlainCounts, /, *, keepdims: _Flag | bool = ...
+) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Sum | Mean, x: NDArray[_F], axis: _Axes | _PlainCounts, keepdims: _Flag | bool, /
+) -> tuple[NDArray[_F], ArrayStaticStaticPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Sum, x: _Integral, /, *, axis: _Axes | _PlainCounts = ..., keepdims: _Flag | bool = ...
+) -> tuple[NDArray[np.integer], _NoTangents1]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Sum, x: _Integral, axis: _Axes | _PlainCounts, /, *, keepdims: _Flag | bool = ...
+) -> tuple[NDArray[np.integer], _NoTangents2]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Sum, x: _Integral, axis: _Axes | _PlainCounts, keepdims: _Flag | bool, /
+) -> tuple[NDArray[np.integer], _NoTangents3]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Mean, x: _Integral, /, *, axis: _Axes | _PlainCounts = ..., keepdims: _Flag | bool = ...
+) -> tuple[NDArray[np.float64], _NoTangents1]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Mean, x: _Integral, axis: _Axes | _PlainCounts, /, *, keepdims: _Flag | bool = ...
+) -> tuple[NDArray[np.float64], _NoTangents2]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Mean, x: _Integral, axis: _Axes | _PlainCounts, keepdims: _Flag | bool, /
+) -> tuple[NDArray[np.float64], _NoTangents3]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Pad, x: NDArray[_F], pad_width: _PlainCounts, /, *, constant_values: _PadConstant = ...
+) -> tuple[NDArray[_F], ArrayStaticPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Pad, x: NDArray[_F], pad_width: _PlainCounts, constant_values: _PadConstant, /
+) -> tuple[NDArray[_F], PadConstantPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Pad, x: NDArray[_G], pad_width: _PlainCounts, /, *, constant_values: _PadConstant = ...
+) -> tuple[NDArray[_G], LooseArrayStaticPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Pad, x: NDArray[_G], pad_width: _PlainCounts, constant_values: _PadConstant, /
+) -> tuple[NDArray[_G], LoosePadConstantPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Split, x: NDArray[_F], indices_or_sections: _AnyCounts, /, *, axis: _Axis | int = ...
+) -> tuple[tuple[NDArray[_F], ...], SplitStaticPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Split, x: NDArray[_F], indices_or_sections: _AnyCounts, axis: _Axis | int, /
+) -> tuple[tuple[NDArray[_F], ...], SplitStaticStaticPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Split, x: NDArray[_F], /, *, indices_or_sections: _AnyCounts, axis: _Axis | int = ...
+) -> tuple[tuple[NDArray[_F], ...], SplitPullback[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Split, x: NDArray[_G], indices_or_sections: _AnyCounts, /, *, axis: _Axis | int = ...
+) -> tuple[tuple[NDArray[_G], ...], LooseSplitStaticPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Split, x: NDArray[_G], indices_or_sections: _AnyCounts, axis: _Axis | int, /
+) -> tuple[tuple[NDArray[_G], ...], LooseSplitStaticStaticPullback[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Split, x: NDArray[_G], /, *, indices_or_sections: _AnyCounts, axis: _Axis | int = ...
+) -> tuple[tuple[NDArray[_G], ...], LooseSplitPullback[_G]]: ...
 
 # --- a user-registered function: arguments checked against its own signature
 @overload
@@ -626,6 +796,111 @@ def pullback(
 ) -> LoosePairPullback[np.generic]: ...
 
 
+
+# --- flip, roll, permute_dims, transpose, reshape, broadcast_to, sum, mean, pad, split: as rrule's
+@overload
+def pullback(op: Flip, x: NDArray[_F], /, *, axis: _AxisOrAxes | None = ...) -> ArrayPullback[_F]: ...
+@overload
+def pullback(op: Flip, x: NDArray[_F], axis: _AxisOrAxes | None, /) -> ArrayStaticPullback[_F]: ...
+@overload
+def pullback(op: Flip, x: NDArray[_G], /, *, axis: _AxisOrAxes | None = ...) -> LooseArrayPullback[_G]: ...
+@overload
+def pullback(op: Flip, x: NDArray[_G], axis: _AxisOrAxes | None, /) -> LooseArrayStaticPullback[_G]: ...
+@overload
+def pullback(
+    op: Roll, x: NDArray[_F], shift: _AxisOrAxes, /, *, axis: _AxisOrAxes | None = ...
+) -> ArrayStaticPullback[_F]: ...
+@overload
+def pullback(
+    op: Roll, x: NDArray[_F], shift: _AxisOrAxes, axis: _AxisOrAxes | None, /
+) -> ArrayStaticStaticPullback[_F]: ...
+@overload
+def pullback(
+    op: Roll, x: NDArray[_F], /, *, shift: _AxisOrAxes, axis: _AxisOrAxes | None = ...
+) -> ArrayPullback[_F]: ...
+@overload
+def pullback(
+    op: Roll, x: NDArray[_G], shift: _AxisOrAxes, /, *, axis: _AxisOrAxes | None = ...
+) -> LooseArrayStaticPullback[_G]: ...
+@overload
+def pullback(
+    op: Roll, x: NDArray[_G], shift: _AxisOrAxes, axis: _AxisOrAxes | None, /
+) -> LooseArrayStaticStaticPullback[_G]: ...
+@overload
+def pullback(
+    op: Roll, x: NDArray[_G], /, *, shift: _AxisOrAxes, axis: _AxisOrAxes | None = ...
+) -> LooseArrayPullback[_G]: ...
+@overload
+def pullback(op: PermuteDims | Transpose, x: NDArray[_F], axes: _Permutation, /) -> ArrayStaticPullback[_F]: ...
+@overload
+def pullback(op: PermuteDims, x: NDArray[_F], /, *, axes: _Permutation) -> ArrayPullback[_F]: ...
+@overload
+def pullback(op: Transpose, x: NDArray[_F], /, *, axes: _Permutation | None = ...) -> ArrayPullback[_F]: ...
+@overload
+def pullback(op: PermuteDims | Transpose, x: NDArray[_G], axes: _Permutation, /) -> LooseArrayStaticPullback[_G]: ...
+@overload
+def pullback(op: PermuteDims, x: NDArray[_G], /, *, axes: _Permutation) -> LooseArrayPullback[_G]: ...
+@overload
+def pullback(op: Transpose, x: NDArray[_G], /, *, axes: _Permutation | None = ...) -> LooseArrayPullback[_G]: ...
+@overload
+def pullback(op: Reshape | BroadcastTo, x: NDArray[_F], shape: _Shape, /) -> ArrayStaticPullback[_F]: ...
+@overload
+def pullback(op: Reshape | BroadcastTo, x: NDArray[_F], /, *, shape: _Shape) -> ArrayPullback[_F]: ...
+@overload
+def pullback(op: Reshape | BroadcastTo, x: NDArray[_G], shape: _Shape, /) -> LooseArrayStaticPullback[_G]: ...
+@overload
+def pullback(op: Reshape | BroadcastTo, x: NDArray[_G], /, *, shape: _Shape) -> LooseArrayPullback[_G]: ...
+@overload
+def pullback(op: Sum | Mean, x: NDArray[_F], /, *, axis: _Axes = ..., keepdims: _Flag = ...) -> ArrayPullback[_F]: ...
+@overload
+def pullback(op: Sum | Mean, x: NDArray[_F], axis: _Axes, /, *, keepdims: _Flag = ...) -> ArrayStaticPullback[_F]: ...
+@overload
+def pullback(op: Sum | Mean, x: NDArray[_F], axis: _Axes, keepdims: _Flag, /) -> ArrayStaticStaticPullback[_F]: ...
+@overload
+def pullback(op: Sum | Mean, x: _Integral, /, *, axis: _Axes = ..., keepdims: _Flag = ...) -> _NoTangents1: ...
+@overload
+def pullback(op: Sum | Mean, x: _Integral, axis: _Axes, /, *, keepdims: _Flag = ...) -> _NoTangents2: ...
+@overload
+def pullback(op: Sum | Mean, x: _Integral, axis: _Axes, keepdims: _Flag, /) -> _NoTangents3: ...
+@overload
+def pullback(
+    op: Pad, x: NDArray[_F], pad_width: _Counts, /, *, constant_values: _PadConstant = ...
+) -> ArrayStaticPullback[_F]: ...
+@overload
+def pullback(
+    op: Pad, x: NDArray[_F], pad_width: _Counts, constant_values: _PadConstant, /
+) -> PadConstantPullback[_F]: ...
+@overload
+def pullback(
+    op: Pad, x: NDArray[_G], pad_width: _Counts, /, *, constant_values: _PadConstant = ...
+) -> LooseArrayStaticPullback[_G]: ...
+@overload
+def pullback(
+    op: Pad, x: NDArray[_G], pad_width: _Counts, constant_values: _PadConstant, /
+) -> LoosePadConstantPullback[_G]: ...
+@overload
+def pullback(
+    op: Split, x: NDArray[_F], indices_or_sections: _Counts, /, *, axis: _Axis = ...
+) -> SplitStaticPullback[_F]: ...
+@overload
+def pullback(
+    op: Split, x: NDArray[_F], indices_or_sections: _Counts, axis: _Axis, /
+) -> SplitStaticStaticPullback[_F]: ...
+@overload
+def pullback(op: Split, x: NDArray[_F], /, *, indices_or_sections: _Counts, axis: _Axis = ...) -> SplitPullback[_F]: ...
+@overload
+def pullback(
+    op: Split, x: NDArray[_G], indices_or_sections: _Counts, /, *, axis: _Axis = ...
+) -> LooseSplitStaticPullback[_G]: ...
+@overload
+def pullback(
+    op: Split, x: NDArray[_G], indices_or_sections: _Counts, axis: _Axis, /
+) -> LooseSplitStaticStaticPullback[_G]: ...
+@overload
+def pullback(
+    op: Split, x: NDArray[_G], /, *, indices_or_sections: _Counts, axis: _Axis = ...
+) -> LooseSplitPullback[_G]: ...
+
 # --- ArraySpecs where no primal values are needed (every op but kron): loosely typed entries
 @overload
 def pullback(
@@ -652,7 +927,9 @@ def pullback(
     op: Concatenate, arrays: Sequence[_DenseOrSpec], axis: _OptionalAxis, /
 ) -> LooseSequenceStaticPullback[np.generic]: ...
 @overload
-def pullback(op: Stack, arrays: Sequence[_DenseOrSpec], /, *, axis: _Axis = ...) -> LooseSequencePullback[np.generic]: ...
+def pullback(
+    op: Stack, arrays: Sequence[_DenseOrSpec], /, *, axis: _Axis = ...
+) -> LooseSequencePullback[np.generic]: ...
 @overload
 def pullback(
     op: Stack, arrays: Sequence[_DenseOrSpec], axis: _Axis, /
@@ -662,6 +939,276 @@ def pullback(op: Hstack | Vstack, arrays: Sequence[_DenseOrSpec], /) -> LooseSeq
 @overload
 def pullback(op: Cat, /, *arrays: _CatInput | ArraySpec, dims: _Counts) -> LooseVariadicPullback[np.generic]: ...
 
+# flip ... split (none reads a primal value)
+@overload
+def pullback(op: Flip, x: ArraySpec, /, *, axis: _AxisOrAxes | None = ...) -> LooseArrayPullback[np.generic]: ...
+@overload
+def pullback(op: Flip, x: ArraySpec, axis: _AxisOrAxes | None, /) -> LooseArrayStaticPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Roll, x: ArraySpec, shift: _AxisOrAxes, /, *, axis: _AxisOrAxes | None = ...
+) -> LooseArrayStaticPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Roll, x: ArraySpec, shift: _AxisOrAxes, axis: _AxisOrAxes | None, /
+) -> LooseArrayStaticStaticPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Roll, x: ArraySpec, /, *, shift: _AxisOrAxes, axis: _AxisOrAxes | None = ...
+) -> LooseArrayPullback[np.generic]: ...
+@overload
+def pullback(
+    op: PermuteDims | Transpose, x: ArraySpec, axes: _Permutation, /
+) -> LooseArrayStaticPullback[np.generic]: ...
+@overload
+def pullback(op: PermuteDims, x: ArraySpec, /, *, axes: _Permutation) -> LooseArrayPullback[np.generic]: ...
+@overload
+def pullback(op: Transpose, x: ArraySpec, /, *, axes: _Permutation | None = ...) -> LooseArrayPullback[np.generic]: ...
+@overload
+def pullback(op: Reshape | BroadcastTo, x: ArraySpec, shape: _Shape, /) -> LooseArrayStaticPullback[np.generic]: ...
+@overload
+def pullback(op: Reshape | BroadcastTo, x: ArraySpec, /, *, shape: _Shape) -> LooseArrayPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Sum | Mean, x: ArraySpec, /, *, axis: _Axes = ..., keepdims: _Flag = ...
+) -> LooseArrayPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Sum | Mean, x: ArraySpec, axis: _Axes, /, *, keepdims: _Flag = ...
+) -> LooseArrayStaticPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Sum | Mean, x: ArraySpec, axis: _Axes, keepdims: _Flag, /
+) -> LooseArrayStaticStaticPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Pad, x: ArraySpec, pad_width: _Counts, /, *, constant_values: _PadConstant = ...
+) -> LooseArrayStaticPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Pad, x: ArraySpec, pad_width: _Counts, constant_values: _PadConstant, /
+) -> LoosePadConstantPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Split, x: ArraySpec, indices_or_sections: _Counts, /, *, axis: _Axis = ...
+) -> LooseSplitStaticPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Split, x: ArraySpec, indices_or_sections: _Counts, axis: _Axis, /
+) -> LooseSplitStaticStaticPullback[np.generic]: ...
+@overload
+def pullback(
+    op: Split, x: ArraySpec, /, *, indices_or_sections: _Counts, axis: _Axis = ...
+) -> LooseSplitPullback[np.generic]: ...
+
+
+# --- plain ints or tuples as static arguments (see the same block of rrule)
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Concatenate | Stack, arrays: Sequence[NDArray[_F]], /, *, axis: int) -> SequencePullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Concatenate | Stack, arrays: Sequence[NDArray[_F]], axis: int, /) -> SequenceStaticPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Concatenate | Stack, arrays: Sequence[NDArray[_G]], /, *, axis: int) -> LooseSequencePullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Concatenate | Stack, arrays: Sequence[NDArray[_G]], axis: int, /
+) -> LooseSequenceStaticPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Cat, /, *arrays: NDArray[_F], dims: _PlainCounts) -> VariadicPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Cat, /, *arrays: NDArray[_G], dims: _PlainCounts) -> LooseVariadicPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Cat, /, *arrays: _CatInput, dims: _PlainCounts) -> LooseVariadicPullback[np.generic]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Repeat, x: NDArray[_F], repeats: _Repeats | int, /, *, axis: _OptionalAxis | int = ...
+) -> ArrayStaticPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Repeat, x: NDArray[_F], repeats: _Repeats | int, axis: _OptionalAxis | int, /
+) -> ArrayStaticStaticPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Repeat, x: NDArray[_F], /, *, inner: _AnyCounts | None = ..., outer: _AnyCounts | None = ...
+) -> ArrayPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Repeat, x: NDArray[_G], repeats: _Repeats | int, /, *, axis: _OptionalAxis | int = ...
+) -> LooseArrayStaticPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Repeat, x: NDArray[_G], repeats: _Repeats | int, axis: _OptionalAxis | int, /
+) -> LooseArrayStaticStaticPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Repeat, x: NDArray[_G], /, *, inner: _AnyCounts | None = ..., outer: _AnyCounts | None = ...
+) -> LooseArrayPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Tile, x: NDArray[_F], reps: _PlainCounts, /) -> ArrayStaticPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Tile, x: NDArray[_F], /, *, reps: _PlainCounts) -> ArrayPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Tile, x: NDArray[_G], reps: _PlainCounts, /) -> LooseArrayStaticPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Tile, x: NDArray[_G], /, *, reps: _PlainCounts) -> LooseArrayPullback[_G]: ...
+# flip ... split: as in rrule's block
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Flip, x: NDArray[_F], /, *, axis: _PlainCounts) -> ArrayPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Flip, x: NDArray[_G], /, *, axis: _PlainCounts) -> LooseArrayPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Roll, x: NDArray[_F], shift: _AxisOrAxes | _PlainCounts, /, *, axis: _AxisOrAxes | _PlainCounts | None = ...
+) -> ArrayStaticPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Roll, x: NDArray[_F], shift: _AxisOrAxes | _PlainCounts, axis: _AxisOrAxes | _PlainCounts | None, /
+) -> ArrayStaticStaticPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Roll, x: NDArray[_F], /, *, shift: _AxisOrAxes | _PlainCounts, axis: _AxisOrAxes | _PlainCounts | None = ...
+) -> ArrayPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Roll, x: NDArray[_G], shift: _AxisOrAxes | _PlainCounts, /, *, axis: _AxisOrAxes | _PlainCounts | None = ...
+) -> LooseArrayStaticPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Roll, x: NDArray[_G], shift: _AxisOrAxes | _PlainCounts, axis: _AxisOrAxes | _PlainCounts | None, /
+) -> LooseArrayStaticStaticPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Roll, x: NDArray[_G], /, *, shift: _AxisOrAxes | _PlainCounts, axis: _AxisOrAxes | _PlainCounts | None = ...
+) -> LooseArrayPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: PermuteDims | Transpose, x: NDArray[_F], axes: tuple[int, ...], /) -> ArrayStaticPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: PermuteDims | Transpose, x: NDArray[_F], /, *, axes: tuple[int, ...]) -> ArrayPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: PermuteDims | Transpose, x: NDArray[_G], axes: tuple[int, ...], /) -> LooseArrayStaticPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: PermuteDims | Transpose, x: NDArray[_G], /, *, axes: tuple[int, ...]) -> LooseArrayPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Flip | Reshape | BroadcastTo, x: NDArray[_F], shape: _PlainCounts, /) -> ArrayStaticPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Reshape | BroadcastTo, x: NDArray[_F], /, *, shape: _PlainCounts) -> ArrayPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Flip | Reshape | BroadcastTo, x: NDArray[_G], shape: _PlainCounts, /
+) -> LooseArrayStaticPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Reshape | BroadcastTo, x: NDArray[_G], /, *, shape: _PlainCounts) -> LooseArrayPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Sum | Mean, x: NDArray[_F], /, *, axis: _Axes | _PlainCounts = ..., keepdims: _Flag | bool = ...
+) -> ArrayPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Sum | Mean, x: NDArray[_F], axis: _Axes | _PlainCounts, /, *, keepdims: _Flag | bool = ...
+) -> ArrayStaticPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Sum | Mean, x: NDArray[_F], axis: _Axes | _PlainCounts, keepdims: _Flag | bool, /
+) -> ArrayStaticStaticPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Sum | Mean, x: _Integral, /, *, axis: _Axes | _PlainCounts = ..., keepdims: _Flag | bool = ...
+) -> _NoTangents1: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Sum | Mean, x: _Integral, axis: _Axes | _PlainCounts, /, *, keepdims: _Flag | bool = ...
+) -> _NoTangents2: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(op: Sum | Mean, x: _Integral, axis: _Axes | _PlainCounts, keepdims: _Flag | bool, /) -> _NoTangents3: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Pad, x: NDArray[_F], pad_width: _PlainCounts, /, *, constant_values: _PadConstant = ...
+) -> ArrayStaticPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Pad, x: NDArray[_F], pad_width: _PlainCounts, constant_values: _PadConstant, /
+) -> PadConstantPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Pad, x: NDArray[_G], pad_width: _PlainCounts, /, *, constant_values: _PadConstant = ...
+) -> LooseArrayStaticPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Pad, x: NDArray[_G], pad_width: _PlainCounts, constant_values: _PadConstant, /
+) -> LoosePadConstantPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Split, x: NDArray[_F], indices_or_sections: _AnyCounts, /, *, axis: _Axis | int = ...
+) -> SplitStaticPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Split, x: NDArray[_F], indices_or_sections: _AnyCounts, axis: _Axis | int, /
+) -> SplitStaticStaticPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Split, x: NDArray[_F], /, *, indices_or_sections: _AnyCounts, axis: _Axis | int = ...
+) -> SplitPullback[_F]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Split, x: NDArray[_G], indices_or_sections: _AnyCounts, /, *, axis: _Axis | int = ...
+) -> LooseSplitStaticPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Split, x: NDArray[_G], indices_or_sections: _AnyCounts, axis: _Axis | int, /
+) -> LooseSplitStaticStaticPullback[_G]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Split, x: NDArray[_G], /, *, indices_or_sections: _AnyCounts, axis: _Axis | int = ...
+) -> LooseSplitPullback[_G]: ...
 
 # --- a user-registered function: arguments checked against its own signature
 @overload
@@ -899,7 +1446,7 @@ def frule(
 ) -> tuple[NDArray[np.generic], NDArray[np.generic] | ZeroTangent | NoTangent]: ...
 
 
-# --- flip, roll, permute_dims, transpose, reshape: the same map of x's tangent; dense for a
+# --- flip, roll, permute_dims, transpose: the same map of x's tangent; dense for a
 # dense tangent, else also a Fill (for a Fill) or ZeroTangent (for ZeroTangent/NoTangent)
 @overload
 def frule(
@@ -943,11 +1490,11 @@ def frule(
     op: Roll, tangents: tuple[_Dense], x: NDArray[_F], /, *, shift: _AxisOrAxes, axis: _AxisOrAxes | None = ...
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
-def frule(
+def frule(  # type: ignore[overload-overlap]  # with the plain-int form below; this one is tried first
     op: Roll, tangents: tuple[object, object], x: NDArray[_F], shift: _AxisOrAxes, /, *, axis: _AxisOrAxes | None = ...
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
-def frule(
+def frule(  # type: ignore[overload-overlap]  # as above
     op: Roll,
     tangents: tuple[object, object, object],
     x: NDArray[_F],
@@ -956,7 +1503,7 @@ def frule(
     /,
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
-def frule(
+def frule(  # type: ignore[overload-overlap]  # as above
     op: Roll, tangents: tuple[object], x: NDArray[_F], /, *, shift: _AxisOrAxes, axis: _AxisOrAxes | None = ...
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
@@ -1012,57 +1559,33 @@ def frule(
 def frule(
     op: Transpose, tangents: tuple[object], x: NDArray[_G], /, *, axes: _Permutation | None = ...
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
-@overload
-def frule(
-    op: Reshape, tangents: tuple[_Dense, object], x: NDArray[_F], shape: _NewShape, /
-) -> tuple[NDArray[_F], NDArray[_F]]: ...
-@overload
-def frule(
-    op: Reshape, tangents: tuple[_Dense], x: NDArray[_F], /, *, shape: _NewShape
-) -> tuple[NDArray[_F], NDArray[_F]]: ...
-@overload
-def frule(
-    op: Reshape, tangents: tuple[object, object], x: NDArray[_F], shape: _NewShape, /
-) -> tuple[NDArray[_F], Tangent[_F]]: ...
-@overload
-def frule(
-    op: Reshape, tangents: tuple[object], x: NDArray[_F], /, *, shape: _NewShape
-) -> tuple[NDArray[_F], Tangent[_F]]: ...
-@overload
-def frule(
-    op: Reshape, tangents: tuple[object, object], x: NDArray[_G], shape: _NewShape, /
-) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
-@overload
-def frule(
-    op: Reshape, tangents: tuple[object], x: NDArray[_G], /, *, shape: _NewShape
-) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
-# --- broadcast_to, sum, mean, pad, split
+# --- reshape, broadcast_to, sum, mean, pad, split
 # The forward map of x's tangent: dense for a dense tangent, else also a Fill or ZeroTangent;
 # an integer input's is NoTangent; split's is a tuple of tangents (or ZeroTangent). tangents
 # has one entry per positional argument.
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[_Dense, object], x: NDArray[_F], shape: _Shape, /
+    op: Reshape | BroadcastTo, tangents: tuple[_Dense, object], x: NDArray[_F], shape: _Shape, /
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[_Dense], x: NDArray[_F], /, *, shape: _Shape
+    op: Reshape | BroadcastTo, tangents: tuple[_Dense], x: NDArray[_F], /, *, shape: _Shape
 ) -> tuple[NDArray[_F], NDArray[_F]]: ...
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[object, object], x: NDArray[_F], shape: _Shape, /
+    op: Reshape | BroadcastTo, tangents: tuple[object, object], x: NDArray[_F], shape: _Shape, /
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[object], x: NDArray[_F], /, *, shape: _Shape
+    op: Reshape | BroadcastTo, tangents: tuple[object], x: NDArray[_F], /, *, shape: _Shape
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[object, object], x: NDArray[_G], shape: _Shape, /
+    op: Reshape | BroadcastTo, tangents: tuple[object, object], x: NDArray[_G], shape: _Shape, /
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
-    op: BroadcastTo, tangents: tuple[object], x: NDArray[_G], /, *, shape: _Shape
+    op: Reshape | BroadcastTo, tangents: tuple[object], x: NDArray[_G], /, *, shape: _Shape
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 @overload
 def frule(
@@ -1081,11 +1604,11 @@ def frule(
     op: Sum | Mean, tangents: tuple[object], x: NDArray[_F], /, *, axis: _Axes = ..., keepdims: _Flag = ...
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
-def frule(
+def frule(  # type: ignore[overload-overlap]  # with the plain-int form below; this one is tried first
     op: Sum | Mean, tangents: tuple[object, object], x: NDArray[_F], axis: _Axes, /, *, keepdims: _Flag = ...
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
-def frule(
+def frule(  # type: ignore[overload-overlap]  # as above
     op: Sum | Mean, tangents: tuple[object, object, object], x: NDArray[_F], axis: _Axes, keepdims: _Flag, /
 ) -> tuple[NDArray[_F], Tangent[_F]]: ...
 @overload
@@ -1149,15 +1672,15 @@ def frule(
     op: Split, tangents: tuple[_Dense], x: NDArray[_F], /, *, indices_or_sections: _Counts, axis: _Axis = ...
 ) -> tuple[tuple[NDArray[_F], ...], tuple[NDArray[_F], ...]]: ...
 @overload
-def frule(
+def frule(  # type: ignore[overload-overlap]  # with the plain-int form below; this one is tried first
     op: Split, tangents: tuple[object, object], x: NDArray[_F], indices_or_sections: _Counts, /, *, axis: _Axis = ...
 ) -> tuple[tuple[NDArray[_F], ...], SplitTangent[_F]]: ...
 @overload
-def frule(
+def frule(  # type: ignore[overload-overlap]  # as above
     op: Split, tangents: tuple[object, object, object], x: NDArray[_F], indices_or_sections: _Counts, axis: _Axis, /
 ) -> tuple[tuple[NDArray[_F], ...], SplitTangent[_F]]: ...
 @overload
-def frule(
+def frule(  # type: ignore[overload-overlap]  # as above
     op: Split, tangents: tuple[object], x: NDArray[_F], /, *, indices_or_sections: _Counts, axis: _Axis = ...
 ) -> tuple[tuple[NDArray[_F], ...], SplitTangent[_F]]: ...
 @overload
@@ -1337,6 +1860,441 @@ def frule(
     op: Tile, tangents: tuple[object], x: NDArray[_G], /, *, reps: _PlainCounts
 ) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
 
+# flip ... split: as in rrule's block
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Flip, tangents: tuple[_Dense], x: NDArray[_F], /, *, axis: _PlainCounts
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Flip, tangents: tuple[object], x: NDArray[_F], /, *, axis: _PlainCounts
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Flip, tangents: tuple[object], x: NDArray[_G], /, *, axis: _PlainCounts
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Roll,
+    tangents: tuple[_Dense, object],
+    x: NDArray[_F],
+    shift: _AxisOrAxes | _PlainCounts,
+    /,
+    *,
+    axis: _AxisOrAxes | _PlainCounts | None = ...,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Roll,
+    tangents: tuple[_Dense, object, object],
+    x: NDArray[_F],
+    shift: _AxisOrAxes | _PlainCounts,
+    axis: _AxisOrAxes | _PlainCounts | None,
+    /,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Roll,
+    tangents: tuple[_Dense],
+    x: NDArray[_F],
+    /,
+    *,
+    shift: _AxisOrAxes | _PlainCounts,
+    axis: _AxisOrAxes | _PlainCounts | None = ...,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Roll,
+    tangents: tuple[object, object],
+    x: NDArray[_F],
+    shift: _AxisOrAxes | _PlainCounts,
+    /,
+    *,
+    axis: _AxisOrAxes | _PlainCounts | None = ...,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Roll,
+    tangents: tuple[object, object, object],
+    x: NDArray[_F],
+    shift: _AxisOrAxes | _PlainCounts,
+    axis: _AxisOrAxes | _PlainCounts | None,
+    /,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Roll,
+    tangents: tuple[object],
+    x: NDArray[_F],
+    /,
+    *,
+    shift: _AxisOrAxes | _PlainCounts,
+    axis: _AxisOrAxes | _PlainCounts | None = ...,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Roll,
+    tangents: tuple[object, object],
+    x: NDArray[_G],
+    shift: _AxisOrAxes | _PlainCounts,
+    /,
+    *,
+    axis: _AxisOrAxes | _PlainCounts | None = ...,
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Roll,
+    tangents: tuple[object, object, object],
+    x: NDArray[_G],
+    shift: _AxisOrAxes | _PlainCounts,
+    axis: _AxisOrAxes | _PlainCounts | None,
+    /,
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Roll,
+    tangents: tuple[object],
+    x: NDArray[_G],
+    /,
+    *,
+    shift: _AxisOrAxes | _PlainCounts,
+    axis: _AxisOrAxes | _PlainCounts | None = ...,
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: PermuteDims | Transpose, tangents: tuple[_Dense, object], x: NDArray[_F], axes: tuple[int, ...], /
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: PermuteDims | Transpose, tangents: tuple[_Dense], x: NDArray[_F], /, *, axes: tuple[int, ...]
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: PermuteDims | Transpose, tangents: tuple[object, object], x: NDArray[_F], axes: tuple[int, ...], /
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: PermuteDims | Transpose, tangents: tuple[object], x: NDArray[_F], /, *, axes: tuple[int, ...]
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: PermuteDims | Transpose, tangents: tuple[object, object], x: NDArray[_G], axes: tuple[int, ...], /
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: PermuteDims | Transpose, tangents: tuple[object], x: NDArray[_G], /, *, axes: tuple[int, ...]
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Flip | Reshape | BroadcastTo, tangents: tuple[_Dense, object], x: NDArray[_F], shape: _PlainCounts, /
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Reshape | BroadcastTo, tangents: tuple[_Dense], x: NDArray[_F], /, *, shape: _PlainCounts
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Flip | Reshape | BroadcastTo, tangents: tuple[object, object], x: NDArray[_F], shape: _PlainCounts, /
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Reshape | BroadcastTo, tangents: tuple[object], x: NDArray[_F], /, *, shape: _PlainCounts
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Flip | Reshape | BroadcastTo, tangents: tuple[object, object], x: NDArray[_G], shape: _PlainCounts, /
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Reshape | BroadcastTo, tangents: tuple[object], x: NDArray[_G], /, *, shape: _PlainCounts
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Sum | Mean,
+    tangents: tuple[_Dense],
+    x: NDArray[_F],
+    /,
+    *,
+    axis: _Axes | _PlainCounts = ...,
+    keepdims: _Flag | bool = ...,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Sum | Mean,
+    tangents: tuple[_Dense, object],
+    x: NDArray[_F],
+    axis: _Axes | _PlainCounts,
+    /,
+    *,
+    keepdims: _Flag | bool = ...,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Sum | Mean,
+    tangents: tuple[_Dense, object, object],
+    x: NDArray[_F],
+    axis: _Axes | _PlainCounts,
+    keepdims: _Flag | bool,
+    /,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Sum | Mean,
+    tangents: tuple[object],
+    x: NDArray[_F],
+    /,
+    *,
+    axis: _Axes | _PlainCounts = ...,
+    keepdims: _Flag | bool = ...,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Sum | Mean,
+    tangents: tuple[object, object],
+    x: NDArray[_F],
+    axis: _Axes | _PlainCounts,
+    /,
+    *,
+    keepdims: _Flag | bool = ...,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Sum | Mean,
+    tangents: tuple[object, object, object],
+    x: NDArray[_F],
+    axis: _Axes | _PlainCounts,
+    keepdims: _Flag | bool,
+    /,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Sum, tangents: tuple[object], x: _Integral, /, *, axis: _Axes | _PlainCounts = ..., keepdims: _Flag | bool = ...
+) -> tuple[NDArray[np.integer], NoTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Sum,
+    tangents: tuple[object, object],
+    x: _Integral,
+    axis: _Axes | _PlainCounts,
+    /,
+    *,
+    keepdims: _Flag | bool = ...,
+) -> tuple[NDArray[np.integer], NoTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Sum,
+    tangents: tuple[object, object, object],
+    x: _Integral,
+    axis: _Axes | _PlainCounts,
+    keepdims: _Flag | bool,
+    /,
+) -> tuple[NDArray[np.integer], NoTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Mean,
+    tangents: tuple[object],
+    x: _Integral,
+    /,
+    *,
+    axis: _Axes | _PlainCounts = ...,
+    keepdims: _Flag | bool = ...,
+) -> tuple[NDArray[np.float64], NoTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Mean,
+    tangents: tuple[object, object],
+    x: _Integral,
+    axis: _Axes | _PlainCounts,
+    /,
+    *,
+    keepdims: _Flag | bool = ...,
+) -> tuple[NDArray[np.float64], NoTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Mean,
+    tangents: tuple[object, object, object],
+    x: _Integral,
+    axis: _Axes | _PlainCounts,
+    keepdims: _Flag | bool,
+    /,
+) -> tuple[NDArray[np.float64], NoTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Pad,
+    tangents: tuple[_Dense, object],
+    x: NDArray[_F],
+    pad_width: _PlainCounts,
+    /,
+    *,
+    constant_values: _PadConstant = ...,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Pad,
+    tangents: tuple[_Dense, object, object],
+    x: NDArray[_F],
+    pad_width: _PlainCounts,
+    constant_values: _PadConstant,
+    /,
+) -> tuple[NDArray[_F], NDArray[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Pad,
+    tangents: tuple[object, object],
+    x: NDArray[_F],
+    pad_width: _PlainCounts,
+    /,
+    *,
+    constant_values: _PadConstant = ...,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Pad,
+    tangents: tuple[object, object, object],
+    x: NDArray[_F],
+    pad_width: _PlainCounts,
+    constant_values: _PadConstant,
+    /,
+) -> tuple[NDArray[_F], Tangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Pad,
+    tangents: tuple[object, object],
+    x: NDArray[_G],
+    pad_width: _PlainCounts,
+    /,
+    *,
+    constant_values: _PadConstant = ...,
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Pad,
+    tangents: tuple[object, object, object],
+    x: NDArray[_G],
+    pad_width: _PlainCounts,
+    constant_values: _PadConstant,
+    /,
+) -> tuple[NDArray[_G], LooseTangent[_G]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Split,
+    tangents: tuple[_Dense, object],
+    x: NDArray[_F],
+    indices_or_sections: _AnyCounts,
+    /,
+    *,
+    axis: _Axis | int = ...,
+) -> tuple[tuple[NDArray[_F], ...], tuple[NDArray[_F], ...]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Split,
+    tangents: tuple[_Dense, object, object],
+    x: NDArray[_F],
+    indices_or_sections: _AnyCounts,
+    axis: _Axis | int,
+    /,
+) -> tuple[tuple[NDArray[_F], ...], tuple[NDArray[_F], ...]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Split, tangents: tuple[_Dense], x: NDArray[_F], /, *, indices_or_sections: _AnyCounts, axis: _Axis | int = ...
+) -> tuple[tuple[NDArray[_F], ...], tuple[NDArray[_F], ...]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Split,
+    tangents: tuple[object, object],
+    x: NDArray[_F],
+    indices_or_sections: _AnyCounts,
+    /,
+    *,
+    axis: _Axis | int = ...,
+) -> tuple[tuple[NDArray[_F], ...], SplitTangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Split,
+    tangents: tuple[object, object, object],
+    x: NDArray[_F],
+    indices_or_sections: _AnyCounts,
+    axis: _Axis | int,
+    /,
+) -> tuple[tuple[NDArray[_F], ...], SplitTangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Split, tangents: tuple[object], x: NDArray[_F], /, *, indices_or_sections: _AnyCounts, axis: _Axis | int = ...
+) -> tuple[tuple[NDArray[_F], ...], SplitTangent[_F]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Split,
+    tangents: tuple[object, object],
+    x: NDArray[_G],
+    indices_or_sections: _AnyCounts,
+    /,
+    *,
+    axis: _Axis | int = ...,
+) -> tuple[tuple[NDArray[_G], ...], SplitTangent[_G] | NoTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Split,
+    tangents: tuple[object, object, object],
+    x: NDArray[_G],
+    indices_or_sections: _AnyCounts,
+    axis: _Axis | int,
+    /,
+) -> tuple[tuple[NDArray[_G], ...], SplitTangent[_G] | NoTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Split, tangents: tuple[object], x: NDArray[_G], /, *, indices_or_sections: _AnyCounts, axis: _Axis | int = ...
+) -> tuple[tuple[NDArray[_G], ...], SplitTangent[_G] | NoTangent]: ...
 
 # --- a user-registered function
 @overload

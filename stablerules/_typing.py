@@ -38,15 +38,17 @@ Python scalars (``cat``'s inputs, ``kron``'s operands) make the result's dtype a
 
 Plain ints. SPEC accepts a plain ``int`` (or tuple) wherever a ``Val`` goes, as a convenience
 that ``no_fallback()`` reports as a dynamic argument (and that compiles once per *value*). The
-ops, ``rrule`` and ``frule`` all type-check such calls the same way: ``sr.repeat(x, 3,
-axis=0)`` and ``sr.rrule(sr.repeat, x, 3, axis=0)`` both pass, with the types of their ``Val``
-forms (an ``axis`` may still be ``None``; repeat's per-element counts are data: an integer
-array or a list of ints). The plain-int forms are separate overloads marked
-``@deprecated("... use Val ...")``: a user who turns on mypy's ``deprecated`` error code
+ops, ``rrule``, ``frule`` and ``pullback`` all type-check such calls the same way, for every
+op: ``sr.repeat(x, 3, axis=0)`` and ``sr.rrule(sr.repeat, x, 3, axis=0)`` both pass, with the
+types of their ``Val`` forms (an ``axis`` may still be ``None``; repeat's per-element counts
+are data: an integer array or a list of ints). The plain-int forms are separate overloads
+marked ``@deprecated("... use Val ...")``: a user who turns on mypy's ``deprecated`` error code
 (``enable_error_code = deprecated``; ``--strict`` leaves it off) gets one line saying to write
-``Val(3)``, the static counterpart of ``no_fallback()``; nothing changes at run time. Type
-errors: a ``Val`` of the wrong kind (``Val((0, 1))`` as ``concatenate``'s axis, ``Val(1.5)``)
-and the wrong number of positional arguments.
+``Val(3)``, the static counterpart of ``no_fallback()``; nothing changes at run time.
+``pullback``'s ``ArraySpec`` forms are typed for ``Val`` statics only (a plain int there works
+at run time but is a type error, to keep the overload count down). Type errors: a ``Val`` of
+the wrong kind (``Val((0, 1))`` as ``concatenate``'s axis, ``Val(1.5)``) and the wrong number
+of positional arguments.
 
 User-registered functions. ``rrule(fn, *args, **kwargs)`` for a function ``fn`` registered with
 ``sr.register_rrule`` is typed from ``fn``'s own signature (``ParamSpec``): the arguments are

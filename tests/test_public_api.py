@@ -119,8 +119,21 @@ def test_testing_names_live_in_testing(name: str) -> None:
 OPS = [name for name in sr.__all__ if isinstance(getattr(sr, name), Op)]
 
 
+ALL_OPS = [
+    "repeat", "tile", "concatenate", "stack", "hstack", "vstack", "cat", "kron",
+    "flip", "roll", "permute_dims", "transpose", "reshape", "broadcast_to", "sum", "mean", "pad", "split",
+]
+# The ops with a static argument (a Val, or a plain int or tuple counted as dynamic) and its name.
+STATIC = {
+    "repeat": "repeats", "tile": "reps", "concatenate": "axis", "stack": "axis", "cat": "dims",
+    "flip": "axis", "roll": "shift", "permute_dims": "axes", "transpose": "axes", "reshape": "shape",
+    "broadcast_to": "shape", "sum": "axis", "mean": "axis", "pad": "pad_width", "split": "indices_or_sections",
+}
+
+
 def test_every_public_op_is_found() -> None:
-    assert {"repeat", "tile", "concatenate", "stack", "hstack", "vstack", "cat", "kron"} <= set(OPS)
+    assert sorted(OPS) == sorted(ALL_OPS)
+    assert set(STATIC) <= set(OPS)
 
 
 @pytest.mark.parametrize("name", OPS)
@@ -143,3 +156,30 @@ def test_help_lists_every_call_form_of_repeat() -> None:
     assert "repeat(x: npt.NDArray[_DT], *, inner: _ValCounts | None = None, outer: _ValCounts | None = None)" in text
     assert "Repeat elements of an array" in text
     assert "a plain int or tuple where a ``Val`` goes is accepted too" in text
+
+
+@pytest.mark.parametrize("name", sorted(STATIC))
+def test_help_shows_the_val_forms_and_mentions_plain_ints(name: str) -> None:
+    # The plain-int overloads (marked deprecated for mypy) are not call forms of their own: help
+    # shows the Val forms and says once that a plain int or tuple is accepted too.
+    text = pydoc.plain(pydoc.render_doc(getattr(sr, name)))
+    forms = text.split("Call forms", 1)[1]
+    assert forms.startswith(" (a plain int or tuple where a ``Val`` goes is accepted too"), forms[:200]
+    static = STATIC[name]
+    lines = [line for line in forms.splitlines() if line.strip().startswith(f"{name}(")]
+    assert lines, forms
+    shown = [line for line in lines if f"{static}: " in line]
+    assert shown and all(f"{static}: Val[" in line or f"{static}: _Val" in line for line in shown), shown
+    signature = inspect.signature(getattr(sr, name))
+    assert str(signature.parameters[static].annotation).startswith(("Val[", "_Val")), signature
+
+
+def test_help_lists_the_call_forms_of_the_structure_ops() -> None:
+    flip = pydoc.plain(pydoc.render_doc(sr.flip))
+    assert "flip(x: npt.NDArray[_DT], axis: Val[int] | Val[tuple[int, ...]] | None = None) -> npt.NDArray[_DT]" in flip
+    assert "Reverse the order of elements" in flip
+    sum_text = pydoc.plain(pydoc.render_doc(sr.sum))
+    assert "keepdims: Val[bool] = Val(False)) -> npt.NDArray[_F]" in sum_text
+    assert "-> npt.NDArray[np.integer]" in sum_text
+    split = pydoc.plain(pydoc.render_doc(sr.split))
+    assert "axis: Val[int] = Val(0)) -> tuple[npt.NDArray[_DT], ...]" in split

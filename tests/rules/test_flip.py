@@ -194,14 +194,14 @@ def test_flip_errors_are_clear_and_come_first() -> None:
     with pytest.raises(ValueError, match=r"names an axis twice.*\(3, 4\)"):
         sr.flip(x, Val((0, -2)))
     with pytest.raises(TypeError, match="axis"):
-        sr.flip(x, "0")  # type: ignore[arg-type]
+        sr.flip(x, "0")  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="dtype"):
         sr.flip(np.array(["a", "b"]), Val(0))
     # Array-likes follow NumPy's rule (_arrays.array_like): a list is read as np.asarray reads it,
     # anything else is refused naming the argument.
-    np.testing.assert_array_equal(sr.flip([1.0, 2.0], Val(0)), np.flip([1.0, 2.0], 0))  # type: ignore[arg-type]
+    np.testing.assert_array_equal(sr.flip([1.0, 2.0], Val(0)), np.flip([1.0, 2.0], 0))  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="must be an array"):
-        sr.flip({1.0, 2.0}, Val(0))  # type: ignore[arg-type]
+        sr.flip({1.0, 2.0}, Val(0))  # type: ignore[call-overload]
     _, back = rrule(sr.flip, x, Val(0))
     with pytest.raises(ValueError, match=r"\(4, 3\).*\(3, 4\)"):
         back(np.ones((4, 3)))
@@ -235,7 +235,7 @@ def test_flip_lists_no_kernels() -> None:
     with pytest.raises(ValueError, match="out of bounds"):
         sr.precompile(sr.flip, spec, Val(3))
     with pytest.raises(TypeError, match="ArraySpec only describes"):
-        sr.flip(spec, Val(0))  # type: ignore[arg-type]
+        sr.flip(spec, Val(0))  # type: ignore[call-overload]
 
 
 # ======================================================================================
@@ -415,11 +415,11 @@ def test_roll_errors_are_clear_and_come_first() -> None:
     with pytest.raises(ValueError, match=r"shift \(1, 2, 3\) and axis \(0, 1\) must have the same length"):
         sr.roll(x, Val((1, 2, 3)), axis=Val((0, 1)))
     with pytest.raises(TypeError, match="shift is required"):
-        sr.roll(x, None)  # type: ignore[arg-type]
+        sr.roll(x, None)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="axis"):
-        sr.roll(x, Val(1), axis="0")  # type: ignore[arg-type]
+        sr.roll(x, Val(1), axis="0")  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="shift"):
-        sr.roll(x, 1.5)  # type: ignore[arg-type]
+        sr.roll(x, 1.5)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="dtype"):
         sr.roll(np.array([1.0], dtype=np.float16), Val(1))
     with pytest.raises(ValueError, match="out of bounds"):

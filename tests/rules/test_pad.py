@@ -163,7 +163,7 @@ def test_pad_validation() -> None:
     with pytest.raises(ValueError, match="must be a scalar"):
         sr.pad(x, Val(1), np.ones(2))
     with pytest.raises(TypeError, match="must be a scalar"):
-        sr.pad(x, Val(1), "a")  # type: ignore[arg-type]
+        sr.pad(x, Val(1), "a")  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="'pad_width' must be Val"):
         sr.pad(x, Val(True))  # type: ignore[arg-type]
     _, back = sr.rrule(sr.pad, x, Val(1))

@@ -167,7 +167,7 @@ def test_permutation_errors() -> None:
     with pytest.raises(ValueError, match="out of bounds"):
         sr.permute_dims(x, Val((0, 2)))
     with pytest.raises(TypeError, match="axes"):
-        sr.permute_dims(x)  # type: ignore[call-arg]
+        sr.permute_dims(x)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match=r"Val\(tuple of ints\)"):
         sr.permute_dims(x, Val(0))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="dtype"):
@@ -264,9 +264,9 @@ def test_reshape_errors() -> None:
     with pytest.raises(ValueError, match=r"into shape \(0, -1\)"):
         sr.reshape(x, Val((0, -1)))
     with pytest.raises(TypeError, match="shape"):
-        sr.reshape(x)  # type: ignore[call-arg]
+        sr.reshape(x)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="shape"):
-        sr.reshape(x, "6")  # type: ignore[arg-type]
+        sr.reshape(x, "6")  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="at most 64"):
         sr.reshape(np.ones(1), Val((1,) * 65))
     _, back = rrule(sr.reshape, x, Val((3, 2)))
