@@ -324,7 +324,7 @@ class KernelPullback:
     extent)`` (split as :func:`cpu_launcher` splits), and the tangents are ``dx`` viewed as
     ``shape`` followed by ``rest``. The scaffold then generates the whole pullback as one
     function (the hot path of a small pullback is mostly call overhead: a frame less, and the
-    cotangent's layout handled by one ``ravel``)."""
+    cotangent's layout checked once, see ``_kernel_pullback``)."""
 
     kernel: Kernel
     trailing: tuple[object, ...]
