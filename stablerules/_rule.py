@@ -197,6 +197,8 @@ def context_launches() -> int:
 
 
 # A launcher is generated per arity (a fixed parameter list calls ~0.1 us faster than *args).
+# The split path is a call, not a comprehension in the launcher: a comprehension would make
+# the arrays cell variables, which slows every call (the common one-call path too).
 _LAUNCHER_TEMPLATE = """
 def launch({arrays}):
     if guarded[0]:
@@ -205,8 +207,7 @@ def launch({arrays}):
     if work < parallel.PARALLEL_THRESHOLD:
         entry({arrays}, {trailing}0, extent)
     else:
-        bounds = parallel.chunk_bounds(extent, work)
-        parallel.run_chunks(entry, [({arrays}, {trailing}lo, hi) for lo, hi in bounds])
+        parallel.run_partitioned(entry, ({arrays}, {trailing}), extent, work)
 """
 
 _PRIVATE_LAUNCHER_TEMPLATE = """
@@ -216,15 +217,27 @@ def launch({arrays}):
         note()
     if work < parallel.PARALLEL_THRESHOLD:
         entry({arrays}, {trailing}0, extent)
-        return
-    bounds = parallel.chunk_bounds(extent, work)
-    owned = ({owned},)
-    parts = [owned] + [tuple(zeros_like(array) for array in owned) for _ in bounds[1:]]
-    parallel.run_chunks(entry, [({shared}*part, {trailing}lo, hi) for part, (lo, hi) in zip(parts, bounds)])
+    else:
+        run_private(entry, ({shared}), ({owned}, ), ({trailing}), extent, work)
+"""
+
+
+def _run_private(
+    entry: Callable[..., object],
+    shared: tuple[object, ...],
+    owned: tuple[ArrayLike, ...],
+    trailing: tuple[object, ...],
+    extent: int,
+    work: int,
+) -> None:
+    """A private-accumulator launch split across threads: every chunk after the first gets
+    zeroed copies of ``owned``, added into ``owned`` at the end."""
+    bounds = _parallel.chunk_bounds(extent, work)
+    parts = [owned] + [tuple(np.zeros_like(array) for array in owned) for _ in bounds[1:]]
+    _parallel.run_chunks(entry, [(*shared, *part, *trailing, lo, hi) for part, (lo, hi) in zip(parts, bounds)])
     for part in parts[1:]:
         for total, partial in zip(owned, part):
-            add(total, partial, out=total)
-"""
+            np.add(total, partial, out=total)
 
 
 def cpu_launcher(
@@ -257,8 +270,7 @@ def cpu_launcher(
         entry=kernel.entry,
         extent=extent,
         work=work if extent >= 2 else -1,
-        zeros_like=np.zeros_like,
-        add=np.add,
+        run_private=_run_private,
     )
     template = _PRIVATE_LAUNCHER_TEMPLATE if private else _LAUNCHER_TEMPLATE
     text = template.format(
@@ -312,7 +324,7 @@ class KernelPullback:
     extent)`` (split as :func:`cpu_launcher` splits), and the tangents are ``dx`` viewed as
     ``shape`` followed by ``rest``. The scaffold then generates the whole pullback as one
     function (the hot path of a small pullback is mostly call overhead: a frame less, and the
-    cotangent's layout handled by one ``ravel``)."""
+    cotangent's layout checked once, see ``_kernel_pullback``)."""
 
     kernel: Kernel
     trailing: tuple[object, ...]
@@ -338,20 +350,18 @@ class KernelPullback:
         return dense
 
 
+# Generated with its constants as globals, not closure cells, and with no comprehension (which
+# would make dx and dy cell variables): both slow every call measurably at this size.
 _KERNEL_PULLBACK_TEMPLATE = """
-def make(array_type, out_dtype, out_shape, guarded, general, allocate, size, dtype, launches, slot,
-         parallel, entry, extent, work, shape, {parameters}):
-    def pullback(dy):
-        if type(dy) is array_type and dy.dtype is out_dtype and dy.shape == out_shape and not guarded[0]:
-            dx = allocate(size, dtype)
-            if work < parallel.PARALLEL_THRESHOLD:
-                entry(dy.ravel(), dx, {trailing}0, extent)
-            else:
-                flat = dy.ravel()
-                parallel.run_chunks(entry, [(flat, dx, {trailing}lo, hi) for lo, hi in parallel.chunk_bounds(extent, work)])
-            return ({result}, {tail})
-        return general(dy)
-    return pullback
+def pullback(dy):
+    if type(dy) is array_type and dy.dtype is out_dtype and {layout} and not guarded[0]:
+        dx = allocate(size, dtype)
+        if work < parallel.PARALLEL_THRESHOLD:
+            entry({flat}, dx, {trailing}0, extent)
+        else:
+            parallel.run_partitioned(entry, ({flat}, dx, {trailing}), extent, work)
+        return ({result}, {tail})
+    return general(dy)
 """
 
 
@@ -363,24 +373,45 @@ def _kernel_pullback(
     general: Pullback,
 ) -> Pullback:
     """The one-function pullback of a :class:`KernelPullback`; ``tail`` follows ``dx`` in the
-    result (the plan's ``rest`` and the scaffold's padding); anything but an ndarray of the
-    output's dtype and shape, and any call inside a guard, goes to ``general``."""
+    result (the plan's ``rest`` and the scaffold's padding); anything but a C-contiguous
+    ndarray of the output's dtype and shape, and any call inside a guard, goes to ``general``.
+
+    For a 1-D output the layout check is ``dy.strides == (itemsize,) and len(dy) == n`` (one
+    axis, contiguous, ``n`` long; strides first, as ``len`` of a 0-d array raises) and ``dy``
+    goes to the kernel as it is; otherwise ``dy.shape == out_shape`` and ``dy.ravel()`` (a view
+    when ``dy`` is C-contiguous, else the one copy that makes it so)."""
     values = [f"value{index}" for index in range(len(spec.trailing))]
     tails = [f"tail{index}" for index in range(len(tail))]
+    one_axis = len(out_shape) == 1
     text = _KERNEL_PULLBACK_TEMPLATE.format(
-        parameters=", ".join(values + tails) or "_unused=None",
+        layout="dy.strides == strides and len(dy) == length" if one_axis else "dy.shape == out_shape",
+        flat="dy" if one_axis else "dy.ravel()",
         trailing="".join(f"{name}, " for name in values),
         result="dx" if len(spec.shape) == 1 else "dx.reshape(shape)",
         tail="".join(f"{name}, " for name in tails),
     )
-    namespace: dict[str, object] = {}
-    exec(compile(text, f"<stablerules pullback {spec.kernel.signature.op}>", "exec"), namespace)
-    make: Callable[..., Pullback] = namespace["make"]  # type: ignore[assignment]
-    return make(
-        np.ndarray, out_dtype, out_shape, GUARDED, general, np.zeros if spec.zeros else np.empty, spec.size,
-        spec.dtype, _LAUNCHES, _slot(spec.kernel.signature), _parallel, spec.kernel.entry, spec.extent,
-        spec.work if spec.extent >= 2 else -1, spec.shape, *spec.trailing, *tail,
+    namespace: dict[str, object] = dict(zip(values, spec.trailing))
+    namespace.update(zip(tails, tail))
+    namespace.update(
+        array_type=np.ndarray,
+        out_dtype=out_dtype,
+        out_shape=out_shape,
+        strides=(out_dtype.itemsize,),
+        length=out_shape[0] if one_axis else -1,
+        guarded=GUARDED,
+        general=general,
+        allocate=np.zeros if spec.zeros else np.empty,
+        size=spec.size,
+        dtype=spec.dtype,
+        parallel=_parallel,
+        entry=spec.kernel.entry,
+        extent=spec.extent,
+        work=spec.work if spec.extent >= 2 else -1,
+        shape=spec.shape,
     )
+    exec(compile(text, f"<stablerules pullback {spec.kernel.signature.op}>", "exec"), namespace)
+    pullback: Pullback = namespace["pullback"]  # type: ignore[assignment]
+    return pullback
 
 
 def _count_unlaunched(op: str, entry: str, before: int) -> None:

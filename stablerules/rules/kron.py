@@ -781,9 +781,12 @@ class KronPlan(Plan):
             work=size,
             private=len(sizes),
         )
+        if layout.result.kind != "c" and len(a_side) == len(b_side) == 1:
+            return _real_dense_pullback(launch, a_side[0], b_side[0], layout)
+        zeros = np.zeros
 
         def dense(dy: ArrayLike) -> tuple[object, ...]:
-            totals = tuple(np.zeros(count, np.float64) for count in sizes)
+            totals = tuple(map(zeros, sizes))  # float64
             if size:
                 launch(dy.reshape(-1).view(real), *inputs, *totals)
             return (
@@ -971,6 +974,30 @@ def _pullback_channels(layout: _KronLayout, a: ArrayLike, b: ArrayLike) -> tuple
         else:
             b_side = (b.astype(real, copy=False),)
     return a_side, b_side
+
+
+def _real_dense_pullback(
+    launch: Callable[..., None], a_channel: ArrayLike, b_channel: ArrayLike, layout: _KronLayout
+) -> DensePullback:
+    """The CPU dense pullback of a real ``kron`` whose operands are both differentiable: one
+    channel a side, so the two float64 accumulators are ``da`` and ``db`` themselves, reshaped
+    (and cast to a float32 operand's dtype). The general path's tuples of channels and its
+    combining calls are per-call overhead a small kron feels."""
+    zeros, size = np.zeros, layout.y_size
+    size_a, size_b, a_shape, b_shape = a_channel.size, b_channel.size, layout.a_shape, layout.b_shape
+    a_dtype = None if layout.a_dtype == _FLOAT64 else layout.a_dtype
+    b_dtype = None if layout.b_dtype == _FLOAT64 else layout.b_dtype
+
+    def dense(dy: ArrayLike) -> tuple[object, ...]:
+        da, db = zeros(size_a), zeros(size_b)
+        if size:
+            launch(dy.reshape(-1), a_channel, b_channel, da, db)
+        return (
+            da.reshape(a_shape) if a_dtype is None else da.reshape(a_shape).astype(a_dtype),
+            db.reshape(b_shape) if b_dtype is None else db.reshape(b_shape).astype(b_dtype),
+        )
+
+    return dense
 
 
 def _combine_da(totals: _Totals, layout: _KronLayout) -> ArrayLike:

@@ -347,10 +347,13 @@ def test_error_messages() -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("a_dtype", [np.complex128, np.float64, np.float32])  # the real ones: one channel a side
 @pytest.mark.parametrize(("a_shape", "b_shape"), [((5, 4), (3, 6)), ((1, 4), (7, 6)), ((3,), (2, 2, 50)), ((9,), (40,)), ((40,), (30,))])
-def test_threaded_path_matches(monkeypatch: pytest.MonkeyPatch, a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> None:
+def test_threaded_path_matches(
+    monkeypatch: pytest.MonkeyPatch, a_shape: tuple[int, ...], b_shape: tuple[int, ...], a_dtype: type[np.generic]
+) -> None:
     rng = np.random.default_rng(10)
-    a, b = _random(rng, a_shape, np.complex128), _random(rng, b_shape, np.float64)
+    a, b = _random(rng, a_shape, a_dtype), _random(rng, b_shape, np.float64)
     y, back = _rrule(a, b)
     dy = _random(rng, y.shape, y.dtype)
     serial = back(dy)

@@ -8,6 +8,7 @@ with the adjoint identity against the NumPy reference, never with the rule's own
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules import _parallel
+from stablerules._rule import count_launches, kernel_launches
 
 # Any keeps NumPy's operator overloads usable in the tests; the library's API has none.
 Array = npt.NDArray[Any]
@@ -567,6 +569,31 @@ def test_layouts_of_inputs_and_cotangents() -> None:
         np.testing.assert_array_equal(dense(tangent), y)
     for variant in layouts(dy):
         np.testing.assert_array_equal(dense(back(variant)[0]), dx)
+
+
+def test_one_axis_cotangents_of_every_layout_dtype_and_shape() -> None:
+    # A 1-D output's pullback passes a contiguous dy of its dtype to the kernel as it is:
+    # every other layout or dtype must still give the right sums (one copy, or a
+    # projection), and every other shape a ValueError naming both shapes, before any kernel.
+    x = random_array((50,))
+    _, back = rrule(sr.repeat, x, Val(3), axis=Val(0))
+    dy = random_array((150,))
+    for variant in [dy, *layouts(dy), dy.astype(">f8"), dy.astype(np.float32)]:
+        expected = np.asarray(variant, dtype=np.float64).reshape(50, 3).sum(axis=1)
+        dx = back(variant)[0]
+        assert isinstance(dx, np.ndarray) and dx.dtype == np.float64 and dx.shape == (50,)
+        np.testing.assert_allclose(dx, expected, rtol=1e-12)
+    _, back_one = rrule(sr.repeat, random_array((1,)), Val(1), axis=Val(0))
+    np.testing.assert_array_equal(back_one(np.array([5.0, 7.0])[::2])[0], [5.0])  # one element, stride 16
+    with count_launches():
+        before = kernel_launches(op="repeat", kind="pullback")
+        for wrong in [np.ones(149), np.ones(300)[::2][:149], np.ones((150, 1)), np.ones((1, 150)), np.ones(())]:
+            with pytest.raises(ValueError, match=rf"{re.escape(str(wrong.shape))} but the output has shape \(150,\)"):
+                back(wrong)
+        assert kernel_launches(op="repeat", kind="pullback") == before
+    for wrong in [np.ones(149), np.ones((150, 1)), np.ones(())]:  # outside the guards: the fast path's own checks
+        with pytest.raises(ValueError, match=rf"{re.escape(str(wrong.shape))} but the output has shape \(150,\)"):
+            back(wrong)
 
 
 def test_returned_tangents_are_fresh_writable_arrays() -> None:
