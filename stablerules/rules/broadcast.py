@@ -80,7 +80,7 @@ from .._cache import KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._registry import KernelRequest
-from .._rule import ZERO_TANGENT, DensePullback, Plan, RuleOp, cpu_launcher, cuda_launch
+from .._rule import ZERO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp, cpu_launcher, cuda_launch
 from .._tangents import Cotangent, DenseCotangent, Fill
 from .._typing import deprecated
 from .._val import Val
@@ -438,12 +438,11 @@ class _IndexPlan(Plan):
                 cuda_launch(kernel, size, dy, dx, *extents, *divisor, size)
 
             return launch_cuda_expand
-        if self.kind == "reduce":
-            # An outer reduced group: every thread adds into its own zeroed accumulator.
-            private = 1 if index_map.pattern[0] == "r" else 0
-            return cpu_launcher(kernel, 2, extents, extent=extents[0], work=index_map.full_size, private=private)
-        trailing = (*extents, float(index_map.count)) if self.kind == "mean" else extents
-        return cpu_launcher(kernel, 2, trailing, extent=extents[0], work=index_map.full_size)
+        # CPU: only broadcast_to's reduction launches through here (sum's and mean's pullback is
+        # a KernelPullback). An outer reduced group: each thread adds into its own accumulator.
+        assert self.kind == "reduce"
+        private = 1 if index_map.pattern[0] == "r" else 0
+        return cpu_launcher(kernel, 2, extents, extent=extents[0], work=index_map.full_size, private=private)
 
 
 class BroadcastPlan(_IndexPlan):
@@ -545,7 +544,7 @@ class SumPlan(_IndexPlan):
         scale = max(self.index_map.count, 1) if self.mean else 1
         return Fill(value / scale if scale != 1 else value, self.index_map.x_shape, self.out_dtype)
 
-    def pullback(self, saved: object) -> DensePullback:
+    def pullback(self, saved: object) -> DensePullback | KernelPullback:
         index_map, dtype, xp = self.index_map, self.out_dtype, self.namespace
         x_shape = index_map.x_shape
         if index_map.full_size == 0:
@@ -568,8 +567,15 @@ class SumPlan(_IndexPlan):
 
             return sum_pullback_view
 
-        size, launch = index_map.full_size, self.launch
-        flat_dy = len(self.out_shape) == 1  # W9's (3,): no reshape on the hot path
+        size = index_map.full_size
+        if self.target == "cpu":
+            # One allocation and one launch: the scaffold generates the whole pullback.
+            assert self.request is not None
+            extents = index_map.extents
+            trailing = (*extents, float(index_map.count)) if self.mean else extents
+            return KernelPullback(self.request.get(), trailing, extents[0], size, size, dtype, x_shape)
+        launch = self.launch
+        flat_dy = len(self.out_shape) == 1
 
         def sum_pullback_dense(dy: ArrayLike) -> tuple[object, ...]:
             dx: ArrayLike = xp.empty(size, dtype=dtype)
