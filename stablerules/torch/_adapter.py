@@ -415,7 +415,7 @@ def _closure(call: Call, tensors: Tensors) -> Callable[[object], tuple[object, .
             return known
     arrays = [_array(tensor) for tensor in tensors]
     args, kwargs = _arguments(call, arrays)
-    back = cast("Callable[[object], tuple[object, ...]]", sr.pullback(call.entry.op, *args, **kwargs))
+    back: Callable[[object], tuple[object, ...]] = sr.pullback(call.entry.op, *args, **kwargs)
     if linear:
         _LINEAR_PULLBACKS[key] = back
     return back
