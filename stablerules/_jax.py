@@ -51,8 +51,8 @@ Decisions:
   traced array). ``pad``'s constant may be a traced scalar (differentiable in JAX whether
   given by position or keyword: JAX's ``argnums`` decide what is differentiated; written
   as a select over a border mask, as JAX 0.10 cannot transpose ``lax.pad`` in its padding
-  value); sum's and
-  mean's result dtypes are ``jnp``'s (they follow NumPy's, within JAX's x64 setting).
+  value); sum's and mean's result dtypes are ``jnp``'s (they follow NumPy's, within JAX's
+  x64 setting).
 - ``Val`` is registered as a static pytree node (no leaves; the ``Val`` itself, hashable, is
   the node's auxiliary data), so it passes through ``jit`` as a constant.
 
@@ -65,7 +65,9 @@ Re-pointing at a refactor of the rule modules: everything this module needs from
 :func:`_repeat_kernel` (validate a repeat/tile call; the kernel of a Julia-form nest, with the
 nest's input-axis groups and whether its pullback accumulates) and :func:`_kron_kernels`
 (the forward and pullback kernels for two ndims and a real dtype, with their parameter
-order).
+order); the structure ops use the ops' public ``bind``/``plan`` (:func:`_structure_plan`)
+and the plans' ``view``, ``indices`` (split), ``interior``/``out_shape`` (pad) and
+``axes``/``keepdims`` (sum, mean).
 """
 
 from __future__ import annotations
