@@ -15,9 +15,14 @@ depends on its array arguments:
   is ``sum_{i != j} pullback at (x with x_i := h_i), column j``.
 
 A new op of either kind is one line in :data:`OPS` (and one re-export line in
-``stablerules/autograd.py``; ``stablerules.jax`` writes each op for XLA, see ``_jax.py``). An affine op (``pad`` with a nonzero
-``constant_values``) is not linear: register it with the constant made zero for the
-tangent map, or give it a kind of its own.
+``stablerules/autograd.py``; ``stablerules.jax`` writes each op for XLA, see ``_jax.py``).
+
+An affine op (``pad`` with a nonzero ``constant_values``) is linear jointly in its arrays
+*and* its constant: ``pad(x, w, c)`` is linear in ``(x, c)``. Its entry names the constant
+(``constant=(position, keyword)``): where the constant is a leaf (a float given
+positionally) the op is linear in its leaves as it is; where it is static (a keyword, an
+integer), the tangent map is the op with the constant made zero
+(:meth:`Structure.linearized`), the pullback (which reads no values) as it is.
 
 Complex numbers. stablerules' pullbacks follow ChainRules (``back(dy)`` is the adjoint
 ``J^H dy``); JAX and HIPS autograd both pass cotangents through the *transpose* ``J^T``
@@ -46,6 +51,7 @@ class AdaptedOp:
 
     name: str
     kind: Kind
+    constant: tuple[int, str] | None = None  # an affine op's constant: (position, keyword)
 
 
 OPS: tuple[AdaptedOp, ...] = (
@@ -57,6 +63,16 @@ OPS: tuple[AdaptedOp, ...] = (
     AdaptedOp("vstack", "linear"),
     AdaptedOp("cat", "linear"),
     AdaptedOp("kron", "multilinear"),
+    AdaptedOp("flip", "linear"),
+    AdaptedOp("roll", "linear"),
+    AdaptedOp("permute_dims", "linear"),
+    AdaptedOp("transpose", "linear"),
+    AdaptedOp("reshape", "linear"),
+    AdaptedOp("broadcast_to", "linear"),
+    AdaptedOp("sum", "linear"),
+    AdaptedOp("mean", "linear"),
+    AdaptedOp("pad", "linear", constant=(2, "constant_values")),
+    AdaptedOp("split", "linear"),
 )
 
 
@@ -97,6 +113,18 @@ class Structure:
             values = [leaves[slot] if isinstance(slot, int) else slot[1] for slot in argument.slots]
             args.append(values[0] if argument.sequence is None else argument.sequence(values))
         return tuple(args), dict(self.keywords)
+
+    def linearized(self, constant: tuple[int, str] | None) -> Structure:
+        """The call of the tangent map of an affine op: its ``constant`` (position, keyword)
+        made zero where it is static (a leaf constant is a tangent like any leaf)."""
+        if constant is None:
+            return self
+        position, keyword = constant
+        arguments = list(self.arguments)
+        if position < len(arguments) and not isinstance(arguments[position].slots[0], int):
+            arguments[position] = Argument((("static", 0),), None)
+        keywords = tuple((key, 0 if key == keyword else value) for key, value in self.keywords)
+        return Structure(tuple(arguments), keywords, self.leaves)
 
     def tangents(self, tangents: Sequence[object]) -> tuple[object, ...]:
         """An frule's ``tangents`` (one entry per positional argument, ``NoTangent`` for

@@ -65,20 +65,20 @@ class _Call:
         return y, back
 
     def pullback_at(self, leaves: Sequence[object] | None) -> Pullback:
-        """The pullback without a forward pass's stash: a linear op's from the leaves' shapes
-        and dtypes alone (it reads no values), a multilinear op's at ``leaves``. Through
-        ``sr.pullback`` (SPEC section 8: no primal computed) where the core has it, else
-        through ``sr.rrule`` (a linear op's at zeros)."""
-        pullback: Callable[..., Pullback] | None = getattr(sr, "pullback", None)
+        """The pullback without a forward pass's stash, through ``sr.pullback`` (no primal
+        computed): a linear op's from the leaves' shapes and dtypes alone (``ArraySpec``s: it
+        reads no values), a multilinear op's at ``leaves``."""
         if leaves is None:
-            if pullback is not None:
-                args, kwargs = self.structure.rebuild([ArraySpec(s, d) for s, d in zip(self.shapes, self.dtypes)])
-                return pullback(self.op, *args, **kwargs)
-            leaves = [np.zeros(shape, dtype) for shape, dtype in zip(self.shapes, self.dtypes)]
-        if pullback is not None:
-            args, kwargs = self.structure.rebuild(leaves)
-            return pullback(self.op, *args, **kwargs)
-        return self.rrule(leaves)[1]
+            leaves = [ArraySpec(shape, dtype) for shape, dtype in zip(self.shapes, self.dtypes)]
+        args, kwargs = self.structure.rebuild(leaves)
+        return sr.pullback(self.op, *args, **kwargs)
+
+    def tangent_call(self) -> _Call:
+        """The call of the op's tangent map: itself, but for an affine op's static constant
+        (made zero, ``Structure.linearized``)."""
+        if self.entry.constant is None:
+            return self
+        return _Call(self.op, self.entry, self.structure.linearized(self.entry.constant), self.shapes, self.dtypes)
 
 
 def _is_leaf(value: object) -> bool:
@@ -146,7 +146,7 @@ def _backward_vjp(argnums: tuple[int, ...], ans: object, args: tuple[object, ...
         for argnum in argnums:
             if argnum == 2:  # with respect to g: the pushforward of h
                 if not leaves:
-                    out.append(_apply(call, cotangents))
+                    out.append(_apply(call.tangent_call(), cotangents))
                     continue
                 total: object = None
                 for i in range(len(leaves)):

@@ -39,6 +39,20 @@ Decisions:
   ``jnp`` (``concatenate``, ``stack``, ``zeros().at[].set``): on NumPy arrays our pullback is
   views of ``dy``, and in XLA concatenation and slicing are XLA's own fused ops, so a custom
   call could only add a copy. Statics are ``Val`` as everywhere; errors are JAX's own.
+- **The structure ops** (flip, roll, permute_dims, transpose, reshape, broadcast_to, sum,
+  mean, pad, split) are written with ``jnp``/indexing as well, for the same reason: in XLA a
+  view (reverse, transpose, reshape, slice), a broadcast, a reduction and a pad are XLA's own
+  ops, fused with their neighbours, and their transposes are XLA's too; a custom call would
+  add a copy (and a fusion barrier) to an op that moves no data or one pass of it. Each call
+  is first validated by the NumPy op's own checks on an ``ArraySpec`` of ``x``'s shape and
+  dtype (:func:`_structure_plan`, as ``_repeat_form`` does), so errors are ours, word for word,
+  raised at trace time; the jnp op then takes the validated statics (or the plan's indices:
+  flip, permute_dims, transpose, reshape and split apply the plan's own view/indices to the
+  traced array). ``pad``'s constant may be a traced scalar (differentiable in JAX whether
+  given by position or keyword: JAX's ``argnums`` decide what is differentiated; written
+  as a select over a border mask, as JAX 0.10 cannot transpose ``lax.pad`` in its padding
+  value); sum's and mean's result dtypes are ``jnp``'s (they follow NumPy's, within JAX's
+  x64 setting).
 - ``Val`` is registered as a static pytree node (no leaves; the ``Val`` itself, hashable, is
   the node's auxiliary data), so it passes through ``jit`` as a constant.
 
@@ -51,11 +65,14 @@ Re-pointing at a refactor of the rule modules: everything this module needs from
 :func:`_repeat_kernel` (validate a repeat/tile call; the kernel of a Julia-form nest, with the
 nest's input-axis groups and whether its pullback accumulates) and :func:`_kron_kernels`
 (the forward and pullback kernels for two ndims and a real dtype, with their parameter
-order).
+order); the structure ops use the ops' public ``bind``/``plan`` (:func:`_structure_plan`)
+and the plans' ``view``, ``indices`` (split), ``interior``/``out_shape`` (pad) and
+``axes``/``keepdims`` (sum, mean).
 """
 
 from __future__ import annotations
 
+import builtins
 import ctypes
 import functools
 import hashlib
@@ -80,7 +97,13 @@ from ._arrays import ArraySpec
 from ._cache import CACHE, Kernel, KernelSource, ShapeSignature
 from ._codegen import SourceWriter
 from ._val import Val
+from ._rule import Plan, RuleOp
+from ._views import ViewPlan
+from .rules import broadcast as _broadcast_rules
+from .rules import flip as _flip_rules
 from .rules import kron as _kron_rules
+from .rules import pad as _pad_rules
+from .rules import permute as _permute_rules
 from .rules import repeat as _repeat_rules
 
 Array: TypeAlias = jax.Array
@@ -780,7 +803,7 @@ def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]]) -> Array:
     shape = []
     for axis in range(ndim):
         if axis in axes:
-            shape.append(sum(p.shape[axis] for p in parts))
+            shape.append(builtins.sum(p.shape[axis] for p in parts))  # this module defines sum
             continue
         extents = {p.shape[axis] for p in parts}
         if len(extents) != 1:
@@ -799,3 +822,120 @@ def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]]) -> Array:
         for axis in axes:
             offsets[axis] += p.shape[axis]
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The structure ops, in jnp (module docstring)
+# ---------------------------------------------------------------------------------------------
+
+
+def _structure_plan(op: RuleOp, x: object, *args: object, **kwargs: object) -> Plan:
+    """Validate a call of ``op`` by its own checks, on an ``ArraySpec`` of ``x`` (no data),
+    and return the plan: our ``TypeError``/``ValueError``, before XLA sees the op."""
+    array = jnp.asarray(x)
+    spec = ArraySpec(tuple(array.shape), np.dtype(array.dtype))
+    arrays, statics = op.bind(spec, *args, **kwargs)
+    return op.plan(arrays, statics)
+
+
+def _static_value(value: object) -> object:
+    return value.value if isinstance(value, Val) else value
+
+
+def _viewed(op: RuleOp, x: Array, *args: object) -> Array:
+    """A view op (flip, permute_dims, transpose, reshape): the plan's own view of ``x``,
+    which is indexing, ``transpose`` or ``reshape``, methods a ``jax.Array`` has too."""
+    plan = _structure_plan(op, x, *args)
+    assert isinstance(plan, ViewPlan)
+    result: Array = plan.view(jnp.asarray(x))  # type: ignore[arg-type, assignment]
+    return result
+
+
+def flip(x: Array, axis: Val[int] | Val[tuple[int, ...]] | None = None) -> Array:
+    """``stablerules.flip`` (``np.flip``) on JAX arrays: XLA's reverse."""
+    return _viewed(_flip_rules.flip, x, axis)
+
+
+def roll(x: Array, shift: Val[int] | Val[tuple[int, ...]], axis: Val[int] | Val[tuple[int, ...]] | None = None) -> Array:
+    """``stablerules.roll`` (``np.roll``) on JAX arrays, as ``jnp.roll`` (slices and a
+    concatenation in XLA)."""
+    _structure_plan(_flip_rules.roll, x, shift, axis)
+    return jnp.roll(jnp.asarray(x), _static_value(shift), _static_value(axis))  # type: ignore[arg-type]
+
+
+def permute_dims(x: Array, axes: Val[tuple[int, ...]]) -> Array:
+    """``stablerules.permute_dims`` (``np.permute_dims``) on JAX arrays: XLA's transpose."""
+    return _viewed(_permute_rules.permute_dims, x, axes)
+
+
+def transpose(x: Array, axes: Val[tuple[int, ...]] | None = None) -> Array:
+    """``stablerules.transpose`` (``np.transpose``) on JAX arrays: XLA's transpose."""
+    return _viewed(_permute_rules.transpose, x, axes)
+
+
+def reshape(x: Array, shape: Val[tuple[int, ...]] | Val[int]) -> Array:
+    """``stablerules.reshape`` (``np.reshape``, C order) on JAX arrays: XLA's reshape."""
+    return _viewed(_permute_rules.reshape, x, shape)
+
+
+def broadcast_to(x: Array, shape: Val[tuple[int, ...]]) -> Array:
+    """``stablerules.broadcast_to`` (``np.broadcast_to``) on JAX arrays: XLA's broadcast
+    (its transpose a reduction)."""
+    plan = _structure_plan(_broadcast_rules.broadcast_to, x, shape)
+    return jnp.broadcast_to(jnp.asarray(x), getattr(plan, "out_shape"))
+
+
+def _reduction(op: RuleOp, reduce: Callable[..., Array], x: Array, axis: object, keepdims: object) -> Array:
+    plan = _structure_plan(op, x, axis, keepdims)
+    assert isinstance(plan, _broadcast_rules.SumPlan)
+    return reduce(jnp.asarray(x), axis=plan.axes, keepdims=plan.keepdims)
+
+
+def sum(  # noqa: A001 - NumPy's name, as SPEC section 9 writes it
+    x: Array, axis: Val[int] | Val[tuple[int, ...]] | None = None, keepdims: Val[bool] = Val(False)
+) -> Array:
+    """``stablerules.sum`` (``np.sum``) on JAX arrays: XLA's reduction."""
+    return _reduction(_broadcast_rules.sum, jnp.sum, x, axis, keepdims)
+
+
+def mean(x: Array, axis: Val[int] | Val[tuple[int, ...]] | None = None, keepdims: Val[bool] = Val(False)) -> Array:
+    """``stablerules.mean`` (``np.mean``) on JAX arrays: XLA's reduction, scaled."""
+    return _reduction(_broadcast_rules.mean, jnp.mean, x, axis, keepdims)
+
+
+def pad(
+    x: Array,
+    pad_width: Val[int] | Val[tuple[int, ...]],
+    constant_values: bool | int | float | complex | Array = 0,
+) -> Array:
+    """``stablerules.pad`` (``np.pad``, constant mode) on JAX arrays: XLA's pad. The constant
+    may be a (traced) scalar array; it is then differentiable."""
+    stand_in: object = constant_values
+    if isinstance(constant_values, (jax.Array, np.ndarray)):  # a tracer too: checked by shape and dtype
+        stand_in = ArraySpec(tuple(constant_values.shape), np.dtype(constant_values.dtype))
+    plan = _structure_plan(_pad_rules.pad, x, pad_width, stand_in)
+    assert isinstance(plan, _pad_rules.PadPlan)
+    array = jnp.asarray(x)
+    if array.ndim == 0:
+        return array
+    pairs = [(index.start, extent - index.stop) for index, extent in zip(plan.interior, plan.out_shape)]  # type: ignore[union-attr]
+    if not isinstance(stand_in, ArraySpec):
+        return jnp.pad(array, pairs, constant_values=constant_values)
+    # An array constant, perhaps traced: XLA's pad of x by zero, the border set by a (constant-
+    # folded) mask. Not lax.pad's own padding value: JAX 0.10's transpose of lax.pad with
+    # respect to its padding value fails (reduce_sum of None), so grad by the constant would.
+    widths = [(before, after, 0) for before, after in pairs]
+    padded = jax.lax.pad(array, jnp.zeros((), array.dtype), widths)
+    border = jax.lax.pad(jnp.zeros(array.shape, bool), jnp.ones((), bool), widths)
+    return jnp.where(border, jnp.asarray(constant_values).astype(array.dtype), padded)
+
+
+def split(
+    x: Array, indices_or_sections: Val[int] | Val[tuple[int, ...]], axis: Val[int] = Val(0)
+) -> tuple[Array, ...]:
+    """``stablerules.split`` (``np.split``) on JAX arrays: a tuple of XLA slices, cut where
+    the NumPy op cuts (the plan's indices)."""
+    plan = _structure_plan(_pad_rules.split, x, indices_or_sections, axis)
+    assert isinstance(plan, _pad_rules.SplitPlan)
+    array = jnp.asarray(x)
+    return tuple(array[index] for index in plan.indices)

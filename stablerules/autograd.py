@@ -9,6 +9,7 @@ primitive, so ``autograd.grad`` works to any order. Only re-exports: the impleme
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast as _cast
 
 from ._autograd import ADAPTED as _ADAPTED
 from ._autograd import Array as _Array
@@ -21,5 +22,34 @@ hstack: Callable[..., _Array] = _ADAPTED["hstack"]
 vstack: Callable[..., _Array] = _ADAPTED["vstack"]
 cat: Callable[..., _Array] = _ADAPTED["cat"]
 kron: Callable[..., _Array] = _ADAPTED["kron"]
+flip: Callable[..., _Array] = _ADAPTED["flip"]
+roll: Callable[..., _Array] = _ADAPTED["roll"]
+permute_dims: Callable[..., _Array] = _ADAPTED["permute_dims"]
+transpose: Callable[..., _Array] = _ADAPTED["transpose"]
+reshape: Callable[..., _Array] = _ADAPTED["reshape"]
+broadcast_to: Callable[..., _Array] = _ADAPTED["broadcast_to"]
+sum: Callable[..., _Array] = _ADAPTED["sum"]  # noqa: A001 - NumPy's name
+mean: Callable[..., _Array] = _ADAPTED["mean"]
+pad: Callable[..., _Array] = _ADAPTED["pad"]
+split: Callable[..., tuple[_Array, ...]] = _cast("Callable[..., tuple[_Array, ...]]", _ADAPTED["split"])
 
-__all__ = ["cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
+__all__ = [
+    "broadcast_to",
+    "cat",
+    "concatenate",
+    "flip",
+    "hstack",
+    "kron",
+    "mean",
+    "pad",
+    "permute_dims",
+    "repeat",
+    "reshape",
+    "roll",
+    "split",
+    "stack",
+    "sum",
+    "tile",
+    "transpose",
+    "vstack",
+]

@@ -65,6 +65,38 @@ CASES: list[tuple[str, Callable[..., Any], tuple[Array, ...], Callable[..., Any]
         lambda a, b: anp.kron(a, b),
     ),
     ("kron real by complex", lambda a, b: sra.kron(a, b), (rand(2, 2), rand(2, 3, complex_=True)), None),
+    ("flip", lambda x: sra.flip(x, Val((0, 2))), (rand(2, 3, 2),), lambda x: x[::-1, :, ::-1]),
+    ("flip all", lambda x: sra.flip(x), (rand(2, 3),), lambda x: x[::-1, ::-1]),
+    ("roll", lambda x: sra.roll(x, Val((1, -2)), axis=Val((0, 1))), (rand(3, 4),), lambda x: anp.roll(anp.roll(x, 1, 0), -2, 1)),
+    ("roll flat", lambda x: sra.roll(x, Val(2)), (rand(2, 3),), lambda x: anp.roll(x, 2)),
+    ("permute_dims", lambda x: sra.permute_dims(x, Val((2, 0, 1))), (rand(2, 3, 4),), lambda x: anp.transpose(x, (2, 0, 1))),
+    ("transpose", lambda x: sra.transpose(x), (rand(2, 3, 4),), lambda x: anp.transpose(x)),
+    ("reshape", lambda x: sra.reshape(x, Val((3, -1))), (rand(2, 3, 2),), lambda x: anp.reshape(x, (3, -1))),
+    ("broadcast_to", lambda x: sra.broadcast_to(x, Val((2, 3, 4))), (rand(3, 1),), lambda x: x * anp.ones((2, 3, 4))),
+    ("sum axis", lambda x: sra.sum(x, Val(1)), (rand(2, 3, 2),), lambda x: anp.sum(x, axis=1)),
+    ("sum all", lambda x: sra.sum(x), (rand(2, 3),), lambda x: anp.sum(x)),
+    ("sum keepdims", lambda x: sra.sum(x, Val((0, 2)), Val(True)), (rand(2, 3, 2),), lambda x: anp.sum(x, axis=(0, 2), keepdims=True)),
+    ("mean", lambda x: sra.mean(x, Val(-1), keepdims=Val(False)), (rand(2, 3),), lambda x: anp.mean(x, axis=-1)),
+    ("mean all keepdims", lambda x: sra.mean(x, keepdims=Val(True)), (rand(2, 3),), lambda x: anp.mean(x, keepdims=True)),
+    ("pad", lambda x: sra.pad(x, Val((1, 0, 2, 1))), (rand(2, 3),), lambda x: anp.pad(x, ((1, 0), (2, 1)), "constant")),
+    (
+        "pad nonzero constant (affine)",
+        lambda x: sra.pad(x, Val(1), constant_values=2.5),
+        (rand(2, 3),),
+        lambda x: anp.pad(x, 1, "constant", constant_values=2.5),
+    ),
+    ("pad positional integer constant (affine)", lambda x: sra.pad(x, Val(2), 3), (rand(2),), lambda x: anp.pad(x, 2, "constant", constant_values=3)),
+    ("pad differentiable constant", lambda x, c: sra.pad(x, Val(1), c), (rand(2, 2), rand()), None),
+    ("pad complex", lambda x: sra.pad(x, Val(1), constant_values=1j), (rand(2, complex_=True),), None),
+    # split's parts weighted differently, so that each part's cotangent matters
+    (
+        "split sections",
+        lambda x: anp.concatenate([p * (i + 1) for i, p in enumerate(sra.split(x, Val(3), axis=Val(1)))], axis=1),
+        (rand(2, 6),),
+        lambda x: anp.concatenate([p * (i + 1) for i, p in enumerate(anp.split(x, 3, axis=1))], axis=1),
+    ),
+    ("split indices, one part unused", lambda x: anp.multiply(sra.split(x, Val((1, 3)))[2], 2.0), (rand(5, 2),), lambda x: anp.multiply(x[3:], 2.0)),
+    ("split one part", lambda x: sra.split(x, Val(1))[0], (rand(3),), lambda x: x * 1.0),
 ]
 IDS = [case[0] for case in CASES]
 
@@ -163,7 +195,10 @@ def test_import_stablerules_imports_no_engine() -> None:
 
 
 def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
-    assert sorted(sra.__all__) == ["cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
+    assert sorted(sra.__all__) == sorted(
+        ["cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
+        + ["broadcast_to", "flip", "mean", "pad", "permute_dims", "reshape", "roll", "split", "sum", "transpose"]
+    )
     for name in sra.__all__:
         function = getattr(sra, name)
         assert function.__module__ == "stablerules._autograd" and function.__name__ == name

@@ -29,6 +29,7 @@ import stablerules.jax as srj
 from stablerules import Val
 from stablerules import _ffi
 from stablerules import _jax
+from stablerules._rule import RuleOp
 
 jax.config.update("jax_enable_x64", True)
 
@@ -72,6 +73,32 @@ CASES: list[tuple[str, Callable[..., Any], tuple[jax.Array, ...], Callable[..., 
     ("cat block-diagonal", lambda a, b: srj.cat(a, b, dims=Val((0, 1))), (rand(2, 3), rand(1, 2)), None),
     ("cat new axis", lambda a, b: srj.cat(a, b, dims=Val(2)), (rand(2, 3), rand(2, 3)), None),
 ]
+
+# The structure ops: (name, ours, arrays, NumPy's own op on NumPy arrays). Gradients are
+# checked by check_grads (finite differences); values against NumPy.
+STRUCTURE: list[tuple[str, Callable[..., Any], tuple[jax.Array, ...], Callable[..., Any]]] = [
+    ("flip", lambda x: srj.flip(x, Val((0, 2))), (rand(2, 3, 2),), lambda x: np.flip(x, (0, 2))),
+    ("flip all", lambda x: srj.flip(x), (rand(2, 3),), np.flip),
+    ("roll", lambda x: srj.roll(x, Val((1, -2)), axis=Val((0, 1))), (rand(3, 4),), lambda x: np.roll(x, (1, -2), (0, 1))),
+    ("roll flat", lambda x: srj.roll(x, Val(2)), (rand(2, 3),), lambda x: np.roll(x, 2)),
+    ("permute_dims", lambda x: srj.permute_dims(x, Val((2, 0, 1))), (rand(2, 3, 4),), lambda x: np.transpose(x, (2, 0, 1))),
+    ("transpose", lambda x: srj.transpose(x), (rand(2, 3, 4),), np.transpose),
+    ("reshape", lambda x: srj.reshape(x, Val((3, -1))), (rand(2, 3, 2),), lambda x: np.reshape(x, (3, -1))),
+    ("broadcast_to", lambda x: srj.broadcast_to(x, Val((2, 3, 4))), (rand(3, 1),), lambda x: np.broadcast_to(x, (2, 3, 4))),
+    ("sum axis", lambda x: srj.sum(x, Val(1)), (rand(2, 3, 2),), lambda x: np.sum(x, axis=1)),
+    ("sum all", lambda x: srj.sum(x), (rand(2, 3),), np.sum),
+    ("sum keepdims", lambda x: srj.sum(x, Val((0, 2)), Val(True)), (rand(2, 3, 2),), lambda x: np.sum(x, axis=(0, 2), keepdims=True)),
+    ("mean", lambda x: srj.mean(x, Val(-1)), (rand(2, 3),), lambda x: np.mean(x, axis=-1)),
+    ("mean all keepdims", lambda x: srj.mean(x, keepdims=Val(True)), (rand(2, 3),), lambda x: np.mean(x, keepdims=True)),
+    ("pad", lambda x: srj.pad(x, Val((1, 0, 2, 1))), (rand(2, 3),), lambda x: np.pad(x, ((1, 0), (2, 1)))),
+    ("pad constant", lambda x: srj.pad(x, Val(1), 2.5), (rand(2, 3),), lambda x: np.pad(x, 1, constant_values=2.5)),
+    ("pad traced constant", lambda x, c: srj.pad(x, Val((0, 2)), c), (rand(3), rand()), lambda x, c: np.pad(x, (0, 2), constant_values=c)),
+    ("split", lambda x: srj.split(x, Val(3), axis=Val(1)), (rand(2, 6),), lambda x: tuple(np.split(x, 3, axis=1))),
+    ("split indices", lambda x: srj.split(x, Val((1, 3))), (rand(5, 2),), lambda x: tuple(np.split(x, (1, 3)))),
+    ("split one part", lambda x: srj.split(x, Val(1)), (rand(3),), lambda x: tuple(np.split(x, 1))),
+]
+STRUCTURE_IDS = [case[0] for case in STRUCTURE]
+CASES += [(name, fn, args, None) for name, fn, args, _ in STRUCTURE]
 IDS = [case[0] for case in CASES]
 WITH_REFERENCE = [case for case in CASES if case[3] is not None]
 
@@ -81,7 +108,8 @@ def test_check_grads_second_order_both_modes(
     name: str, fn: Callable[..., Any], args: tuple[jax.Array, ...], reference: Callable[..., Any] | None
 ) -> None:
     check_grads(fn, args, order=2, modes=("fwd", "rev"))
-    check_grads(jax.jit(fn), args, order=2, modes=("fwd", "rev"))
+    if name not in STRUCTURE_IDS:  # jnp compositions: jit changes nothing of ours (and costs ~1 s a case)
+        check_grads(jax.jit(fn), args, order=2, modes=("fwd", "rev"))
 
 
 @pytest.mark.parametrize(("name", "fn", "args", "reference"), WITH_REFERENCE, ids=[c[0] for c in WITH_REFERENCE])
@@ -102,6 +130,55 @@ def test_values_and_gradients_equal_jnps_composition(
     for g, h, x in zip(ours, theirs, args):
         np.testing.assert_allclose(g, h, rtol=1e-12, atol=1e-12)
         assert g.dtype == x.dtype and g.shape == x.shape
+
+
+def _tuple(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+@pytest.mark.parametrize(("name", "fn", "args", "numpy_op"), STRUCTURE, ids=STRUCTURE_IDS)
+def test_structure_ops_equal_numpys_and_vmap(
+    name: str, fn: Callable[..., Any], args: tuple[jax.Array, ...], numpy_op: Callable[..., Any]
+) -> None:
+    expected = _tuple(numpy_op(*(np.asarray(a) for a in args)))
+    for got in (_tuple(fn(*args)), _tuple(jax.jit(fn)(*args))):
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert g.shape == np.shape(e) and g.dtype == np.asarray(e).dtype
+            np.testing.assert_allclose(g, e, rtol=1e-14, atol=0)
+    # vmap: our validation sees each sample's shape; results equal a loop over the samples
+    batch = tuple(jnp.stack([a, 2 * a + 1]) for a in args)
+    batched = _tuple(jax.vmap(fn)(*batch))
+    for part, b in enumerate(batched):
+        np.testing.assert_allclose(b, jnp.stack([_tuple(fn(*(a[i] for a in batch)))[part] for i in range(2)]), rtol=1e-14)
+
+
+def test_structure_errors_are_ours() -> None:
+    # validated by the NumPy op's own checks at trace time: the same message, word for word
+    x = rand(3, 4)
+    calls: list[tuple[Callable[[Any, Any], Any], type[Exception]]] = [
+        (lambda m, a: m.reshape(a, Val((5, -1))), ValueError),
+        (lambda m, a: m.flip(a, Val((0, 0))), ValueError),
+        (lambda m, a: m.roll(a, Val((1, 2, 3)), axis=Val((0, 1))), ValueError),
+        (lambda m, a: m.permute_dims(a, Val((0, 0))), ValueError),
+        (lambda m, a: m.pad(a, Val(1), 1j), TypeError),
+        (lambda m, a: m.pad(a, Val((1, 2, 3)), 0), ValueError),
+        (lambda m, a: m.split(a, Val(3), axis=Val(1)), ValueError),
+        (lambda m, a: m.sum(a, Val(2)), ValueError),
+        (lambda m, a: m.mean(a, keepdims=Val(3)), TypeError),
+        (lambda m, a: m.broadcast_to(a, Val((4, 5))), ValueError),
+    ]
+    for call, error in calls:
+        with pytest.raises(error) as numpy_error:
+            call(sr, np.asarray(x))
+        with pytest.raises(error) as jax_error:
+            jax.jit(lambda a: call(srj, a))(x)
+        assert str(jax_error.value) == str(numpy_error.value)
+
+
+def test_every_op_of_stablerules_is_adapted() -> None:
+    ops = {name for name in sr.__all__ if isinstance(getattr(sr, name), RuleOp)}
+    assert ops == set(srj.__all__) - {"FFIVersionError"}
 
 
 def test_forward_equals_the_numpy_ops() -> None:
@@ -369,7 +446,10 @@ def test_the_handler_refuses_a_caller_of_another_version(major: int, minor: int,
 
 
 def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
-    names = ["FFIVersionError", "cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
+    names = sorted(
+        ["FFIVersionError", "cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
+        + ["broadcast_to", "flip", "mean", "pad", "permute_dims", "reshape", "roll", "split", "sum", "transpose"]
+    )
     assert sorted(srj.__all__) == names
     for name in names:
         assert getattr(srj, name).__module__ == "stablerules._jax"

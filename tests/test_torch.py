@@ -22,7 +22,9 @@ import pytest
 import torch
 from torch._library.custom_ops import CustomOpDef
 
+import stablerules as sr
 import stablerules.torch as srt
+from stablerules._rule import RuleOp
 from stablerules import Val
 from stablerules.torch import _adapter, _ops
 
@@ -32,9 +34,14 @@ Array = npt.NDArray[np.generic]
 @dataclass(frozen=True)
 class Case:
     id: str
-    call: Callable[..., torch.Tensor]
-    reference: Callable[..., Array]
+    call: Callable[..., torch.Tensor | tuple[torch.Tensor, ...]]
+    reference: Callable[..., Array | tuple[Array, ...]]
     shapes: tuple[tuple[int, ...], ...]
+
+
+def _parts(value: object) -> tuple[object, ...]:
+    """An op's result as a tuple (split returns one; every other op a single array)."""
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
 def _julia_repeat(x: Array, inner: tuple[int, ...], outer: tuple[int, ...]) -> Array:
@@ -86,6 +93,24 @@ CASES = [
     ),
     Case("kron", lambda a, b: srt.kron(a, b), np.kron, ((2, 3), (3, 2))),
     Case("kron-ndim", lambda a, b: srt.kron(a, b), np.kron, ((3,), (2, 2))),
+    Case("flip", lambda x: srt.flip(x, Val((0, 2))), lambda x: np.flip(x, (0, 2)), ((2, 3, 2),)),
+    Case("flip-all", lambda x: srt.flip(x), np.flip, ((2, 3),)),
+    Case("roll", lambda x: srt.roll(x, Val((1, -2)), axis=Val((0, 1))), lambda x: np.roll(x, (1, -2), (0, 1)), ((3, 4),)),
+    Case("roll-flat", lambda x: srt.roll(x, Val(2)), lambda x: np.roll(x, 2), ((2, 3),)),
+    Case("permute_dims", lambda x: srt.permute_dims(x, Val((2, 0, 1))), lambda x: np.transpose(x, (2, 0, 1)), ((2, 3, 4),)),
+    Case("transpose", lambda x: srt.transpose(x), np.transpose, ((2, 3, 4),)),
+    Case("reshape", lambda x: srt.reshape(x, Val((3, -1))), lambda x: np.reshape(x, (3, -1)), ((2, 3, 2),)),
+    Case("broadcast_to", lambda x: srt.broadcast_to(x, Val((2, 3, 4))), lambda x: np.broadcast_to(x, (2, 3, 4)), ((3, 1),)),
+    Case("sum-axis", lambda x: srt.sum(x, Val(1)), lambda x: np.sum(x, axis=1), ((2, 3, 2),)),
+    Case("sum-all", lambda x: srt.sum(x), lambda x: np.asarray(np.sum(x)), ((2, 3),)),
+    Case("sum-keepdims", lambda x: srt.sum(x, Val((0, 2)), Val(True)), lambda x: np.sum(x, axis=(0, 2), keepdims=True), ((2, 3, 2),)),
+    Case("mean", lambda x: srt.mean(x, Val(-1)), lambda x: np.mean(x, axis=-1), ((2, 3),)),
+    Case("mean-all-keepdims", lambda x: srt.mean(x, keepdims=Val(True)), lambda x: np.mean(x, keepdims=True), ((2, 3),)),
+    Case("pad", lambda x: srt.pad(x, Val((1, 0, 2, 1))), lambda x: np.pad(x, ((1, 0), (2, 1))), ((2, 3),)),
+    Case("pad-constant", lambda x: srt.pad(x, Val(1), 2.5), lambda x: np.pad(x, 1, constant_values=2.5), ((2, 3),)),
+    Case("split", lambda x: srt.split(x, Val(3), axis=Val(1)), lambda x: tuple(np.split(x, 3, axis=1)), ((2, 6),)),
+    Case("split-indices", lambda x: srt.split(x, Val((1, 3))), lambda x: tuple(np.split(x, (1, 3))), ((5, 2),)),
+    Case("split-one", lambda x: srt.split(x, Val(1)), lambda x: tuple(np.split(x, 1)), ((3,),)),
 ]
 IDS = [case.id for case in CASES]
 
@@ -103,14 +128,16 @@ def _inputs(case: Case, dtype: torch.dtype = torch.float64, seed: int = 0) -> li
 def test_forward_equals_numpy(case: Case) -> None:
     for dtype in (torch.float64, torch.float32, torch.complex128):
         inputs = _inputs(case, dtype)
-        y = case.call(*inputs)
-        expected = case.reference(*(t.detach().numpy() for t in inputs))
-        assert isinstance(y, torch.Tensor) and y.device.type == "cpu"
-        assert y.dtype == dtype and tuple(y.shape) == expected.shape
-        if dtype.is_complex and case.id.startswith("kron"):  # complex products may round differently
-            np.testing.assert_allclose(y.detach().numpy(), expected.astype(np.complex128), rtol=1e-14)
-        else:
-            np.testing.assert_array_equal(y.detach().numpy(), expected)
+        ys = _parts(case.call(*inputs))
+        expecteds = _parts(case.reference(*(t.detach().numpy() for t in inputs)))
+        assert len(ys) == len(expecteds)
+        for y, expected in zip(ys, expecteds):
+            assert isinstance(y, torch.Tensor) and y.device.type == "cpu" and isinstance(expected, np.ndarray)
+            assert y.dtype == dtype and tuple(y.shape) == expected.shape
+            if dtype.is_complex and case.id.startswith("kron"):  # complex products may round differently
+                np.testing.assert_allclose(y.detach().numpy(), expected.astype(np.complex128), rtol=1e-14)
+            else:
+                np.testing.assert_array_equal(y.detach().numpy(), expected)
 
 
 def test_integer_inputs_are_forwarded_and_not_differentiable() -> None:
@@ -226,11 +253,12 @@ def test_vmap_uses_the_batching_rule(case: Case, monkeypatch: pytest.MonkeyPatch
         in_dims_options.append((None,) + (0,) * (len(batched) - 1))
     for in_dims in in_dims_options:
         arguments = [t if d is not None else t[0] for t, d in zip(batched, in_dims)]
-        got = torch.vmap(case.call, in_dims=in_dims)(*arguments)
-        expected = torch.stack(
-            [case.call(*(t[i] if d is not None else t for t, d in zip(arguments, in_dims))) for i in range(size)]
-        )
-        assert torch.allclose(got, expected), in_dims
+        got = _parts(torch.vmap(case.call, in_dims=in_dims)(*arguments))
+        samples = [_parts(case.call(*(t[i] if d is not None else t for t, d in zip(arguments, in_dims)))) for i in range(size)]
+        assert len(got) == len(samples[0])
+        for part, batched_part in enumerate(got):
+            expected = torch.stack([cast("torch.Tensor", sample[part]) for sample in samples])
+            assert torch.allclose(cast("torch.Tensor", batched_part), expected), in_dims
     assert calls, "vmap did not go through the op's batching rule"
 
 
@@ -258,7 +286,7 @@ def test_vmap_with_batch_axis_not_in_front() -> None:
 # torch.compile and the custom ops
 
 
-@pytest.mark.parametrize("entry", [_ops.REPEAT, _ops.CONCATENATE, _ops.KRON], ids=lambda e: e.name)
+@pytest.mark.parametrize("entry", [_ops.REPEAT, _ops.CONCATENATE, _ops.KRON, _ops.PAD, _ops.SPLIT], ids=lambda e: e.name)
 def test_opcheck(entry: _adapter.Entry) -> None:
     generator = torch.Generator().manual_seed(2)
     a = torch.randn(2, 3, dtype=torch.float64, generator=generator)
@@ -267,12 +295,15 @@ def test_opcheck(entry: _adapter.Entry) -> None:
         "repeat": ((a,), {"inner": Val((2, 1)), "outer": Val(2)}),
         "concatenate": (((a, b.T),), {"axis": Val(0)}),
         "kron": ((a, b), {}),
+        "pad": ((a, Val(1), 2.5), {}),
+        "split": ((b, Val(3)), {}),
     }
     call, tensors = _adapter.bind(entry, *args[entry.name])
     forward_op, pullback_op = _adapter.custom_ops(entry)
     text = _adapter.encode(call)
-    (y,) = forward_op(list(tensors), text)
-    for op, op_args in ((forward_op, (list(tensors), text)), (pullback_op, ([torch.randn_like(y)], list(tensors), text))):
+    ys = forward_op(list(tensors), text)
+    cotangents = [torch.randn_like(y) for y in ys]
+    for op, op_args in ((forward_op, (list(tensors), text)), (pullback_op, (cotangents, list(tensors), text))):
         result = torch.library.opcheck(cast("CustomOpDef", op), op_args)
         assert set(result.values()) == {"SUCCESS"}, result
 
@@ -314,6 +345,22 @@ def test_compile_fullgraph_forward_and_backward_equal_eager() -> None:
         assert torch.allclose(g, e)
 
 
+def test_compile_fullgraph_structure_ops_equal_eager() -> None:
+    torch._dynamo.reset()
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        top, bottom = srt.split(srt.pad(x, Val((1, 1, 0, 2)), 0.5), Val(2))
+        moved = srt.permute_dims(srt.flip(top, Val(1)) * bottom.sin(), Val((1, 0)))
+        return srt.sum(srt.reshape(moved, Val(-1)) ** 2) + srt.mean(srt.broadcast_to(x, Val((3, 2, 3))))
+
+    x = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    got = torch.compile(model, fullgraph=True)(x)
+    (got_grad,) = torch.autograd.grad(got, x)
+    expected = model(x)
+    (expected_grad,) = torch.autograd.grad(expected, x)
+    assert torch.allclose(got, expected) and torch.allclose(got_grad, expected_grad)
+
+
 # --------------------------------------------------------------------------------------------
 # errors and isolation
 
@@ -344,6 +391,14 @@ def test_public_names() -> None:
     assert {"repeat", "tile", "concatenate", "stack", "hstack", "vstack", "cat", "kron"} <= set(names)
     for name in names:
         assert getattr(srt, name) is not None
+
+
+def test_every_op_of_stablerules_is_adapted() -> None:
+    ops = {name for name in sr.__all__ if isinstance(getattr(sr, name), RuleOp)}
+    adapted = {name for name in srt.__all__ if isinstance(getattr(srt, name), srt.TorchOp)}
+    assert ops == adapted
+    for name in adapted:
+        assert getattr(srt, name).entry.op is getattr(sr, name)
 
 
 def test_bench_rows_run_and_agree_with_torch(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,13 +10,44 @@ This module only re-exports; ``stablerules.torch._adapter`` explains the design.
 
 from ._adapter import FILL_THRESHOLD as FILL_THRESHOLD
 from ._adapter import TorchOp as TorchOp
+from ._ops import broadcast_to as broadcast_to
 from ._ops import cat as cat
 from ._ops import concatenate as concatenate
+from ._ops import flip as flip
 from ._ops import hstack as hstack
 from ._ops import kron as kron
+from ._ops import mean as mean
+from ._ops import pad as pad
+from ._ops import permute_dims as permute_dims
 from ._ops import repeat as repeat
+from ._ops import reshape as reshape
+from ._ops import roll as roll
+from ._ops import split as split
 from ._ops import stack as stack
+from ._ops import sum as sum
 from ._ops import tile as tile
+from ._ops import transpose as transpose
 from ._ops import vstack as vstack
 
-__all__ = ["FILL_THRESHOLD", "TorchOp", "cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
+__all__ = [
+    "FILL_THRESHOLD",
+    "TorchOp",
+    "broadcast_to",
+    "cat",
+    "concatenate",
+    "flip",
+    "hstack",
+    "kron",
+    "mean",
+    "pad",
+    "permute_dims",
+    "repeat",
+    "reshape",
+    "roll",
+    "split",
+    "stack",
+    "sum",
+    "tile",
+    "transpose",
+    "vstack",
+]

@@ -35,8 +35,8 @@ Decisions where the issue is silent:
 - The fake implementation learns a result's shape and dtype by running the NumPy op once per
   signature on stride-0 zero inputs (generic over ops; one transient output allocation at
   trace time). Symbolic sizes are specialized to ints there.
-- The pullback's closure comes from ``sr.pullback`` when the core has it, else from
-  ``sr.rrule`` (which also computes the primal); linear ops reuse one closure per signature.
+- Without the forward's closure (custom ops, a rebuilt pullback), the pullback comes from
+  ``sr.pullback`` (no primal computed); linear ops reuse one closure per signature.
 """
 
 from __future__ import annotations
@@ -404,9 +404,8 @@ _LINEAR_PULLBACKS: dict[object, Callable[[object], tuple[object, ...]]] = {}
 
 
 def _closure(call: Call, tensors: Tensors) -> Callable[[object], tuple[object, ...]]:
-    """The pullback closure of ``call`` on ``tensors``: from ``sr.pullback`` where the core
-    has it, else ``sr.rrule``; one per signature for a linear op (its pullback reads shapes
-    and dtypes only)."""
+    """The pullback closure of ``call`` on ``tensors``, from ``sr.pullback`` (no primal
+    computed); one per signature for a linear op (its pullback reads shapes and dtypes only)."""
     linear = call.entry.second_order is None
     key: object = None
     if linear:
@@ -416,11 +415,7 @@ def _closure(call: Call, tensors: Tensors) -> Callable[[object], tuple[object, .
             return known
     arrays = [_array(tensor) for tensor in tensors]
     args, kwargs = _arguments(call, arrays)
-    pullback = getattr(sr, "pullback", None)
-    if pullback is not None:
-        back = cast("Callable[[object], tuple[object, ...]]", pullback(call.entry.op, *args, **kwargs))
-    else:
-        back = cast("Callable[[object], tuple[object, ...]]", _on_stream(tensors, lambda: sr.rrule(call.entry.op, *args, **kwargs))[1])
+    back: Callable[[object], tuple[object, ...]] = sr.pullback(call.entry.op, *args, **kwargs)
     if linear:
         _LINEAR_PULLBACKS[key] = back
     return back
@@ -436,7 +431,11 @@ def run_pullback(
     """One gradient per tensor (``None`` for a zero, unless ``dense``) from the cotangents."""
     if back is None:
         back = _closure(call, tensors)
-    dy = _cotangent(cotangents[0]) if len(cotangents) == 1 else tuple(_cotangent(c) for c in cotangents)
+    dy: object
+    if len(cotangents) == 1 and not call.entry.tuple_result:
+        dy = _cotangent(cotangents[0])
+    else:  # a tuple-returning op's pullback takes a tuple, even of one part
+        dy = tuple(_cotangent(c) for c in cotangents)
     if tensors[0].is_cuda:
         tangents = _on_stream(tensors, lambda: back(dy))
     else:
@@ -793,7 +792,12 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
         return _OPS[name]
 
     def forward_kernel(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
-        return [t.clone() if _aliases(t, arrays) else t for t in run_op(decode(entry, call), tuple(arrays))]
+        # contiguous: the fake implementation promises fresh contiguous results (a permuted
+        # view, copied because it aliases an input, keeps its strides otherwise)
+        return [
+            t.clone(memory_format=torch.contiguous_format) if _aliases(t, arrays) else t.contiguous()
+            for t in run_op(decode(entry, call), tuple(arrays))
+        ]
 
     def forward_fake(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
         meta = _output_meta(decode(entry, call), arrays)
@@ -804,7 +808,9 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
         grads = run_pullback(decode(entry, call), tuple(cotangents), tuple(arrays), None, dense=True)
         inputs = [*arrays, *(c for c in cotangents if c is not None)]
         return [
-            (g.clone() if _aliases(g, inputs) else g.contiguous()) if g is not None else torch.zeros_like(a)
+            (g.clone(memory_format=torch.contiguous_format) if _aliases(g, inputs) else g.contiguous())
+            if g is not None
+            else torch.zeros_like(a)
             for g, a in zip(grads, arrays)
         ]
 

@@ -19,7 +19,7 @@ import torch
 import stablerules as sr
 from stablerules import Val
 
-from ._adapter import BatchRule, Call, Engine, Entry, OptionalTensors, TangentRule, SecondOrderRule, Tensors, TorchOp
+from ._adapter import BatchRule, Call, Engine, Entry, OptionalTensors, SecondOrderRule, TangentRule, Tensors, TorchOp, filled
 
 
 def _value(static: object) -> object:
@@ -130,6 +130,41 @@ def _batch_kron(engine: Engine, call: Call, tensors: Tensors, batched: tuple[boo
     return ((spread_a * spread_b).reshape(size, *(m * n for m, n in zip(a.shape[1:], b.shape[1:]))),)
 
 
+def _batch_permute(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    """permute_dims and transpose: the batch axis stays in front, the others permuted behind it
+    (transpose's ``axes=None`` is the reversed order)."""
+    (x,) = tensors
+    axes = _value(call.static("axes"))
+    order = tuple(range(x.ndim - 2, -1, -1)) if axes is None else cast("tuple[int, ...]", axes)
+    return engine.forward(call.replace(axes=Val((0, *(_shift(axis) for axis in order)))), (x,))
+
+
+def _batch_reshape(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    (x,) = tensors
+    shape = _counts(call.static("shape"))
+    return engine.forward(call.replace(shape=Val((size, *shape))), (x,))
+
+
+def _batch_broadcast_to(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    (x,) = tensors
+    shape = _counts(call.static("shape"))
+    # NumPy aligns trailing axes: each sample padded with leading 1s first, batch in front.
+    x = x.reshape(size, *(1,) * (len(shape) - (x.ndim - 1)), *x.shape[1:])
+    return engine.forward(call.replace(shape=Val((size, *shape))), (x,))
+
+
+def _batch_pad(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    (x,) = tensors
+    widths = _value(call.static("pad_width"))
+    every = (widths,) * 2 * (x.ndim - 1) if isinstance(widths, int) else cast("tuple[int, ...]", widths)
+    return engine.forward(call.replace(pad_width=Val((0, 0, *every))), (x,))
+
+
+def _pad_tangent(engine: Engine, call: Call, tangents: OptionalTensors, tensors: Tensors) -> Tensors:
+    """pad is affine in ``x``: its tangent map is the op with the constant made zero."""
+    return engine.forward(call.replace(constant_values=0), filled(tangents, tensors))
+
+
 # --- kron's rules beyond linearity -----------------------------------------------------------
 
 
@@ -190,6 +225,16 @@ HSTACK = _entry(sr.hstack, ("arrays",), ("arrays",), _batch_hstack)
 VSTACK = _entry(sr.vstack, ("arrays",), ("arrays",), _batch_vstack)
 CAT = _entry(sr.cat, ("*arrays", "dims"), ("arrays",), _batch_cat)
 KRON = _entry(sr.kron, ("a", "b"), ("a", "b"), _batch_kron, _kron_tangent, _kron_second_order)
+FLIP = _entry(sr.flip, ("x", "axis"), ("x",), shift_axes("axis"))
+ROLL = _entry(sr.roll, ("x", "shift", "axis"), ("x",), shift_axes("axis", none="flatten-reshape"))
+PERMUTE_DIMS = _entry(sr.permute_dims, ("x", "axes"), ("x",), _batch_permute)
+TRANSPOSE = _entry(sr.transpose, ("x", "axes"), ("x",), _batch_permute)
+RESHAPE = _entry(sr.reshape, ("x", "shape"), ("x",), _batch_reshape)
+BROADCAST_TO = _entry(sr.broadcast_to, ("x", "shape"), ("x",), _batch_broadcast_to)
+SUM = _entry(sr.sum, ("x", "axis", "keepdims"), ("x",), shift_axes("axis"))
+MEAN = _entry(sr.mean, ("x", "axis", "keepdims"), ("x",), shift_axes("axis"))
+PAD = _entry(sr.pad, ("x", "pad_width", "constant_values"), ("x",), _batch_pad, _pad_tangent)
+SPLIT = _entry(sr.split, ("x", "indices_or_sections", "axis"), ("x",), shift_axes("axis", Val(0)), tuple_result=True)
 
 repeat: TorchOp[torch.Tensor] = TorchOp(REPEAT)
 tile: TorchOp[torch.Tensor] = TorchOp(TILE)
@@ -199,3 +244,13 @@ hstack: TorchOp[torch.Tensor] = TorchOp(HSTACK)
 vstack: TorchOp[torch.Tensor] = TorchOp(VSTACK)
 cat: TorchOp[torch.Tensor] = TorchOp(CAT)
 kron: TorchOp[torch.Tensor] = TorchOp(KRON)
+flip: TorchOp[torch.Tensor] = TorchOp(FLIP)
+roll: TorchOp[torch.Tensor] = TorchOp(ROLL)
+permute_dims: TorchOp[torch.Tensor] = TorchOp(PERMUTE_DIMS)
+transpose: TorchOp[torch.Tensor] = TorchOp(TRANSPOSE)
+reshape: TorchOp[torch.Tensor] = TorchOp(RESHAPE)
+broadcast_to: TorchOp[torch.Tensor] = TorchOp(BROADCAST_TO)
+sum: TorchOp[torch.Tensor] = TorchOp(SUM)  # noqa: A001 - NumPy's name
+mean: TorchOp[torch.Tensor] = TorchOp(MEAN)
+pad: TorchOp[torch.Tensor] = TorchOp(PAD)
+split: TorchOp[tuple[torch.Tensor, ...]] = TorchOp(SPLIT)
