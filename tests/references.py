@@ -24,3 +24,27 @@ def kron_pullback(a: Array, b: Array, dy: Array) -> tuple[Array, Array]:
     da = np.einsum(f"{pairs},{b_axes}->{a_axes}", blocks, np.conj(b_)).reshape(a.shape)
     db = np.einsum(f"{pairs},{a_axes}->{b_axes}", blocks, np.conj(a_)).reshape(b.shape)
     return da, db
+
+
+def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
+    """Random values of ``dtype``: normal for floating and complex, 0..99 for integers, coin
+    flips for bools."""
+    resolved = np.dtype(dtype)
+    if resolved.kind == "c":
+        return np.asarray(rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(resolved)
+    if resolved.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if resolved.kind in "iu":
+        return rng.integers(0, 100, shape).astype(resolved)
+    return np.asarray(rng.standard_normal(shape)).astype(resolved)
+
+
+def small_integers(rng: np.random.Generator, shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
+    """Small integers (-8..8) in ``dtype``: sums of them are exact in any order."""
+    resolved = np.dtype(dtype)
+    values: Array = np.asarray(rng.integers(-8, 9, shape))
+    if resolved.kind == "c":
+        values = values + 1j * rng.integers(-8, 9, shape)
+    elif resolved.kind == "b":
+        values = values > 0
+    return np.asarray(values, dtype=resolved)

@@ -21,6 +21,7 @@ import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules import _parallel
 from stablerules.testing import test_frule, test_rrule
+from tests import references
 
 Array = npt.NDArray[Any]
 Back = Callable[[object], tuple[object, ...]]
@@ -30,14 +31,7 @@ FLOATING = ["float32", "float64", "complex64", "complex128"]
 
 
 def integers(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
-    """Small integers in ``dtype``: sums of them are exact in any order."""
-    resolved = np.dtype(dtype)
-    values: Array = np.asarray(RNG.integers(-8, 9, shape))
-    if resolved.kind == "c":
-        values = values + 1j * RNG.integers(-8, 9, shape)
-    elif resolved.kind == "b":
-        values = values > 0
-    return np.asarray(values, dtype=resolved)
+    return references.small_integers(RNG, shape, dtype)
 
 
 def rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Back]:

@@ -22,6 +22,7 @@ from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules import _parallel
 from stablerules.testing import test_frule as check_frule
 from stablerules.testing import test_rrule as check_rrule
+from tests import references
 
 Array = npt.NDArray[Any]
 Back = Callable[[object], tuple[object, ...]]
@@ -32,14 +33,7 @@ DTYPES = [np.float64, np.float32, np.complex128, np.complex64, np.int64, np.int8
 
 
 def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
-    resolved = np.dtype(dtype)
-    if resolved.kind == "c":
-        return np.asarray(RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(resolved)
-    if resolved.kind == "b":
-        return RNG.integers(0, 2, shape).astype(bool)
-    if resolved.kind in "iu":
-        return RNG.integers(0, 100, shape).astype(resolved)
-    return RNG.standard_normal(shape).astype(resolved)
+    return references.random_array(RNG, shape, dtype)
 
 
 def rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Back]:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules.testing import test_frule, test_rrule
+from tests import references
 
 Array = npt.NDArray[Any]
 RNG = np.random.default_rng(77)
@@ -27,13 +28,7 @@ FLOATING = ["float32", "float64", "complex64", "complex128"]
 
 
 def integers(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
-    resolved = np.dtype(dtype)
-    values: Array = np.asarray(RNG.integers(-8, 9, shape))
-    if resolved.kind == "c":
-        values = values + 1j * RNG.integers(-8, 9, shape)
-    elif resolved.kind == "b":
-        values = values > 0
-    return np.asarray(values, dtype=resolved)
+    return references.small_integers(RNG, shape, dtype)
 
 
 def dense(value: object) -> Array:

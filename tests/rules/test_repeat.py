@@ -32,14 +32,7 @@ RNG = np.random.default_rng(1234)
 
 
 def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
-    resolved = np.dtype(dtype)
-    if resolved.kind == "c":
-        return (RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(resolved)
-    if resolved.kind == "b":
-        return RNG.integers(0, 2, shape).astype(bool)
-    if resolved.kind in "iu":
-        return RNG.integers(0, 100, shape).astype(resolved)
-    return RNG.standard_normal(shape).astype(resolved)
+    return references.random_array(RNG, shape, dtype)
 
 
 def rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Back]:
@@ -886,6 +879,7 @@ def test_counts_array_random(shape: tuple[int, ...], data: st.DataObject) -> Non
 
 from stablerules.testing import test_frule as check_frule  # noqa: E402
 from stablerules.testing import test_rrule as check_rrule  # noqa: E402
+from tests import references
 
 
 @pytest.mark.parametrize(
