@@ -560,7 +560,9 @@ class _Function(torch.autograd.Function):
     @classmethod
     def apply(cls, *args: object) -> object:
         if torch._C._are_functorch_transforms_active():
-            return super().apply(*args)  # type: ignore[no-untyped-call]
+            # Through a typed name: torch's stubs type Function.apply in some versions, not others.
+            parent_apply: Callable[..., object] = super().apply
+            return parent_apply(*args)
         unwrap = torch._C._functorch.unwrap_if_dead
         args = tuple(unwrap(arg) if isinstance(arg, torch.Tensor) else arg for arg in args)
         return super(torch.autograd.function._SingleLevelFunction, cls).apply(*args)  # type: ignore[misc]
