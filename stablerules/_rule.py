@@ -207,19 +207,10 @@ def launch({arrays}):
     if work < parallel.PARALLEL_THRESHOLD:
         entry({arrays}, {trailing}0, extent)
     else:
-        parallel.run_partitioned(entry, ({arrays}, {trailing}), extent, work)
+        {split}
 """
-
-_PRIVATE_LAUNCHER_TEMPLATE = """
-def launch({arrays}):
-    if guarded[0]:
-        launches[slot] += 1
-        note()
-    if work < parallel.PARALLEL_THRESHOLD:
-        entry({arrays}, {trailing}0, extent)
-    else:
-        run_private(entry, ({shared}), ({owned}, ), ({trailing}), extent, work)
-"""
+_SPLIT = "parallel.run_partitioned(entry, ({arrays}, {trailing}), extent, work)"
+_PRIVATE_SPLIT = "run_private(entry, ({shared}), ({owned}, ), ({trailing}), extent, work)"
 
 
 def _run_private(
@@ -272,13 +263,14 @@ def cpu_launcher(
         work=work if extent >= 2 else -1,
         run_private=_run_private,
     )
-    template = _PRIVATE_LAUNCHER_TEMPLATE if private else _LAUNCHER_TEMPLATE
-    text = template.format(
-        arrays=", ".join(names),
-        trailing="".join(f"{name}, " for name in trailing_names),
-        owned=", ".join(names[arrays - private :]),
-        shared="".join(f"{name}, " for name in names[: arrays - private]),
-    )
+    fields = {
+        "arrays": ", ".join(names),
+        "trailing": "".join(f"{name}, " for name in trailing_names),
+        "owned": ", ".join(names[arrays - private :]),
+        "shared": "".join(f"{name}, " for name in names[: arrays - private]),
+    }
+    split = (_PRIVATE_SPLIT if private else _SPLIT).format(**fields)
+    text = _LAUNCHER_TEMPLATE.format(split=split, **fields)
     exec(compile(text, f"<stablerules launcher {kernel.signature.op} {kernel.signature.kind}>", "exec"), namespace)
     launch: Callable[..., None] = namespace["launch"]  # type: ignore[assignment]
     return launch
