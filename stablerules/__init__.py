@@ -1,7 +1,17 @@
 """stablerules: type-stable, shape-specialized, compiled differentiation rules.
 
 This module only re-exports; the implementation lives in private modules.
+
+The ops (``repeat``, ``concatenate``, ``kron``, ...) are loaded on first use (PEP 562): each
+op family's module registers its rules when it is imported, and that takes a few milliseconds
+a family, so ``import stablerules`` pays only for the core (dispatch, tangents, caches) and
+``sr.repeat`` (or ``from stablerules import repeat``) imports ``stablerules.rules.repeat`` the
+first time. An op must be reached through its name before a rule can be looked up for it, so
+every rule an op has is registered by the time it is called. ``dir(stablerules)`` and
+``from stablerules import *`` list the ops as if they were imported eagerly.
 """
+
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._arrays import ArraySpec as ArraySpec
 from ._cache import CacheInfo as CacheInfo
@@ -29,24 +39,48 @@ from ._typing import Pullback as Pullback
 from ._typing import Tangent as Tangent
 from ._val import Val as Val
 from ._version import __version__ as __version__
-from .rules.broadcast import broadcast_to as broadcast_to
-from .rules.broadcast import mean as mean
-from .rules.broadcast import sum as sum
-from .rules.concatenate import cat as cat
-from .rules.concatenate import concatenate as concatenate
-from .rules.concatenate import hstack as hstack
-from .rules.concatenate import stack as stack
-from .rules.concatenate import vstack as vstack
-from .rules.flip import flip as flip
-from .rules.flip import roll as roll
-from .rules.kron import kron as kron
-from .rules.permute import permute_dims as permute_dims
-from .rules.permute import reshape as reshape
-from .rules.permute import transpose as transpose
-from .rules.pad import pad as pad
-from .rules.pad import split as split
-from .rules.repeat import repeat as repeat
-from .rules.repeat import tile as tile
+
+if _TYPE_CHECKING:  # the ops, imported on first use at run time (``__getattr__`` below)
+    from .rules.broadcast import broadcast_to as broadcast_to
+    from .rules.broadcast import mean as mean
+    from .rules.broadcast import sum as sum
+    from .rules.concatenate import cat as cat
+    from .rules.concatenate import concatenate as concatenate
+    from .rules.concatenate import hstack as hstack
+    from .rules.concatenate import stack as stack
+    from .rules.concatenate import vstack as vstack
+    from .rules.flip import flip as flip
+    from .rules.flip import roll as roll
+    from .rules.kron import kron as kron
+    from .rules.permute import permute_dims as permute_dims
+    from .rules.permute import reshape as reshape
+    from .rules.permute import transpose as transpose
+    from .rules.pad import pad as pad
+    from .rules.pad import split as split
+    from .rules.repeat import repeat as repeat
+    from .rules.repeat import tile as tile
+
+_OPS = {
+    "broadcast_to": "broadcast",
+    "mean": "broadcast",
+    "sum": "broadcast",
+    "cat": "concatenate",
+    "concatenate": "concatenate",
+    "hstack": "concatenate",
+    "stack": "concatenate",
+    "vstack": "concatenate",
+    "flip": "flip",
+    "roll": "flip",
+    "kron": "kron",
+    "permute_dims": "permute",
+    "reshape": "permute",
+    "transpose": "permute",
+    "pad": "pad",
+    "split": "pad",
+    "repeat": "repeat",
+    "tile": "repeat",
+}
+"""Each op's name and the module under ``stablerules.rules`` that defines it."""
 
 __all__ = [
     "ArraySpec",
@@ -94,3 +128,18 @@ __all__ = [
     "unthunk",
     "vstack",
 ]
+
+
+def __getattr__(name: str) -> object:
+    family = _OPS.get(name)
+    if family is None:
+        raise AttributeError(f"module 'stablerules' has no attribute {name!r}")
+    import importlib  # noqa: PLC0415 - only on an op's first use
+
+    op = getattr(importlib.import_module(f"stablerules.rules.{family}"), name)
+    globals()[name] = op  # later look-ups are plain module attributes
+    return op
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

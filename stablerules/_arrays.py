@@ -13,8 +13,7 @@ import os
 import sys
 import types as pytypes
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TypeAlias, TypeGuard
+from typing import NamedTuple, TypeAlias, TypeGuard
 
 import numpy as np
 import numpy.typing as npt
@@ -34,13 +33,18 @@ _SUPPORTED_DTYPES = frozenset(
 )
 
 
-@dataclass(frozen=True)
 class ArraySpec:
-    """An array's shape, dtype and device, standing in for the array in ``precompile``."""
+    """An array's shape, dtype and device, standing in for the array in ``precompile``.
+
+    Immutable, compared and hashed by value (a hand-written record: a dataclass would cost
+    ``import stablerules`` most of a millisecond to define).
+    """
+
+    __slots__ = ("shape", "dtype", "device")
 
     shape: tuple[int, ...]
     dtype: np.dtype[np.generic]
-    device: str = "cpu"
+    device: str
 
     def __init__(self, shape: Sequence[int] | int, dtype: npt.DTypeLike, device: str = "cpu") -> None:
         if isinstance(shape, int):
@@ -52,6 +56,26 @@ class ArraySpec:
             raise ValueError(f"ArraySpec: shape must be non-negative, got {self.shape}")
         if device != "cpu" and not device.startswith("cuda"):
             raise ValueError(f"ArraySpec: device must be 'cpu' or 'cuda' (or 'cuda:N'), got {device!r}")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ArraySpec is immutable: cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ArraySpec is immutable: cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[type[ArraySpec], tuple[tuple[int, ...], np.dtype[np.generic], str]]:
+        return (ArraySpec, (self.shape, self.dtype, self.device))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ArraySpec):
+            return NotImplemented
+        return (self.shape, self.dtype, self.device) == (other.shape, other.dtype, other.device)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype, self.device))
+
+    def __repr__(self) -> str:
+        return f"ArraySpec(shape={self.shape!r}, dtype={self.dtype!r}, device={self.device!r})"
 
     @property
     def ndim(self) -> int:
@@ -356,8 +380,7 @@ def checked_size(shape: Sequence[int], itemsize: int, what: str) -> int:
     return size
 
 
-@dataclass(frozen=True, slots=True)
-class InputFacts:
+class InputFacts(NamedTuple):
     """One array argument as a plan sees it: the array (``None`` for an ``ArraySpec``), its
     shape and dtype as given, the native-order dtype its tangents (and kernels) use, its
     namespace (``numpy`` or ``cupy``) and the kernel family that runs for it."""

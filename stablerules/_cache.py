@@ -35,12 +35,11 @@ import importlib.util
 import os
 import stat
 import sys
-import threading
+import _thread
 import time
 import types as pytypes
 import warnings
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
@@ -67,8 +66,7 @@ class ShapeSignature(NamedTuple):
     extents: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
-class KernelSource:
+class KernelSource(NamedTuple):
     """Generated source of one kernel module; ``entry`` names the function to call.
 
     The text holds the token ``{CACHE}`` where ``cache=True``/``False`` goes, so the hash
@@ -142,12 +140,12 @@ class Kernel:
         return function
 
 
-_FUNCTION_LOCK = threading.Lock()
+_FUNCTION_LOCK = _thread.allocate_lock()
 
 
-@dataclass(frozen=True)
-class CacheInfo:
-    """A snapshot of the cache counters (``sr.cache_info()``).
+class CacheInfo(NamedTuple):
+    """A snapshot of the cache counters (``sr.cache_info()``): a frozen record (a named tuple,
+    so ``_asdict()`` and ``_replace()`` work; cheaper to define at import than a dataclass).
 
     ``memory_hits`` counts kernel lookups served from memory; ``plan_hits`` counts calls that
     found their signature's plan (see :class:`PlanCache`) and so looked up no kernel at all.
@@ -374,7 +372,7 @@ def _open_store() -> KernelStore:
             return MemoryStore()
         kernels = directory / "kernels"
         kernels.mkdir(mode=0o700, exist_ok=True)
-        probe = kernels / f".probe-{os.getpid()}-{threading.get_ident()}"
+        probe = kernels / f".probe-{os.getpid()}-{_thread.get_ident()}"
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
         probe.unlink()
     except OSError as error:
@@ -394,8 +392,8 @@ class KernelCache:
     def __init__(self) -> None:
         self._entries: dict[ShapeSignature, Kernel] = {}
         self._by_module: dict[str, Kernel] = {}
-        self._locks: dict[ShapeSignature, threading.Lock] = {}
-        self._guard = threading.Lock()
+        self._locks: dict[ShapeSignature, _thread.LockType] = {}
+        self._guard = _thread.allocate_lock()
         self._store: KernelStore | None = None
         self.compiles = 0
         self.memory_hits = 0
@@ -422,7 +420,7 @@ class KernelCache:
             self.memory_hits += 1
             return kernel
         with self._guard:
-            lock = self._locks.setdefault(signature, threading.Lock())
+            lock = self._locks.setdefault(signature, _thread.allocate_lock())
         with lock:
             kernel = self._entries.get(signature)
             if kernel is not None:
@@ -592,7 +590,7 @@ def clear_caches(disk: bool = False) -> None:
 _NO_COMPILE: contextvars.ContextVar[int] = contextvars.ContextVar("stablerules_no_compile", default=0)
 _NO_FALLBACK: contextvars.ContextVar[int] = contextvars.ContextVar("stablerules_no_fallback", default=0)
 GUARDED = [0]
-_GUARDED_LOCK = threading.Lock()
+_GUARDED_LOCK = _thread.allocate_lock()
 
 
 def guarded() -> bool:

@@ -45,7 +45,7 @@ import importlib.util
 import os
 import stat
 import sys
-import threading
+import _thread
 import types as pytypes
 import warnings
 from collections.abc import Callable
@@ -285,7 +285,7 @@ class _Runtime:
 
 
 _runtime: _Runtime | None = None
-_runtime_lock = threading.Lock()
+_runtime_lock = _thread.allocate_lock()
 
 
 def _get_runtime() -> _Runtime:

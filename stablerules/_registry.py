@@ -9,7 +9,7 @@ of its pullback that runs no forward (``sr.pullback``).
 from __future__ import annotations
 
 import inspect
-import threading
+import _thread
 import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, Self
@@ -28,7 +28,7 @@ class RuleRegistry:
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._rules: dict[object, Callable[..., object]] = {}
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
 
     def register(self, fn: object, rule: Callable[..., object], *, replace: bool = False) -> None:
         if not callable(fn):

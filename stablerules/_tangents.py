@@ -26,9 +26,8 @@ from __future__ import annotations
 import contextlib
 import math
 import operator
-import threading
+import _thread
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from types import EllipsisType
 from typing import TYPE_CHECKING, Generic, Literal, Self, SupportsIndex, TypeAlias, TypeVar, final, overload
 
@@ -687,7 +686,7 @@ class Thunk(Generic[_T_co]):
         self._fn = fn
         self._value: _T_co | None = None
         self._done = False
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
 
     def unthunk(self) -> _T_co:
         if not self._done:
@@ -871,11 +870,16 @@ def materialize(tangent: object, like: npt.NDArray[_DT]) -> npt.NDArray[_DT]:
     return result
 
 
-@dataclass(frozen=True, slots=True)
 class DenseCotangent:
     """A cotangent as a C-contiguous array of the rule's compute dtype."""
 
-    array: ArrayLike
+    __slots__ = ("array",)
+
+    def __init__(self, array: ArrayLike) -> None:
+        self.array = array
+
+    def __repr__(self) -> str:
+        return f"DenseCotangent(shape={self.array.shape}, dtype={self.array.dtype})"
 
 
 Cotangent = DenseCotangent | Fill | ZeroTangent

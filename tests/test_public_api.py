@@ -8,7 +8,9 @@ added to (or dropped from) the public face has to be added here too, on purpose.
 from __future__ import annotations
 
 import inspect
+import json
 import pydoc
+import subprocess
 import sys
 import types
 
@@ -183,3 +185,26 @@ def test_help_lists_the_call_forms_of_the_structure_ops() -> None:
     assert "-> npt.NDArray[np.integer]" in sum_text
     split = pydoc.plain(pydoc.render_doc(sr.split))
     assert "axis: Val[int] = Val(0)) -> tuple[npt.NDArray[_DT], ...]" in split
+
+
+def test_import_loads_no_op_family_until_an_op_is_used() -> None:
+    # `import stablerules` pays only for the core; an op's family loads (and registers its
+    # rules) the first time the op is reached through the package.
+    code = (
+        "import json, sys, stablerules as sr\n"
+        "def families(): return sorted(m for m in sys.modules if m.startswith('stablerules.rules.'))\n"
+        "before = families()\n"
+        "op = sr.roll\n"
+        "from stablerules import kron\n"
+        "print(json.dumps([before, families(), 'roll' in dir(sr), op is sr.roll, kron is sr.kron]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after, listed, same_roll, same_kron = json.loads(result.stdout)
+    assert before == []
+    assert after == ["stablerules.rules.flip", "stablerules.rules.kron"]
+    assert listed and same_roll and same_kron
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="has no attribute 'rol'"):
+        getattr(stablerules, "rol")
