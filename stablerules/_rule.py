@@ -111,7 +111,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from . import _cuda, _parallel
+from . import _cuda, _parallel, _pool
 from ._arrays import ArrayLike, ArraySpec, device_of, is_array, kernel_target, shape_text
 from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, count_launches, guarded
 from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op, Pullback
@@ -312,8 +312,9 @@ def cuda_launch_blocks(kernel: Kernel, units: int, threads: int, *args: object) 
 class KernelPullback:
     """A dense pullback that is one CPU kernel launch, which a plan may return from
     ``pullback`` instead of a function: ``dx = allocate(size, dtype)`` (``np.zeros`` when
-    ``zeros``, else ``np.empty``), then ``kernel(dy_flat, dx, *trailing, lo, hi)`` over ``[0,
-    extent)`` (split as :func:`cpu_launcher` splits), and the tangents are ``dx`` viewed as
+    ``zeros``, else ``_pool.empty``: ``np.empty``, from 1 MiB up a block of the output pool),
+    then ``kernel(dy_flat, dx, *trailing, lo, hi)`` over ``[0, extent)`` (split as
+    :func:`cpu_launcher` splits), and the tangents are ``dx`` viewed as
     ``shape`` followed by ``rest``. The scaffold then generates the whole pullback as one
     function (the hot path of a small pullback is mostly call overhead: a frame less, and the
     cotangent's layout checked once, see ``_kernel_pullback``)."""
@@ -331,7 +332,7 @@ class KernelPullback:
     def dense(self) -> DensePullback:
         """The same pullback as a plain dense function (the scaffold's general path)."""
         launch = cpu_launcher(self.kernel, 2, self.trailing, extent=self.extent, work=self.work)
-        allocate = np.zeros if self.zeros else np.empty
+        allocate = np.zeros if self.zeros else _pool.empty
         size, dtype, shape, rest = self.size, self.dtype, self.shape, self.rest
 
         def dense(dy: ArrayLike) -> tuple[object, ...]:
@@ -392,7 +393,7 @@ def _kernel_pullback(
         length=out_shape[0] if one_axis else -1,
         guarded=GUARDED,
         general=general,
-        allocate=np.zeros if spec.zeros else np.empty,
+        allocate=np.zeros if spec.zeros else _pool.empty,
         size=spec.size,
         dtype=spec.dtype,
         parallel=_parallel,

@@ -57,6 +57,7 @@ from typing import TypeAlias, TypeVar, overload
 import numpy as np
 import numpy.typing as npt
 
+from .. import _pool
 from .._arrays import ArrayLike, InputFacts, checked_size, input_facts, normalize_axis, shape_text, static_ints
 from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
@@ -514,7 +515,8 @@ class RollPlan(Plan):
         return cpu_launcher(kernel, 2, trailing, extent=self.extents[0], work=self.units)
 
     def _run(self, launch: Callable[[ArrayLike, ArrayLike], None] | None, source: ArrayLike, dtype: DType) -> ArrayLike:
-        out: ArrayLike = self.namespace.empty(self.out_shape, dtype=dtype)
+        xp = self.namespace
+        out: ArrayLike = _pool.empty(self.out_shape, dtype) if xp is np else xp.empty(self.out_shape, dtype=dtype)
         if launch is not None:
             unit = self.layout.unit
             launch(_units(source, unit), out.reshape(-1).view(unit))
