@@ -37,6 +37,7 @@ import os
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -123,6 +124,16 @@ def empty(shape: int | tuple[int, ...], dtype: np.dtype[np.generic]) -> npt.NDAr
     return np.empty(shape, dtype)
 
 
+def allocator(nbytes: int) -> Callable[[int | tuple[int, ...], np.dtype[np.generic]], npt.NDArray[np.generic]]:
+    """What allocates an output of ``nbytes``, chosen once (a plan's): ``np.empty`` itself
+    below ``MIN_BYTES`` (the pool's checks would only add call overhead there), else
+    ``empty``."""
+    allocate: Callable[[int | tuple[int, ...], np.dtype[np.generic]], npt.NDArray[np.generic]] = (
+        empty if nbytes >= MIN_BYTES else np.empty
+    )
+    return allocate
+
+
 def held_bytes() -> int:
     """Bytes the pool holds (in use or free)."""
     return _held[0]
@@ -137,4 +148,4 @@ def clear() -> None:
 
 CACHE.register_dependent(clear)
 
-__all__ = ["CAP_BYTES", "ENABLED", "MIN_BYTES", "PER_SIZE", "clear", "empty", "held_bytes"]
+__all__ = ["CAP_BYTES", "ENABLED", "MIN_BYTES", "PER_SIZE", "allocator", "clear", "empty", "held_bytes"]

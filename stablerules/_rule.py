@@ -332,7 +332,7 @@ class KernelPullback:
     def dense(self) -> DensePullback:
         """The same pullback as a plain dense function (the scaffold's general path)."""
         launch = cpu_launcher(self.kernel, 2, self.trailing, extent=self.extent, work=self.work)
-        allocate = np.zeros if self.zeros else _pool.empty
+        allocate = np.zeros if self.zeros else _pool.allocator(self.size * self.dtype.itemsize)
         size, dtype, shape, rest = self.size, self.dtype, self.shape, self.rest
 
         def dense(dy: ArrayLike) -> tuple[object, ...]:
@@ -348,12 +348,12 @@ class KernelPullback:
 _KERNEL_PULLBACK_TEMPLATE = """
 def pullback(dy):
     if type(dy) is array_type and dy.dtype is out_dtype and {layout} and not guarded[0]:
-        dx = allocate(size, dtype)
+        dx = allocate(shape, dtype)
         if work < parallel.PARALLEL_THRESHOLD:
-            entry({flat}, dx, {trailing}0, extent)
+            entry({flat}, {flat_dx}, {trailing}0, extent)
         else:
-            parallel.run_partitioned(entry, ({flat}, dx, {trailing}), extent, work)
-        return ({result}, {tail})
+            parallel.run_partitioned(entry, ({flat}, {flat_dx}, {trailing}), extent, work)
+        return (dx, {tail})
     return general(dy)
 """
 
@@ -380,7 +380,7 @@ def _kernel_pullback(
         layout="dy.strides == strides and len(dy) == length" if one_axis else "dy.shape == out_shape",
         flat="dy" if one_axis else "dy.ravel()",
         trailing="".join(f"{name}, " for name in values),
-        result="dx" if len(spec.shape) == 1 else "dx.reshape(shape)",
+        flat_dx="dx" if len(spec.shape) == 1 else "dx.ravel()",  # a view: ~80 ns less than a reshape after
         tail="".join(f"{name}, " for name in tails),
     )
     namespace: dict[str, object] = dict(zip(values, spec.trailing))
@@ -393,8 +393,7 @@ def _kernel_pullback(
         length=out_shape[0] if one_axis else -1,
         guarded=GUARDED,
         general=general,
-        allocate=np.zeros if spec.zeros else _pool.empty,
-        size=spec.size,
+        allocate=np.zeros if spec.zeros else _pool.allocator(spec.size * spec.dtype.itemsize),
         dtype=spec.dtype,
         parallel=_parallel,
         entry=spec.kernel.entry,
