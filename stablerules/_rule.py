@@ -80,6 +80,9 @@ What the scaffold does, for every op alike:
   tangents as one tuple, nothing for keyword arguments;
 - ``frule``'s tangent check: one ``ValueError`` unless ``tangents`` is a tuple (or list) with
   one entry per positional argument (and, for a sequence argument, one tangent per array);
+- output allocation: a :class:`KernelPullback`'s ``dx`` comes from ``_pool.empty`` (a reused
+  block of the output pool from 1 MiB up, once nothing references it; ``np.empty`` below);
+  plans that allocate their own large NumPy outputs take them from there too (``roll``);
 - the thread split: :func:`cpu_launcher` runs a kernel over ``[lo, hi)`` ranges of its
   partition loop, split across threads by ``_parallel``'s policy (one call below
   ``PARALLEL_THRESHOLD`` elements of work); :func:`cuda_launch`/:func:`cuda_launch_blocks`

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from stablerules import Val, _pool
 Array = npt.NDArray[Any]
 F64 = np.dtype(np.float64)
 BIG = (1 << 17) + 3  # float64s: just over 1 MiB
+ROOT = Path(__file__).resolve().parents[1]  # where `python -c` imports this checkout's stablerules
 
 
 @pytest.fixture(autouse=True)
@@ -124,7 +126,9 @@ def test_the_switch_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
     code = "import stablerules._pool as p, numpy as np; a = p.empty(1 << 20, np.dtype('f8')); print(p.ENABLED, a.base is None)"
     for value, expected in (("0", "False True"), ("1", "True False")):
         env = {"STABLERULES_POOL": value, "PATH": ""}
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, cwd=ROOT
+        )
         assert result.stdout.split() == expected.split()
 
 
