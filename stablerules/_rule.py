@@ -80,6 +80,9 @@ What the scaffold does, for every op alike:
   tangents as one tuple, nothing for keyword arguments;
 - ``frule``'s tangent check: one ``ValueError`` unless ``tangents`` is a tuple (or list) with
   one entry per positional argument (and, for a sequence argument, one tangent per array);
+- output allocation: a :class:`KernelPullback`'s ``dx`` comes from ``_pool.empty`` (a reused
+  block of the output pool from 1 MiB up, once nothing references it; ``np.empty`` below);
+  plans that allocate their own large NumPy outputs take them from there too (``roll``);
 - the thread split: :func:`cpu_launcher` runs a kernel over ``[lo, hi)`` ranges of its
   partition loop, split across threads by ``_parallel``'s policy (one call below
   ``PARALLEL_THRESHOLD`` elements of work); :func:`cuda_launch`/:func:`cuda_launch_blocks`
@@ -111,7 +114,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from . import _cuda, _parallel
+from . import _cuda, _parallel, _pool
 from ._arrays import ArrayLike, ArraySpec, device_of, is_array, kernel_target, shape_text
 from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, count_launches, guarded
 from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op, Pullback
@@ -312,8 +315,9 @@ def cuda_launch_blocks(kernel: Kernel, units: int, threads: int, *args: object) 
 class KernelPullback:
     """A dense pullback that is one CPU kernel launch, which a plan may return from
     ``pullback`` instead of a function: ``dx = allocate(size, dtype)`` (``np.zeros`` when
-    ``zeros``, else ``np.empty``), then ``kernel(dy_flat, dx, *trailing, lo, hi)`` over ``[0,
-    extent)`` (split as :func:`cpu_launcher` splits), and the tangents are ``dx`` viewed as
+    ``zeros``, else ``_pool.empty``: ``np.empty``, from 1 MiB up a block of the output pool),
+    then ``kernel(dy_flat, dx, *trailing, lo, hi)`` over ``[0, extent)`` (split as
+    :func:`cpu_launcher` splits), and the tangents are ``dx`` viewed as
     ``shape`` followed by ``rest``. The scaffold then generates the whole pullback as one
     function (the hot path of a small pullback is mostly call overhead: a frame less, and the
     cotangent's layout checked once, see ``_kernel_pullback``)."""
@@ -331,7 +335,7 @@ class KernelPullback:
     def dense(self) -> DensePullback:
         """The same pullback as a plain dense function (the scaffold's general path)."""
         launch = cpu_launcher(self.kernel, 2, self.trailing, extent=self.extent, work=self.work)
-        allocate = np.zeros if self.zeros else np.empty
+        allocate = np.zeros if self.zeros else _pool.allocator(self.size * self.dtype.itemsize)
         size, dtype, shape, rest = self.size, self.dtype, self.shape, self.rest
 
         def dense(dy: ArrayLike) -> tuple[object, ...]:
@@ -347,12 +351,12 @@ class KernelPullback:
 _KERNEL_PULLBACK_TEMPLATE = """
 def pullback(dy):
     if type(dy) is array_type and dy.dtype is out_dtype and {layout} and not guarded[0]:
-        dx = allocate(size, dtype)
+        dx = allocate(shape, dtype)
         if work < parallel.PARALLEL_THRESHOLD:
-            entry({flat}, dx, {trailing}0, extent)
+            entry({flat}, {flat_dx}, {trailing}0, extent)
         else:
-            parallel.run_partitioned(entry, ({flat}, dx, {trailing}), extent, work)
-        return ({result}, {tail})
+            parallel.run_partitioned(entry, ({flat}, {flat_dx}, {trailing}), extent, work)
+        return (dx, {tail})
     return general(dy)
 """
 
@@ -379,7 +383,7 @@ def _kernel_pullback(
         layout="dy.strides == strides and len(dy) == length" if one_axis else "dy.shape == out_shape",
         flat="dy" if one_axis else "dy.ravel()",
         trailing="".join(f"{name}, " for name in values),
-        result="dx" if len(spec.shape) == 1 else "dx.reshape(shape)",
+        flat_dx="dx" if len(spec.shape) == 1 else "dx.ravel()",  # a view: ~80 ns less than a reshape after
         tail="".join(f"{name}, " for name in tails),
     )
     namespace: dict[str, object] = dict(zip(values, spec.trailing))
@@ -392,8 +396,7 @@ def _kernel_pullback(
         length=out_shape[0] if one_axis else -1,
         guarded=GUARDED,
         general=general,
-        allocate=np.zeros if spec.zeros else np.empty,
-        size=spec.size,
+        allocate=np.zeros if spec.zeros else _pool.allocator(spec.size * spec.dtype.itemsize),
         dtype=spec.dtype,
         parallel=_parallel,
         entry=spec.kernel.entry,

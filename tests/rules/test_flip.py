@@ -401,6 +401,37 @@ def test_roll_thread_split_matches_numpy(monkeypatch: pytest.MonkeyPatch, thread
         np.testing.assert_array_equal(dense(back(dy)[0]), np.roll(dy, negated(shift), axis=axis))
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.complex128])
+def test_roll_rows_copied_as_runs_match_numpy(monkeypatch: pytest.MonkeyPatch, threads: int, dtype: type) -> None:
+    """The last group's rows copied as flat runs (many rows per run, runs longer than one
+    chunk of rows, the wrapped columns fixed on either side of the row), under a plain and a
+    rolled parent, the parent split across threads, shifts reduced to 0 at run time."""
+    from stablerules.rules import flip as flip_module
+
+    monkeypatch.setattr(_parallel, "PARALLEL_THRESHOLD", 16)
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", str(threads))
+    n = 7
+    rows = flip_module._CHUNK_BYTES // np.dtype(dtype).itemsize // n  # rows per chunk, for n-unit rows
+    cases: list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = [
+        ((2, 2 * rows + 5, n), (3, 1), (1, 2)),  # rolled parent, 2 s <= n
+        ((2, 2 * rows + 5, n), (-rows, 5), (1, 2)),  # 2 s > n
+        ((2, 2 * rows + 5, n), (1, n), (1, 2)),  # the last shift is 0 mod n
+        ((2, 2 * rows + 5, n), (0, -1), (1, 2)),  # a plain parent of rolled rows
+        ((3 * rows + 2, n), (rows + 1, 2), (0, 1)),  # the parent is the thread-split level
+        ((3 * rows + 2, n), (2 * rows, 0), (0, 1)),  # ... with plain rows
+        ((3 * rows + 2, n), (0, 3), (0, 1)),  # ... plain, over the thread ranges
+        ((4, 3, 5, n), (1, -2, 9), (0, 2, 3)),  # rolled levels above the rows' parent
+    ]
+    for shape, shift, axis in cases:
+        x = random_array(shape, dtype)
+        y, back = rrule(sr.roll, x, Val(shift), axis=Val(axis))
+        np.testing.assert_array_equal(y, np.roll(x, shift, axis=axis))
+        if np.issubdtype(dtype, np.inexact):
+            dy = random_array(shape, dtype)
+            np.testing.assert_array_equal(dense(back(dy)[0]), np.roll(dy, negated(shift), axis=axis))
+
+
 def test_roll_errors_are_clear_and_come_first() -> None:
     x = random_array((3, 4))
     compiles = sr.cache_info().compiles
