@@ -16,9 +16,7 @@ product), adjacent input axes merge into one extent. What is left alternates::
 That nest is the kernel's static signature: counts are constants in the generated source,
 the extents of the ``s`` loops are runtime arguments (one kernel serves every shape), so
 ``np.repeat``, Julia's ``repeat`` and ``np.tile`` calls that normalize to the same nest share
-one compiled kernel. The forward kernel walks the nest writing ``y``, each count with counts
-inside it once: its other copies are copied from the first, contiguous runs still in the
-cache (vector loads and stores instead of a scalar store per element); the pullback walks it
+one compiled kernel. The forward kernel walks the nest writing ``y``; the pullback walks it
 over ``dy`` in memory order, summing each innermost run of copies in registers (a pairwise
 tree, so the adds do not form one dependent chain) and adding into ``dx`` (assigning, into
 ``np.empty``, when each ``dx`` element is visited once). A small count right before the last
@@ -110,10 +108,6 @@ _BUFFERED_COPIES = 4
 # The most copies of a leading count the CPU pullback reads at once (``_Nest.outer_level``):
 # one concurrent stream of dy each.
 _FUSED_OUTER = 8
-# The CPU forward writes each count's first copy and copies it to the others (see
-# ``_NestWriter.copied_count``); a leading count copies about this many bytes of each
-# thread's range at a time, so that the source is still in the L1 cache.
-_COPY_BYTES = 8192
 _INPUT_AXIS = "s"
 
 NestItem = int | str
@@ -388,8 +382,6 @@ class _NestWriter:
         self.long_steps, self.short_steps = levels.long_steps, levels.short_steps
         self.long_names = [f"step{level}" if " * " in step else step for level, step in enumerate(levels.long_steps)]
         self.short_names = [f"stride{axis}" if " * " in step else step for axis, step in enumerate(levels.short_steps)]
-        # The bounds of the first input loop: the thread's [lo, hi), or a chunk of it.
-        self.first = ("lo", "hi")
         self.writer = SourceWriter()
 
     def render(self, signature: ShapeSignature) -> KernelSource:
@@ -424,8 +416,7 @@ class _NestWriter:
     def _bounds(self, axis: int) -> tuple[str, str, str]:
         """``(start, stop, count)`` of input loop ``axis``: the thread's ``[lo, hi)`` for the first."""
         extent = self.extents[axis]
-        lo, hi = self.first
-        return (lo, hi, f"{hi} - {lo}") if axis == 0 else ("0", extent, extent)
+        return ("lo", "hi", "hi - lo") if axis == 0 else ("0", extent, extent)
 
     def level(self, level: int, long_base: str, short_base: str) -> None:
         """The loop of ``level`` and everything inside it."""
@@ -440,9 +431,6 @@ class _NestWriter:
             self.level(level + 1, long_base, short_base)  # summed in the block, a stream per copy
             return
         item = self.items[level]
-        if isinstance(item, int) and not self.pullback and any(isinstance(i, int) for i in self.items[level + 1 :]):
-            self.copied_count(level, long_base, short_base)
-            return
         if isinstance(item, int):
             with writer.block(f"for r{level} in range({item}):"):
                 writer.line(f"p{level} = {_plus(long_base, _times(f'r{level}', self.long_names[level]))}")
@@ -450,47 +438,10 @@ class _NestWriter:
             return
         axis = self.axis_at[level]
         index = f"j{axis}"
-        start, stop, _ = self._bounds(axis)
-        with writer.block(f"for {index} in range({f'{start}, {stop}' if axis == 0 else stop}):"):
+        with writer.block(f"for {index} in range({'lo, hi' if axis == 0 else self.extents[axis]}):"):
             writer.line(f"p{level} = {_plus(long_base, _times(index, self.long_names[level]))}")
             writer.line(f"q{axis} = {_plus(short_base, _times(index, self.short_names[axis]))}")
             self.level(level + 1, f"p{level}", f"q{axis}")
-
-    def copied_count(self, level: int, long_base: str, short_base: str) -> None:
-        """A forward count with counts inside it: its first copy written (the levels inside),
-        then copied to the others. Each run of a count's copies is contiguous, so the copies
-        are plain vectorized loads and stores from memory just written (in the cache), where
-        writing every copy element by element costs one scalar store per element of ``y``.
-        A leading count (before the first input loop, which
-        threads split) copies each thread's range a chunk of about ``_COPY_BYTES`` at a time,
-        right after writing it."""
-        writer, step = self.writer, self.long_names[level]
-
-        def copy(first: str, size: str) -> None:
-            writer.line(f"source{level} = y[{first}:{_plus(first, size)}]")
-            with writer.block(f"for r{level} in range(1, {self.items[level]}):"):
-                writer.line(f"at{level} = {_plus(first, _times(f'r{level}', step))}")
-                writer.line(f"target{level} = y[at{level}:at{level} + {size}]")
-                with writer.block(f"for t{level} in range({size}):"):
-                    writer.line(f"target{level}[t{level}] = source{level}[t{level}]")
-
-        if level > 0:
-            self.level(level + 1, long_base, short_base)
-            copy(long_base, step)
-            return
-        assert long_base == short_base == "0" and self.items[1] == _INPUT_AXIS
-        slab = self.long_names[1]  # elements of y per index of the first input loop
-        elements = _COPY_BYTES // np.dtype(self.dtype).itemsize
-        if slab.isdigit():
-            writer.line(f"chunk = {max(elements // int(slab), 1)}")
-        else:
-            writer.line(f"chunk = max({elements} // max({slab}, 1), 1)")
-        with writer.block("for j_lo in range(lo, hi, chunk):"):
-            writer.line("j_hi = min(j_lo + chunk, hi)")
-            self.first = ("j_lo", "j_hi")
-            self.level(1, "0", "0")
-            self.first = ("lo", "hi")
-            copy(_times("j_lo", slab), f"(j_hi - j_lo) * {slab}" if slab != "1" else "(j_hi - j_lo)")
 
     def block(self, long_base: str, short_base: str) -> None:
         """The last input loop and the run after it: a copy per run (forward) or a run sum."""
