@@ -64,14 +64,22 @@ def run_chunks(
     kernel: Callable[..., object],
     chunk_args: Sequence[tuple[object, ...]],
 ) -> None:
-    """Call ``kernel(*args)`` for each argument tuple; in parallel when there is more than one."""
+    """Call ``kernel(*args)`` for each argument tuple; in parallel when there is more than one.
+
+    A chunk that no pool thread has started by the time the calling thread is done with its
+    own runs in the calling thread: on a machine whose cores are busy (another process,
+    PyTorch's OpenMP threads still spinning after their last op) waiting for the scheduler
+    to give a pool thread a core costs more than running the chunk here."""
     if len(chunk_args) == 1:
         kernel(*chunk_args[0])
         return
     futures: list[Future[object]] = [_executor().submit(kernel, *args) for args in chunk_args[1:]]
     kernel(*chunk_args[0])
-    for future in futures:
-        future.result()
+    for future, args in zip(futures, chunk_args[1:]):
+        if future.cancel():
+            kernel(*args)
+        else:
+            future.result()
 
 
 def run_partitioned(kernel: Callable[..., object], args: tuple[object, ...], extent: int, work: int) -> None:

@@ -490,3 +490,30 @@ def test_several_outputs_take_a_tuple_of_cotangents() -> None:
     finally:
         for registry in (RRULES, FRULES, PULLBACKS):
             registry.unregister(halves)
+
+
+def test_a_chunk_no_pool_thread_started_runs_in_the_calling_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every pool thread busy, run_chunks runs the other chunks itself instead of waiting."""
+    from stablerules import _parallel
+
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", "2")
+    pool = _parallel._executor()
+    release = threading.Event()
+    started = threading.Barrier(pool._max_workers + 1)
+
+    def occupy() -> None:
+        started.wait()
+        release.wait(30)
+
+    blockers = [pool.submit(occupy) for _ in range(pool._max_workers)]
+    started.wait(30)  # every pool thread is now inside occupy()
+    ran: list[tuple[int, int]] = []
+    try:
+        _parallel.run_chunks(lambda lo, hi: ran.append((lo, threading.get_ident())), [(0, 1), (1, 2), (2, 3)])
+        assert not release.is_set()
+    finally:
+        release.set()
+        for blocker in blockers:
+            blocker.result()
+    assert sorted(lo for lo, _ in ran) == [0, 1, 2]
+    assert {ident for _, ident in ran} == {threading.get_ident()}
