@@ -1,13 +1,32 @@
-"""Independent NumPy references shared by the test modules (never the rules' own formulas)."""
+"""Independent NumPy references shared by the test modules (never the rules' own formulas),
+and the small typed wrappers the rule tests share."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+import stablerules as sr
+
 Array = npt.NDArray[Any]
+Back = Callable[[object], tuple[object, ...]]
+
+
+def array_rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Back]:
+    """``sr.rrule`` with the primal checked to be an array (for the type checker too)."""
+    y, back = sr.rrule(op, *args, **kwargs)
+    assert isinstance(y, np.ndarray)
+    return y, back
+
+
+def dense(tangent: object) -> Array:
+    """A tangent checked to be a dense NumPy array (not a ``Fill``, a zero or a thunk)."""
+    assert isinstance(tangent, np.ndarray), tangent
+    array: Array = tangent
+    return array
 
 
 def kron_pullback(a: Array, b: Array, dy: Array) -> tuple[Array, Array]:

@@ -22,9 +22,9 @@ from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules import _parallel
 from stablerules.testing import test_frule, test_rrule
 from tests import references
+from tests.references import array_rrule as rrule, dense
 
 Array = npt.NDArray[Any]
-Back = Callable[[object], tuple[object, ...]]
 
 RNG = np.random.default_rng(515)
 FLOATING = ["float32", "float64", "complex64", "complex128"]
@@ -32,18 +32,6 @@ FLOATING = ["float32", "float64", "complex64", "complex128"]
 
 def integers(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
     return references.small_integers(RNG, shape, dtype)
-
-
-def rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Back]:
-    y, back = sr.rrule(op, *args, **kwargs)
-    assert isinstance(y, np.ndarray)
-    return y, back
-
-
-def dense(value: object) -> Array:
-    assert isinstance(value, np.ndarray), value
-    array: Array = value
-    return array
 
 
 def broadcast_reference(x_shape: tuple[int, ...], dy: Array) -> Array:

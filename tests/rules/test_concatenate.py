@@ -16,25 +16,13 @@ import pytest
 
 import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
+from tests.references import array_rrule as rrule, dense
 
 Array = npt.NDArray[Any]
-Pullback = Callable[[object], tuple[object, ...]]
 Leaf = Array | float | complex | int | bool
 STEP = 0.5
 
 RNG = np.random.default_rng(20240604)
-
-
-def rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Pullback]:
-    """``sr.rrule`` with the primal checked to be an array (for the type checker, too)."""
-    y, back = sr.rrule(op, *args, **kwargs)
-    assert isinstance(y, np.ndarray)
-    return y, back
-
-
-def dense(tangent: object) -> Array:
-    assert isinstance(tangent, np.ndarray)
-    return tangent
 
 
 def arrays(tangents: object) -> tuple[Array, ...]:

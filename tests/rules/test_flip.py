@@ -23,6 +23,7 @@ from stablerules import _parallel
 from stablerules.testing import test_frule as check_frule
 from stablerules.testing import test_rrule as check_rrule
 from tests import references
+from tests.references import array_rrule as rrule, dense
 
 Array = npt.NDArray[Any]
 Back = Callable[[object], tuple[object, ...]]
@@ -34,17 +35,6 @@ DTYPES = [np.float64, np.float32, np.complex128, np.complex64, np.int64, np.int8
 
 def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
     return references.random_array(RNG, shape, dtype)
-
-
-def rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Back]:
-    y, back = sr.rrule(op, *args, **kwargs)
-    assert isinstance(y, np.ndarray)
-    return y, back
-
-
-def dense(tangent: object) -> Array:
-    assert isinstance(tangent, np.ndarray), tangent
-    return tangent
 
 
 def static(value: int | tuple[int, ...]) -> Static:

@@ -21,6 +21,7 @@ import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules.testing import test_frule, test_rrule
 from tests import references
+from tests.references import dense
 
 Array = npt.NDArray[Any]
 RNG = np.random.default_rng(77)
@@ -29,12 +30,6 @@ FLOATING = ["float32", "float64", "complex64", "complex128"]
 
 def integers(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
     return references.small_integers(RNG, shape, dtype)
-
-
-def dense(value: object) -> Array:
-    assert isinstance(value, np.ndarray), value
-    array: Array = value
-    return array
 
 
 def pairs(widths: tuple[int, ...], ndim: int) -> list[tuple[int, int]]:

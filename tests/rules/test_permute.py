@@ -7,7 +7,6 @@ NumPy's forward, and with central finite differences through ``stablerules.testi
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,9 +20,9 @@ from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules.testing import test_frule as check_frule
 from stablerules.testing import test_rrule as check_rrule
 from tests import references
+from tests.references import array_rrule as rrule, dense
 
 Array = npt.NDArray[Any]
-Back = Callable[[object], tuple[object, ...]]
 
 RNG = np.random.default_rng(77)
 
@@ -32,19 +31,8 @@ def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> A
     return references.random_array(RNG, shape, dtype)
 
 
-def rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Back]:
-    y, back = sr.rrule(op, *args, **kwargs)
-    assert isinstance(y, np.ndarray)
-    return y, back
-
-
 def static(value: int | tuple[int, ...]) -> Val[int] | Val[tuple[int, ...]]:
     return Val(value) if isinstance(value, int) else Val(value)
-
-
-def dense(tangent: object) -> Array:
-    assert isinstance(tangent, np.ndarray), tangent
-    return tangent
 
 
 # ======================================================================================

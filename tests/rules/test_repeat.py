@@ -22,11 +22,11 @@ import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules import _parallel
 from stablerules._rule import count_launches, kernel_launches
+from tests.references import array_rrule as rrule, dense
 
 # Any keeps NumPy's operator overloads usable in the tests; the library's API has none.
 Array = npt.NDArray[Any]
 Forward = Callable[[Array], Array]
-Back = Callable[[object], tuple[object, ...]]
 
 RNG = np.random.default_rng(1234)
 
@@ -35,21 +35,9 @@ def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> A
     return references.random_array(RNG, shape, dtype)
 
 
-def rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Back]:
-    """``sr.rrule`` with the primal checked to be an array (for the type checker too)."""
-    y, back = sr.rrule(op, *args, **kwargs)
-    assert isinstance(y, np.ndarray)
-    return y, back
-
-
 def static(value: Val[int] | Val[tuple[int, ...]]) -> tuple[int, ...]:
     inner = value.value
     return (inner,) if isinstance(inner, int) else inner
-
-
-def dense(tangent: object) -> Array:
-    assert isinstance(tangent, np.ndarray), tangent
-    return tangent
 
 
 def julia_reference(x: Array, inner: tuple[int, ...], outer: tuple[int, ...]) -> Array:
