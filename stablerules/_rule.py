@@ -115,7 +115,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import _cuda, _parallel, _pool
-from ._arrays import ArrayLike, ArraySpec, device_of, is_array, kernel_target, shape_text
+from ._arrays import ArrayLike, ArraySpec, InputFacts, device_of, is_array, kernel_target, shape_text
 from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, count_launches, guarded
 from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op, Pullback
 from ._tangents import (
@@ -442,6 +442,16 @@ class Plan:
     kernel_entries: frozenset[str] = frozenset()
     saves_primals: bool = False
     any_layout: bool = False
+
+    def take_input(self, facts: InputFacts) -> None:
+        """The attributes of an op of one array argument whose tangents have its native dtype
+        (``out_dtype``): shapes, dtypes, differentiability and namespace, from its facts."""
+        self.out_dtype = facts.native
+        self.differentiable = facts.differentiable
+        self.input_tangents = (facts.differentiable,)
+        self.input_shapes = (facts.shape,)
+        self.input_dtypes = (facts.native,)
+        self.namespace = facts.namespace
 
     def requests(self) -> list[KernelRequest]:
         return []

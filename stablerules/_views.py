@@ -29,12 +29,7 @@ class ViewPlan(Plan):
         self.op = op
         self.in_shape = facts.shape
         self.out_shape = out_shape
-        self.out_dtype = facts.native
-        self.differentiable = facts.differentiable
-        self.input_tangents = (facts.differentiable,)
-        self.input_shapes = (facts.shape,)
-        self.input_dtypes = (facts.native,)
-        self.namespace = facts.namespace
+        self.take_input(facts)
         self.any_layout = True
 
     def view(self, array: ArrayLike) -> ArrayLike:

@@ -472,15 +472,18 @@ class RollPlan(Plan):
         self.layout = layout
         self.out_shape = facts.shape
         self.y_dtype = facts.dtype  # the result keeps x's dtype, byte order included (as NumPy's)
-        self.out_dtype = facts.native
-        self.differentiable = facts.differentiable
-        self.input_tangents = (facts.differentiable,)
-        self.input_shapes = (facts.shape,)
-        self.input_dtypes = (facts.native,)
-        self.namespace = facts.namespace
+        self.take_input(facts)
         self.target = facts.target
         self.size = checked_size(facts.shape, facts.dtype.itemsize, "roll")
         self.units = self.size * layout.factor
+        # Results and tangents share the size (x's dtype and its native order): one allocator,
+        # chosen here (the output pool's from 1 MiB up on the CPU, CuPy's own on a GPU).
+        namespace = facts.namespace
+        self.allocate = (
+            _pool.allocator(self.size * facts.dtype.itemsize)
+            if namespace is np
+            else lambda shape, dtype: namespace.empty(shape, dtype=dtype)
+        )
         self.extents = extents
         rolled = [level for level, kind in enumerate(layout.pattern) if kind == _ROLLED]
         self.forward_shifts = tuple(forward[level] for level in rolled)
@@ -515,8 +518,7 @@ class RollPlan(Plan):
         return cpu_launcher(kernel, 2, trailing, extent=self.extents[0], work=self.units)
 
     def _run(self, launch: Callable[[ArrayLike, ArrayLike], None] | None, source: ArrayLike, dtype: DType) -> ArrayLike:
-        xp = self.namespace
-        out: ArrayLike = _pool.empty(self.out_shape, dtype) if xp is np else xp.empty(self.out_shape, dtype=dtype)
+        out: ArrayLike = self.allocate(self.out_shape, dtype)
         if launch is not None:
             unit = self.layout.unit
             launch(_units(source, unit), out.reshape(-1).view(unit))
