@@ -517,3 +517,85 @@ def test_a_chunk_no_pool_thread_started_runs_in_the_calling_thread(monkeypatch: 
             blocker.result()
     assert sorted(lo for lo, _ in ran) == [0, 1, 2]
     assert {ident for _, ident in ran} == {threading.get_ident()}
+
+
+# --------------------------------------------------------------------------------------------
+# A steady state generates no code: everything a call needs is built once per signature
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_planted_per_call_exec_is_caught(scale: Scale, monkeypatch: pytest.MonkeyPatch, fresh_plans: None) -> None:
+    """The mutation: a pullback that builds a helper from source at every call (what a
+    launcher made per call does). Results are right; only ``no_compile()`` can notice."""
+
+    def generating_pullback(self: ScalePlan, saved: object) -> DensePullback:
+        def dense(dy: ArrayLike) -> tuple[object, ...]:
+            namespace: dict[str, object] = {}
+            exec("def helper(apply, dy):\n    return apply(dy)\n", namespace)
+            return (namespace["helper"](self._apply, dy),)  # type: ignore[operator]
+
+        return dense
+
+    monkeypatch.setattr(ScalePlan, "pullback", generating_pullback)
+    x = _x()
+    y, back = _rrule(scale, x, Val(3))
+    np.testing.assert_array_equal(back(np.ones_like(y))[0], np.full(x.shape, 3.0))
+    with sr.no_compile(), pytest.raises(sr.RecompileError, match="code was generated"):
+        back(np.ones_like(y))
+    with pytest.raises(AssertionError):
+        check_rrule(scale, x, Val(3))
+
+
+_STEADY_CALLS: list[tuple[str, Callable[..., Any], tuple[object, ...], dict[str, object]]] = [
+    ("repeat", sr.repeat, (np.ones((4, 5)), Val(3)), {"axis": Val(1)}),
+    ("repeat-counts", sr.repeat, (np.ones((2, 3)), np.array([1, 0, 2])), {"axis": Val(1)}),
+    ("tile", sr.tile, (np.ones((4, 5)), Val((2, 3))), {}),
+    ("concatenate", sr.concatenate, ((np.ones((4, 5)), np.ones((4, 3))),), {"axis": Val(1)}),
+    ("cat", sr.cat, (np.ones((4, 5)), np.ones((4, 3))), {"dims": Val(1)}),
+    ("hstack", sr.hstack, ((np.ones((4, 5)), np.ones((4, 3))),), {}),
+    ("vstack", sr.vstack, ((np.ones((4, 5)), np.ones((2, 5))),), {}),
+    ("stack", sr.stack, ((np.ones((4, 5)), np.ones((4, 5))),), {"axis": Val(1)}),
+    ("split", sr.split, (np.ones((4, 5)), Val(2)), {"axis": Val(0)}),
+    ("pad", sr.pad, (np.ones((4, 5)), Val((1, 2, 0, 3))), {}),
+    ("permute_dims", sr.permute_dims, (np.ones((3, 4, 5)), Val((2, 0, 1))), {}),
+    ("transpose", sr.transpose, (np.ones((4, 5)),), {}),
+    ("reshape", sr.reshape, (np.ones((4, 5)), Val((5, 4))), {}),
+    ("flip", sr.flip, (np.ones((4, 5)), Val(1)), {}),
+    ("roll", sr.roll, (np.ones((4, 5)), Val(2)), {"axis": Val(1)}),
+    ("sum", sr.sum, (np.ones((3, 4, 5)), Val(1)), {}),
+    ("mean", sr.mean, (np.ones((3, 4, 5)), Val(1)), {}),
+    ("broadcast_to", sr.broadcast_to, (np.ones((1, 5)), Val((4, 5))), {}),
+    ("kron", sr.kron, (np.ones((8, 8)), np.ones((8, 8))), {}),
+    ("kron-complex", sr.kron, (np.ones((2, 3)), np.ones((2, 2)) + 1j), {}),
+    ("kron-large", sr.kron, (np.ones((40, 40)), np.ones((20, 20))), {}),  # split across threads
+]
+
+
+def _cotangent(y: object) -> object:
+    if isinstance(y, (tuple, list)):
+        return tuple(np.ones_like(part) for part in y)
+    return np.ones_like(y)
+
+
+@pytest.mark.parametrize(("name", "op", "args", "kwargs"), _STEADY_CALLS, ids=[call[0] for call in _STEADY_CALLS])
+def test_steady_calls_of_every_op_generate_no_code(
+    name: str, op: Callable[..., Any], args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
+    """After one call of a signature, its rrule, pullback (both forms), builder and frule
+    compile no template and run no generated code: ``no_compile()`` would raise on either."""
+    from stablerules import _codegen
+
+    def step() -> None:
+        y, back = _rrule(op, *args, **kwargs)
+        dy = _cotangent(y)
+        back(dy)
+        sr.pullback(op, *args, **kwargs)(dy)
+        op(*args, **kwargs)
+
+    step()
+    before, compiles = _codegen.template_compiles[0], sr.cache_info().compiles
+    with sr.no_compile():
+        for _ in range(3):
+            step()
+    assert _codegen.template_compiles[0] == before
+    assert sr.cache_info().compiles == compiles
