@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +60,7 @@ def cases() -> list[Case]:
     cube = _rand(3, 4, 5)
     row = _rand(1, 5)
 
-    def step(forward: Callable[[], object], pullback: Callable[[object], object]) -> Callable[[object], object]:
+    def step(forward: Callable[[], object], pullback: Callable[[Any], object]) -> Callable[[object], object]:
         def run(dy: object) -> object:
             forward()
             return pullback(dy)
@@ -68,43 +69,43 @@ def cases() -> list[Case]:
 
     return [
         Case("repeat", sr.repeat, (x, Val(3)), {"axis": Val(1)},
-             step(lambda: np.repeat(x, 3, 1), lambda dy: dy.reshape(4, 5, 3).sum(2))),  # type: ignore[attr-defined]
+             step(lambda: np.repeat(x, 3, 1), lambda dy: dy.reshape(4, 5, 3).sum(2))),
         Case("tile", sr.tile, (x, Val((2, 3))), {},
-             step(lambda: np.tile(x, (2, 3)), lambda dy: dy.reshape(2, 4, 3, 5).sum((0, 2)))),  # type: ignore[attr-defined]
+             step(lambda: np.tile(x, (2, 3)), lambda dy: dy.reshape(2, 4, 3, 5).sum((0, 2)))),
         Case("concatenate", sr.concatenate, ((a, b),), {"axis": Val(1)},
-             step(lambda: np.concatenate((a, b), 1), lambda dy: (dy[:, :5], dy[:, 5:]))),  # type: ignore[index]
+             step(lambda: np.concatenate((a, b), 1), lambda dy: (dy[:, :5], dy[:, 5:]))),
         Case("cat", sr.cat, (a, b), {"dims": Val(1)},
-             step(lambda: np.concatenate((a, b), 1), lambda dy: (dy[:, :5], dy[:, 5:]))),  # type: ignore[index]
+             step(lambda: np.concatenate((a, b), 1), lambda dy: (dy[:, :5], dy[:, 5:]))),
         Case("hstack", sr.hstack, ((a, b),), {},
-             step(lambda: np.hstack((a, b)), lambda dy: (dy[:, :5], dy[:, 5:]))),  # type: ignore[index]
+             step(lambda: np.hstack((a, b)), lambda dy: (dy[:, :5], dy[:, 5:]))),
         Case("vstack", sr.vstack, ((a, c),), {},
-             step(lambda: np.vstack((a, c)), lambda dy: (dy[:4], dy[4:]))),  # type: ignore[index]
+             step(lambda: np.vstack((a, c)), lambda dy: (dy[:4], dy[4:]))),
         Case("stack", sr.stack, ((a, c),), {"axis": Val(0)},
-             step(lambda: np.stack((a, c)), lambda dy: (dy[0], dy[1]))),  # type: ignore[index]
+             step(lambda: np.stack((a, c)), lambda dy: (dy[0], dy[1]))),
         Case("split", sr.split, (x, Val(2)), {"axis": Val(0)},
-             step(lambda: np.split(x, 2, 0), lambda dy: np.concatenate(dy))),  # type: ignore[call-overload]
+             step(lambda: np.split(x, 2, 0), lambda dy: np.concatenate(dy))),
         Case("pad", sr.pad, (x, Val((1, 2, 0, 3))), {},
-             step(lambda: np.pad(x, ((1, 2), (0, 3))), lambda dy: dy[1:5, 0:5].copy())),  # type: ignore[index]
+             step(lambda: np.pad(x, ((1, 2), (0, 3))), lambda dy: dy[1:5, 0:5].copy())),
         Case("permute_dims", sr.permute_dims, (cube, Val((2, 0, 1))), {},
-             step(lambda: np.permute_dims(cube, (2, 0, 1)), lambda dy: np.permute_dims(dy, (1, 2, 0)))),  # type: ignore[call-overload]
+             step(lambda: np.permute_dims(cube, (2, 0, 1)), lambda dy: np.permute_dims(dy, (1, 2, 0)))),
         Case("transpose", sr.transpose, (x,), {},
-             step(lambda: np.transpose(x), lambda dy: np.transpose(dy))),  # type: ignore[call-overload]
+             step(lambda: np.transpose(x), lambda dy: np.transpose(dy))),
         Case("reshape", sr.reshape, (x, Val((5, 4))), {},
-             step(lambda: np.reshape(x, (5, 4)), lambda dy: np.reshape(dy, (4, 5)))),  # type: ignore[call-overload]
+             step(lambda: np.reshape(x, (5, 4)), lambda dy: np.reshape(dy, (4, 5)))),
         Case("flip", sr.flip, (x, Val(1)), {},
-             step(lambda: np.flip(x, 1), lambda dy: np.flip(dy, 1).copy())),  # type: ignore[call-overload]
+             step(lambda: np.flip(x, 1), lambda dy: np.flip(dy, 1).copy())),
         Case("roll", sr.roll, (x, Val(2)), {"axis": Val(1)},
-             step(lambda: np.roll(x, 2, 1), lambda dy: np.roll(dy, -2, 1))),  # type: ignore[call-overload]
+             step(lambda: np.roll(x, 2, 1), lambda dy: np.roll(dy, -2, 1))),
         Case("sum", sr.sum, (cube, Val(1)), {},
-             step(lambda: np.sum(cube, 1), lambda dy: np.broadcast_to(dy[:, None, :], cube.shape).copy())),  # type: ignore[index]
+             step(lambda: np.sum(cube, 1), lambda dy: np.broadcast_to(dy[:, None, :], cube.shape).copy())),
         Case("mean", sr.mean, (cube, Val(1)), {},
-             step(lambda: np.mean(cube, 1), lambda dy: np.broadcast_to(dy[:, None, :] / 4, cube.shape).copy())),  # type: ignore[index, operator]
+             step(lambda: np.mean(cube, 1), lambda dy: np.broadcast_to(dy[:, None, :] / 4, cube.shape).copy())),
         Case("broadcast_to", sr.broadcast_to, (row, Val((4, 5))), {},
-             step(lambda: np.broadcast_to(row, (4, 5)), lambda dy: dy.sum(0, keepdims=True))),  # type: ignore[attr-defined]
+             step(lambda: np.broadcast_to(row, (4, 5)), lambda dy: dy.sum(0, keepdims=True))),
         Case("kron", sr.kron, (k1, k2), {},
              step(lambda: np.kron(k1, k2),
-                  lambda dy: (np.einsum("ikjl,kl->ij", dy.reshape(8, 8, 8, 8), k2),  # type: ignore[attr-defined]
-                              np.einsum("ikjl,ij->kl", dy.reshape(8, 8, 8, 8), k1)))),  # type: ignore[attr-defined]
+                  lambda dy: (np.einsum("ikjl,kl->ij", dy.reshape(8, 8, 8, 8), k2),
+                              np.einsum("ikjl,ij->kl", dy.reshape(8, 8, 8, 8), k1)))),
     ]
 
 
@@ -154,6 +155,22 @@ def run_percall(mode: str = "quick", only: list[str] | None = None) -> list[PerC
     """Measure every case (or those named in ``only``) in this process."""
     budget = Budget.for_mode(mode)
     return [measure_case(case, budget) for case in cases() if only is None or case.name in only]
+
+
+def goals(rows: list[PerCallRow]) -> list[dict[str, object]]:
+    """The per-call goals, one per op, in ``run.collect_goals``' form."""
+    return [
+        {
+            "name": f"per call {row.op}: rrule / (2 x forward + 2 us)",
+            "goal": "<= 1 (rrule at most 2x the forward alone plus 2 us)",
+            "target": 1.0,
+            "comparison": "<=",
+            "unit": "fraction",
+            "value": row.rrule_s / row.goal_s,
+            "passed": row.passed,
+        }
+        for row in rows
+    ]
 
 
 def table(rows: list[PerCallRow]) -> str:

@@ -151,5 +151,5 @@ def template_function(text: str, name: str, filename: str, namespace: dict[str, 
                 )
                 _TEMPLATE_CODE[key] = code
                 template_compiles[0] += 1
-    function: Callable[..., object] = FunctionType(code, namespace, name)  # type: ignore[arg-type]
+    function: Callable[..., object] = FunctionType(code, namespace, name)
     return function
