@@ -225,11 +225,13 @@ def _run_private(
     extent: int,
     work: int,
 ) -> None:
-    """A private-accumulator launch split across threads: every chunk after the first gets
-    zeroed copies of ``owned``, added into ``owned`` at the end."""
-    bounds = _parallel.chunk_bounds(extent, work)
+    """A private-accumulator launch split across threads: a few chunks per thread
+    (``_parallel.reduction_bounds``), taken by whichever thread is free; every chunk after the
+    first gets zeroed copies of ``owned``, added into ``owned`` in chunk order at the end (so
+    the result's bits do not depend on which thread ran which chunk)."""
+    bounds = _parallel.reduction_bounds(extent, work)
     parts = [owned] + [tuple(np.zeros_like(array) for array in owned) for _ in bounds[1:]]
-    _parallel.run_chunks(entry, [(*shared, *part, *trailing, lo, hi) for part, (lo, hi) in zip(parts, bounds)])
+    _parallel.run_shared(entry, [(*shared, *part, *trailing, lo, hi) for part, (lo, hi) in zip(parts, bounds)])
     for part in parts[1:]:
         for total, partial in zip(owned, part):
             np.add(total, partial, out=total)

@@ -599,3 +599,66 @@ def test_steady_calls_of_every_op_generate_no_code(
             step()
     assert _codegen.template_compiles[0] == before
     assert sr.cache_info().compiles == compiles
+
+
+# --------------------------------------------------------------------------------------------
+# Reductions into private accumulators: chunks taken by whichever thread is free
+# --------------------------------------------------------------------------------------------
+
+
+def test_shared_chunks_run_once_each_and_never_wait_for_a_busy_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stablerules import _parallel
+
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", "2")
+    pool = _parallel._executor()
+    release = threading.Event()
+    started = threading.Barrier(pool._max_workers + 1)
+
+    def occupy() -> None:
+        started.wait()
+        release.wait(30)
+
+    blockers = [pool.submit(occupy) for _ in range(pool._max_workers)]
+    started.wait(30)
+    ran: list[tuple[int, int]] = []
+    try:
+        _parallel.run_shared(lambda lo, hi: ran.append((lo, threading.get_ident())), [(i, i + 1) for i in range(6)])
+        assert not release.is_set()  # returned while every pool thread was still busy
+    finally:
+        release.set()
+        for blocker in blockers:
+            blocker.result()
+    assert sorted(lo for lo, _ in ran) == list(range(6))
+    assert {ident for _, ident in ran} == {threading.get_ident()}
+    ran.clear()
+    _parallel.run_shared(lambda lo, hi: ran.append((lo, threading.get_ident())), [(i, i + 1) for i in range(40)])
+    assert sorted(lo for lo, _ in ran) == list(range(40))  # each chunk once, whoever took it
+
+
+@pytest.mark.parametrize("threads", ["2", "3"])
+def test_split_reductions_give_the_same_bits_every_run(monkeypatch: pytest.MonkeyPatch, threads: str) -> None:
+    """Partial sums per chunk, added in chunk order: the result does not depend on which
+    thread ran which chunk (non-integer data, where the order of additions shows)."""
+    from stablerules import _parallel
+
+    monkeypatch.setattr(_parallel, "PARALLEL_THRESHOLD", 1)
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", threads)
+    rng = np.random.default_rng(7)
+    x = np.ones((1, 3, 1, 5))
+    _, back = _rrule(sr.broadcast_to, x, Val((23, 3, 17, 5)))
+    dy = rng.standard_normal((23, 3, 17, 5))
+    assert len(_parallel.reduction_bounds(23, dy.size)) == 2 * int(threads)
+    first = back(dy)[0]
+    for _ in range(30):
+        assert np.array_equal(back(dy)[0], first)
+    np.testing.assert_allclose(first, dy.sum(axis=(0, 2), keepdims=True), rtol=1e-12)
+    a, b = rng.standard_normal((40, 30)), rng.standard_normal((20, 20))
+    _, kron_back = _rrule(sr.kron, a, b)
+    dk = rng.standard_normal((800, 600))
+    grads = kron_back(dk)
+    for _ in range(10):
+        again = kron_back(dk)
+        assert np.array_equal(again[0], grads[0]) and np.array_equal(again[1], grads[1])
+    view = dk.reshape(40, 20, 30, 20)
+    np.testing.assert_allclose(grads[0], np.einsum("ikjl,kl->ij", view, b), rtol=1e-10)
+    np.testing.assert_allclose(grads[1], np.einsum("ikjl,ij->kl", view, a), rtol=1e-10)
