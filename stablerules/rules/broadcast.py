@@ -211,7 +211,7 @@ def _reduce_tile(writer: SourceWriter, count: int, wide: str, full: str, kept: s
     with writer.block(f"for r in range(0, blocked, {_TILE_ROWS}):"):
         for row in range(_TILE_ROWS):
             writer.line(f"row{row} = dy[start + (r + {row}) * {last}:start + (r + {row} + 1) * {last}]")
-        terms = [f"np.{wide}(row{row}[j])" for row in range(_TILE_ROWS)]
+        terms = [f"types.{wide}(row{row}[j])" for row in range(_TILE_ROWS)]
         pairs = [f"({terms[index]} + {terms[index + 1]})" for index in range(0, _TILE_ROWS, 2)]
         with writer.block(f"for j in range({last}):"):
             writer.line(f"out[j] += {' + '.join(pairs)}")
@@ -260,7 +260,7 @@ def _render_cpu(signature: ShapeSignature) -> KernelSource:
             _walk(writer, pattern, reduce_body)
         parameters = [("dy", readonly_array(dtype)), ("acc", writable_array(wide)), *extents, ("lo", INDEX), ("hi", INDEX)]
         description = f"broadcast_to pullback: a sum over the reduced groups of {pattern!r}, one pass over dy"
-        return cpu_kernel(signature, parameters, writer, description, reassociate=True, numpy=True)
+        return cpu_kernel(signature, parameters, writer, description, reassociate=True)
 
     divide = " / divisor" if mean else ""
     writer.line(f"# dx is the full array (groups {pattern}, extents E0..), dy the kept one: dx[full] = dy[kept]{divide}")
