@@ -581,9 +581,19 @@ def _cotangent(y: object) -> object:
 def test_steady_calls_of_every_op_generate_no_code(
     name: str, op: Callable[..., Any], args: tuple[object, ...], kwargs: dict[str, object]
 ) -> None:
-    """After one call of a signature, its rrule, pullback (both forms), builder and frule
-    compile no template and run no generated code: ``no_compile()`` would raise on either."""
+    """After one call of a signature, its rrule, pullback (both forms), builder, forward and
+    frule compile no template and run no generated code: ``no_compile()`` would raise on
+    either."""
     from stablerules import _codegen
+
+    def tangent(arg: object) -> object:
+        if isinstance(arg, np.ndarray) and arg.dtype.kind in "fc":
+            return np.ones_like(arg)
+        if isinstance(arg, tuple):
+            return tuple(np.ones_like(part) for part in arg)
+        return NoTangent()
+
+    tangents = tuple(tangent(arg) for arg in args)
 
     def step() -> None:
         y, back = _rrule(op, *args, **kwargs)
@@ -591,6 +601,7 @@ def test_steady_calls_of_every_op_generate_no_code(
         back(dy)
         sr.pullback(op, *args, **kwargs)(dy)
         op(*args, **kwargs)
+        _frule(op, tangents, *args, **kwargs)
 
     step()
     before, compiles = _codegen.template_compiles[0], sr.cache_info().compiles
