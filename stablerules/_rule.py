@@ -87,6 +87,12 @@ What the scaffold does, for every op alike:
   partition loop, split across threads by ``_parallel``'s policy (one call below
   ``PARALLEL_THRESHOLD`` elements of work); :func:`cuda_launch`/:func:`cuda_launch_blocks`
   for CUDA kernels;
+- no code generated in a steady state: launchers and one-function pullbacks are small Python
+  functions made from templates whose text depends only on arities, compiled once per text
+  and process (``_codegen.template_function``) and bound to each plan's constants; a plan
+  builds them once, and a pullback made per call (``saves_primals``) only closes over what the
+  plan settled. ``no_compile()`` refuses any other code generation in the block (an ``exec``
+  or ``compile`` of source), besides kernel compiles and loads;
 - launch counting and the steady-state check that makes "no dynamic fallback" provable: while
   a guard or ``count_launches()`` is open, every launch through those launchers is counted per
   kernel signature (:func:`kernel_launches`); outside them launching costs no counting.
