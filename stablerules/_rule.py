@@ -256,7 +256,12 @@ def cpu_launcher(
     [0, extent)`` of its partition loop: in one call below ``_parallel.PARALLEL_THRESHOLD``
     elements of ``work`` (read at each call), else split across threads (``_parallel``).
     ``extent < 2`` never splits. The last ``private`` arrays are accumulators that the chunks
-    must not share: every chunk after the first gets zeroed copies, added in at the end.
+    must not share: the range is cut into a few chunks per thread, taken by whichever thread
+    is free, and every chunk after the first gets zeroed copies, added in chunk order at the
+    end (see ``_run_private``).
+
+    The launcher is bound from code compiled once per template text (its arities), so building
+    one generates no code after the first of its shape in the process.
 
     Each launch counts once (``kernel_launches``), in the launching thread. The kernel's
     compiled entry point is called directly, so the arrays must be C-contiguous.
