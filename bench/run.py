@@ -754,6 +754,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         progress.close()
     goals = collect_goals(results, cache)
+    percall = import_module("percall")  # steady rrule + pullback of every op on small arrays
+    percall_rows = percall.run_percall(mode)
+    goals += percall.goals(percall_rows)
     # issue 16: stablerules.torch against torch's own ops (bench/engines_torch.py)
     torch_rows = import_module("engines_torch").run_torch_rows(mode) if peers["torch"].status == "ok" else []
     info = machine()
@@ -772,6 +775,7 @@ def main(argv: list[str] | None = None) -> int:
         "workloads": {result.id: compact(asdict(result)) for result in results},
         "cache": cache.as_json(),
         "torch": [asdict(row) | {"passed": row.passed} for row in torch_rows],
+        "percall": [asdict(row) for row in percall_rows],
         "goals": goals,
         "summary": {
             "passed": sum(1 for goal in goals if goal["passed"] is True),
@@ -798,6 +802,8 @@ def main(argv: list[str] | None = None) -> int:
     if torch_rows:
         print("\nstablerules.torch vs torch's own ops, fwd+bwd, median of 3 same-run ratios:\n")
         print(import_module("engines_torch").torch_table(torch_rows))
+    print("\nPer call, small arrays, steady state (medians, same run):\n")
+    print(percall.table(percall_rows))
     print("\nCompile cache (fresh processes, throwaway cache dirs):\n")
     print_report(cache)
     summary = document["summary"]

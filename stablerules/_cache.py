@@ -598,8 +598,65 @@ def guarded() -> bool:
     return bool(_NO_COMPILE.get() or _NO_FALLBACK.get())
 
 
+# Code generation in a guarded block: every ``compile`` of source and every ``exec`` of code
+# that comes from no file (a generated launcher, an ``exec`` of a string, a ``namedtuple``
+# made per call) is seen through Python's audit hooks, so ``no_compile()`` refuses a call path
+# that generates code, not only a Numba compile. The hook is added the first time a
+# ``no_compile()`` block opens (a hook cannot be removed; it returns at once while no guard is
+# open anywhere). Imports are not code generation: their code comes from files (or frozen
+# modules). The call-path templates' one compile per text and process
+# (``_codegen.template_function``) goes through ``allow_template_compile``.
+_TEMPLATE_COMPILE: contextvars.ContextVar[int] = contextvars.ContextVar("stablerules_template_compile", default=0)
+_AUDIT_HOOK: list[bool] = [False]
+
+
+def _generated(filename: object) -> bool:
+    """Whether code of this file name was generated (not read from a file or frozen module)."""
+    if isinstance(filename, bytes):
+        filename = filename.decode(errors="replace")
+    if not isinstance(filename, str):
+        return not isinstance(filename, os.PathLike)
+    return filename.startswith("<") and not filename.startswith("<frozen ")
+
+
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    if not GUARDED[0]:
+        return
+    if event == "compile":
+        filename = args[1] if len(args) > 1 else None
+    elif event == "exec":
+        filename = getattr(args[0], "co_filename", None) if args else None
+    else:
+        return
+    if _NO_COMPILE.get() and not _TEMPLATE_COMPILE.get() and _generated(filename):
+        raise RecompileError(
+            f"stablerules: no_compile() is active but code was generated ({event} of {filename}): "
+            f"a steady call path must reuse what its signature built once"
+        )
+
+
+@contextlib.contextmanager
+def allow_template_compile() -> Iterator[None]:
+    """Let the call-path templates' one compile per text through ``no_compile()``."""
+    token = _TEMPLATE_COMPILE.set(1)
+    try:
+        yield
+    finally:
+        _TEMPLATE_COMPILE.reset(token)
+
+
+def _watch_code_generation() -> None:
+    if not _AUDIT_HOOK[0]:
+        with _GUARDED_LOCK:
+            if not _AUDIT_HOOK[0]:
+                sys.addaudithook(_audit)
+                _AUDIT_HOOK[0] = True
+
+
 @contextlib.contextmanager
 def _guard(depth: contextvars.ContextVar[int]) -> Iterator[None]:
+    if depth is _NO_COMPILE:
+        _watch_code_generation()
     token = depth.set(depth.get() + 1)
     with _GUARDED_LOCK:
         GUARDED[0] += 1
@@ -621,8 +678,11 @@ def count_launches() -> contextlib.AbstractContextManager[None]:
 
 
 def no_compile() -> contextlib.AbstractContextManager[None]:
-    """Raise ``RecompileError`` if any kernel is compiled or loaded from disk in the block
-    (in this thread or context; other threads are not affected)."""
+    """Raise ``RecompileError`` if any code is generated in the block: a kernel compiled or
+    loaded from disk, or Python source compiled or generated code executed (``compile``,
+    ``exec`` or ``eval`` of a string, a launcher built from source), seen through Python's
+    audit hooks. Imports are not code generation. In this thread or context; other threads
+    are not affected."""
     return _guard(_NO_COMPILE)
 
 

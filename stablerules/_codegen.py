@@ -9,11 +9,13 @@ The text is what ``sr.explain`` prints.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from types import CodeType, FunctionType
 
 import numpy as np
 
-from ._cache import KernelSource, ShapeSignature
+from ._cache import KernelSource, ShapeSignature, allow_template_compile
 
 _NUMBA_SCALARS = {
     "bool": "types.boolean",
@@ -112,3 +114,42 @@ def cpu_kernel(
         f"{body_text}"
     )
     return KernelSource(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Call-path templates: small Python functions (launchers, one-function pullbacks) generated from
+# a template whose text depends only on arities, compiled once per text per process
+# ---------------------------------------------------------------------------------------------
+
+_TEMPLATE_CODE: dict[tuple[str, str], CodeType] = {}
+_TEMPLATE_LOCK = threading.Lock()
+template_compiles = [0]
+"""How many call-path templates this process has compiled (each text once): what the tests
+assert on to show that a steady state compiles none."""
+
+
+def template_function(text: str, name: str, filename: str, namespace: dict[str, object]) -> Callable[..., object]:
+    """The function ``name`` that ``text`` defines, with ``namespace`` as its globals.
+
+    ``text`` is compiled once per process (kept by its text); every later call with the same
+    text only binds the cached code to the new ``namespace``, which is no code generation: a
+    signature's plan builds its launchers this way, however many plans share a template.
+    The one compile of a text is the scaffold's own, and ``no_compile()`` lets it through
+    (see ``_cache.allow_template_compile``): it makes no kernel and is shared by every
+    signature of that arity.
+    """
+    key = (text, name)
+    code = _TEMPLATE_CODE.get(key)
+    if code is None:
+        with _TEMPLATE_LOCK:
+            code = _TEMPLATE_CODE.get(key)
+            if code is None:
+                with allow_template_compile():
+                    module = compile(text, filename, "exec")
+                code = next(
+                    constant for constant in module.co_consts if isinstance(constant, CodeType) and constant.co_name == name
+                )
+                _TEMPLATE_CODE[key] = code
+                template_compiles[0] += 1
+    function: Callable[..., object] = FunctionType(code, namespace, name)
+    return function

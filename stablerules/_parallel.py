@@ -8,6 +8,7 @@ compile and give the same scaling on memory-bound work.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -79,6 +80,59 @@ def run_chunks(
         if future.cancel():
             kernel(*args)
         else:
+            future.result()
+
+
+# A reduction into private accumulators takes this many chunks per thread, so that a thread
+# left without a core (a busy machine) holds back at most a small part of the work.
+CHUNKS_PER_THREAD = 2
+
+
+def reduction_bounds(extent: int, work: int) -> list[tuple[int, int]]:
+    """Ranges ``[lo, hi)`` covering ``[0, extent)`` for a reduction whose chunks each add into
+    their own accumulator: one for small work, else ``CHUNKS_PER_THREAD`` per thread (at most
+    ``extent``). They depend on ``extent``, ``work`` and the thread count only, never on which
+    thread runs what, so the chunks' partial sums, added in chunk order, are the same bits
+    every run."""
+    if work < PARALLEL_THRESHOLD or extent < 2:
+        return [(0, extent)]
+    threads = thread_count()
+    if threads == 1:
+        return [(0, extent)]
+    parts = min(threads * CHUNKS_PER_THREAD, extent)
+    step, extra = divmod(extent, parts)
+    bounds = []
+    lo = 0
+    for part in range(parts):
+        hi = lo + step + (1 if part < extra else 0)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
+def run_shared(kernel: Callable[..., object], chunk_args: Sequence[tuple[object, ...]]) -> None:
+    """Call ``kernel(*args)`` for each argument tuple, the calling thread and up to
+    ``thread_count() - 1`` pool threads each taking the next chunk not yet taken, until none
+    is left. Which thread runs a chunk varies from run to run; what a chunk computes must not
+    depend on it (each writes its own output). A pool thread that has not started by the time
+    the chunks are all taken is cancelled, not waited for."""
+    count = len(chunk_args)
+    if count == 1:
+        kernel(*chunk_args[0])
+        return
+    tickets = itertools.count()  # next() on it is atomic under the GIL
+
+    def take_chunks() -> None:
+        for index in tickets:
+            if index >= count:
+                return
+            kernel(*chunk_args[index])
+
+    helpers = min(thread_count(), count) - 1
+    futures: list[Future[None]] = [_executor().submit(take_chunks) for _ in range(helpers)]
+    take_chunks()
+    for future in futures:
+        if not future.cancel():
             future.result()
 
 

@@ -87,6 +87,12 @@ What the scaffold does, for every op alike:
   partition loop, split across threads by ``_parallel``'s policy (one call below
   ``PARALLEL_THRESHOLD`` elements of work); :func:`cuda_launch`/:func:`cuda_launch_blocks`
   for CUDA kernels;
+- no code generated in a steady state: launchers and one-function pullbacks are small Python
+  functions made from templates whose text depends only on arities, compiled once per text
+  and process (``_codegen.template_function``) and bound to each plan's constants; a plan
+  builds them once, and a pullback made per call (``saves_primals``) only closes over what the
+  plan settled. ``no_compile()`` refuses any other code generation in the block (an ``exec``
+  or ``compile`` of source), besides kernel compiles and loads;
 - launch counting and the steady-state check that makes "no dynamic fallback" provable: while
   a guard or ``count_launches()`` is open, every launch through those launchers is counted per
   kernel signature (:func:`kernel_launches`); outside them launching costs no counting.
@@ -109,7 +115,7 @@ import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from types import ModuleType
+from types import CodeType, ModuleType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -117,6 +123,7 @@ import numpy as np
 from . import _cuda, _parallel, _pool
 from ._arrays import ArrayLike, ArraySpec, InputFacts, device_of, is_array, kernel_target, shape_text
 from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, count_launches, guarded
+from ._codegen import template_function
 from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op, Pullback
 from ._tangents import (
     Cotangent,
@@ -224,11 +231,13 @@ def _run_private(
     extent: int,
     work: int,
 ) -> None:
-    """A private-accumulator launch split across threads: every chunk after the first gets
-    zeroed copies of ``owned``, added into ``owned`` at the end."""
-    bounds = _parallel.chunk_bounds(extent, work)
+    """A private-accumulator launch split across threads: a few chunks per thread
+    (``_parallel.reduction_bounds``), taken by whichever thread is free; every chunk after the
+    first gets zeroed copies of ``owned``, added into ``owned`` in chunk order at the end (so
+    the result's bits do not depend on which thread ran which chunk)."""
+    bounds = _parallel.reduction_bounds(extent, work)
     parts = [owned] + [tuple(np.zeros_like(array) for array in owned) for _ in bounds[1:]]
-    _parallel.run_chunks(entry, [(*shared, *part, *trailing, lo, hi) for part, (lo, hi) in zip(parts, bounds)])
+    _parallel.run_shared(entry, [(*shared, *part, *trailing, lo, hi) for part, (lo, hi) in zip(parts, bounds)])
     for part in parts[1:]:
         for total, partial in zip(owned, part):
             np.add(total, partial, out=total)
@@ -247,7 +256,12 @@ def cpu_launcher(
     [0, extent)`` of its partition loop: in one call below ``_parallel.PARALLEL_THRESHOLD``
     elements of ``work`` (read at each call), else split across threads (``_parallel``).
     ``extent < 2`` never splits. The last ``private`` arrays are accumulators that the chunks
-    must not share: every chunk after the first gets zeroed copies, added in at the end.
+    must not share: the range is cut into a few chunks per thread, taken by whichever thread
+    is free, and every chunk after the first gets zeroed copies, added in chunk order at the
+    end (see ``_run_private``).
+
+    The launcher is bound from code compiled once per template text (its arities), so building
+    one generates no code after the first of its shape in the process.
 
     Each launch counts once (``kernel_launches``), in the launching thread. The kernel's
     compiled entry point is called directly, so the arrays must be C-contiguous.
@@ -274,8 +288,7 @@ def cpu_launcher(
     }
     split = (_PRIVATE_SPLIT if private else _SPLIT).format(**fields)
     text = _LAUNCHER_TEMPLATE.format(split=split, **fields)
-    exec(compile(text, f"<stablerules launcher {kernel.signature.op} {kernel.signature.kind}>", "exec"), namespace)
-    launch: Callable[..., None] = namespace["launch"]  # type: ignore[assignment]
+    launch: Callable[..., None] = template_function(text, "launch", "<stablerules launcher>", namespace)  # type: ignore[assignment]
     return launch
 
 
@@ -404,8 +417,7 @@ def _kernel_pullback(
         work=spec.work if spec.extent >= 2 else -1,
         shape=spec.shape,
     )
-    exec(compile(text, f"<stablerules pullback {spec.kernel.signature.op}>", "exec"), namespace)
-    pullback: Pullback = namespace["pullback"]  # type: ignore[assignment]
+    pullback: Pullback = template_function(text, "pullback", "<stablerules pullback>", namespace)  # type: ignore[assignment]
     return pullback
 
 
@@ -665,27 +677,25 @@ class RuleOp(Op):
             pullback = cache.setdefault(positional, self._make_pullback(plan, None, positional))
         return pullback
 
+    def _result_form(self, plan: Plan, positional: int) -> _ResultForm:
+        """How this plan's tangents become a call's result, for ``positional`` arguments:
+        settled once per (plan, positional), so a pullback made per call (``saves_primals``)
+        only closes over it."""
+        forms: dict[int, _ResultForm] = plan.__dict__.setdefault("_result_forms", {})
+        form = forms.get(positional)
+        if form is None:
+            form = forms.setdefault(positional, _ResultForm(plan, self.sequence, positional))
+        return form
+
     def _make_pullback(self, plan: Plan, saved: object, positional: int) -> Pullback:
         """The pullback closure: everything but ``dy`` settled here, once."""
-        count = len(plan.input_tangents)
-        if self.sequence:
-            padding: tuple[object, ...] = (NO_TANGENT,) * max(positional - 1, 0)
-            keep = count
-        else:
-            padding = (NO_TANGENT,) * max(positional - count, 0)
-            keep = min(positional, count)
-        sequence, name = self.sequence, self.name
-
-        def finish(tangents: tuple[object, ...]) -> tuple[object, ...]:
-            if sequence:
-                return (tangents, *padding)
-            return tangents[:keep] + padding if keep < count else tangents + padding
-
+        form = self._result_form(plan, positional)
+        finish, padding, name = form.finish, form.padding, self.name
         out_shape, out_dtype, like = plan.cotangent_shape(saved), plan.out_dtype, plan.like
         if plan.output_shapes is not None:
             return _named(self._multiple_output_pullback(plan, saved, finish), f"{name}_pullback")
         if not plan.differentiable:
-            no_tangents = finish((NO_TANGENT,) * count)
+            no_tangents = form.no_tangents
 
             def constant_pullback(dy: object) -> tuple[object, ...]:
                 prepare_cotangent(dy, out_shape, _FLOAT64, like)  # validates dy's shape
@@ -695,11 +705,11 @@ class RuleOp(Op):
 
         made = plan.pullback(saved)
         dense = made.dense() if isinstance(made, KernelPullback) else made
-        zeros = finish(plan.zero_tangents)
+        zeros = form.zeros
         array_type = type(like)
         any_layout = plan.any_layout
         checked = "pullback" in plan.kernel_entries
-        simple = not sequence and keep == count
+        simple = form.simple
 
         def general(dy: object) -> tuple[object, ...]:
             cotangent = prepare_cotangent(dy, out_shape, out_dtype, like)
@@ -833,6 +843,34 @@ class RuleOp(Op):
         return [repr(name) for name in names[:count]]
 
 
+class _ResultForm:
+    """A plan's tangents as one call's result: one entry per positional argument
+    (``NoTangent()`` for statics given positionally), a sequence argument's tangents as one
+    tuple, nothing for keyword arguments."""
+
+    __slots__ = ("padding", "simple", "finish", "zeros", "no_tangents")
+
+    def __init__(self, plan: Plan, sequence: bool, positional: int) -> None:
+        count = len(plan.input_tangents)
+        if sequence:
+            padding: tuple[object, ...] = (NO_TANGENT,) * max(positional - 1, 0)
+            keep = count
+        else:
+            padding = (NO_TANGENT,) * max(positional - count, 0)
+            keep = min(positional, count)
+
+        def finish(tangents: tuple[object, ...]) -> tuple[object, ...]:
+            if sequence:
+                return (tangents, *padding)
+            return tangents[:keep] + padding if keep < count else tangents + padding
+
+        self.padding = padding
+        self.simple = not sequence and keep == count
+        self.finish = finish
+        self.zeros = finish(plan.zero_tangents)
+        self.no_tangents = finish((NO_TANGENT,) * count)
+
+
 def _prepare_tangent(
     tangent: object, shape: tuple[int, ...], dtype: np.dtype[np.generic], like: ArrayLike, where: str
 ) -> Cotangent:
@@ -848,9 +886,17 @@ def _prepare_tangent(
 _Function = TypeVar("_Function", bound=Callable[..., object])
 
 
+_RENAMED: dict[tuple[CodeType, str], CodeType] = {}
+
+
 def _named(function: _Function, name: str) -> _Function:
-    """``function`` renamed (its code too, which is what tracebacks show)."""
-    function.__code__ = function.__code__.replace(co_name=name, co_qualname=name)
+    """``function`` renamed (its code too, which is what tracebacks show). The renamed code is
+    made once per (code, name): a pullback made per call (``saves_primals``) only rebinds it."""
+    code = function.__code__
+    renamed = _RENAMED.get((code, name))
+    if renamed is None:
+        renamed = _RENAMED.setdefault((code, name), code.replace(co_name=name, co_qualname=name))
+    function.__code__ = renamed
     function.__name__ = name
     function.__qualname__ = name
     return function

@@ -354,3 +354,54 @@ def test_corrupted_numba_index_under_numba_cache_dir_recompiles_with_one_warning
     index.write_bytes(b"\x80\x04garbage" * 8)
     assert_reloads_with_one_warning(salt)
     assert index.read_bytes() != b"\x80\x04garbage" * 8  # written again by the recompile
+
+
+# --------------------------------------------------------------------------------------------
+# no_compile() sees any code generation, not only a kernel compile
+# --------------------------------------------------------------------------------------------
+
+
+def test_no_compile_fires_on_exec_compile_and_eval_of_source() -> None:
+    namespace: dict[str, object] = {}
+    code = compile("def generated(): return 1", "<generated>", "exec")
+    with sr.no_compile():
+        with pytest.raises(sr.RecompileError, match="code was generated"):
+            exec("def planted(): return 1", namespace)
+        with pytest.raises(sr.RecompileError, match="code was generated"):
+            compile("x = 1", "<generated>", "exec")
+        with pytest.raises(sr.RecompileError, match="code was generated"):
+            eval("1 + 1")
+        with pytest.raises(sr.RecompileError, match="code was generated"):
+            exec(code, namespace)  # generated code run again, though compiled before the block
+    assert "planted" not in namespace and "generated" not in namespace
+    exec("def planted(): return 1", namespace)  # outside the block: nothing refused
+    assert callable(namespace["planted"])
+
+
+def test_no_compile_lets_imports_and_other_threads_through(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = f"_stablerules_test_import_{uuid.uuid4().hex}"
+    (tmp_path / f"{module}.py").write_text("VALUE = 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    results: list[object] = []
+    thread = threading.Thread(target=lambda: results.append(eval("2 + 2")))
+    with sr.no_compile():
+        imported = __import__(module)  # code from a file: not generation
+        thread.start()
+        thread.join(30)
+    assert imported.VALUE == 3
+    assert results == [4]  # another thread's guard state is its own
+
+
+def test_template_functions_compile_once_per_text_and_only_bind_later() -> None:
+    from stablerules import _codegen
+
+    text = f"def launch(x):\n    return x + offset  # {uuid.uuid4().hex}\n"
+    before = _codegen.template_compiles[0]
+    with sr.no_compile():  # the scaffold's one compile of a template is let through
+        first = _codegen.template_function(text, "launch", "<stablerules test>", {"offset": 1})
+    assert _codegen.template_compiles[0] == before + 1
+    with sr.no_compile():
+        second = _codegen.template_function(text, "launch", "<stablerules test>", {"offset": 10})
+    assert _codegen.template_compiles[0] == before + 1  # bound to new globals, not compiled
+    assert first(1) == 2 and second(1) == 11
+    assert first.__code__ is second.__code__

@@ -517,3 +517,159 @@ def test_a_chunk_no_pool_thread_started_runs_in_the_calling_thread(monkeypatch: 
             blocker.result()
     assert sorted(lo for lo, _ in ran) == [0, 1, 2]
     assert {ident for _, ident in ran} == {threading.get_ident()}
+
+
+# --------------------------------------------------------------------------------------------
+# A steady state generates no code: everything a call needs is built once per signature
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_planted_per_call_exec_is_caught(scale: Scale, monkeypatch: pytest.MonkeyPatch, fresh_plans: None) -> None:
+    """The mutation: a pullback that builds a helper from source at every call (what a
+    launcher made per call does). Results are right; only ``no_compile()`` can notice."""
+
+    def generating_pullback(self: ScalePlan, saved: object) -> DensePullback:
+        def dense(dy: ArrayLike) -> tuple[object, ...]:
+            namespace: dict[str, object] = {}
+            exec("def helper(apply, dy):\n    return apply(dy)\n", namespace)
+            return (namespace["helper"](self._apply, dy),)  # type: ignore[operator]
+
+        return dense
+
+    monkeypatch.setattr(ScalePlan, "pullback", generating_pullback)
+    x = _x()
+    y, back = _rrule(scale, x, Val(3))
+    np.testing.assert_array_equal(back(np.ones_like(y))[0], np.full(x.shape, 3.0))
+    with sr.no_compile(), pytest.raises(sr.RecompileError, match="code was generated"):
+        back(np.ones_like(y))
+    with pytest.raises(AssertionError):
+        check_rrule(scale, x, Val(3))
+
+
+_STEADY_CALLS: list[tuple[str, Callable[..., Any], tuple[object, ...], dict[str, object]]] = [
+    ("repeat", sr.repeat, (np.ones((4, 5)), Val(3)), {"axis": Val(1)}),
+    ("repeat-counts", sr.repeat, (np.ones((2, 3)), np.array([1, 0, 2])), {"axis": Val(1)}),
+    ("tile", sr.tile, (np.ones((4, 5)), Val((2, 3))), {}),
+    ("concatenate", sr.concatenate, ((np.ones((4, 5)), np.ones((4, 3))),), {"axis": Val(1)}),
+    ("cat", sr.cat, (np.ones((4, 5)), np.ones((4, 3))), {"dims": Val(1)}),
+    ("hstack", sr.hstack, ((np.ones((4, 5)), np.ones((4, 3))),), {}),
+    ("vstack", sr.vstack, ((np.ones((4, 5)), np.ones((2, 5))),), {}),
+    ("stack", sr.stack, ((np.ones((4, 5)), np.ones((4, 5))),), {"axis": Val(1)}),
+    ("split", sr.split, (np.ones((4, 5)), Val(2)), {"axis": Val(0)}),
+    ("pad", sr.pad, (np.ones((4, 5)), Val((1, 2, 0, 3))), {}),
+    ("permute_dims", sr.permute_dims, (np.ones((3, 4, 5)), Val((2, 0, 1))), {}),
+    ("transpose", sr.transpose, (np.ones((4, 5)),), {}),
+    ("reshape", sr.reshape, (np.ones((4, 5)), Val((5, 4))), {}),
+    ("flip", sr.flip, (np.ones((4, 5)), Val(1)), {}),
+    ("roll", sr.roll, (np.ones((4, 5)), Val(2)), {"axis": Val(1)}),
+    ("sum", sr.sum, (np.ones((3, 4, 5)), Val(1)), {}),
+    ("mean", sr.mean, (np.ones((3, 4, 5)), Val(1)), {}),
+    ("broadcast_to", sr.broadcast_to, (np.ones((1, 5)), Val((4, 5))), {}),
+    ("kron", sr.kron, (np.ones((8, 8)), np.ones((8, 8))), {}),
+    ("kron-complex", sr.kron, (np.ones((2, 3)), np.ones((2, 2)) + 1j), {}),
+    ("kron-large", sr.kron, (np.ones((40, 40)), np.ones((20, 20))), {}),  # split across threads
+]
+
+
+def _cotangent(y: object) -> object:
+    if isinstance(y, (tuple, list)):
+        return tuple(np.ones_like(part) for part in y)
+    return np.ones_like(y)
+
+
+@pytest.mark.parametrize(("name", "op", "args", "kwargs"), _STEADY_CALLS, ids=[call[0] for call in _STEADY_CALLS])
+def test_steady_calls_of_every_op_generate_no_code(
+    name: str, op: Callable[..., Any], args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
+    """After one call of a signature, its rrule, pullback (both forms), builder, forward and
+    frule compile no template and run no generated code: ``no_compile()`` would raise on
+    either."""
+    from stablerules import _codegen
+
+    def tangent(arg: object) -> object:
+        if isinstance(arg, np.ndarray) and arg.dtype.kind in "fc":
+            return np.ones_like(arg)
+        if isinstance(arg, tuple):
+            return tuple(np.ones_like(part) for part in arg)
+        return NoTangent()
+
+    tangents = tuple(tangent(arg) for arg in args)
+
+    def step() -> None:
+        y, back = _rrule(op, *args, **kwargs)
+        dy = _cotangent(y)
+        back(dy)
+        sr.pullback(op, *args, **kwargs)(dy)
+        op(*args, **kwargs)
+        _frule(op, tangents, *args, **kwargs)
+
+    step()
+    before, compiles = _codegen.template_compiles[0], sr.cache_info().compiles
+    with sr.no_compile():
+        for _ in range(3):
+            step()
+    assert _codegen.template_compiles[0] == before
+    assert sr.cache_info().compiles == compiles
+
+
+# --------------------------------------------------------------------------------------------
+# Reductions into private accumulators: chunks taken by whichever thread is free
+# --------------------------------------------------------------------------------------------
+
+
+def test_shared_chunks_run_once_each_and_never_wait_for_a_busy_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stablerules import _parallel
+
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", "2")
+    pool = _parallel._executor()
+    release = threading.Event()
+    started = threading.Barrier(pool._max_workers + 1)
+
+    def occupy() -> None:
+        started.wait()
+        release.wait(30)
+
+    blockers = [pool.submit(occupy) for _ in range(pool._max_workers)]
+    started.wait(30)
+    ran: list[tuple[int, int]] = []
+    try:
+        _parallel.run_shared(lambda lo, hi: ran.append((lo, threading.get_ident())), [(i, i + 1) for i in range(6)])
+        assert not release.is_set()  # returned while every pool thread was still busy
+    finally:
+        release.set()
+        for blocker in blockers:
+            blocker.result()
+    assert sorted(lo for lo, _ in ran) == list(range(6))
+    assert {ident for _, ident in ran} == {threading.get_ident()}
+    ran.clear()
+    _parallel.run_shared(lambda lo, hi: ran.append((lo, threading.get_ident())), [(i, i + 1) for i in range(40)])
+    assert sorted(lo for lo, _ in ran) == list(range(40))  # each chunk once, whoever took it
+
+
+@pytest.mark.parametrize("threads", ["2", "3"])
+def test_split_reductions_give_the_same_bits_every_run(monkeypatch: pytest.MonkeyPatch, threads: str) -> None:
+    """Partial sums per chunk, added in chunk order: the result does not depend on which
+    thread ran which chunk (non-integer data, where the order of additions shows)."""
+    from stablerules import _parallel
+
+    monkeypatch.setattr(_parallel, "PARALLEL_THRESHOLD", 1)
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", threads)
+    rng = np.random.default_rng(7)
+    x = np.ones((1, 3, 1, 5))
+    _, back = _rrule(sr.broadcast_to, x, Val((23, 3, 17, 5)))
+    dy = rng.standard_normal((23, 3, 17, 5))
+    assert len(_parallel.reduction_bounds(23, dy.size)) == 2 * int(threads)
+    first = back(dy)[0]
+    for _ in range(30):
+        assert np.array_equal(back(dy)[0], first)
+    np.testing.assert_allclose(first, dy.sum(axis=(0, 2), keepdims=True), rtol=1e-12)
+    a, b = rng.standard_normal((40, 30)), rng.standard_normal((20, 20))
+    _, kron_back = _rrule(sr.kron, a, b)
+    dk = rng.standard_normal((800, 600))
+    grads = kron_back(dk)
+    for _ in range(10):
+        again = kron_back(dk)
+        assert np.array_equal(again[0], grads[0]) and np.array_equal(again[1], grads[1])
+    view = dk.reshape(40, 20, 30, 20)
+    np.testing.assert_allclose(grads[0], np.einsum("ikjl,kl->ij", view, b), rtol=1e-10)
+    np.testing.assert_allclose(grads[1], np.einsum("ikjl,ij->kl", view, a), rtol=1e-10)

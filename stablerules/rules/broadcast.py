@@ -187,6 +187,40 @@ def _walk(writer: SourceWriter, pattern: str, body: Callable[[str, str, str], No
         body(f"{full} * E{last}", kept or "0", pattern[last])
 
 
+_TILE_ROWS = 4
+
+
+def _reduce_tile(writer: SourceWriter, count: int, wide: str, full: str, kept: str, kind: str) -> None:
+    """The innermost reduced-then-kept pair of a reduction (``...rk``): a tile of ``rows``
+    contiguous rows of ``E{last}`` entries, all added into one row of ``acc``.
+
+    Rows are taken ``_TILE_ROWS`` at a time, widened and summed pairwise before the one add
+    into ``acc``: a quarter of the accumulator's loads and stores per entry of ``dy``, and a
+    body that vectorizes along the row. ``full``/``kept`` are the tile's positions from
+    ``_walk`` over the pattern without its last group (whose innermost group is the rows).
+    """
+    last = f"E{count - 1}"
+    if count == 2:  # the rows are the thread's [lo, hi) range itself
+        first, stop, base = "lo", "hi", "0"
+    else:
+        first, stop, base = "0", f"E{count - 2}", full
+    writer.line(f"out = acc[{kept} * {last}:{kept} * {last} + {last}]" if kept != "0" else f"out = acc[:{last}]")
+    writer.line(f"start = {base} * {last}" if base != "0" else f"start = {first} * {last}")
+    writer.line(f"rows = {stop} - {first}" if first != "0" else f"rows = {stop}")
+    writer.line(f"blocked = rows - rows % {_TILE_ROWS}")
+    with writer.block(f"for r in range(0, blocked, {_TILE_ROWS}):"):
+        for row in range(_TILE_ROWS):
+            writer.line(f"row{row} = dy[start + (r + {row}) * {last}:start + (r + {row} + 1) * {last}]")
+        terms = [f"types.{wide}(row{row}[j])" for row in range(_TILE_ROWS)]
+        pairs = [f"({terms[index]} + {terms[index + 1]})" for index in range(0, _TILE_ROWS, 2)]
+        with writer.block(f"for j in range({last}):"):
+            writer.line(f"out[j] += {' + '.join(pairs)}")
+    with writer.block("for r in range(blocked, rows):"):
+        writer.line(f"row = dy[start + r * {last}:start + (r + 1) * {last}]")
+        with writer.block(f"for j in range({last}):"):
+            writer.line("out[j] += row[j]")
+
+
 def _render_cpu(signature: ShapeSignature) -> KernelSource:
     pattern, mean = signature.static
     assert isinstance(pattern, str)
@@ -220,7 +254,10 @@ def _render_cpu(signature: ShapeSignature) -> KernelSource:
                     writer.line("total += row[j]")
                 writer.line(f"acc[{kept}] += total")
 
-        _walk(writer, pattern, reduce_body)
+        if count >= 2 and pattern[-2:] == "rk":
+            _walk(writer, pattern[:-1], functools.partial(_reduce_tile, writer, count, wide.name))
+        else:
+            _walk(writer, pattern, reduce_body)
         parameters = [("dy", readonly_array(dtype)), ("acc", writable_array(wide)), *extents, ("lo", INDEX), ("hi", INDEX)]
         description = f"broadcast_to pullback: a sum over the reduced groups of {pattern!r}, one pass over dy"
         return cpu_kernel(signature, parameters, writer, description, reassociate=True)

@@ -773,14 +773,7 @@ class KronPlan(Plan):
         real, size = layout.real, layout.y_size
         want_a, want_b = layout.a_differentiable, layout.b_differentiable
         inputs = (*a_side, *b_side)
-        launch = cpu_launcher(
-            _pullback_request(layout).get(),
-            1 + len(inputs) + len(sizes),
-            layout.pullback_extents,
-            extent=layout.blocks,
-            work=size,
-            private=len(sizes),
-        )
+        launch = self._pullback_launch(len(inputs), len(sizes))
         if layout.result.kind != "c" and len(a_side) == len(b_side) == 1:
             return _real_dense_pullback(launch, a_side[0], b_side[0], layout)
         zeros = np.zeros
@@ -795,6 +788,22 @@ class KronPlan(Plan):
             )
 
         return dense
+
+    def _pullback_launch(self, inputs: int, accumulators: int) -> Callable[..., None]:
+        """``launch(dy, *inputs, *accumulators)``, built once per plan: the channel counts
+        follow from the layout alone, so every rrule of the signature shares it."""
+        launch: Callable[..., None] | None = self.__dict__.get("_pullback_launcher")
+        if launch is None:
+            layout = self.layout
+            launch = self.__dict__["_pullback_launcher"] = cpu_launcher(
+                _pullback_request(layout).get(),
+                1 + inputs + accumulators,
+                layout.pullback_extents,
+                extent=layout.blocks,
+                work=layout.y_size,
+                private=accumulators,
+            )
+        return launch
 
     def _cuda_pullback(self, call: _CudaCall) -> DensePullback:
         layout, xp = self.layout, self.namespace

@@ -432,3 +432,44 @@ def test_fill_pullbacks_are_o1_whatever_the_size() -> None:
     assert builder(huge)(np.asarray(1.5)) == (Fill(1.5, huge.shape, np.float64),)
     back_mean = cast(Callable[..., Any], PULLBACKS.lookup(sr.mean))(huge, Val((0, 2)))
     assert back_mean(Fill(1e9, (3,))) == (Fill(1.0, huge.shape, np.float64), NoTangent())
+
+
+# ---------------------------------------------------------------- the reduction's row tiles
+
+# Shapes whose last two groups are a reduced run of rows then a kept row (``...rk``): the
+# reduction sums rows four at a time, so row counts around multiples of four (and fewer than
+# four), with and without groups outside, and with the rows themselves split across threads.
+TILE_CASES = [
+    ((1, 5), (rows, 5)) for rows in (1, 2, 3, 4, 5, 7, 8, 9)
+] + [
+    ((1, 3, 1, 6), (2, 3, rows, 6)) for rows in (1, 3, 4, 6, 9)
+] + [
+    ((4, 1, 7), (4, rows, 7)) for rows in (2, 5, 8)
+]
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+@pytest.mark.parametrize("dtype", FLOATING)
+@pytest.mark.parametrize(("x_shape", "shape"), TILE_CASES)
+def test_broadcast_to_row_tiles_match_the_reference(
+    monkeypatch: pytest.MonkeyPatch, threads: str, dtype: str, x_shape: tuple[int, ...], shape: tuple[int, ...]
+) -> None:
+    monkeypatch.setattr(_parallel, "PARALLEL_THRESHOLD", 1)
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", threads)
+    x = integers(x_shape, dtype)
+    _, back = rrule(sr.broadcast_to, x, shape=Val(shape))
+    dy = integers(shape, dtype)
+    (dx,) = back(dy)
+    got = dense(dx)
+    assert got.dtype == np.dtype(dtype) and got.shape == x_shape
+    np.testing.assert_array_equal(got, broadcast_reference(x_shape, dy))
+
+
+def test_broadcast_to_row_tiles_accumulate_wide() -> None:
+    # Rows of float32 2**24 and 1: a float32 sum of a tile's rows would round each 1 away.
+    rows = 4 * 1024
+    dy = np.ones((rows, 3), np.float32)
+    dy[0] = 2.0**24
+    _, back = rrule(sr.broadcast_to, np.ones((1, 3), np.float32), shape=Val((rows, 3)))
+    (dx,) = back(dy)
+    np.testing.assert_array_equal(dense(dx), np.full((1, 3), 2.0**24 + rows - 1, np.float32))
