@@ -1057,3 +1057,100 @@ def test_invalid_rendered_source_is_raised_not_reported_as_a_damaged_cache_entry
             cache.get(signature, render)
     assert not [w for w in caught if "could not be loaded" in str(w.message)], [str(w.message) for w in caught]
     assert not list((tmp_path / "cache" / "kernels").glob("*.py"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The density rule: a dense cotangent gives dense tangents, for every op and every extent; the
+# one exception is a full reduction (sum/mean over every axis, no keepdims), whose 0-d
+# cotangent pulls back to a Fill. Before, sum(x(1, 1), axis=Val(0)), a one-element output,
+# pulled a dense dy back to a Fill although its types promise an ndarray.
+# ---------------------------------------------------------------------------------------------
+
+
+def _extent_variants(shapes: tuple[Shape, ...]) -> list[tuple[Shape, ...]]:
+    """The case's shapes, every extent 1, and each axis alone set to 1 (where NumPy takes it)."""
+    variants = [shapes, tuple(tuple(1 for _ in shape) for shape in shapes)]
+    for axis in range(max((len(shape) for shape in shapes), default=0)):
+        variants.append(tuple(tuple(1 if d == axis else n for d, n in enumerate(shape)) for shape in shapes))
+    return variants
+
+
+def _assert_dense(tangents: Sequence[object], xs: Sequence[Array], what: str) -> None:
+    for tangent, x in zip(tangents, xs):
+        assert isinstance(tangent, np.ndarray), f"{what}: a dense dy gave {tangent!r}"
+        assert tangent.shape == x.shape and tangent.dtype == x.dtype, what
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_a_dense_cotangent_gives_dense_tangents_for_every_extent(case: Case) -> None:
+    variants = _extent_variants(case.shapes) + [case.empty_shapes]
+    if case.scalar_shapes is not None:
+        variants.append(case.scalar_shapes)
+    checked = 0
+    for shapes in variants:
+        xs = [values(shape) for shape in shapes]
+        try:
+            case.numpy(xs)
+        except ValueError:
+            continue  # not a valid call for NumPy either (reshape of one element to (-1, 2))
+        y, back = rrule(case, xs)
+        dy = values(y.shape)
+        tangents = case.tangents(back(dy), len(xs))
+        _assert_dense(tangents, xs, f"{case} of {shapes}")
+        for tangent, expected, x in zip(tangents, reference_pullback(case, xs, dy), xs):
+            assert_tangent(tangent, expected, x)
+        checked += 1
+    assert checked >= 3
+
+
+REDUCTION_SHAPES: list[Shape] = [(), (1,), (5,), (1, 1), (3, 1), (1, 4), (3, 4), (2, 1, 3), (0, 3), (1, 0)]
+
+
+def _reduction_axes(ndim: int) -> list[tuple[int, ...] | None]:
+    axes: list[tuple[int, ...] | None] = [None, ()]
+    axes += [(axis,) for axis in range(ndim)]
+    axes += [(a, b) for a in range(ndim) for b in range(a + 1, ndim)]
+    if ndim > 2:
+        axes.append(tuple(range(ndim)))
+    return axes
+
+
+@pytest.mark.parametrize("op", [sr.sum, sr.mean], ids=["sum", "mean"])
+@pytest.mark.parametrize("shape", REDUCTION_SHAPES, ids=str)
+def test_only_a_full_reductions_zero_d_cotangent_pulls_back_to_a_fill(op: object, shape: Shape) -> None:
+    reference = np.sum if op is sr.sum else np.mean
+    for axis in _reduction_axes(len(shape)):
+        for keepdims in (False, True):
+            x = values(shape)
+            static = None if axis is None else Val(axis)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # the mean of an empty slice
+                y, back = rrule_call(op, x, axis=static, keepdims=Val(keepdims))
+                expect_shape = np.shape(reference(x, axis=axis, keepdims=keepdims))
+            assert isinstance(y, np.ndarray)
+            dy = values(y.shape)
+            (dx,) = back(dy)
+            assert y.shape == expect_shape
+            count = x.size // max(y.size, 1) if x.size else 0
+            scale = 1.0 / count if op is sr.mean and count else 1.0
+            kept = dy.reshape([1 if axis is None or d in axis else n for d, n in enumerate(shape)]) if x.size else dy
+            expected = np.broadcast_to(kept * scale, shape) if x.size else np.zeros(shape)
+            what = f"{op}(x{shape}, axis={axis}, keepdims={keepdims})"
+            if y.shape == ():  # a full reduction: the one Fill (typed so)
+                assert isinstance(dx, Fill), what
+                np.testing.assert_allclose(np.asarray(dx), expected, rtol=1e-12)
+            else:
+                _assert_dense([dx], [x], what)
+                assert dx.flags.writeable, what
+                np.testing.assert_allclose(dx, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (2, 1), (2,), (4, 0)], ids=str)
+def test_split_dense_cotangents_give_a_dense_tangent(shape: Shape) -> None:
+    x = values(shape)
+    parts, back = rrule_call(sr.split, x, Val(2), axis=Val(0))
+    assert isinstance(parts, tuple)
+    dys = tuple(values(part.shape) for part in parts)
+    (dx, _) = back(dys)
+    _assert_dense([dx], [x], f"split(x{shape})")
+    np.testing.assert_array_equal(dx, np.concatenate(dys, axis=0))
