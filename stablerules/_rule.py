@@ -569,14 +569,24 @@ class RuleOp(Op):
         if key is None:
             if not specs:
                 self._refuse_specs(arrays)
-            return self.plan(arrays, statics)
+            return self._checked_plan(arrays, statics)
         plan = _PLANS.get(key)
         if plan is None:
-            return _PLANS.remember(key, self.plan(arrays, statics))
+            return _PLANS.remember(key, self._checked_plan(arrays, statics))
         for name, value in zip(self.static_names, statics):
             if value is not None and type(value) is not Val:
                 CACHE.note_dynamic_argument(name, value)
         return plan
+
+    def _checked_plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        """``plan``, its errors named after this op (a shared reader says only ``argument 'x'``)."""
+        try:
+            return self.plan(arrays, statics)
+        except (TypeError, ValueError) as error:
+            message = str(error)
+            if message.startswith((f"{self.name}:", f"{self.name} ")) or type(error) not in (TypeError, ValueError):
+                raise
+            raise type(error)(f"{self.name}: {message}") from None
 
     def _refuse_specs(self, arrays: tuple[object, ...]) -> None:
         for name, value in zip(self._input_names(len(arrays)), arrays):
@@ -652,7 +662,7 @@ class RuleOp(Op):
         plan = self.lookup(arrays, statics, specs=True)
         if plan.saves_primals and any(isinstance(value, ArraySpec) for value in arrays):
             raise TypeError(
-                f"pullback: {self.name}'s pullback reads the primal values; pass arrays, not ArraySpecs"
+                f"{self.name} pullback: it reads the primal values; pass arrays, not ArraySpecs"
             )
         if plan.saves_primals:
             return self._make_pullback(plan, plan.save(arrays), len(args))
@@ -688,7 +698,7 @@ class RuleOp(Op):
             no_tangents = finish((NO_TANGENT,) * count)
 
             def constant_pullback(dy: object) -> tuple[object, ...]:
-                prepare_cotangent(dy, out_shape, _FLOAT64, like)  # validates dy's shape
+                prepare_cotangent(dy, out_shape, _FLOAT64, like, name)  # validates dy's shape
                 return no_tangents
 
             return _named(constant_pullback, f"{name}_pullback")
@@ -702,7 +712,7 @@ class RuleOp(Op):
         simple = not sequence and keep == count
 
         def general(dy: object) -> tuple[object, ...]:
-            cotangent = prepare_cotangent(dy, out_shape, out_dtype, like)
+            cotangent = prepare_cotangent(dy, out_shape, out_dtype, like, name)
             if isinstance(cotangent, DenseCotangent):
                 if GUARDED[0] and checked and guarded():
                     before = context_launches()
@@ -754,10 +764,13 @@ class RuleOp(Op):
             if not isinstance(dy, (tuple, list)) or len(dy) != count:
                 got = f"{len(dy)} entries" if isinstance(dy, (tuple, list)) else type(dy).__name__
                 raise ValueError(
-                    f"pullback: {name} has {count} outputs, so dy must be a tuple of {count} "
+                    f"{name} pullback: {name} has {count} outputs, so dy must be a tuple of {count} "
                     f"cotangents, got {got}"
                 )
-            prepared = tuple(prepare_cotangent(entry, shape, dtype, like) for entry, shape in zip(dy, shapes))
+            prepared = tuple(
+                prepare_cotangent(entry, shape, dtype, like, name, f"dy[{index}]")
+                for index, (entry, shape) in enumerate(zip(dy, shapes))
+            )
             if dense is None:
                 return no_tangents
             if all(isinstance(entry, ZeroTangent) for entry in prepared):

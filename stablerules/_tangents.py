@@ -940,13 +940,20 @@ Cotangent = DenseCotangent | Fill | ZeroTangent
 
 
 def prepare_cotangent(
-    dy: object, shape: tuple[int, ...], dtype: np.dtype[np.generic], like: ArrayLike | None = None
+    dy: object,
+    shape: tuple[int, ...],
+    dtype: np.dtype[np.generic],
+    like: ArrayLike | None = None,
+    op: str = "",
+    which: str = "dy",
 ) -> Cotangent:
     """Validate a pullback's cotangent against the output's ``shape`` and normalize it.
 
     Accepts a dense array of ``shape`` (any numeric dtype: projected onto ``dtype``, then made
     C-contiguous with at most one copy), a ``Fill`` of ``shape``, a ``ZeroTangent``, or a
-    ``Thunk`` of any of those. Raises ``ValueError`` naming both shapes before any kernel runs.
+    ``Thunk`` of any of those. Raises ``ValueError`` naming both shapes before any kernel runs;
+    messages start with ``"{op} pullback:"`` and call the cotangent ``which`` (``"dy[1]"`` for
+    one output of several).
     """
     # The steady-state case (a dense C-contiguous cotangent of the right shape and dtype) is
     # answered first: it is on every pullback's hot path.
@@ -961,9 +968,11 @@ def prepare_cotangent(
     dy = unthunk(dy)
     if isinstance(dy, ZeroTangent):
         return dy
+    where = f"{op} pullback" if op else "pullback"
     if isinstance(dy, NoTangent):
-        raise TypeError("pullback: got NoTangent() as a cotangent; use ZeroTangent() for a zero")
-    return _normalize(dy, shape, dtype, like, "pullback: cotangent dy", "the output", "dy")
+        raise TypeError(f"{where}: got NoTangent() as the cotangent {which}; use ZeroTangent() for a zero")
+    owner = "the output" if which == "dy" else f"the output {which.replace('dy', 'y', 1)}"
+    return _normalize(dy, shape, dtype, like, f"{where}: the cotangent {which}", owner, which)
 
 
 def prepare_tangent(
@@ -1016,7 +1025,10 @@ def _normalize(
             f"{subject} has shape {shape_text(tuple(value.shape))} but {owner} has shape "
             f"{shape_text(shape)}"
         )
-    check_dtype(value.dtype, dtype_name)
+    try:
+        check_dtype(value.dtype, dtype_name)
+    except TypeError as error:
+        raise TypeError(f"{subject.rsplit(': ', 1)[0]}: {error}") from None
     xp = array_namespace(value)
     if value.dtype.kind == "c" and dtype.kind != "c":
         value = value.real

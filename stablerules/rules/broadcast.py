@@ -332,7 +332,7 @@ def _tangent_dtype(dtype: DType) -> DType | None:
     return np.dtype(dtype.name) if is_differentiable(dtype) else None
 
 
-def _check_broadcast_to(x_shape: tuple[int, ...], shape: tuple[int, ...]) -> _IndexMap:
+def _check_broadcast_to(x_shape: tuple[int, ...], shape: tuple[int, ...], itemsize: int) -> _IndexMap:
     if any(extent < 0 for extent in shape):
         raise ValueError(f"broadcast_to: shape {shape_text(shape)} has a negative extent")
     if len(shape) < len(x_shape):
@@ -348,7 +348,8 @@ def _check_broadcast_to(x_shape: tuple[int, ...], shape: tuple[int, ...]) -> _In
                 f"{shape_text(shape)}: axis {axis} of x has extent {extent} but the target has "
                 f"{shape[lead + axis]} (an extent must match or be 1)"
             )
-    checked_size(shape, 1, "broadcast_to")
+    # The result is a zero-strided view, as NumPy's: any size costs no memory.
+    checked_size(shape, itemsize, "broadcast_to", allocates=False)
     reduced = tuple(axis < lead or x_shape[axis - lead] == 1 for axis in range(len(shape)))
     pattern, extents = _groups(shape, reduced)
     if len(pattern) > _MAX_GROUPS:
@@ -580,7 +581,8 @@ class SumPlan(_IndexPlan):
 
             def sum_pullback_one(dy: ArrayLike) -> tuple[object, ...]:
                 dx: ArrayLike = xp.empty(x_shape, dtype=dtype)
-                dx[...] = dy.reshape(()) / scale if scale != 1 else dy.reshape(())
+                one: ArrayLike = dy.reshape(())
+                dx[...] = one / scale if scale != 1 else one  # type: ignore[operator]
                 return (dx,)
 
             return sum_pullback_one
@@ -656,7 +658,7 @@ class BroadcastTo(RuleOp):
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         x_shape, dtype, target, namespace = _input(arrays[0])
         shape = static_ints(statics[0], "shape")
-        return BroadcastPlan(_check_broadcast_to(x_shape, shape), shape, dtype, target, namespace)
+        return BroadcastPlan(_check_broadcast_to(x_shape, shape, dtype.itemsize), shape, dtype, target, namespace)
 
 
 class _Reduction(RuleOp):
