@@ -7,8 +7,12 @@ forward are timed (medians) in this one process: stablerules, the best NumPy for
 and, when installed, JAX's jitted vjp, PyTorch autograd (CPU) and HIPS autograd. A ratio is
 ``peer_time / stablerules_time`` (above 1: stablerules is faster), shown beside the issue's
 goal. A read-the-cotangent-once bandwidth bound is measured on the same cotangent. Then the
-compile-cache figures (``cache_report.py``). Results: a table on stdout, ``results.json`` and
-``results.png`` in ``--out`` (default ``bench/results/``).
+compile-cache figures (``cache_report.py``). With PyTorch installed, the ``stablerules.torch``
+rows (``engines_torch.py``); with ``--engines``, the ``stablerules.jax`` / ``.autograd`` rows
+(``engines.py``). Results: tables on stdout, ``results.json`` and ``results.png`` in ``--out``
+(default ``bench/results/``). Every verdict printed is a goal in the JSON and counted in the
+summary; the figure is drawn from the JSON (:func:`draw`), every goal in its own row, and
+``bench/readme_table.py`` makes the README's results section from the same JSON.
 
 A workload whose op fails (not implemented yet, or wrong) shows "error: ..." in its row; the
 run goes on and exits 0. Every result is checked against NumPy before it is timed.

@@ -180,7 +180,8 @@ def check_dtype(dtype: np.dtype[np.generic], name: str) -> None:
     """``TypeError`` naming the argument for dtypes no rule handles (object, str, structured,
     datetime, float16...)."""
     # Non-native byte order is accepted: ``contiguous`` converts it (the kernels compute in
-    # native order and return native dtypes).
+    # native order; a forward result gets NumPy's dtype back, byte order included, and
+    # tangents are native).
     if dtype not in _SUPPORTED_DTYPES and dtype.newbyteorder("=") not in _SUPPORTED_DTYPES:
         raise TypeError(
             f"argument {name!r} has dtype {dtype}, which stablerules does not support; "

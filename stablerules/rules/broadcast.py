@@ -628,7 +628,9 @@ _KeepdimsArgument = Val[bool] | bool
 
 class BroadcastTo(RuleOp):
     """``np.broadcast_to(x, shape)``: a read-only view of ``x`` with the given shape
-    (``Val(tuple)``, static; a plain tuple is accepted and counted as dynamic).
+    (``Val(tuple)``, static; a plain tuple is accepted and counted as dynamic). As NumPy's, the
+    view costs no memory whatever its size (zero strides along the broadcast axes); only a
+    shape NumPy cannot describe (2**63 bytes or more) is a ``ValueError``.
 
     Rules: ``back(dy)`` returns ``(dx,)`` (plus ``NoTangent()`` for a positional ``shape``),
     ``dx`` the sum of ``dy`` over the broadcast axes: one compiled pass over ``dy``
