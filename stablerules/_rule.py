@@ -105,6 +105,7 @@ subclass and kernel templates), its overloads in ``_dispatch.py``, and its tests
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -527,6 +528,13 @@ class RuleOp(Op):
     static_names: tuple[str, ...] = ()
     sequence: bool = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """An op's ``plan`` names the op in its errors, for every caller (the scaffold and the
+        adapters alike): a shared reader (``as_array``, ``static_int``) says only ``argument 'x'``."""
+        super().__init_subclass__(**kwargs)
+        if "plan" in cls.__dict__:
+            cls.plan = _naming_errors(cls.__dict__["plan"])  # type: ignore[method-assign]
+
     def __init__(self) -> None:
         op = self
 
@@ -569,24 +577,14 @@ class RuleOp(Op):
         if key is None:
             if not specs:
                 self._refuse_specs(arrays)
-            return self._checked_plan(arrays, statics)
+            return self.plan(arrays, statics)
         plan = _PLANS.get(key)
         if plan is None:
-            return _PLANS.remember(key, self._checked_plan(arrays, statics))
+            return _PLANS.remember(key, self.plan(arrays, statics))
         for name, value in zip(self.static_names, statics):
             if value is not None and type(value) is not Val:
                 CACHE.note_dynamic_argument(name, value)
         return plan
-
-    def _checked_plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        """``plan``, its errors named after this op (a shared reader says only ``argument 'x'``)."""
-        try:
-            return self.plan(arrays, statics)
-        except (TypeError, ValueError) as error:
-            message = str(error)
-            if message.startswith((f"{self.name}:", f"{self.name} ")) or type(error) not in (TypeError, ValueError):
-                raise
-            raise type(error)(f"{self.name}: {message}") from None
 
     def _refuse_specs(self, arrays: tuple[object, ...]) -> None:
         for name, value in zip(self._input_names(len(arrays)), arrays):
@@ -844,6 +842,20 @@ class RuleOp(Op):
         if self.sequence or len(names) < count:
             return [f"arrays[{index}]" for index in range(count)]
         return [repr(name) for name in names[:count]]
+
+
+def _naming_errors(plan: Callable[..., Plan]) -> Callable[..., Plan]:
+    @functools.wraps(plan)
+    def plan_naming_errors(self: RuleOp, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        try:
+            return plan(self, arrays, statics)
+        except (TypeError, ValueError) as error:
+            message = str(error)
+            if type(error) not in (TypeError, ValueError) or message.startswith((f"{self.name}:", f"{self.name} ")):
+                raise
+            raise type(error)(f"{self.name}: {message}") from None
+
+    return plan_naming_errors
 
 
 def _prepare_tangent(
