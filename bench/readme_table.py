@@ -44,7 +44,7 @@ def _ratio(value: float) -> str:
 
 
 def _verdict(passed: object) -> str:
-    return {True: "pass", False: "**MISS**"}.get(passed, "not measured")  # type: ignore[call-overload,no-any-return]
+    return "pass" if passed is True else "**MISS**" if passed is False else "not measured"
 
 
 def _mapping(value: object) -> dict[str, object]:

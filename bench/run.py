@@ -705,8 +705,9 @@ class _Row:
     header: bool = False
 
 
-def _verdict_color(passed: object) -> str:
-    return {True: PASS_COLOR, False: MISS_COLOR}.get(passed, "dimgray")  # type: ignore[call-overload,no-any-return]
+def _verdict_color(passed: object, none: str = "dimgray") -> str:
+    """Green for a goal met, red for one missed, ``none`` for no verdict."""
+    return PASS_COLOR if passed is True else MISS_COLOR if passed is False else none
 
 
 def _goal_words(goal: dict[str, object]) -> str:
@@ -845,7 +846,7 @@ def _cache_rows(document: dict[str, object], goals: list[dict[str, object]], dra
         row = _Row(str(figure["label"]))
         if isinstance(seconds, float):
             row.value, row.text = seconds, format_seconds(seconds)
-            row.color = {True: PASS_COLOR, False: MISS_COLOR}.get(figure.get("passed"), NO_GOAL_COLOR)  # type: ignore[call-overload]
+            row.color = _verdict_color(figure.get("passed"), NO_GOAL_COLOR)
         else:
             row.text, row.text_color = str(figure.get("detail") or figure.get("status")), MISS_COLOR
         if goal is not None:
