@@ -747,3 +747,22 @@ def test_pad_and_split_stay_on_the_device(namespace: str, on_cpu: Callable[[Call
     dys = [integers(part.shape, "float64") for part in parts_cpu]
     cotangents = (device(dys[0], namespace), ZeroTangent(), device(dys[2], namespace))
     assert_same(split_back(cotangents)[0], split_back_cpu((dys[0], ZeroTangent(), dys[2]))[0], namespace, "split pullback")
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+@pytest.mark.parametrize(
+    ("shape", "axis", "keepdims"),
+    [((3, 1), None, True), ((1, 4), Val(0), False), ((2, 1, 3), Val((0, 2)), True), ((1, 1), Val(0), False)],
+)
+def test_sum_mean_one_element_dy_gives_a_dense_dx_on_the_device(
+    namespace: str, shape: tuple[int, ...], axis: Val[Any] | None, keepdims: bool, on_cpu: Callable[[Callable[[], Any]], Any]
+) -> None:
+    """The density rule on CUDA: only a full reduction's 0-d cotangent gives a Fill."""
+    x_host = integers(shape, "float64")
+    for op in (sr.sum, sr.mean):
+        y, back = sr.rrule(op, device(x_host, namespace), axis=axis, keepdims=Val(keepdims))
+        y_cpu, back_cpu = on_cpu(lambda: sr.rrule(op, x_host, axis=axis, keepdims=Val(keepdims)))
+        dy = integers(y_cpu.shape, "float64")
+        (got,), (want,) = back(device(dy, namespace)), back_cpu(dy)
+        assert isinstance(want, np.ndarray)
+        assert_same(got, want, namespace, f"{op} pullback of x{shape}")
