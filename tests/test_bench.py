@@ -208,7 +208,15 @@ def test_figure_shows_only_what_ran_with_values_and_one_meaning_per_colour() -> 
             "6x  \u00b7  goal \u2265 8x: MISS",
             "0.9x  \u00b7  goal \u2265 0.77x, ours \u2264 1.3x their time: pass",
         ]
-        cache_colours = [to_hex(patch.get_facecolor()) for patch in figure.axes[4].patches if isinstance(patch, Rectangle)]
+        # the per-call panel: each op's rrule as a fraction of its goal, verdict beside it
+        percall_ticks = [label.get_text() for label in figure.axes[4].get_yticklabels()]
+        assert percall_ticks == [
+            "kron: rrule 9.00 us, forward alone 5.00 us",
+            "flip: rrule 5.00 us, forward alone 1.00 us",
+        ]
+        percall_notes = [text.get_text() for text in figure.axes[5].texts]
+        assert percall_notes == ["0.75  \u00b7  goal \u2264 1: pass", "1.25  \u00b7  goal \u2264 1: MISS"]
+        cache_colours = [to_hex(patch.get_facecolor()) for patch in figure.axes[6].patches if isinstance(patch, Rectangle)]
         assert cache_colours == [to_hex(run.PASS_COLOR), to_hex(run.NO_GOAL_COLOR)]
         _assert_readable(figure)
         _assert_every_goal_drawn(figure, document)
@@ -248,7 +256,12 @@ def _synthetic_document(run: ModuleType) -> dict[str, object]:
         "W3", "repeat(x(200, 3, 4), ...), y.backward(dy)", "eager", "2", 1e-3, 6e-3, 6.0, 8.0
     )
     engine_row = importlib.import_module("engines").EngineRow("jax", "trivial op per call", 1e-5, 9e-6, 0.9, 1.3, True, False)
-    goals = run.collect_goals(results, cache, [torch_row], [engine_row])
+    percall = sys.modules.setdefault("percall", importlib.import_module("percall"))
+    percall_rows = [
+        percall.PerCallRow("kron", 5e-6, 9e-6, 12e-6, 11e-6, 20e-6, 12e-6, True),
+        percall.PerCallRow("flip", 1e-6, 5e-6, 6e-6, 6e-6, 3e-6, 4e-6, False),
+    ]
+    goals = run.collect_goals(results, cache, [torch_row], [engine_row]) + percall.goals(percall_rows)
     labels = {"numpy": "numpy reference", "jax": "jax jit(vjp)", "torch": "torch autograd", "autograd": "HIPS autograd"}
     return {
         "meta": {"labels": labels},
@@ -257,6 +270,7 @@ def _synthetic_document(run: ModuleType) -> dict[str, object]:
         "cache": cache.as_json(),
         "torch": [asdict(torch_row) | {"threads": int(torch_row.threads), "passed": torch_row.passed}],
         "engines": [asdict(engine_row)],
+        "percall": [asdict(row) for row in percall_rows],
         "goals": goals,
         "summary": run.summarize(goals, results),
     }
