@@ -96,7 +96,7 @@ from .._cache import CACHE, Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._registry import KernelRequest
-from .._rule import NO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp, cpu_launch, cuda_launch
+from .._rule import NO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp, cpu_launch, cuda_launch, empty_launch
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._typing import deprecated
 from .._val import Val
@@ -260,7 +260,7 @@ class StaticIndex:
             return f"{start}:{stop}" + ("" if entry.step is None else f":{entry.step}")
 
         inner = ", ".join(text(entry) for entry in self.entries)
-        return f"ix[{inner}{',' if len(self.entries) == 1 and not isinstance(self.entries[0], slice) else ''}]"
+        return f"ix[{inner or '()'}]"
 
 
 def _decode(code: tuple[int, ...]) -> tuple[Entry, ...]:
@@ -698,9 +698,10 @@ def _check_indices_dtype(op: str, dtype: DType, numpy_error: type[Exception]) ->
     )
 
 
-def _wrapped_indices(op: str, indices: ArrayLike, n: int, axis: int | None) -> ArrayLike:
+def _wrapped_indices(op: str, indices: ArrayLike, n: int, axis: int | None, copy: bool = True) -> ArrayLike:
     """``indices`` as a C-contiguous ``intp`` array with negative entries wrapped, after the
-    range check (``IndexError`` naming the index, the axis and its length)."""
+    range check (``IndexError`` naming the index, the axis and its length). With ``copy`` it
+    never is the caller's array: a pullback keeps it, and its kernels trust its range."""
     xp = _namespace_of(indices)
     if indices.size == 0:
         return xp.zeros(indices.shape, dtype=_INTP)
@@ -710,10 +711,10 @@ def _wrapped_indices(op: str, indices: ArrayLike, n: int, axis: int | None) -> A
     if int(high) >= n or int(low) < -n:
         bad = int(high) if int(high) >= n else int(low)
         raise IndexError(f"{op}: index {bad} is out of bounds for {_axis_text(axis, n)}")
-    wrapped: ArrayLike = xp.ascontiguousarray(indices, dtype=_INTP)
     if int(low) < 0:
-        wrapped = wrapped + (wrapped < 0) * n
-    return wrapped
+        wrapped: ArrayLike = xp.ascontiguousarray(indices, dtype=_INTP)
+        return wrapped + (wrapped < 0) * n
+    return xp.array(indices, dtype=_INTP, order="C", copy=True) if copy else xp.ascontiguousarray(indices, dtype=_INTP)
 
 
 def _check_promises(op: str, w: ArrayLike, n: int, unique: bool, sorted_: bool) -> None:
@@ -1246,9 +1247,12 @@ class TakePlan(Plan):
     # --- data -----------------------------------------------------------------------------
 
     def save(self, arrays: tuple[object, ...]) -> object:
+        return self._indices(arrays, copy=True)
+
+    def _indices(self, arrays: tuple[object, ...], copy: bool) -> ArrayLike:
         facts = input_facts(arrays[1], "indices", "take")
         indices = facts.need_array("take")
-        w = _wrapped_indices("take", indices, self.n, self.axis).reshape(-1)
+        w = _wrapped_indices("take", indices, self.n, self.axis, copy).reshape(-1)
         _check_promises("take", w, self.n, self.unique, self.sorted)
         return w
 
@@ -1268,13 +1272,16 @@ class TakePlan(Plan):
         return y
 
     def forward(self, arrays: tuple[object, ...]) -> object:
-        return self.forward_and_save(arrays)[0]
+        return self._forward(arrays, copy=False)[0]
 
     def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
+        return self._forward(arrays, copy=True)
+
+    def _forward(self, arrays: tuple[object, ...], copy: bool) -> tuple[ArrayLike, ArrayLike]:
         x = arrays[0]
         if type(x) is not type(self.like):
             x = input_facts(x, "x", "take").need_array("take")
-        w: ArrayLike = self.save(arrays)  # type: ignore[assignment]
+        w = self._indices(arrays, copy)
         return self._gather(x, w, self.y_dtype), w
 
     def pullback(self, saved: object) -> DensePullback:
@@ -1325,10 +1332,9 @@ class TakePlan(Plan):
     def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
         tangent = tangents[0]
         if isinstance(tangent, DenseCotangent):
-            w = self.save(arrays)
-            return self._gather(tangent.array, w, self.out_dtype)  # type: ignore[arg-type]
+            return self._gather(tangent.array, self._indices(arrays, copy=False), self.out_dtype)
         if isinstance(tangent, Fill):
-            self.save(arrays)  # the indices are checked whatever the tangent
+            self._indices(arrays, copy=False)  # the indices are checked whatever the tangent
             return Fill(tangent.value, self.out_shape, self.out_dtype)
         return tangent
 
@@ -1490,12 +1496,16 @@ class TakeAlongAxisPlan(Plan):
         return [self.gather_request] + ([self.scatter_request] if self.differentiable else [])
 
     def save(self, arrays: tuple[object, ...]) -> object:
+        return self._indices(arrays, copy=True)
+
+    def _indices(self, arrays: tuple[object, ...], copy: bool) -> ArrayLike:
         indices = input_facts(arrays[1], "indices", "take_along_axis").need_array("take_along_axis")
-        w = _wrapped_indices("take_along_axis", indices, self.n, self.axis)
+        w = _wrapped_indices("take_along_axis", indices, self.n, self.axis, copy)
         namespace = _namespace_of(w)
         if w.shape != self.out_shape:
-            w = namespace.broadcast_to(w, self.out_shape)
-        return namespace.ascontiguousarray(w).reshape(-1)
+            w = namespace.ascontiguousarray(namespace.broadcast_to(w, self.out_shape))
+        flat: ArrayLike = w.reshape(-1)
+        return flat
 
     def _gather(self, source: ArrayLike, w: ArrayLike, dtype: DType) -> ArrayLike:
         y: ArrayLike = self.namespace.empty(self.out_shape, dtype=dtype)
@@ -1516,14 +1526,17 @@ class TakeAlongAxisPlan(Plan):
         return y
 
     def forward(self, arrays: tuple[object, ...]) -> object:
-        return self.forward_and_save(arrays)[0]
+        return self._forward(arrays, copy=False)[0]
 
     def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
+        return self._forward(arrays, copy=True)
+
+    def _forward(self, arrays: tuple[object, ...], copy: bool) -> tuple[ArrayLike, ArrayLike]:
         x = arrays[0]
         if type(x) is not type(self.like):
             x = input_facts(x, "x", "take_along_axis").need_array("take_along_axis")
-        w = self.save(arrays)
-        return self._gather(x, w, self.y_dtype), w  # type: ignore[arg-type]
+        w = self._indices(arrays, copy)
+        return self._gather(x, w, self.y_dtype), w
 
     def pullback(self, saved: object) -> DensePullback:
         w: ArrayLike = saved  # type: ignore[assignment]
@@ -1552,9 +1565,9 @@ class TakeAlongAxisPlan(Plan):
 
     def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
         tangent = tangents[0]
-        w = self.save(arrays)
+        w = self._indices(arrays, copy=False)
         if isinstance(tangent, DenseCotangent):
-            return self._gather(tangent.array, w, self.out_dtype)  # type: ignore[arg-type]
+            return self._gather(tangent.array, w, self.out_dtype)
         if isinstance(tangent, Fill):
             return Fill(tangent.value, self.out_shape, self.out_dtype)
         return tangent
@@ -1678,8 +1691,12 @@ class IndexAddPlan(Plan):
         return requests
 
     def save(self, arrays: tuple[object, ...]) -> object:
+        return self._indices(arrays, copy=True)
+
+    def _indices(self, arrays: tuple[object, ...], copy: bool) -> ArrayLike:
         indices = input_facts(arrays[1], "indices", "index_add").need_array("index_add")
-        return _wrapped_indices("index_add", indices, self.n, self.axis).reshape(-1)
+        flat: ArrayLike = _wrapped_indices("index_add", indices, self.n, self.axis, copy).reshape(-1)
+        return flat
 
     def _accumulate(self, base: ArrayLike, values: ArrayLike, w: ArrayLike) -> ArrayLike:
         namespace, dtype = self.namespace, self.y_dtype
@@ -1703,14 +1720,17 @@ class IndexAddPlan(Plan):
         return y
 
     def forward(self, arrays: tuple[object, ...]) -> object:
-        return self.forward_and_save(arrays)[0]
+        return self._forward(arrays, copy=False)[0]
 
     def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
+        return self._forward(arrays, copy=True)
+
+    def _forward(self, arrays: tuple[object, ...], copy: bool) -> tuple[ArrayLike, ArrayLike]:
         x, _, values = arrays
         x_array = input_facts(x, "x", "index_add").need_array("index_add")
         values_array = input_facts(values, "values", "index_add").need_array("index_add")
-        w = self.save(arrays)
-        return self._accumulate(x_array, values_array, w), w  # type: ignore[arg-type]
+        w = self._indices(arrays, copy)
+        return self._accumulate(x_array, values_array, w), w
 
     def _take(self, dy: ArrayLike, w: ArrayLike) -> ArrayLike:
         """``take(dy, w, axis)`` as ``values``' tangent: summed over broadcast axes, cast."""
@@ -1725,7 +1745,7 @@ class IndexAddPlan(Plan):
             else:
                 cpu_launch(kernel, src, w, out, self.n, self.m, inner, extent=self.outer * self.m, work=out.size)
         if self.reduce_axes:
-            taken = taken.sum(axis=self.reduce_axes).reshape(self.values_shape)
+            taken = namespace.asarray(taken.sum(axis=self.reduce_axes)).reshape(self.values_shape)
         if self.values_dtype != self.out_dtype:
             taken = taken.real.astype(self.values_dtype) if self.values_dtype.kind == "f" else taken.astype(self.values_dtype)
         return taken
@@ -1757,15 +1777,16 @@ class IndexAddPlan(Plan):
 
     def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
         x_tangent, _, v_tangent = tangents
-        w = self.save(arrays)
+        w = self._indices(arrays, copy=False)
         namespace, dtype = self.namespace, self.out_dtype
-        if isinstance(v_tangent, ZeroTangent):
-            return x_tangent
+        if isinstance(v_tangent, ZeroTangent):  # nothing is added: the tangent of x passes through
+            empty_launch()
+            return x_tangent.array if isinstance(x_tangent, DenseCotangent) else x_tangent
         base = x_tangent.array if isinstance(x_tangent, DenseCotangent) else namespace.asarray(
             namespace.zeros(self.out_shape, dtype=dtype) if isinstance(x_tangent, ZeroTangent) else np.asarray(x_tangent)
         )
         values = v_tangent.array if isinstance(v_tangent, DenseCotangent) else namespace.asarray(np.asarray(v_tangent))
-        return self._accumulate(base, values, w)  # type: ignore[arg-type]
+        return self._accumulate(base, values, w)
 
 
 class IndexAdd(RuleOp):
