@@ -139,7 +139,7 @@ def _namespace_of(array: object) -> pytypes.ModuleType:
 
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(array, cupy.ndarray):
-        return cupy  # type: ignore[no-any-return]
+        return cupy
     return np
 
 
@@ -168,7 +168,7 @@ _INT, _SLICE, _NEWAXIS, _ELLIPSIS = 0, 1, 2, 3
 
 def _check_entry(entry: object, position: int) -> Entry:
     if entry is None or entry is Ellipsis:
-        return entry  # type: ignore[return-value]
+        return entry
     if isinstance(entry, (bool, np.bool_)):
         raise TypeError(
             f"index: entry {position} is a bool ({entry!r}); a static index takes ints, slices, "
@@ -589,7 +589,7 @@ class GetindexPlan(Plan):
         (x,) = arrays
         if type(x) is not type(self.like):
             x = input_facts(x, "x", "getindex").need_array("getindex")
-        return x[self.view_index]  # type: ignore[index]
+        return x[self.view_index]
 
     def pullback(self, saved: object) -> DensePullback | KernelPullback:
         in_shape, dtype = self.in_shape, self.out_dtype
@@ -597,7 +597,7 @@ class GetindexPlan(Plan):
             flip_index = self.flip_index
 
             def covering_pullback(dy: ArrayLike) -> tuple[object, ...]:
-                return (dy.reshape(in_shape)[flip_index],)
+                return (dy.reshape(in_shape)[flip_index],)  # type: ignore[index]
 
             return covering_pullback
         if self.request is None:  # nothing selected, or nothing to write
@@ -627,7 +627,7 @@ class GetindexPlan(Plan):
     def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
         (tangent,) = tangents
         if isinstance(tangent, DenseCotangent):
-            return tangent.array[self.view_index]  # type: ignore[index]
+            return tangent.array[self.view_index]
         if isinstance(tangent, Fill):
             return Fill(tangent.value, self.out_shape, self.out_dtype)
         return tangent
@@ -639,13 +639,13 @@ class Getindex(RuleOp):
     input_names = ("x",)
 
     @overload
-    def __call__(self, x: np.ndarray[_ShapeT, np.dtype[_DT]], index: StaticIndex) -> np.ndarray[tuple[Any, ...], np.dtype[_DT]]: ...
+    def __call__(self, x: npt.NDArray[_DT], index: StaticIndex) -> npt.NDArray[_DT]: ...
 
     @overload
-    @deprecated("static arguments are static: write sr.ix[1:3], not a plain tuple (a dynamic argument)")
-    def __call__(self, x: np.ndarray[_ShapeT, np.dtype[_DT]], index: tuple[object, ...] | slice | int) -> np.ndarray[tuple[Any, ...], np.dtype[_DT]]: ...
+    @deprecated("static indices are sr.ix[...]: write sr.ix[1:3], not a plain tuple (a dynamic argument)")
+    def __call__(self, x: npt.NDArray[_DT], index: tuple[object, ...] | slice | int) -> npt.NDArray[_DT]: ...
 
-    def __call__(self, x: np.ndarray[_ShapeT, np.dtype[_DT]], index: object) -> np.ndarray[tuple[Any, ...], np.dtype[_DT]]:
+    def __call__(self, x: npt.NDArray[_DT], index: object) -> npt.NDArray[_DT]:
         """``x[index]`` for a static basic index ``index = sr.ix[...]`` (ints, slices with any
         step, ``None``, ``...``): NumPy's view (a 0-d view where NumPy gives a scalar).
 
@@ -704,7 +704,8 @@ def _wrapped_indices(op: str, indices: ArrayLike, n: int, axis: int | None, copy
     never is the caller's array: a pullback keeps it, and its kernels trust its range."""
     xp = _namespace_of(indices)
     if indices.size == 0:
-        return xp.zeros(indices.shape, dtype=_INTP)
+        empty: ArrayLike = xp.zeros(indices.shape, dtype=_INTP)
+        return empty
     if n == 0:
         raise IndexError(f"{op}: cannot take from an empty axis ({_axis_text(axis, n)}): every index is out of bounds")
     low, high = indices.min(), indices.max()
@@ -712,9 +713,13 @@ def _wrapped_indices(op: str, indices: ArrayLike, n: int, axis: int | None, copy
         bad = int(high) if int(high) >= n else int(low)
         raise IndexError(f"{op}: index {bad} is out of bounds for {_axis_text(axis, n)}")
     if int(low) < 0:
-        wrapped: ArrayLike = xp.ascontiguousarray(indices, dtype=_INTP)
-        return wrapped + (wrapped < 0) * n
-    return xp.array(indices, dtype=_INTP, order="C", copy=True) if copy else xp.ascontiguousarray(indices, dtype=_INTP)
+        wrapped: npt.NDArray[np.intp] = xp.ascontiguousarray(indices, dtype=_INTP)
+        shifted: ArrayLike = wrapped + (wrapped < 0) * n
+        return shifted
+    result: ArrayLike = (
+        xp.array(indices, dtype=_INTP, order="C", copy=True) if copy else xp.ascontiguousarray(indices, dtype=_INTP)
+    )
+    return result
 
 
 def _check_promises(op: str, w: ArrayLike, n: int, unique: bool, sorted_: bool) -> None:
@@ -722,7 +727,7 @@ def _check_promises(op: str, w: ArrayLike, n: int, unique: bool, sorted_: bool) 
     where it breaks (the indices already wrapped)."""
     if not (unique or sorted_) or w.size < 2:
         return
-    flat = w.reshape(-1)
+    flat: npt.NDArray[np.intp] = w.reshape(-1)  # type: ignore[assignment]
     xp = _namespace_of(flat)
     if sorted_:
         bad = flat[1:] <= flat[:-1] if unique else flat[1:] < flat[:-1]
@@ -1221,6 +1226,7 @@ class TakePlan(Plan):
         dtype = facts.native.name
         self.bucketing = _Bucketing("take", n, m, unique, sorted_, facts.target)
         self.atomic = facts.target == "cuda" and not deterministic
+        options: tuple[object, ...]
         if facts.target == "cuda":
             kind, options = ("atomic", ()) if self.atomic else ("accumulate", (False,))
         else:
@@ -1582,7 +1588,7 @@ class TakeAlongAxis(RuleOp):
     def __call__(self, x: np.ndarray[_ShapeT, np.dtype[_DT]], indices: npt.NDArray[np.integer], axis: Val[int]) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
 
     @overload
-    def __call__(self, x: npt.NDArray[_DT], indices: npt.NDArray[np.integer], axis: None) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    def __call__(self, x: npt.NDArray[_DT], indices: npt.NDArray[np.integer], axis: Val[int] | None) -> npt.NDArray[_DT]: ...
 
     @overload
     @deprecated("static arguments are Val: write Val(0), not 0 (a plain int is a dynamic argument)")
@@ -1772,7 +1778,7 @@ class IndexAddPlan(Plan):
             value = np.asarray(fill.value, dtype=self.out_dtype) * factor
             if self.values_dtype.kind == "f":
                 value = value.real
-            dvalues = Fill(value.astype(self.values_dtype)[()], self.values_shape, self.values_dtype)
+            dvalues = Fill(value.astype(self.values_dtype).item(), self.values_shape, self.values_dtype)
         return (fill, NO_TANGENT, dvalues)
 
     def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
