@@ -1712,6 +1712,8 @@ class IndexAddPlan(Plan):
         src = namespace.ascontiguousarray(namespace.broadcast_to(values.astype(dtype, copy=False), self.target_shape)).reshape(-1)
         if not src.size:
             src = namespace.zeros(1, dtype=dtype)
+        elif namespace is np and not src.flags.writeable:  # a broadcast view: Numba's CUDA copies arguments back
+            src = src.copy()
         base_flat = _flat(base, dtype)
         kernel = self.accumulate_request.get()
         buckets = self.bucketing.prepare(w, namespace)
