@@ -453,8 +453,19 @@ def _render_getindex_pullback(signature: ShapeSignature, pattern: tuple[str, ...
                 _emit_zero(writer, f"{x_base} + f{last} + c{last}", f"{e} - f{last} - c{last}")
             with writer.block("else:"):
                 _emit_zero(writer, x_base, e)
-                with writer.block(f"for j in range(c{last}):"):
-                    writer.line(f"dst[{x_base} + f{last} + j * s{last}] = src[{y_base} + yb{last} + j * ys{last}]")
+                # Unsigned indices (no negative-index wraparound code in the loop): a reversed
+                # axis walks dy down from its offset for j = 0.
+                writer.line(f"into = np.uintp({x_base} + f{last})")
+                writer.line(f"fro = np.uintp({y_base} + yb{last})")
+                writer.line(f"step = np.uintp(s{last})")
+                with writer.block(f"if ys{last} > 0:"):
+                    writer.line(f"ystep = np.uintp(ys{last})")
+                    with writer.block(f"for j in range(np.uintp(c{last})):"):
+                        writer.line("dst[into + j * step] = src[fro + j * ystep]")
+                with writer.block("else:"):
+                    writer.line(f"ystep = np.uintp(-ys{last})")
+                    with writer.block(f"for j in range(np.uintp(c{last})):"):
+                        writer.line("dst[into + j * step] = src[fro - j * ystep]")
 
     def emit(level: int, x_base: str, y_base: str) -> None:
         if level == last:
