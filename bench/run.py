@@ -733,6 +733,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="skip JAX, PyTorch and HIPS autograd")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes and few repeats (for the test)")
     parser.add_argument("--engines", action="store_true", help="add the stablerules.jax / stablerules.autograd rows (bench/engines.py)")
+    parser.add_argument("--indexing", action="store_true", help="add W10-W12, the indexing pullbacks (bench/indexing.py)")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results", help="output folder (default bench/results)")
     args = parser.parse_args(argv)
 
@@ -811,6 +812,11 @@ def main(argv: list[str] | None = None) -> int:
 
         print("\nEngine adapters, ours vs the engine's own composition (medians of 3 rounds):\n")
         print(engine_report(budget))
+    if args.indexing:
+        from indexing import run as indexing_run
+
+        print("\nIndexing pullbacks W10-W12 (bench/indexing.py), medians of 3 same-run ratios:\n")
+        print(indexing_run(args.quick or args.tiny, 3, not args.no_peers))
     try:
         plot(args.out / "results.png", results, cache, title, labels)
     except ImportError as error:
