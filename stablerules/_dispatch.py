@@ -85,7 +85,7 @@ _PlainCounts: TypeAlias = int | tuple[int, ...]
 _AnyCounts: TypeAlias = _Counts | _PlainCounts
 _AxisOrAxes: TypeAlias = Val[int] | Val[tuple[int, ...]]
 # The temporary indexing block's aliases (see there).
-_Index: TypeAlias = "StaticIndex | tuple[object, ...] | slice | int"
+_Index: TypeAlias = "StaticIndex[object] | tuple[object, ...] | slice[int | None, int | None, int | None] | int"
 _Indices: TypeAlias = NDArray[np.integer] | Sequence[int]
 _IndexFlag: TypeAlias = Val[bool] | bool
 _Permutation: TypeAlias = Val[tuple[int, ...]]

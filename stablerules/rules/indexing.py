@@ -74,7 +74,7 @@ import math
 import operator
 import types as pytypes
 from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeAlias, TypeVar, final, overload
+from typing import Any, Final, Generic, TypeAlias, TypeVar, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -106,7 +106,8 @@ _ShapeT = TypeVar("_ShapeT", bound=tuple[int, ...])
 
 Shape: TypeAlias = tuple[int, ...]
 DType: TypeAlias = np.dtype[np.generic]
-Entry: TypeAlias = "int | slice | None | pytypes.EllipsisType"
+_Slice: TypeAlias = "slice[int | None, int | None, int | None]"
+Entry: TypeAlias = "int | _Slice | None | pytypes.EllipsisType"
 
 _UNITS: dict[int, DType] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 _INTP: DType = np.dtype(np.intp)
@@ -197,11 +198,24 @@ def _check_entry(entry: object, position: int) -> Entry:
     )
 
 
+class Slices:
+    """To the type checker: a ``StaticIndex`` whose entries are all slices (it keeps the rank)."""
+
+
+class Basic:
+    """To the type checker: a ``StaticIndex`` of any basic entries (ints, slices, ``None``, ``...``)."""
+
+
+_Kind = TypeVar("_Kind", covariant=True)
+
+
 @final
-class StaticIndex:
+class StaticIndex(Generic[_Kind]):
     """A static basic index, written ``sr.ix[...]``: ints (negative allowed), slices with any
     step, ``None`` and ``...``. Frozen and hashable; part of a plan's key as a ``Val`` is.
-    ``entries`` holds the index as a tuple (slices with Python-int bounds)."""
+    ``entries`` holds the index as a tuple (slices with Python-int bounds). Its type parameter
+    is for the type checker only: ``Slices`` when every entry is a slice (the result keeps
+    ``x``'s rank), else ``Basic``."""
 
     __slots__ = ("entries", "key")
 
@@ -243,7 +257,7 @@ class StaticIndex:
     def __hash__(self) -> int:
         return hash((StaticIndex, self.key))
 
-    def __reduce__(self) -> tuple[type[StaticIndex], tuple[tuple[Entry, ...]]]:
+    def __reduce__(self) -> tuple[type[StaticIndex[object]], tuple[tuple[Entry, ...]]]:
         return (StaticIndex, (self.entries,))
 
     def __repr__(self) -> str:
@@ -291,7 +305,13 @@ class _IndexMaker:
 
     __slots__ = ()
 
-    def __getitem__(self, entries: object) -> StaticIndex:
+    @overload
+    def __getitem__(self, entries: _Slice | tuple[_Slice, ...]) -> StaticIndex[Slices]: ...  # type: ignore[overload-overlap]
+
+    @overload
+    def __getitem__(self, entries: object) -> StaticIndex[Basic]: ...
+
+    def __getitem__(self, entries: object) -> StaticIndex[Any]:
         return StaticIndex(entries)
 
     def __repr__(self) -> str:
@@ -307,7 +327,7 @@ def _static_index(value: object) -> Val[tuple[int, ...]]:
     if type(value) is StaticIndex:
         return value.key
     if isinstance(value, (tuple, slice, int, np.integer)) or value is None or value is Ellipsis:
-        index = StaticIndex(value)
+        index: StaticIndex[Basic] = StaticIndex(value)
         CACHE.note_dynamic_argument("index", value)
         return index.key
     raise TypeError(
@@ -650,11 +670,14 @@ class Getindex(RuleOp):
     input_names = ("x",)
 
     @overload
-    def __call__(self, x: npt.NDArray[_DT], index: StaticIndex) -> npt.NDArray[_DT]: ...
+    def __call__(self, x: np.ndarray[_ShapeT, np.dtype[_DT]], index: StaticIndex[Slices]) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
+
+    @overload
+    def __call__(self, x: npt.NDArray[_DT], index: StaticIndex[Basic]) -> npt.NDArray[_DT]: ...
 
     @overload
     @deprecated("static indices are sr.ix[...]: write sr.ix[1:3], not a plain tuple (a dynamic argument)")
-    def __call__(self, x: npt.NDArray[_DT], index: tuple[object, ...] | slice | int) -> npt.NDArray[_DT]: ...
+    def __call__(self, x: npt.NDArray[_DT], index: tuple[object, ...] | _Slice | int) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], index: object) -> npt.NDArray[_DT]:
         """``x[index]`` for a static basic index ``index = sr.ix[...]`` (ints, slices with any
@@ -1815,13 +1838,13 @@ class IndexAdd(RuleOp):
 
     @overload
     def __call__(
-        self, x: np.ndarray[_ShapeT, np.dtype[_DT]], indices: npt.NDArray[np.integer] | Sequence[int], values: npt.ArrayLike, axis: Val[int] = ...
+        self, x: np.ndarray[_ShapeT, np.dtype[_DT]], indices: npt.NDArray[np.integer] | Sequence[int], values: npt.NDArray[np.generic] | complex, axis: Val[int] = ...
     ) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
 
     @overload
     @deprecated("static arguments are Val: write Val(0), not 0 (a plain int is a dynamic argument)")
     def __call__(
-        self, x: np.ndarray[_ShapeT, np.dtype[_DT]], indices: npt.NDArray[np.integer] | Sequence[int], values: npt.ArrayLike, axis: int = ...
+        self, x: np.ndarray[_ShapeT, np.dtype[_DT]], indices: npt.NDArray[np.integer] | Sequence[int], values: npt.NDArray[np.generic] | complex, axis: int = ...
     ) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
 
     def __call__(self, x: npt.NDArray[_DT], indices: object, values: object, axis: object = Val(0)) -> Any:

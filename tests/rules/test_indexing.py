@@ -37,7 +37,7 @@ def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> A
     return references.random_array(RNG, shape, dtype)
 
 
-def numpy_index(index: sr.StaticIndex) -> tuple[Any, ...]:
+def numpy_index(index: sr.StaticIndex[Any]) -> tuple[Any, ...]:
     return index.entries
 
 
@@ -79,7 +79,7 @@ def test_ix_refuses_what_numpy_refuses(entry: object, error: type[Exception], ma
 # getindex
 # ======================================================================================
 
-GETINDEX_CASES: list[tuple[tuple[int, ...], sr.StaticIndex]] = [
+GETINDEX_CASES: list[tuple[tuple[int, ...], sr.StaticIndex[Any]]] = [
     ((7,), sr.ix[2:5]),
     ((7,), sr.ix[::2]),
     ((7,), sr.ix[::-3]),
@@ -110,7 +110,7 @@ GETINDEX_CASES: list[tuple[tuple[int, ...], sr.StaticIndex]] = [
 
 @pytest.mark.parametrize(("shape", "index"), GETINDEX_CASES, ids=[f"{s}-{i}" for s, i in GETINDEX_CASES])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.int16, np.bool_])
-def test_getindex_forward_is_numpys_view(shape: tuple[int, ...], index: sr.StaticIndex, dtype: npt.DTypeLike) -> None:
+def test_getindex_forward_is_numpys_view(shape: tuple[int, ...], index: sr.StaticIndex[Any], dtype: npt.DTypeLike) -> None:
     x = random_array(shape, dtype)
     y = sr.getindex(x, index)
     expected = np.asarray(x[numpy_index(index)])
@@ -122,7 +122,7 @@ def test_getindex_forward_is_numpys_view(shape: tuple[int, ...], index: sr.Stati
 
 @pytest.mark.parametrize(("shape", "index"), GETINDEX_CASES, ids=[f"{s}-{i}" for s, i in GETINDEX_CASES])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])
-def test_getindex_pullback_is_numpys_assignment_into_zeros(shape: tuple[int, ...], index: sr.StaticIndex, dtype: npt.DTypeLike) -> None:
+def test_getindex_pullback_is_numpys_assignment_into_zeros(shape: tuple[int, ...], index: sr.StaticIndex[Any], dtype: npt.DTypeLike) -> None:
     x = random_array(shape, dtype)
     y, back = rrule(sr.getindex, x, index)
     dy = random_array(y.shape, dtype)
@@ -136,7 +136,7 @@ def test_getindex_pullback_is_numpys_assignment_into_zeros(shape: tuple[int, ...
 
 
 @pytest.mark.parametrize(("shape", "index"), GETINDEX_CASES[:22], ids=[f"{s}-{i}" for s, i in GETINDEX_CASES[:22]])
-def test_getindex_rules_against_finite_differences(shape: tuple[int, ...], index: sr.StaticIndex) -> None:
+def test_getindex_rules_against_finite_differences(shape: tuple[int, ...], index: sr.StaticIndex[Any]) -> None:
     x = random_array(shape)
     check_rrule(sr.getindex, x, index)
     check_frule(sr.getindex, x, index)
@@ -219,7 +219,7 @@ def test_getindex_plain_tuple_counts_as_dynamic() -> None:
         ((), sr.ix[0], IndexError, "too many indices"),
     ],
 )
-def test_getindex_bad_indices_are_numpys_errors(shape: tuple[int, ...], index: sr.StaticIndex, error: type[Exception], match: str) -> None:
+def test_getindex_bad_indices_are_numpys_errors(shape: tuple[int, ...], index: sr.StaticIndex[Any], error: type[Exception], match: str) -> None:
     x = random_array(shape)
     with pytest.raises(error, match=match):
         sr.getindex(x, index)
