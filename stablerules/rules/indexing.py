@@ -12,8 +12,9 @@ no atomics on any device: the selection is a product of per-axis arithmetic prog
 known when the plan is built. The kernel's static signature is the *pattern* of the loop nest
 (per axis of ``x``: ``full``, ``point`` or ``range``, the trailing run of fully selected axes
 merged into one contiguous level); extents, positions, starts, steps and counts are run-time
-arguments, so shapes share kernels. Elements are copied as unsigned integers of the dtype's
-size (one kernel per size, not per dtype). When the selection covers all of ``x`` (``sr.ix[...]``,
+arguments, so shapes share kernels (one kernel per pattern and floating dtype; the innermost
+copies use unsigned indices, so LLVM emits no negative-index wraparound code in them). When
+the selection covers all of ``x`` (``sr.ix[...]``,
 ``sr.ix[::-1]``, an int on an axis of length 1) the pullback is a view of the cotangent and a
 ``Fill`` cotangent gives a ``Fill``.
 
@@ -33,7 +34,7 @@ bits are the same on every run and for every thread count, and equal those of ``
 ``sorted=Val(True)`` (indices non-decreasing after wrapping) and ``unique=Val(True)`` choose
 simpler kernels: sorted indices are their own bucket order (an ``offsets`` pass replaces the
 sort and the sum reads ``src`` directly), unique ones map each row to at most one position
-(a ``positions`` pass, then a copy). Promises are checked on every call before any kernel
+(a ``positions`` pass, then each row gets its one term, or none). Promises are checked on every call before any kernel
 runs (``ValueError`` naming the first offending position); the check costs an O(m) pass
 (``sorted``) or an O(n + m) count (``unique`` alone).
 
@@ -79,7 +80,7 @@ from typing import Any, Final, Generic, TypeAlias, TypeVar, final, overload
 import numpy as np
 import numpy.typing as npt
 
-from .. import _pool
+from .. import _parallel, _pool
 from .._arrays import (
     ArrayLike,
     ArraySpec,
@@ -896,33 +897,14 @@ def _render_accumulate(signature: ShapeSignature, dtype: str, mode: str, based: 
     ``sorted`` (bucket ``i`` is ``t`` in ``[offsets[i], offsets[i + 1])``) or ``unique``
     (``positions[i]`` or none)."""
     writer = SourceWriter()
-    writer.line("# src is (outer, m, inner), dst (and base) (outer, n, inner), read flat.")
-    writer.line("o = lo // n")
-    writer.line("i = lo - o * n")
-    with writer.block("for r in range(lo, hi):"):
-        writer.line("into = np.uintp(r * inner)")
-        if based:
-            with writer.block("for c in range(np.uintp(inner)):"):
-                writer.line("dst[into + c] = base[into + c]")
-        else:
-            with writer.block("for c in range(np.uintp(inner)):"):
-                writer.line("dst[into + c] = 0")
-        if mode == "unique":
-            writer.line("t = positions[i]")
-            with writer.block("if t >= 0:"):
-                writer.line("fro = np.uintp((o * m + t) * inner)")
-                with writer.block("for c in range(np.uintp(inner)):"):
-                    writer.line("dst[into + c] += src[fro + c]")
-        else:
-            with writer.block("for k in range(offsets[i], offsets[i + 1]):"):
-                writer.line("t = order[k]" if mode == "order" else "t = k")
-                writer.line("fro = np.uintp((o * m + t) * inner)")
-                with writer.block("for c in range(np.uintp(inner)):"):
-                    writer.line("dst[into + c] += src[fro + c]")
-        writer.line("i += 1")
-        with writer.block("if i == n:"):
-            writer.line("i = 0")
-            writer.line("o += 1")
+    writer.line("# src is (outer, m, inner), dst (and base) (outer, n, inner), read flat. Part p owns")
+    writer.line("# rows r = o * n + i in [bounds[p], bounds[p + 1]); this call runs parts [lo, hi).")
+    with writer.block("for part in range(lo, hi):"):
+        writer.line("first = bounds[part]")
+        writer.line("o = first // n")
+        writer.line("i = first - o * n")
+        with writer.block("for r in range(first, bounds[part + 1]):"):
+            _emit_accumulate_row(writer, mode, based)
     parameters = [("src", readonly_array(dtype))]
     if based:
         parameters.append(("base", readonly_array(dtype)))
@@ -932,10 +914,73 @@ def _render_accumulate(signature: ShapeSignature, dtype: str, mode: str, based: 
         parameters.append(("offsets", readonly_array("intp")))
         if mode == "order":
             parameters.append(("order", readonly_array("intp")))
-    parameters += [("dst", writable_array(dtype)), ("n", INDEX), ("m", INDEX), ("inner", INDEX), ("lo", INDEX), ("hi", INDEX)]
+    parameters += [
+        ("dst", writable_array(dtype)),
+        ("bounds", readonly_array("intp")),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
     return cpu_kernel(
         signature, parameters, writer, f"accumulate ({mode}{', onto base' if based else ''}): a deterministic scatter-add", numpy=True
     )
+
+
+def _emit_accumulate_row(writer: SourceWriter, mode: str, based: bool) -> None:
+    """One output row ``r`` (at ``o``, ``i``): its base, then its bucket's terms in order."""
+    writer.line("into = np.uintp(r * inner)")
+    if based:
+        with writer.block("for c in range(np.uintp(inner)):"):
+            writer.line("dst[into + c] = base[into + c]")
+    else:
+        with writer.block("for c in range(np.uintp(inner)):"):
+            writer.line("dst[into + c] = 0")
+    if mode == "unique":
+        writer.line("t = positions[i]")
+        with writer.block("if t >= 0:"):
+            writer.line("fro = np.uintp((o * m + t) * inner)")
+            with writer.block("for c in range(np.uintp(inner)):"):
+                writer.line("dst[into + c] += src[fro + c]")
+    else:
+        with writer.block("for k in range(offsets[i], offsets[i + 1]):"):
+            writer.line("t = order[k]" if mode == "order" else "t = k")
+            writer.line("fro = np.uintp((o * m + t) * inner)")
+            with writer.block("for c in range(np.uintp(inner)):"):
+                writer.line("dst[into + c] += src[fro + c]")
+    writer.line("i += 1")
+    with writer.block("if i == n:"):
+        writer.line("i = 0")
+        writer.line("o += 1")
+
+
+def _render_balance(signature: ShapeSignature) -> KernelSource:
+    """Row bounds of ``parts`` parts of about equal cost (a row written plus its bucket's
+    terms added, from the bucket offsets), for one outer slab (``outer == 1``). Serial."""
+    writer = SourceWriter()
+    writer.line("total = n + m  # cost in rows: every row is written, every term added once")
+    writer.line("bounds[0] = 0")
+    writer.line("p = 1")
+    with writer.block("for i in range(n + 1):"):
+        writer.line("cost = i + offsets[i]")
+        with writer.block("while p < parts and cost * parts >= total * p:"):
+            writer.line("bounds[p] = i")
+            writer.line("p += 1")
+    with writer.block("while p < parts:"):
+        writer.line("bounds[p] = n")
+        writer.line("p += 1")
+    writer.line("bounds[parts] = n")
+    parameters = [
+        ("offsets", readonly_array("intp")),
+        ("bounds", writable_array("intp")),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("parts", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    return cpu_kernel(signature, parameters, writer, "balance: row bounds of parts of equal cost")
 
 
 def _render_gather_along(signature: ShapeSignature, unit: str) -> KernelSource:
@@ -1134,6 +1179,7 @@ _CPU_RENDERERS: dict[str, Callable[..., KernelSource]] = {
     "bucket": _render_bucket,
     "offsets": _render_offsets,
     "positions": _render_positions,
+    "balance": _render_balance,
     "accumulate": _render_accumulate,
     "gather-along": _render_gather_along,
     "scatter-along": _render_scatter_along,
@@ -1154,7 +1200,7 @@ def _request(op: str, kind: str, dtype: str, target: str, options: tuple[object,
     signature = _signature(op, kind, options, dtype, target)
     renderers = _CUDA_RENDERERS if target == "cuda" else _CPU_RENDERERS
     render = renderers[kind]
-    if kind in ("bucket", "offsets", "positions"):
+    if kind in ("bucket", "offsets", "positions", "balance"):
         return KernelRequest(signature, lambda: render(signature))
     return KernelRequest(signature, lambda: render(signature, dtype, *options))
 
@@ -1183,6 +1229,25 @@ class _Bucketing:
             self.mode = "order"
         prepare = {"order": "bucket", "sorted": "offsets", "unique": "positions"}[self.mode]
         self.prepare_request = _request(op, prepare, "intp", target)
+        self.balance_request = _request(op, "balance", "intp", target) if target == "cpu" and self.mode != "unique" else None
+
+    def requests(self) -> list[KernelRequest]:
+        return [self.prepare_request] + ([self.balance_request] if self.balance_request is not None else [])
+
+    def bounds(self, buckets: tuple[ArrayLike, ...], outer: int, work: int) -> ArrayLike:
+        """The CPU accumulation's parts: one per thread where the work is split (``_parallel``'s
+        policy), of about equal cost where the bucket offsets say it (one outer slab), else of
+        equal rows. Each row is still written by one thread, terms in order, so the bits do
+        not depend on the split."""
+        rows = outer * self.n
+        parts = _parallel.thread_count() if work >= _parallel.PARALLEL_THRESHOLD and rows >= 2 else 1
+        parts = max(1, min(parts, rows))
+        bounds = np.empty(parts + 1, dtype=_INTP)
+        if parts > 1 and outer == 1 and self.balance_request is not None:
+            cpu_launch(self.balance_request.get(), buckets[0], bounds, self.n, self.m, parts, extent=1, work=0)
+        else:
+            bounds[:] = [rows * part // parts for part in range(parts + 1)]
+        return bounds
 
     def prepare(self, w: ArrayLike, namespace: pytypes.ModuleType) -> tuple[ArrayLike, ...]:
         """The bucket arrays for indices ``w`` (flat, wrapped): what ``accumulate`` reads."""
@@ -1280,7 +1345,7 @@ class TakePlan(Plan):
         requests = [self.gather_request]
         if self.differentiable:
             if not self.atomic:
-                requests.append(self.bucketing.prepare_request)
+                requests += self.bucketing.requests()
             requests.append(self.scatter_request)
         return requests
 
@@ -1334,7 +1399,7 @@ class TakePlan(Plan):
 
             return empty_pullback
         kernel = self.scatter_request.get()
-        n, m, inner, rows = self.n, self.m, self.inner, self.outer * self.n
+        n, m, inner, outer = self.n, self.m, self.inner, self.outer
         if self.atomic:
             real = np.dtype(np.float32) if dtype.name in ("float32", "complex64") else np.dtype(np.float64)
 
@@ -1355,7 +1420,9 @@ class TakePlan(Plan):
                 zero = namespace.zeros(1, dtype=dtype)
                 cuda_launch(kernel, flat.size, dy.reshape(-1), zero, *buckets, flat, n, m, inner, flat.size, work=max(m // max(n, 1), 1))
             else:
-                cpu_launch(kernel, dy.reshape(-1), *buckets, flat, n, m, inner, extent=rows, work=flat.size + dy.size)
+                work = flat.size + dy.size
+                bounds = bucketing.bounds(buckets, outer, work)
+                cpu_launch(kernel, dy.reshape(-1), *buckets, flat, bounds, n, m, inner, extent=len(bounds) - 1, work=work)
             return (dx, NO_TANGENT)
 
         return take_pullback
@@ -1725,7 +1792,7 @@ class IndexAddPlan(Plan):
     def requests(self) -> list[KernelRequest]:
         if not self.size:
             return []
-        requests = [self.bucketing.prepare_request, self.accumulate_request]
+        requests = [*self.bucketing.requests(), self.accumulate_request]
         if self.input_tangents[2]:
             requests.append(self.gather_request)
         return requests
@@ -1755,10 +1822,9 @@ class IndexAddPlan(Plan):
         if self.target == "cuda":
             cuda_launch(kernel, flat.size, src, base_flat, *buckets, flat, self.n, self.m, self.inner, flat.size)
         else:
-            cpu_launch(
-                kernel, src, base_flat, *buckets, flat, self.n, self.m, self.inner,
-                extent=self.outer * self.n, work=flat.size + src.size,
-            )
+            work = flat.size + src.size
+            bounds = self.bucketing.bounds(buckets, self.outer, work)
+            cpu_launch(kernel, src, base_flat, *buckets, flat, bounds, self.n, self.m, self.inner, extent=len(bounds) - 1, work=work)
         return y
 
     def forward(self, arrays: tuple[object, ...]) -> object:
