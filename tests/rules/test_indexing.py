@@ -476,7 +476,16 @@ def test_take_pullback_splits_across_threads_and_matches_add_at(monkeypatch: pyt
     indices = RNG.zipf(1.2, 3000) % 400
     _, back = rrule(sr.take, x, indices, Val(0))
     dy = random_array((3000, 8), np.float32)
-    np.testing.assert_array_equal(dense(back(dy)[0]), take_reference_pullback((400, 8), indices, 0, dy))
+    with count_launches():
+        balanced = kernel_launches(op="take", kind="balance")
+        np.testing.assert_array_equal(dense(back(dy)[0]), take_reference_pullback((400, 8), indices, 0, dy))
+        assert kernel_launches(op="take", kind="balance") == balanced + 1  # parts of equal cost
+    z = random_array((3, 50, 4))  # several outer slabs: parts of equal rows
+    _, back = rrule(sr.take, z, indices % 50, Val(1))
+    dz = random_array((3, 3000, 4))
+    np.testing.assert_array_equal(dense(back(dz)[0]), take_reference_pullback((3, 50, 4), indices % 50, 1, dz))
+    values = random_array((3000, 8), np.float32)
+    np.testing.assert_array_equal(sr.index_add(x, indices, values), index_add_reference(x, indices, values, 0))
 
 
 # ======================================================================================
