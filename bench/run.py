@@ -1007,6 +1007,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="skip JAX, PyTorch and HIPS autograd")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes and few repeats (for the test)")
     parser.add_argument("--engines", action="store_true", help="add the stablerules.jax / stablerules.autograd rows (bench/engines.py)")
+    parser.add_argument("--indexing", action="store_true", help="add W10-W12, the indexing pullbacks (bench/indexing.py)")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results", help="output folder (default bench/results)")
     args = parser.parse_args(argv)
 
@@ -1085,6 +1086,11 @@ def main(argv: list[str] | None = None) -> int:
 
         print("\nEngine adapters, ours vs the engine's own composition (medians of 3 rounds):\n")
         print(render(engine_rows) + "".join(f"\nnot run: {line}" for line in engines_missing))
+    if args.indexing:
+        from indexing import run as indexing_run
+
+        print("\nIndexing pullbacks W10-W12 (bench/indexing.py), medians of 3 same-run ratios:\n")
+        print(indexing_run(args.quick or args.tiny, 3, not args.no_peers))
     print("\nCompile cache (fresh processes, throwaway cache dirs):\n")
     print_report(cache)
     print("\n" + summary_text(cast(dict[str, object], document["summary"])))

@@ -101,6 +101,7 @@ from ._rule import Plan, RuleOp
 from ._views import ViewPlan
 from .rules import broadcast as _broadcast_rules
 from .rules import flip as _flip_rules
+from .rules import indexing as _indexing_rules
 from .rules import kron as _kron_rules
 from .rules import pad as _pad_rules
 from .rules import permute as _permute_rules
@@ -939,3 +940,77 @@ def split(
     assert isinstance(plan, _pad_rules.SplitPlan)
     array = jnp.asarray(x)
     return tuple(array[index] for index in plan.indices)
+
+
+# --- the indexing family ------------------------------------------------------------------------
+# XLA's own gather and scatter-add (jnp.take, jnp.take_along_axis, .at[].add), validated by our
+# plans on ArraySpecs: JAX's gather transposes to a scatter-add that XLA runs deterministically
+# on the CPU, and an FFI kernel for it would not run under vmap or on sharded inputs without
+# more work. Indices known on the host (NumPy arrays, concrete jax arrays) are range-checked
+# as our ops check them (an IndexError naming the index); traced indices cannot be: negative
+# ones wrap, and one out of range gives JAX's fill (NaN for a gather, a dropped update for
+# index_add), JAX's own modes "fill" and "drop".
+
+
+_Input: TypeAlias = "Array | np.ndarray[tuple[int, ...], np.dtype[np.generic]]"
+"""A JAX array, or a NumPy one (data known on the host: indices are range-checked)."""
+
+
+def _spec(value: object) -> ArraySpec:
+    array = value if isinstance(value, (jax.Array, np.ndarray)) else np.asarray(value)
+    return ArraySpec(tuple(array.shape), np.dtype(array.dtype))
+
+
+def _indexing_plan(op: RuleOp, arrays: tuple[object, ...], *statics: object, **kwargs: object) -> Plan:
+    """Our checks on specs of the arrays (no data), then the range check where the indices
+    are known."""
+    bound_arrays, bound_statics = op.bind(*(_spec(a) for a in arrays), *statics, **kwargs)
+    plan = op.plan(bound_arrays, bound_statics)
+    if len(arrays) > 1 and not isinstance(arrays[1], jax.core.Tracer):
+        plan.save(tuple(np.asarray(a) if i == 1 else s for i, (a, s) in enumerate(zip(arrays, bound_arrays))))
+    return plan
+
+
+def getindex(x: _Input, index: object) -> Array:
+    """``stablerules.getindex`` (``x[index]`` for ``sr.ix[...]``) on JAX arrays: XLA's slice."""
+    plan = _structure_plan(_indexing_rules.getindex, x, index)
+    assert isinstance(plan, _indexing_rules.GetindexPlan)
+    result: Array = jnp.asarray(x)[plan.view_index]
+    return result
+
+
+def take(
+    x: _Input,
+    indices: _Input,
+    axis: Val[int] | None = None,
+    *,
+    unique: Val[bool] = Val(False),
+    sorted: Val[bool] = Val(False),  # noqa: A002 - the op's name for it
+    deterministic: Val[bool] = Val(True),
+) -> Array:
+    """``stablerules.take`` (``np.take``) on JAX arrays: XLA's gather (its transpose a scatter-add)."""
+    plan = _indexing_plan(_indexing_rules.take, (x, indices), axis, unique=unique, sorted=sorted, deterministic=deterministic)
+    assert isinstance(plan, _indexing_rules.TakePlan)
+    return jnp.take(jnp.asarray(x), jnp.asarray(indices), axis=plan.axis, mode="fill")
+
+
+def take_along_axis(x: _Input, indices: _Input, axis: Val[int] | None) -> Array:
+    """``stablerules.take_along_axis`` on JAX arrays: XLA's gather."""
+    plan = _indexing_plan(_indexing_rules.take_along_axis, (x, indices), axis)
+    assert isinstance(plan, _indexing_rules.TakeAlongAxisPlan)
+    array = jnp.asarray(x)
+    if plan.axis is None:
+        array = jnp.reshape(array, (-1,))
+    index = jnp.asarray(indices)
+    index = jnp.where(index < 0, index + plan.n, index)
+    return jnp.take_along_axis(array, index, axis=0 if plan.axis is None else plan.axis, mode="fill")
+
+
+def index_add(x: _Input, indices: _Input, values: _Input, axis: Val[int] = Val(0)) -> Array:
+    """``stablerules.index_add`` on JAX arrays: ``x.at[..., indices, ...].add(values)``, XLA's
+    scatter-add."""
+    plan = _indexing_plan(_indexing_rules.index_add, (x, indices, values), axis)
+    assert isinstance(plan, _indexing_rules.IndexAddPlan)
+    where = (slice(None),) * plan.axis + (jnp.asarray(indices),)
+    array = jnp.asarray(x)
+    return array.at[where].add(jnp.asarray(values).astype(array.dtype), mode="drop")

@@ -449,6 +449,7 @@ def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
     names = sorted(
         ["FFIVersionError", "cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
         + ["broadcast_to", "flip", "mean", "pad", "permute_dims", "reshape", "roll", "split", "sum", "transpose"]
+        + ["getindex", "index_add", "take", "take_along_axis"]
     )
     assert sorted(srj.__all__) == names
     for name in names:
@@ -508,3 +509,50 @@ def test_a_fresh_process_loads_handlers_from_disk(tmp_path: Path) -> None:
     memory_only = run(STABLERULES_DISK_CACHE="0")
     assert int(memory_only[0]) == 8 and int(memory_only[1]) == 0
     assert first[2:] == second[2:] == memory_only[2:]
+
+
+# --- the indexing family: XLA's gather and scatter-add, validated by our plans ---------------
+
+
+def test_indexing_ops_equal_numpy_and_check_grads_to_second_order() -> None:
+    x = np.asarray(rand(5, 4))
+    rows = np.array([4, 0, 4, -1, 2])
+    along = np.array([[1, 1, -1]] * 5)
+    np.testing.assert_array_equal(jax.jit(lambda v: srj.getindex(v, sr.ix[1:, ::-2]))(x), x[1:, ::-2])
+    np.testing.assert_array_equal(jax.jit(lambda v: srj.take(v, rows, Val(0)))(x), np.take(x, rows, axis=0))
+    np.testing.assert_array_equal(srj.take(x, rows), np.take(x, rows))
+    np.testing.assert_array_equal(jax.jit(lambda v: srj.take_along_axis(v, along, Val(1)))(x), np.take_along_axis(x, along, axis=1))
+    values = np.asarray(rand(5, 4))
+    expected = x.copy()
+    np.add.at(expected, rows, values)
+    np.testing.assert_allclose(jax.jit(lambda v, w: srj.index_add(v, rows, w))(x, values), expected, rtol=1e-12)
+    for fn, args in (
+        (lambda v: srj.getindex(v, sr.ix[1:, ::-2]), (x,)),
+        (lambda v: srj.take(v, rows, Val(0)), (x,)),
+        (lambda v: srj.take_along_axis(v, along, Val(1)), (x,)),
+        (lambda v, w: srj.index_add(v, rows, w), (x, values)),
+    ):
+        check_grads(fn, args, order=2, modes=("fwd", "rev"))
+
+
+def test_indexing_ops_vmap_and_gradients_equal_the_scatter_add() -> None:
+    x = np.asarray(rand(3, 6, 2))
+    rows = np.array([5, 0, 5, 5])
+    batched = jax.vmap(lambda v: srj.take(v, rows, Val(0)))(x)
+    np.testing.assert_array_equal(batched, np.take(x, rows, axis=1))
+    grad = jax.grad(lambda v: jnp.sum(srj.take(v, rows, Val(0)) ** 2))(x[0])
+    expected = np.zeros((6, 2))
+    np.add.at(expected, rows, 2 * np.take(x[0], rows, axis=0))
+    np.testing.assert_allclose(grad, expected, rtol=1e-12)
+
+
+def test_indexing_bad_inputs_are_our_errors() -> None:
+    x = np.asarray(rand(5, 4))
+    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 5"):
+        srj.take(x, np.array([5]), Val(0))
+    with pytest.raises(TypeError, match="bool"):
+        srj.take(x, np.array([True]), Val(0))
+    with pytest.raises(ValueError, match="sorted=Val"):
+        srj.take(x, np.array([3, 1]), Val(0), sorted=Val(True))
+    with pytest.raises(IndexError, match="out of bounds for axis 1 with size 4"):
+        srj.getindex(x, sr.ix[:, 4])
