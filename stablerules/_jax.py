@@ -82,7 +82,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn, TypeAlias
+from typing import Any, NoReturn, TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -456,8 +456,55 @@ def _undefined_aval(value: object) -> jax.core.ShapedArray:
     return aval
 
 
-def _shaped(shape: Sequence[int], dtype: np.dtype[np.generic]) -> jax.core.ShapedArray:
-    return jax.core.ShapedArray(tuple(shape), dtype)
+def _shaped(name: str, shape: Sequence[int], dtype: np.dtype[np.generic], *inputs: jax.core.ShapedArray) -> jax.core.ShapedArray:
+    """The abstract value of a result of primitive ``name``: ``shape`` and ``dtype``, replicated
+    over the mesh in context (a kernel sees whole arrays or, under ``shard_map``, one shard),
+    and varying over the manual mesh axes its inputs vary over (``shard_map``'s ``check_vma``:
+    a result that dropped them would not match its cotangent). :func:`_bind` gives every
+    input the same axes."""
+    varying = {aval.manual_axis_type.varying for aval in inputs}
+    if len(varying) > 1:
+        raise ValueError(
+            f"stablerules.jax: the inputs of {name} vary over different manual mesh axes "
+            f"{sorted(sorted(map(str, axes)) for axes in varying)}"
+        )
+    first = inputs[0]
+    sharding = jax.sharding.NamedSharding(first.sharding.mesh, jax.sharding.PartitionSpec(*([None] * len(shape))))
+    return jax.core.ShapedArray(tuple(shape), dtype, sharding=sharding, manual_axis_type=first.manual_axis_type)
+
+
+def _bind(primitive: Primitive, *args: Array) -> Any:
+    """``primitive.bind(*args)`` with every argument varying over the manual mesh axes any of
+    them varies over (``jax.lax.pcast(..., to="varying")``, as JAX's own binary ops do under
+    ``shard_map``): the transpose of that cast sums a replicated operand's gradient over the
+    shards."""
+    varying = [jax.typeof(arg).manual_axis_type.varying for arg in args]
+    union = frozenset().union(*varying)
+    if any(axes != union for axes in varying):
+        args = tuple(
+            arg if axes == union else jax.lax.pcast(arg, tuple(union - axes), to="varying")
+            for arg, axes in zip(args, varying)
+        )
+    return primitive.bind(*args)
+
+
+def _cotangent_sharded_as_primal(rule: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
+    """A transpose rule whose cotangents are sharded as their primals are on a mesh with
+    explicit axes (``jax.sharding.reshard``). Our results are replicated (:func:`_shaped`);
+    JAX checks that a cotangent has its primal's type, sharding included."""
+
+    def transpose(ct: object, *primals: object, **params: object) -> list[Any]:
+        results = rule(ct, *primals, **params)
+        for index, (result, primal) in enumerate(zip(results, primals)):
+            if result is None or type(result) is ad.Zero or not ad.is_undefined_primal(primal):
+                continue
+            target = _undefined_aval(primal).sharding
+            explicit = jax.sharding.AxisType.Explicit in getattr(target.mesh, "axis_types", ())
+            if explicit and jax.typeof(result).sharding.spec != target.spec:
+                results[index] = jax.sharding.reshard(result, target.spec)
+        return results
+
+    return transpose
 
 
 # ---------------------------------------------------------------------------------------------
@@ -473,9 +520,11 @@ def _repeat_out_shape(shape: tuple[int, ...], inner: tuple[int, ...], outer: tup
 
 
 repeat_p.def_abstract_eval(
-    lambda x, *, inner, outer: _shaped(_repeat_out_shape(x.shape, inner, outer), x.dtype)
+    lambda x, *, inner, outer: _shaped("repeat", _repeat_out_shape(x.shape, inner, outer), x.dtype, x)
 )
-repeat_pullback_p.def_abstract_eval(lambda dy, *, inner, outer, x_shape: _shaped(x_shape, dy.dtype))
+repeat_pullback_p.def_abstract_eval(
+    lambda dy, *, inner, outer, x_shape: _shaped("repeat pullback", x_shape, dy.dtype, dy)
+)
 
 
 def _repeat_lowering_target(kind: str) -> Callable[..., str]:
@@ -500,8 +549,8 @@ def _repeat_pullback_transpose(
     return [repeat_p.bind(ct, inner=inner, outer=outer)]
 
 
-ad.deflinear2(repeat_p, _repeat_transpose)
-ad.deflinear2(repeat_pullback_p, _repeat_pullback_transpose)
+ad.deflinear2(repeat_p, _cotangent_sharded_as_primal(_repeat_transpose))
+ad.deflinear2(repeat_pullback_p, _cotangent_sharded_as_primal(_repeat_pullback_transpose))
 
 
 def _repeat_batch(args: Sequence[Array], dims: Sequence[int | None], *, inner: tuple[int, ...], outer: tuple[int, ...]) -> tuple[Array, int]:
@@ -565,9 +614,13 @@ def _kron_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[int
     return tuple(p * q for p, q in zip(a_padded, b_padded))
 
 
-kron_p.def_abstract_eval(lambda a, b: _shaped(_kron_shape(a.shape, b.shape), a.dtype))
-kron_tangent_p.def_abstract_eval(lambda ta, tb, a, b: _shaped(_kron_shape(a.shape, b.shape), a.dtype))
-kron_pullback_p.def_abstract_eval(lambda dy, a, b: [_shaped(a.shape, a.dtype), _shaped(b.shape, b.dtype)])
+kron_p.def_abstract_eval(lambda a, b: _shaped("kron", _kron_shape(a.shape, b.shape), a.dtype, a, b))
+kron_tangent_p.def_abstract_eval(
+    lambda ta, tb, a, b: _shaped("kron tangent", _kron_shape(a.shape, b.shape), a.dtype, ta, tb, a, b)
+)
+kron_pullback_p.def_abstract_eval(
+    lambda dy, a, b: [_shaped("kron pullback", v.shape, v.dtype, dy, a, b) for v in (a, b)]
+)
 
 
 def _kron_lowering_target(kind: str) -> Callable[..., str]:
@@ -583,7 +636,7 @@ mlir.register_lowering(kron_p, _ffi_lowering(_kron_lowering_target("forward")), 
 mlir.register_lowering(kron_pullback_p, _ffi_lowering(_kron_lowering_target("pullback")), platform="cpu")
 mlir.register_lowering(
     kron_tangent_p,
-    mlir.lower_fun(lambda ta, tb, a, b: kron_p.bind(ta, b) + kron_p.bind(a, tb), multiple_results=False),
+    mlir.lower_fun(lambda ta, tb, a, b: _bind(kron_p, ta, b) + _bind(kron_p, a, tb), multiple_results=False),
     platform="cpu",
 )
 
@@ -600,12 +653,12 @@ def _zeros_like_aval(value: object) -> Array:
 def _kron_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[Array, Array]:
     a, b = primals
     ta, tb = tangents
-    y = kron_p.bind(a, b)
+    y = _bind(kron_p, a, b)
     if type(ta) is ad.Zero:
-        return y, kron_p.bind(a, tb)
+        return y, _bind(kron_p, a, tb)
     if type(tb) is ad.Zero:
-        return y, kron_p.bind(ta, b)
-    return y, kron_tangent_p.bind(ta, tb, a, b)
+        return y, _bind(kron_p, ta, b)
+    return y, _bind(kron_tangent_p, ta, tb, a, b)
 
 
 def _kron_transpose(ct: object, a: object, b: object) -> list[object]:
@@ -613,8 +666,8 @@ def _kron_transpose(ct: object, a: object, b: object) -> list[object]:
     if type(ct) is ad.Zero:
         return [ad.Zero(_undefined_aval(v)) if ad.is_undefined_primal(v) else None for v in (a, b)]
     if ad.is_undefined_primal(a):
-        return [kron_pullback_p.bind(ct, _zeros_like_aval(a), b)[0], None]
-    return [None, kron_pullback_p.bind(ct, a, _zeros_like_aval(b))[1]]
+        return [_bind(kron_pullback_p, ct, _zeros_like_aval(a), b)[0], None]
+    return [None, _bind(kron_pullback_p, ct, a, _zeros_like_aval(b))[1]]
 
 
 def _instantiate(value: object, like: object) -> Array:
@@ -626,8 +679,8 @@ def _instantiate(value: object, like: object) -> Array:
 def _kron_tangent_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[Array, Array]:
     ta, tb, a, b = primals
     dta, dtb, da, db = (_instantiate(t, p) for t, p in zip(tangents, primals))
-    y = kron_tangent_p.bind(ta, tb, a, b)
-    return y, kron_tangent_p.bind(dta, dtb, a, b) + kron_tangent_p.bind(ta, tb, da, db)
+    y = _bind(kron_tangent_p, ta, tb, a, b)
+    return y, _bind(kron_tangent_p, dta, dtb, a, b) + _bind(kron_tangent_p, ta, tb, da, db)
 
 
 def _kron_tangent_transpose(ct: object, ta: object, tb: object, a: object, b: object) -> list[object]:
@@ -637,35 +690,35 @@ def _kron_tangent_transpose(ct: object, ta: object, tb: object, a: object, b: ob
     if type(ct) is ad.Zero:
         return [ad.Zero(_undefined_aval(v)) if ad.is_undefined_primal(v) else None for v in (ta, tb, a, b)]
     if tangents_undefined:
-        da, db = kron_pullback_p.bind(ct, a, b)
+        da, db = _bind(kron_pullback_p, ct, a, b)
         return [da if ad.is_undefined_primal(ta) else None, db if ad.is_undefined_primal(tb) else None, None, None]
-    da, db = kron_pullback_p.bind(ct, ta, tb)
+    da, db = _bind(kron_pullback_p, ct, ta, tb)
     return [None, None, da if ad.is_undefined_primal(a) else None, db if ad.is_undefined_primal(b) else None]
 
 
 def _kron_pullback_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[list[Array], list[Array]]:
     dy, a, b = primals
     tdy, ta, tb = (_instantiate(t, p) for t, p in zip(tangents, primals))
-    da, db = kron_pullback_p.bind(dy, a, b)
-    first = kron_pullback_p.bind(tdy, a, b)
-    second = kron_pullback_p.bind(dy, ta, tb)
+    da, db = _bind(kron_pullback_p, dy, a, b)
+    first = _bind(kron_pullback_p, tdy, a, b)
+    second = _bind(kron_pullback_p, dy, ta, tb)
     return [da, db], [first[0] + second[0], first[1] + second[1]]
 
 
 def _kron_pullback_transpose(cts: Sequence[object], dy: object, a: object, b: object) -> list[object]:
     ha, hb = (_instantiate(ct, v) for ct, v in zip(cts, (a, b)))
     if ad.is_undefined_primal(dy):
-        return [kron_tangent_p.bind(ha, hb, a, b), None, None]
-    da_bar, db_bar = kron_pullback_p.bind(dy, ha, hb)
+        return [_bind(kron_tangent_p, ha, hb, a, b), None, None]
+    da_bar, db_bar = _bind(kron_pullback_p, dy, ha, hb)
     return [None, da_bar if ad.is_undefined_primal(a) else None, db_bar if ad.is_undefined_primal(b) else None]
 
 
 ad.primitive_jvps[kron_p] = _kron_jvp
-ad.primitive_transposes[kron_p] = _kron_transpose
+ad.primitive_transposes[kron_p] = _cotangent_sharded_as_primal(_kron_transpose)
 ad.primitive_jvps[kron_tangent_p] = _kron_tangent_jvp
-ad.primitive_transposes[kron_tangent_p] = _kron_tangent_transpose
+ad.primitive_transposes[kron_tangent_p] = _cotangent_sharded_as_primal(_kron_tangent_transpose)
 ad.primitive_jvps[kron_pullback_p] = _kron_pullback_jvp
-ad.primitive_transposes[kron_pullback_p] = _kron_pullback_transpose
+ad.primitive_transposes[kron_pullback_p] = _cotangent_sharded_as_primal(_kron_pullback_transpose)
 
 
 def _sequential_batch(primitive: Primitive) -> Callable[..., tuple[object, object]]:
@@ -695,14 +748,14 @@ def _batched_kron(a: Array, a_dim: int | None, b: Array, b_dim: int | None) -> t
     gets a leading axis of 1, and ``kron(a(N, ...), b(1, ...))[n] = kron(a[n], b)``. With both
     batched it is an XLA loop over the batch (one kernel call per element)."""
     if a_dim is None and b_dim is None:
-        return kron_p.bind(a, b), None
+        return _bind(kron_p, a, b), None
     if a_dim is not None and b_dim is not None:
         pairs = (jnp.moveaxis(a, a_dim, 0), jnp.moveaxis(b, b_dim, 0))
-        return jax.lax.map(lambda ab: kron_p.bind(*ab), pairs), 0
+        return jax.lax.map(lambda ab: _bind(kron_p, *ab), pairs), 0
     a = a if a_dim is None else jnp.moveaxis(a, a_dim, 0)
     b = b if b_dim is None else jnp.moveaxis(b, b_dim, 0)
     rank = max(a.ndim - (a_dim is not None), b.ndim - (b_dim is not None))
-    return kron_p.bind(_padded_item(a, a_dim is not None, rank), _padded_item(b, b_dim is not None, rank)), 0
+    return _bind(kron_p, _padded_item(a, a_dim is not None, rank), _padded_item(b, b_dim is not None, rank)), 0
 
 
 def _kron_batch(args: Sequence[Array], dims: Sequence[int | None]) -> tuple[Array, int | None]:
@@ -738,7 +791,7 @@ def kron(a: Array, b: Array) -> Array:
     dtype = np.dtype(jnp.result_type(a_array, b_array))
     if dtype not in _KERNEL_DTYPES or max(a_array.ndim, b_array.ndim) > _kron_rules._MAX_AXES:
         return jnp.kron(a_array, b_array)
-    result: Array = kron_p.bind(a_array.astype(dtype), b_array.astype(dtype))
+    result: Array = _bind(kron_p, a_array.astype(dtype), b_array.astype(dtype))
     return result
 
 
@@ -812,15 +865,26 @@ def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]]) -> Array:
                 f"which is not in dims={value}"
             )
         shape.append(extents.pop())
-    out = jnp.zeros(tuple(shape), dtype)
+    # Each input padded with zeros to the result's extent (XLA's pad: exact, and sharded as
+    # the input is along the axes it leaves alone), its block selected by a constant mask:
+    # a zeros array updated in place would be replicated, which JAX refuses to combine
+    # with an input sharded over a mesh with explicit axes.
+    out: Array | None = None
     offsets = [0] * ndim
     for p in parts:
-        index = tuple(
-            slice(offsets[axis], offsets[axis] + p.shape[axis]) if axis in axes else slice(None) for axis in range(ndim)
-        )
-        out = out.at[index].set(p.astype(dtype))
+        widths = [
+            (offsets[axis], shape[axis] - offsets[axis] - p.shape[axis], 0) if axis in axes else (0, 0, 0)
+            for axis in range(ndim)
+        ]
+        padded = jax.lax.pad(p.astype(dtype), jnp.zeros((), dtype), widths)
+        if out is None:
+            out = padded
+        else:
+            block = jax.lax.pad(np.ones(p.shape, bool), np.zeros((), bool), widths)
+            out = jnp.where(block, padded, out)
         for axis in axes:
             offsets[axis] += p.shape[axis]
+    assert out is not None
     return out
 
 
