@@ -73,13 +73,14 @@ and the plans' ``view``, ``indices`` (split), ``interior``/``out_shape`` (pad) a
 from __future__ import annotations
 
 import builtins
+import contextlib
 import ctypes
 import functools
 import hashlib
 import math
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeAlias
@@ -87,19 +88,19 @@ from typing import Any, NoReturn, TypeAlias
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax._src import dispatch
 from jax.extend.core import Primitive
 from jax.interpreters.mlir import ir
 from jax.interpreters import ad, batching, mlir
 
-from . import _ffi
-from ._arrays import ArraySpec
-from ._cache import CACHE, Kernel, KernelSource, ShapeSignature
+from ._arrays import ArraySpec, check_dtype
+from ._cache import CACHE, Kernel, KernelSource, ShapeSignature, source_hash
+from ._registry import KernelRequest
 from ._codegen import SourceWriter
 from ._val import Val
 from ._rule import Plan, RuleOp
 from ._views import ViewPlan
 from .rules import broadcast as _broadcast_rules
+from .rules import concatenate as _concatenate_rules
 from .rules import flip as _flip_rules
 from .rules import kron as _kron_rules
 from .rules import pad as _pad_rules
@@ -119,8 +120,31 @@ except ValueError:  # already registered (a reloaded module)
 
 
 # ---------------------------------------------------------------------------------------------
+# Errors: ours, naming the op
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _errors_named(op: str) -> Iterator[None]:
+    """Validation errors of ``op`` (our ``TypeError``/``ValueError``) start with the op's name:
+    a shared check (an argument's dtype, say) names only the argument and its shape."""
+    try:
+        yield
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        if message.startswith((f"{op}:", "stablerules")):
+            raise
+        raise type(error)(f"{op}: {message}") from None
+
+
+# ---------------------------------------------------------------------------------------------
 # The FFI API version and the registration of handlers with XLA
 # ---------------------------------------------------------------------------------------------
+
+
+# The XLA FFI API version our handlers read (``stablerules._ffi`` reads call frames of it).
+FFI_API_MAJOR = 0
+FFI_API_MINOR = 3
 
 
 class FFIVersionError(RuntimeError):
@@ -140,12 +164,12 @@ def installed_api_version() -> tuple[int, int]:
 def check_api_version(version: tuple[int, int] | None = None) -> None:
     """Refuse (``FFIVersionError``) an FFI API other than the one our handlers were written for."""
     major, minor = installed_api_version() if version is None else version
-    if (major, minor) != (_ffi.API_MAJOR, _ffi.API_MINOR):
+    if (major, minor) != (FFI_API_MAJOR, FFI_API_MINOR):
         raise FFIVersionError(
             f"stablerules.jax: the installed jaxlib {jax.__version__} has XLA FFI API version "
             f"{major}.{minor}; stablerules' handlers read call frames of version "
-            f"{_ffi.API_MAJOR}.{_ffi.API_MINOR} only, so no kernel is registered with it. Use "
-            f"a jax/jaxlib with FFI API {_ffi.API_MAJOR}.{_ffi.API_MINOR} (jax 0.10.x), or the "
+            f"{FFI_API_MAJOR}.{FFI_API_MINOR} only, so no kernel is registered with it. Use "
+            f"a jax/jaxlib with FFI API {FFI_API_MAJOR}.{FFI_API_MINOR} (jax 0.10.x), or the "
             f"NumPy ops (stablerules.repeat, ...) on host arrays"
         )
 
@@ -163,16 +187,30 @@ def _target(signature: ShapeSignature, render: Callable[[], KernelSource]) -> st
         with _REGISTER_LOCK:
             if name not in _REGISTERED:
                 check_api_version()
-                address = getattr(handler.function, "address")
+                address = getattr(handler.entry, "address")  # Numba's cfunc, or its object code
                 capsule = jax.ffi.pycapsule(ctypes.cast(address, _HANDLER_TYPE))
                 jax.ffi.register_ffi_target(name, capsule, platform="cpu", api_version=1)
                 _REGISTERED[name] = handler
     return name
 
 
-def kernel_function(module_name: str) -> object:
-    """The compiled kernel of module ``module_name`` (what a handler module calls)."""
-    return CACHE.by_module(module_name).function
+_KERNELS: dict[str, KernelRequest] = {}  # a kernel's name in handler sources -> its request
+
+
+def _kernel_name(request: KernelRequest) -> str:
+    """The name a handler's source gives the kernel it calls: a hash of the kernel's source
+    (so a changed kernel changes the handler's source, hence its cache key), found by
+    :func:`kernel_function`. The kernel is not loaded here: a handler loaded from its object
+    code has the kernel linked in, and only a handler that Numba compiles (or loads from
+    its own cache) looks it up."""
+    name = f"kernel_{source_hash(request.render())}"
+    _KERNELS.setdefault(name, request)
+    return name
+
+
+def kernel_function(name: str) -> object:
+    """The compiled kernel a handler's source names (what a handler module calls)."""
+    return _KERNELS[name].get().function
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,19 +219,19 @@ def kernel_function(module_name: str) -> object:
 
 
 def _handler_source(
-    signature: ShapeSignature, description: str, kernel: Kernel | None, body: SourceWriter
+    signature: ShapeSignature, description: str, kernel: str | None, body: SourceWriter
 ) -> KernelSource:
     """A module defining ``handler``, a ``@cfunc`` XLA FFI handler whose execute stage is
     ``body`` (which sees ``words``, the call frame, and ``KERNEL``, our kernel)."""
     message = (
         f"stablerules: the FFI handler for {signature.op} {signature.kind} reads XLA FFI API "
-        f"{_ffi.API_MAJOR}.{_ffi.API_MINOR} call frames; the calling XLA has another version"
+        f"{FFI_API_MAJOR}.{FFI_API_MINOR} call frames; the calling XLA has another version"
     )
     body_text = "".join("    " + line + "\n" if line else "\n" for line in body.text().splitlines())
     text = (
         f'"""stablerules XLA FFI handler: {description}\n\n'
         f"signature: {signature!r}\n"
-        f"kernel: {'none' if kernel is None else kernel.module_name}\n"
+        f"kernel: {'none' if kernel is None else kernel}\n"
         f"frame reader: stablerules._ffi {_FFI_SOURCE_HASH}\n"
         f'"""\n'
         f"import numpy as np\n"
@@ -203,7 +241,7 @@ def _handler_source(
         f"    data, dims, frame_words, result, size, version_error,\n"
         f")\n"
         f"from stablerules._jax import kernel_function\n\n"
-        f"{'' if kernel is None else f'KERNEL = kernel_function({kernel.module_name!r})'}\n"
+        f"{'' if kernel is None else f'KERNEL = kernel_function({kernel!r})'}\n"
         f"MESSAGE = np.frombuffer({(message + chr(0)).encode()!r}, np.uint8)\n\n\n"
         f"@cfunc(HANDLER_SIGNATURE, cache={{CACHE}})\n"
         f"def handler(frame):\n"
@@ -223,7 +261,9 @@ def _handler_source(
 
 # Numba's cache does not see changes to functions that a cached function inlines from another
 # module: the hash of _ffi.py is part of every handler's source, hence of its cache key.
-_FFI_SOURCE_HASH = hashlib.sha256(Path(_ffi.__file__).read_bytes()).hexdigest()[:16]
+# (Read from the file: importing stablerules._ffi would start Numba, which a process whose
+# handlers all come from the disk cache never needs.)
+_FFI_SOURCE_HASH = hashlib.sha256(Path(__file__).with_name("_ffi.py").read_bytes()).hexdigest()[:16]
 
 
 def _view(name: str, buffer: str, dtype: np.dtype[np.generic]) -> str:
@@ -258,7 +298,8 @@ def _repeat_form(op: str, x_shape: tuple[int, ...], dtype: np.dtype[np.generic],
     spec = ArraySpec(x_shape, dtype)
     plan: object
     if op == "tile":
-        plan = _repeat_rules.tile.plan(*_repeat_rules.tile.bind(spec, args[0]))
+        with _errors_named("tile"):
+            plan = _repeat_rules.tile.plan(*_repeat_rules.tile.bind(spec, args[0]))
     else:
         repeats = args[0]
         if repeats is not None and not isinstance(repeats, (Val, int)):
@@ -267,7 +308,8 @@ def _repeat_form(op: str, x_shape: tuple[int, ...], dtype: np.dtype[np.generic],
                 "array is data that sets the output's shape, which jit cannot trace (use "
                 "jnp.repeat(x, counts, axis, total_repeat_length=...) for that)"
             )
-        plan = _repeat_rules.repeat.plan(*_repeat_rules.repeat.bind(spec, *args[:2], inner=args[2], outer=args[3]))
+        with _errors_named("repeat"):
+            plan = _repeat_rules.repeat.plan(*_repeat_rules.repeat.bind(spec, *args[:2], inner=args[2], outer=args[3]))
     assert isinstance(plan, _repeat_rules.NestPlan)  # static counts always plan a nest
     layout = plan.nest.layout
     shape = tuple(math.prod(x_shape[axis] for axis in axes) for axes in layout.axes)
@@ -281,7 +323,7 @@ class _NestKernel:
     a count is 0 (empty output, zero gradient); ``accumulates``: the pullback adds into a
     zeroed ``dx``."""
 
-    kernel: Kernel | None
+    kernel: str | None
     groups: tuple[tuple[int, ...], ...]
     accumulates: bool
 
@@ -289,7 +331,7 @@ class _NestKernel:
 def _repeat_kernel(inner: tuple[int, ...], outer: tuple[int, ...], dtype: np.dtype[np.generic], kind: str) -> _NestKernel:
     layout = _repeat_rules._julia_layout(len(inner), inner, outer)
     nest = _repeat_rules._nest(layout)
-    kernel = None if nest.empty else _repeat_rules._nest_request(nest, dtype, kind, "cpu").get()
+    kernel = None if nest.empty else _kernel_name(_repeat_rules._nest_request(nest, dtype, kind, "cpu"))
     return _NestKernel(kernel, nest.groups, nest.accumulates)
 
 
@@ -335,14 +377,14 @@ class _KronKernels:
     (``da``/``db`` float64 accumulators, added into), both over ``blocks`` = ``A0 * B0``
     (``A0`` when ``n == 1``) block ranges."""
 
-    forward: Kernel
-    pullback: Kernel
+    forward: str
+    pullback: str
 
 
 def _kron_kernels(a_ndim: int, b_ndim: int, dtype: np.dtype[np.generic]) -> _KronKernels:
     layout = _kron_rules._layout((1,) * a_ndim, dtype, (1,) * b_ndim, dtype)
     return _KronKernels(
-        _kron_rules._product_request(layout).get(), _kron_rules._pullback_request(layout).get()
+        _kernel_name(_kron_rules._product_request(layout)), _kernel_name(_kron_rules._pullback_request(layout))
     )
 
 
@@ -427,8 +469,18 @@ def _unsupported_platform(name: str) -> mlir.LoweringRule:
 def _primitive(name: str, multiple_results: bool = False) -> Primitive:
     primitive = Primitive(f"stablerules_{name}")
     primitive.multiple_results = multiple_results
-    # Eager calls run the primitive as a one-op jit computation, as JAX's own primitives do.
-    primitive.def_impl(functools.partial(dispatch.apply_primitive, primitive))
+
+    # Eager calls run the primitive as a one-op jit computation, as JAX's own primitives do
+    # (there through a private dispatch helper; here through jax.jit, as fast per call).
+    @functools.cache
+    def computation(params: tuple[tuple[str, object], ...]) -> Callable[..., object]:
+        return jax.jit(functools.partial(primitive.bind, **dict(params)))
+
+    def eager(*args: object, **params: object) -> object:
+        return computation(tuple(params.items()))(*args)
+
+    CACHE.register_dependent(computation.cache_clear)
+    primitive.def_impl(eager)
     mlir.register_lowering(primitive, _unsupported_platform(name.removesuffix("_pullback").removesuffix("_tangent")))
     return primitive
 
@@ -473,7 +525,7 @@ def _shaped(name: str, shape: Sequence[int], dtype: np.dtype[np.generic], *input
     return jax.core.ShapedArray(tuple(shape), dtype, sharding=sharding, manual_axis_type=first.manual_axis_type)
 
 
-def _bind(primitive: Primitive, *args: Array) -> Any:
+def _bind(primitive: Primitive, *args: object) -> Any:
     """``primitive.bind(*args)`` with every argument varying over the manual mesh axes any of
     them varies over (``jax.lax.pcast(..., to="varying")``, as JAX's own binary ops do under
     ``shard_map``): the transpose of that cast sums a replicated operand's gradient over the
@@ -573,8 +625,10 @@ batching.primitive_batchers[repeat_pullback_p] = _repeat_pullback_batch
 
 
 def _repeat_call(op: str, x: object, *args: object) -> Array:
+    with _errors_named(op):
+        spec = _array_spec(x, "x")
     array = jnp.asarray(x)
-    form = _repeat_form(op, tuple(array.shape), np.dtype(array.dtype), *args)
+    form = _repeat_form(op, spec.shape, spec.dtype, *args)
     result: Array = repeat_p.bind(jnp.reshape(array, form.shape), inner=form.inner, outer=form.outer)
     return jnp.reshape(result, form.out_shape)
 
@@ -787,6 +841,9 @@ def kron(a: Array, b: Array) -> Array:
 
     float32/float64 operands (promoted to one dtype) run our forward and fused pullback
     kernels inside XLA; complex and integer operands use ``jnp.kron``."""
+    with _errors_named("kron"):
+        for operand, name in ((a, "a"), (b, "b")):
+            check_dtype(_array_spec(operand, name).dtype, name)
     a_array, b_array = jnp.asarray(a), jnp.asarray(b)
     dtype = np.dtype(jnp.result_type(a_array, b_array))
     if dtype not in _KERNEL_DTYPES or max(a_array.ndim, b_array.ndim) > _kron_rules._MAX_AXES:
@@ -800,38 +857,48 @@ def kron(a: Array, b: Array) -> Array:
 # ---------------------------------------------------------------------------------------------
 
 
-def _axis(value: object, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, Val):
-        inner = value.value
-        if not isinstance(inner, int):
-            raise TypeError(f"{name} must be Val(int) or None, got {value!r}")
-        return inner
-    if isinstance(value, int) and not isinstance(value, bool):
-        CACHE.note_dynamic_argument(name, value)
-        return value
-    raise TypeError(f"{name} must be Val(int) or None, got {type(value).__name__}")
+def _spec(value: object) -> object:
+    """What validation sees of an input: a ``jax.Array`` (or tracer) or NumPy array as an
+    ``ArraySpec`` of its shape and dtype; a Python scalar as itself (weak, as NumPy's);
+    anything else as itself, for the op's checks to name."""
+    if isinstance(value, (jax.Array, np.ndarray, np.generic)):
+        return ArraySpec(tuple(value.shape), np.dtype(value.dtype))
+    return value
+
+
+def _sequence_plan(op: RuleOp, arrays: object, *statics: object) -> Plan:
+    """Validate a call of a sequence-taking op (concatenate, stack, hstack, vstack) by the
+    NumPy op's own checks, on ``ArraySpec``s: its ``TypeError``/``ValueError`` (the op, the
+    argument and the shapes), before ``jnp`` sees the call."""
+    specs = [_spec(a) for a in arrays] if isinstance(arrays, (list, tuple)) else arrays
+    with _errors_named(op.name):
+        return op.plan(*op.bind(specs, *statics))
 
 
 def concatenate(arrays: Sequence[Array], axis: Val[int] | int | None = Val(0)) -> Array:
     """``np.concatenate`` on JAX arrays (``axis``: ``Val(int)`` or ``None``), as ``jnp.concatenate``."""
-    return jnp.concatenate([jnp.asarray(a) for a in arrays], axis=_axis(axis, "concatenate: axis"))
+    plan = _sequence_plan(_concatenate_rules.concatenate, arrays, axis)
+    flat = getattr(plan, "flatten")
+    return jnp.concatenate([jnp.asarray(a) for a in arrays], axis=None if flat else getattr(plan, "forward_axis"))
 
 
 def stack(arrays: Sequence[Array], axis: Val[int] | int = Val(0)) -> Array:
     """``np.stack`` on JAX arrays (``axis``: ``Val(int)``)."""
-    index = _axis(axis, "stack: axis")
-    return jnp.stack([jnp.asarray(a) for a in arrays], axis=0 if index is None else index)
+    _sequence_plan(_concatenate_rules.stack, arrays, axis)
+    index = _static_value(axis)
+    assert isinstance(index, int)
+    return jnp.stack([jnp.asarray(a) for a in arrays], axis=index)
 
 
 def hstack(arrays: Sequence[Array]) -> Array:
     """``np.hstack`` on JAX arrays."""
+    _sequence_plan(_concatenate_rules.hstack, arrays)
     return jnp.hstack([jnp.asarray(a) for a in arrays])
 
 
 def vstack(arrays: Sequence[Array]) -> Array:
     """``np.vstack`` on JAX arrays."""
+    _sequence_plan(_concatenate_rules.vstack, arrays)
     return jnp.vstack([jnp.asarray(a) for a in arrays])
 
 
@@ -845,8 +912,8 @@ def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]]) -> Array:
     axes = (value,) if isinstance(value, int) else tuple(value)
     if not arrays:
         raise ValueError("cat: needs at least one array")
-    if any(axis < 0 for axis in axes):
-        raise ValueError(f"cat: dims={value} must be non-negative (0-based axes)")
+    with _errors_named("cat"):
+        _concatenate_rules.cat.plan(*_concatenate_rules.cat.bind(*(_spec(a) for a in arrays), dims=dims))
     parts = [jnp.asarray(a) for a in arrays]
     ndim = max(max(p.ndim for p in parts), max(axes) + 1)
     parts = [jnp.reshape(p, p.shape + (1,) * (ndim - p.ndim)) for p in parts]
@@ -893,13 +960,26 @@ def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]]) -> Array:
 # ---------------------------------------------------------------------------------------------
 
 
+def _array_spec(value: object, name: str) -> ArraySpec:
+    """An input array's shape and dtype (a tracer's too), or our ``TypeError`` naming the
+    argument when ``jnp`` cannot read it as an array."""
+    if not isinstance(value, (jax.Array, np.ndarray, np.generic)):
+        try:
+            value = jnp.asarray(value)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"argument {name!r} must be an array (a jax.Array, or what jnp.asarray reads as one), "
+                f"got {type(value).__name__}"
+            ) from None
+    return ArraySpec(tuple(getattr(value, "shape")), np.dtype(getattr(value, "dtype")))
+
+
 def _structure_plan(op: RuleOp, x: object, *args: object, **kwargs: object) -> Plan:
     """Validate a call of ``op`` by its own checks, on an ``ArraySpec`` of ``x`` (no data),
     and return the plan: our ``TypeError``/``ValueError``, before XLA sees the op."""
-    array = jnp.asarray(x)
-    spec = ArraySpec(tuple(array.shape), np.dtype(array.dtype))
-    arrays, statics = op.bind(spec, *args, **kwargs)
-    return op.plan(arrays, statics)
+    with _errors_named(op.name):
+        arrays, statics = op.bind(_array_spec(x, "x"), *args, **kwargs)
+        return op.plan(arrays, statics)
 
 
 def _static_value(value: object) -> object:

@@ -144,6 +144,13 @@ def custom_calls(compiled_text: str) -> list[dict[str, Any]]:
     return found
 
 
+def hlo(function: Any, *inputs: Any) -> str:
+    """The compiled (partitioned, optimized) HLO of ``function`` for ``inputs``."""
+    text = function.lower(*inputs).compile().as_text()
+    assert isinstance(text, str)
+    return text
+
+
 def check(case: Case, mesh: jax.sharding.Mesh) -> dict[str, Any]:
     inputs = tuple(jax.device_put(jnp.asarray(x), NamedSharding(mesh, spec)) for x, spec in zip(case.inputs, case.in_specs))
     plain = tuple(jnp.asarray(x) for x in case.inputs)
@@ -164,9 +171,9 @@ def check(case: Case, mesh: jax.sharding.Mesh) -> dict[str, Any]:
         "plain jit grad": difference(jax.jit(jax.grad(weighted_sum(whole, weights), argnums))(*inputs), expected_grad),
     }
     compiled = "\n".join(
-        jax.jit(function).lower(*inputs).compile().as_text() for function in (sharded, jax.grad(loss, argnums))
+        hlo(jax.jit(function), *inputs) for function in (sharded, jax.grad(loss, argnums))
     )
-    plain_compiled = jax.jit(whole).lower(*inputs).compile().as_text()
+    plain_compiled = hlo(jax.jit(whole), *inputs)
     result["shard_map calls"] = custom_calls(compiled)
     result["plain jit calls"] = custom_calls(plain_compiled)
     result["plain jit all-gathers"] = "all-gather" in plain_compiled
