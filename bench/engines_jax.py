@@ -103,6 +103,9 @@ def cases() -> list[EngineCase]:
             higher_is_ours=False,
         )
     )
+    # The CNN block with the CPUs this process has (``--cnn`` runs it on one and on two).
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    out.extend(cnn_cases(cpus))
     return out
 
 

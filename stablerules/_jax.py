@@ -16,7 +16,29 @@ Decisions:
   generated kernel on XLA's own buffers: no host callback, no copy, no Python on the call
   path. Handlers read extents from the buffers' dims at run time, so a handler serves every
   shape of its kernel's signature. They run our kernels in one call, on XLA's thread: the
-  NumPy path's thread split is not used inside XLA.
+  NumPy path's thread split is not used inside XLA. A handler's object code (its kernel
+  linked in) is kept in the disk cache like a kernel's, so a later process loads it without
+  starting Numba (``stablerules._objectcode``); its source names the kernel by a hash of the
+  kernel's source (:func:`_kernel_name`), and only a handler that Numba compiles loads it.
+- **Distributed modes.** Under ``jax.shard_map`` a primitive's result varies over the
+  manual mesh axes its inputs vary over (``check_vma``: a gradient's cotangent must match),
+  and operands of a two-operand kernel are first made to vary over the same axes
+  (``jax.lax.pcast``, as JAX's binary ops do; its transpose sums a replicated operand's
+  gradient over the shards): our kernels then run on each shard's buffers. Outside
+  ``shard_map``, a custom call has no partitioning rule: under a plain ``jit`` of sharded
+  inputs XLA gathers them first and every device computes the whole, replicated result
+  (correct; ``shard_map`` is the way to run per shard). On a mesh with explicit axes a
+  gradient is resharded to its primal's sharding (``jax.sharding.reshard``). No
+  ``custom_partitioning`` and no host callback: JAX's persistent compilation cache keeps
+  working.
+- **Eager calls** run a primitive as a one-op ``jax.jit`` computation per set of static
+  parameters (cached; emptied by ``clear_caches()``), as JAX's own primitives do.
+- **Errors** are ours, raised at trace time before XLA sees the call: every op is validated
+  by the NumPy op's own checks on an ``ArraySpec`` (shape and dtype, no data) and every
+  message starts with the op's name, then names the argument and the shapes. Dtypes are the
+  NumPy ops' (bool, integers, float32/64, complex64/128): bfloat16 and float16 inputs get
+  our ``TypeError``, also for the ops that are ``jnp``'s underneath, so an op accepts the
+  same inputs on either array type.
 - **Other platforms**: no lowering; a ``NotImplementedError`` names the op, the platform and
   the CPU alternative (``jax.device_put(x, jax.devices("cpu")[0])``). Nothing is copied to
   the host behind the user's back.
@@ -36,9 +58,10 @@ Decisions:
   (``lax.map``, one kernel call per element): a batched handler is not written. Complex and integer operands use ``jnp.kron``
   (a per-dtype choice, documented, not a fallback taken at run time).
 - **The concatenate family** (concatenate, stack, hstack, vstack, cat) is written with
-  ``jnp`` (``concatenate``, ``stack``, ``zeros().at[].set``): on NumPy arrays our pullback is
+  ``jnp`` (``concatenate``, ``stack``; ``cat``'s block-diagonal form as XLA pads of each
+  input and selects, which keep an input's sharding): on NumPy arrays our pullback is
   views of ``dy``, and in XLA concatenation and slicing are XLA's own fused ops, so a custom
-  call could only add a copy. Statics are ``Val`` as everywhere; errors are JAX's own.
+  call could only add a copy. Statics are ``Val`` as everywhere; errors are ours (above).
 - **The structure ops** (flip, roll, permute_dims, transpose, reshape, broadcast_to, sum,
   mean, pad, split) are written with ``jnp``/indexing as well, for the same reason: in XLA a
   view (reverse, transpose, reshape, slice), a broadcast, a reduction and a pad are XLA's own
