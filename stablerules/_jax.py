@@ -111,7 +111,9 @@ from typing import Any, NoReturn, TypeAlias
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import Primitive
+# jax.extend.core.Primitive is this class (a test pins it); importing jax.extend costs a fresh
+# process ~45 ms (it imports jax.extend.pallas), more than the rest of this module.
+from jax._src.core import Primitive
 from jax.interpreters.mlir import ir
 from jax.interpreters import ad, batching, mlir
 
@@ -174,6 +176,7 @@ class FFIVersionError(RuntimeError):
     """The installed jaxlib's XLA FFI API is not the version our handlers read (0.3)."""
 
 
+@functools.cache
 def installed_api_version() -> tuple[int, int]:
     """``(major, minor)`` of the XLA FFI API in the installed jaxlib, from its header."""
     header = Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h"

@@ -296,6 +296,16 @@ def test_errors_name_the_op_the_argument_and_the_shapes(call: Callable[[], Any],
     assert str(raised.value) == message
 
 
+def test_the_primitive_class_is_jaxs_public_one() -> None:
+    # stablerules.jax takes Primitive from jax._src.core: jax.extend.core.Primitive is the same
+    # class, but importing jax.extend costs a fresh process ~45 ms. A jax that moves or
+    # replaces it fails here first.
+    import jax.extend.core
+
+    for primitive in (_jax.repeat_p, _jax.repeat_pullback_p, _jax.kron_p, _jax.kron_tangent_p, _jax.kron_pullback_p):
+        assert type(primitive) is jax.extend.core.Primitive
+
+
 def test_every_op_of_stablerules_is_adapted() -> None:
     ops = {name for name in sr.__all__ if isinstance(getattr(sr, name), RuleOp)}
     assert ops == set(srj.__all__) - {"FFIVersionError"}
