@@ -200,6 +200,10 @@ OP_CALLS: dict[str, Callable[[Any], Any]] = {
     "mean": lambda x: srj.mean(x),
     "pad": lambda x: srj.pad(x, Val(1)),
     "split": lambda x: srj.split(x, Val(2), axis=Val(1)),
+    "getindex": lambda x: srj.getindex(x, sr.ix[1:, ::-2]),
+    "take": lambda x: srj.take(x, np.array([2, 0, 2]), Val(0)),
+    "take_along_axis": lambda x: srj.take_along_axis(x, np.array([[1, -1]] * 3), Val(1)),
+    "index_add": lambda x: srj.index_add(x, np.array([2, 0, 2]), np.ones((3, 4))),
 }
 
 
