@@ -42,7 +42,6 @@ Decisions where the issue is silent:
 from __future__ import annotations
 
 import ast
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeAlias, TypeVar, cast
@@ -266,10 +265,11 @@ def _arguments(call: Call, arrays: Sequence[object]) -> tuple[tuple[object, ...]
     """The op's positional and keyword arguments for ``arrays`` (one per tensor, in order)."""
     if len(call.arrays) == 1 and call.arrays[0][1] < 0 and not call.entry.scalars:
         return (arrays[0],), dict(call.statics)
-    if call.entry.scalars:  # a scalar among the array arguments: all of them by name
+    if call.entry.scalars:  # scalars among the array arguments: those in parameter order
         named = dict(call.statics)
         named.update((name, arrays[index]) for index, (name, _) in enumerate(call.arrays))
-        return (), named
+        leading = [name for name in call.entry.parameters if name in call.entry.arrays]
+        return tuple(named.pop(name) for name in leading), named
     positional: list[object] = []
     index = 0
     for _, count in call.arrays:
@@ -616,18 +616,7 @@ class _Box:
 
 
 class _Function(torch.autograd.Function):
-    """A Function whose ``apply`` skips ``inspect.signature`` binding (~10 us a call; our
-    forwards have no defaults to apply) outside torch.func transforms."""
-
-    @classmethod
-    def apply(cls, *args: object) -> object:
-        if torch._C._are_functorch_transforms_active():
-            # Through a typed name: torch's stubs type Function.apply in some versions, not others.
-            parent_apply: Callable[..., object] = super().apply
-            return parent_apply(*args)
-        unwrap = torch._C._functorch.unwrap_if_dead
-        args = tuple(unwrap(arg) if isinstance(arg, torch.Tensor) else arg for arg in args)
-        return super(torch.autograd.function._SingleLevelFunction, cls).apply(*args)  # type: ignore[misc]
+    """Our Functions with ``setup_context`` (what torch.func transforms need)."""
 
 
 class _Forward(_Function):
@@ -712,8 +701,7 @@ class _PlainForward(torch.autograd.Function):
         return (None, *(g if need else None for g, need in zip(grads, c.needs_input_grad[1:])))
 
 
-# Function.apply, less its dead-wrapper unwrapping (only torch.func transforms leave those).
-_PLAIN_APPLY = functools.partial(super(torch.autograd.function._SingleLevelFunction, _PlainForward).apply)
+_PLAIN_APPLY = _PlainForward.apply
 
 
 class _Context(Protocol):
@@ -849,6 +837,7 @@ def _output_meta(call: Call, arrays: Sequence[torch.Tensor]) -> tuple[tuple[tupl
     key = (call, shapes)
     meta = _META.get(key)
     if meta is None:
+        check_tensors(call, arrays)
         dummies = [np.broadcast_to(np.zeros((), _NUMPY_DTYPES[dtype]), shape) for shape, dtype in shapes]
         args, kwargs = _arguments(call, dummies)
         outputs = cast("tuple[np.ndarray[tuple[int, ...], np.dtype[np.generic]], ...]", _outputs(call.entry.op(*args, **kwargs)))
@@ -987,7 +976,7 @@ def check_tensors(call: Call, tensors: Sequence[torch.Tensor]) -> None:
             raise TypeError(
                 f"stablerules.torch.{call.entry.name}: argument {name!r} has dtype {_dtype_name(tensor.dtype)}, "
                 f"which stablerules does not support (its kernels take {supported}); convert it first, "
-                f"e.g. {name.split('[')[0]}.to(torch.float32)"
+                f"e.g. {name}.to(torch.float32)"
             )
         if tensor.device.type not in ("cpu", "cuda", "meta") or (tensor.device.type == "meta" and type(tensor) in _PLAIN_TENSORS):
             raise TypeError(
