@@ -53,6 +53,8 @@ import torch.utils.dlpack
 import stablerules as sr
 from stablerules import Val
 
+from ._sharding import DTENSOR, is_dtensor
+
 if TYPE_CHECKING:
     from torch.autograd.function import FunctionCtx
 
@@ -564,8 +566,11 @@ def _forward_mode() -> bool:
 _FORWARD_AD = torch.autograd.forward_ad
 
 
-def _differentiable(tensor: torch.Tensor) -> bool:
+def differentiable(tensor: torch.Tensor) -> bool:
     return tensor.is_floating_point() or tensor.is_complex()
+
+
+_differentiable = differentiable
 
 
 def engine() -> Engine:
@@ -831,7 +836,7 @@ _NUMPY_DTYPES: dict[torch.dtype, np.dtype[np.generic]] = {
 _TORCH_DTYPES = {value: key for key, value in _NUMPY_DTYPES.items()}
 
 
-def _output_meta(call: Call, arrays: Sequence[torch.Tensor]) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+def output_meta(call: Call, arrays: Sequence[torch.Tensor]) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
     """Shapes and dtypes of the op's results, from one run on stride-0 zero inputs."""
     shapes = tuple((tuple(int(n) for n in a.shape), a.dtype) for a in arrays)
     key = (call, shapes)
@@ -869,7 +874,7 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
         ]
 
     def forward_fake(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
-        meta = _output_meta(decode(entry, call), arrays)
+        meta = output_meta(decode(entry, call), arrays)
         device = arrays[0].device if arrays else torch.device("cpu")
         return [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in meta]
 
@@ -941,6 +946,11 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
     return ops
 
 
+def fresh(tensor: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``tensor`` as a custom op may return it: contiguous, aliasing none of ``inputs``."""
+    return tensor.clone(memory_format=torch.contiguous_format) if _aliases(tensor, inputs) else tensor.contiguous()
+
+
 def _aliases(tensor: torch.Tensor, others: Sequence[torch.Tensor]) -> bool:
     if tensor.numel() == 0:
         return False
@@ -991,7 +1001,7 @@ class Signature:
     the first call with that signature; every later call looks it up by a key made from its
     arguments' structure, statics, dtypes and shapes, and goes straight to the op."""
 
-    __slots__ = ("call", "entry", "order", "plain", "linear", "run", "likes", "_placeholders", "_back")
+    __slots__ = ("call", "entry", "order", "plain", "dtensor", "linear", "run", "likes", "_placeholders", "_back")
 
     def __init__(self, call: Call, tensors: Tensors, order: tuple[int, ...] | None) -> None:
         check_tensors(call, tensors)
@@ -999,6 +1009,7 @@ class Signature:
         self.entry = call.entry
         self.order = order  # where each bound tensor sits among the arguments, when not in order
         self.plain = all(type(t) in _PLAIN_TENSORS for t in tensors)
+        self.dtensor = not self.plain and any(is_dtensor(t) for t in tensors)
         self.linear = call.linear
         self.likes = tuple((tuple(t.shape), t.dtype, t.device) for t in tensors)
         self._placeholders: Tensors | None = None
@@ -1041,8 +1052,8 @@ class Signature:
         """The call through the mechanism its tensors and torch's modes ask for."""
         if _FUNCTORCH_ACTIVE() or _FORWARD_AD._current_level >= 0:
             return cast("Tensors", _Forward.apply(self.call, _Box(), *tensors))
-        if not self.plain:  # tensor subclasses (DTensor, fake tensors): the custom ops
-            return OPS.forward(self.call, tensors)
+        if not self.plain:  # tensor subclasses: the custom ops (DTensor's with sharding rules)
+            return (DTENSOR if self.dtensor else OPS).forward(self.call, tensors)
         if _GRAD_ENABLED():
             for tensor in tensors:
                 if tensor.requires_grad:
