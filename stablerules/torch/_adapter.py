@@ -866,12 +866,11 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
         return _OPS[name]
 
     def forward_kernel(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
-        # contiguous: the fake implementation promises fresh contiguous results (a permuted
-        # view, copied because it aliases an input, keeps its strides otherwise)
-        return [
-            t.clone(memory_format=torch.contiguous_format) if _aliases(t, arrays) else t.contiguous()
-            for t in run_op(decode(entry, call), tuple(arrays))
-        ]
+        # The call's signature, as eager calls find theirs: its results never alias an input
+        # (a view is copied); contiguous, as the fake implementation promises (a permuted view
+        # of a fresh buffer keeps its strides otherwise).
+        tensors = tuple(arrays)
+        return [t.contiguous() for t in signature_of(decode(entry, call), tensors).forward(tensors)]
 
     def forward_fake(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
         meta = output_meta(decode(entry, call), arrays)
@@ -879,7 +878,10 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
         return [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in meta]
 
     def pullback_kernel(cotangents: list[torch.Tensor | None], arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
-        grads = run_pullback(decode(entry, call), tuple(cotangents), tuple(arrays), None, dense=True)
+        tensors = tuple(arrays)
+        signature = signature_of(decode(entry, call), tensors)
+        back = signature.linear_pullback() if signature.linear else None
+        grads = run_pullback(signature.call, tuple(cotangents), tensors, back, dense=True)
         inputs = [*arrays, *(c for c in cotangents if c is not None)]
         return [
             (g.clone(memory_format=torch.contiguous_format) if _aliases(g, inputs) else g.contiguous())
