@@ -406,7 +406,9 @@ def test_bench_rows_run_and_agree_with_torch(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "bench"))
     engines_torch = importlib.import_module("engines_torch")
     rows = engines_torch.run_torch_rows("tiny", compiled=False)
-    assert {row.id for row in rows} == {"W3", "W3 sum", "kron", "tiny"}
+    calls = {f"call {name}" for name in ("repeat", "concatenate", "kron", "flip", "sum", "reshape")}
+    grads = {f"grad {name}" for name in ("repeat", "concatenate", "kron", "flip", "sum")}
+    assert {row.id for row in rows} == {"W3", "W3 sum", "kron", "tiny", "cnn"} | calls | grads
     assert [row.error for row in rows] == [None] * len(rows)
     assert "tiny sizes: no goal" in engines_torch.torch_table(rows)
 
