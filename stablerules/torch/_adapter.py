@@ -3,24 +3,38 @@
 An op is described once (an :class:`Entry`: the ``stablerules`` op, its parameters, which of
 them hold tensors, a batching rule); everything else is shared:
 
-- A call is *bound* into a :class:`Call` (the entry, which parameters hold one tensor or a
-  sequence of them, and the static arguments) plus the flat list of its tensors.
-- Eager mode runs a ``torch.autograd.Function`` whose ``forward`` calls ``sr.rrule`` on NumPy
-  views of the tensors (zero-copy) and keeps the pullback closure for ``backward``:
-  :class:`_PlainForward` (``ctx`` in ``forward``, the cheapest) when no torch.func transform
-  or forward-mode AD is active, else :class:`_Forward` (``setup_context``, ``jvp``, ``vmap``).
-  ``backward`` runs the closure directly when no graph is being built (plain ``.backward()``:
-  its tensors are plain), else through :class:`_Pullback`, another ``Function`` whose own
-  backward is the op's tangent map (for a linear op, the op itself) and, for a non-linear op,
-  the entry's second-order rule: so ``create_graph=True``, ``torch.func.grad`` of ``grad``
-  and so on compose to any order, NumPy being touched only inside a ``forward``, where
-  functorch has unwrapped the tensors. ``jvp`` is the tangent map; ``vmap`` is the entry's
-  batching rule (the batch axis moved to the front, statics shifted), never torch's
-  per-sample loop; only a vmapped *pullback* (``jacrev``) loops over the batch.
+- A call's *signature* (:class:`Signature`: the op, the arguments' structure, the statics, the
+  tensors' dtypes, shapes and devices) is bound and validated once, at its first call, into a
+  :class:`Call` (which parameters hold one tensor or a sequence of them, and the statics);
+  later calls find it by a key made from their arguments (one pass over them) and go straight
+  to the op. Under ``no_grad``, or when no input requires grad, a call is the op on views of
+  the tensors and nothing else: no autograd ``Function``.
+- Eager mode with gradients runs a ``torch.autograd.Function``: :class:`_PlainForward`
+  (``ctx`` in ``forward``, the cheapest) when no torch.func transform or forward-mode AD is
+  active, else :class:`_Forward` (``setup_context``, ``jvp``, ``vmap``; its ``forward`` calls
+  ``sr.rrule`` and keeps the closure). A linear call saves no tensors (its pullback reads
+  shapes only: one closure per signature); a non-linear one saves its inputs and builds its
+  pullback (``sr.pullback``) in ``backward`` from the saved tensors. ``backward`` runs the
+  pullback directly when no graph is being built (plain ``.backward()``), else through
+  :class:`_Pullback`, another ``Function`` whose own backward is the op's tangent map (for a
+  linear op, the op itself) and, for a non-linear op, the entry's second-order rule: so
+  ``create_graph=True``, ``torch.func.grad`` of ``grad`` and so on compose to any order, NumPy
+  being touched only inside a ``forward``, where functorch has unwrapped the tensors. ``jvp``
+  is the tangent map; ``vmap`` is the entry's batching rule (the batch axis moved to the
+  front, statics shifted), never torch's per-sample loop; only a vmapped *pullback*
+  (``jacrev``) loops over the batch.
 - Under ``torch.compile`` the same calls go to ``torch.library`` custom ops
   (``torch.ops.stablerules.<name>`` and ``<name>_pullback``, schema
   ``(Tensor[] arrays, str call)``), with fake implementations and ``register_autograd``, so
-  dynamo sees one opaque node per call and no graph break.
+  dynamo sees one opaque node per call and no graph break; their kernels find the call's
+  signature as eager calls do.
+- ``DTensor`` inputs go to custom ops with sharding strategies (``_sharding``), so a shard
+  on an axis the op leaves alone stays a shard.
+
+Tensors reach the kernels as zero-copy views: on the CPU a read-only NumPy array through
+DLPack (``torch.utils.dlpack.to_dlpack``; ``Tensor.numpy`` would mark the storage as never
+resizable, which FSDP2's resharding needs), conjugate and negative bits resolved first;
+cotangents as writable arrays (``Tensor.numpy``), so that a gradient may view its cotangent.
 
 Cotangents: an all-stride-0 cotangent (what ``sum``, ``mean`` and ``expand`` give) of at least
 ``FILL_THRESHOLD`` elements reaches the rules as an ``sr.Fill`` in O(1); smaller ones are read
@@ -32,11 +46,19 @@ Decisions where the issue is silent:
 - Tensors we return never alias an input: a forward result that shares memory with an input
   is copied (autograd would not know of the view). Gradients may view the cotangent (torch's
   own ``cat`` backward does the same); custom-op results never alias (torch's rule for them).
+- A non-linear op's pullback is rebuilt in ``backward`` rather than kept from ``forward``: a
+  closure would hold views of memory that FSDP2 frees after the forward and gathers anew
+  (at another address) before the backward.
+- Dtypes our kernels do not take (``bfloat16``, ``float16``, ...) raise a ``TypeError``
+  naming the op and the argument when the signature is first seen (in eager mode) or when
+  the fake implementation runs (under ``torch.compile``); we never convert silently.
+- ``kron`` takes a Python scalar for either factor, as ``np.kron`` does: the scalar is a
+  static of the signature (no gradient; a new value is a new signature), and the call is
+  linear in the tensor.
+- The signature cache holds at most ``_MAX_SIGNATURES`` signatures per op, then starts again.
 - The fake implementation learns a result's shape and dtype by running the NumPy op once per
   signature on stride-0 zero inputs (generic over ops; one transient output allocation at
   trace time). Symbolic sizes are specialized to ints there.
-- Without the forward's closure (custom ops, a rebuilt pullback), the pullback comes from
-  ``sr.pullback`` (no primal computed); linear ops reuse one closure per signature.
 """
 
 from __future__ import annotations
