@@ -255,9 +255,12 @@ def _model_cases(torch: ModuleType, srt: ModuleType, val: Any, tiny: bool, compi
     generator = torch.Generator().manual_seed(4)
     x = torch.randn(batch, channels, side, side, generator=generator)
     target = torch.randn(batch, 16, generator=generator)
-    ours_model = small_cnn(torch, srt, val, False, channels, side)
-    native_model = small_cnn(torch, srt, val, True, channels, side)
-    native_model.load_state_dict(ours_model.state_dict())
+    def models() -> tuple[Any, Any]:  # a fresh pair per row (a row's steps train its models)
+        ours, native = small_cnn(torch, srt, val, False, channels, side), small_cnn(torch, srt, val, True, channels, side)
+        native.load_state_dict(ours.state_dict())
+        return ours, native
+
+    ours_model, native_model = models()
 
     def step(model: Any) -> Step:
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -281,12 +284,14 @@ def _model_cases(torch: ModuleType, srt: ModuleType, val: Any, tiny: bool, compi
     yield _Case("cnn", f"small CNN block, {shape}, a training step", "eager", 1.0, ours_eager, step(native_model),
                 check(ours_model, native_model))
     if compiled:
-        ours_compiled = torch.compile(ours_model, fullgraph=True)
-        native_compiled = torch.compile(native_model, fullgraph=True)
+        ours_fresh, native_fresh = models()
+        ours_compiled = torch.compile(ours_fresh, fullgraph=True)
+        native_compiled = torch.compile(native_fresh, fullgraph=True)
         yield _Case("cnn compiled", f"small CNN block, {shape}, compiled, vs torch's compiled", "compiled", 1 / 1.25,
                     step(ours_compiled), step(native_compiled), check(ours_compiled, native_compiled))
-        yield _Case("cnn compiled/eager", f"small CNN block compiled, vs our own eager step", "compiled", 1.0,
-                    step(ours_compiled), ours_eager, check(ours_compiled, ours_model))
+        ours_again = torch.compile(ours_model, fullgraph=True)
+        yield _Case("cnn compiled/eager", "small CNN block compiled, vs our own eager step", "compiled", 1.0,
+                    step(ours_again), ours_eager, check(ours_again, ours_model))
 
 
 @contextmanager
