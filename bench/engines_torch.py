@@ -284,6 +284,9 @@ def _model_cases(torch: ModuleType, srt: ModuleType, val: Any, tiny: bool, compi
     yield _Case("cnn", f"small CNN block, {shape}, a training step", "eager", 1.0, ours_eager, step(native_model),
                 check(ours_model, native_model))
     if compiled:
+        # Each model pair is new code to dynamo (forward closes over ``native``): start afresh,
+        # so that the rounds of both thread counts stay under its recompile limit.
+        torch.compiler.reset()
         ours_fresh, native_fresh = models()
         ours_compiled = torch.compile(ours_fresh, fullgraph=True)
         native_compiled = torch.compile(native_fresh, fullgraph=True)

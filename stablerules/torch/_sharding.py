@@ -214,8 +214,9 @@ def dtensor_ops(entry: Entry) -> tuple[Callable[..., torch.Tensor], Callable[...
             strategies.append(([shard(axes[index])], dy(shard(out)) + [shard(axis) for axis in axes] + [None, None]))
         return strategies
 
-    register_sharding(output_op._opoverload)(output_strategy)
-    register_sharding(gradient_op._opoverload)(gradient_strategy)
+    namespace = torch.ops.stablerules
+    register_sharding(getattr(namespace, f"{name}_output").default)(output_strategy)
+    register_sharding(getattr(namespace, f"{name}_gradient").default)(gradient_strategy)
     ops = (cast("Callable[..., torch.Tensor]", output_op), cast("Callable[..., torch.Tensor]", gradient_op))
     _REGISTERED[name] = ops
     return ops
