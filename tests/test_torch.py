@@ -411,6 +411,138 @@ def test_bench_rows_run_and_agree_with_torch(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "bench"))
     engines_torch = importlib.import_module("engines_torch")
     rows = engines_torch.run_torch_rows("tiny", compiled=False)
-    assert {row.id for row in rows} == {"W3", "W3 sum", "kron", "tiny"}
+    calls = {f"call {name}" for name in ("repeat", "concatenate", "kron", "flip", "sum", "reshape")}
+    grads = {f"grad {name}" for name in ("repeat", "concatenate", "kron", "flip", "sum")}
+    assert {row.id for row in rows} == {"W3", "W3 sum", "kron", "tiny", "cnn"} | calls | grads
     assert [row.error for row in rows] == [None] * len(rows)
     assert "tiny sizes: no goal" in engines_torch.torch_table(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# the call path: signatures settled once, tensors reached through DLPack
+
+
+def test_a_signature_is_bound_once_and_reused() -> None:
+    x = torch.randn(3, 4, dtype=torch.float64)
+    srt.flip.signatures.clear()
+    first = srt.flip(x, Val(1))
+    assert len(srt.flip.signatures) == 1
+    second = srt.flip(torch.randn(3, 4, dtype=torch.float64), Val(1))
+    assert len(srt.flip.signatures) == 1, "same statics, dtypes and shapes: one signature"
+    assert torch.equal(first, torch.from_numpy(np.flip(x.numpy(), 1).copy())) and second.shape == (3, 4)
+    srt.flip(x, Val(0))
+    srt.flip(x.float(), Val(1))
+    srt.flip(torch.randn(2, 4, dtype=torch.float64), Val(1))
+    assert len(srt.flip.signatures) == 4
+    # Val(True) and Val(1), 1 and 1.0 and True: equal in Python, distinct signatures here.
+    s = torch.randn(2, 3, dtype=torch.float32)
+    assert srt.sum(s, Val(1), Val(True)).shape == (2, 1) and srt.sum(s, Val(1), Val(False)).shape == (2,)
+    assert srt.kron(s, 2).dtype == torch.float64 == torch.from_numpy(np.kron(s.numpy(), 2)).dtype
+    assert srt.kron(s, True).dtype == torch.from_numpy(np.kron(s.numpy(), True)).dtype
+    assert srt.kron(s, 2j).dtype == torch.from_numpy(np.kron(s.numpy(), 2j)).dtype
+
+
+def test_keyword_tensors_bind_in_parameter_order() -> None:
+    a, b = torch.randn(2, 3, dtype=torch.float64), torch.randn(3, 2, dtype=torch.float64)
+    for _ in range(2):  # the second call takes the cached signature's order
+        got = srt.kron(b=b, a=a)
+        assert torch.equal(got, torch.from_numpy(np.kron(a.numpy(), b.numpy())))
+    for _ in range(2):
+        assert torch.equal(srt.kron(b=a, a=b), torch.from_numpy(np.kron(b.numpy(), a.numpy())))
+
+
+def test_no_grad_calls_build_no_graph_and_linear_calls_save_no_tensors() -> None:
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    with torch.no_grad():
+        assert srt.repeat(x, Val(2), axis=Val(0)).grad_fn is None
+    y = srt.repeat(x, Val(2), axis=Val(0))
+    assert y.grad_fn is not None and getattr(y.grad_fn, "saved_tensors") == ()
+    with torch.no_grad():
+        x.add_(1.0)  # a linear op's backward reads no primal: modifying x is no error
+    (g,) = torch.autograd.grad(y.sum(), x)
+    assert torch.equal(g, torch.full((3, 4), 2.0, dtype=torch.float64))
+
+
+def test_inputs_keep_their_storage_resizable() -> None:
+    # FSDP2 frees a gathered parameter by resizing its storage to 0; ``Tensor.numpy()`` marks a
+    # storage never resizable, so before this change FSDP2's backward failed with
+    # "RuntimeError: Trying to resize storage that is not resizable".
+    w = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(2, 2, dtype=torch.float64, requires_grad=True)
+    torch.autograd.grad(srt.kron(w, b).sum(), (w, b))
+    torch.autograd.grad(srt.repeat(w, Val(2), axis=Val(1)).sum(), w)
+    for tensor in (w, b):
+        storage = tensor.untyped_storage()
+        assert storage.resizable()
+        size = storage.nbytes()
+        storage.resize_(0)
+        storage.resize_(size)
+
+
+def test_conjugate_and_negative_views_are_resolved() -> None:
+    z = torch.randn(2, 3, dtype=torch.complex128)
+    assert z.conj().is_conj()
+    assert torch.equal(srt.flip(z.conj(), Val(1)), torch.from_numpy(np.flip(np.conj(z.numpy()), 1).copy()))
+    negative = z.conj().imag  # a real view with the negative bit
+    assert negative.is_neg()
+    assert torch.equal(srt.flip(negative, Val(0)), torch.from_numpy(np.flip(-z.numpy().imag, 0).copy()))
+
+
+def test_private_torch_apis_we_rely_on_still_behave() -> None:
+    """Two private torch names stay (no public equivalent answers the question): whether a
+    torch.func transform is active, and the forward-mode AD level. If a torch version moves
+    them, this fails here rather than in every op call."""
+    assert not _adapter._FUNCTORCH_ACTIVE() and _adapter._FORWARD_AD._current_level == -1
+    seen: list[bool] = []
+
+    def probe(x: torch.Tensor) -> torch.Tensor:
+        seen.append(bool(_adapter._FUNCTORCH_ACTIVE()))
+        return x.sum()
+
+    torch.func.grad(probe)(torch.ones(2))
+    with torch.autograd.forward_ad.dual_level():
+        level = _adapter._FORWARD_AD._current_level
+    assert seen == [True] and level >= 0
+
+
+# --------------------------------------------------------------------------------------------
+# what a new user hit: dtypes, scalars
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_half_precision_gets_our_error(dtype: torch.dtype) -> None:
+    """Before: bfloat16 raised torch's own ``TypeError: Got unsupported ScalarType BFloat16``
+    (naming neither the op nor the argument), float16 ``argument 'x' has dtype float16, which
+    stablerules does not support`` (no op)."""
+    x = torch.ones(2, 3, dtype=dtype)
+    with pytest.raises(TypeError, match=rf"stablerules.torch.repeat: argument 'x' has dtype {str(dtype)[6:]}"):
+        srt.repeat(x, Val(2), axis=Val(0))
+    with pytest.raises(TypeError, match=rf"stablerules.torch.concatenate: argument 'arrays\[1\]' has dtype {str(dtype)[6:]}"):
+        srt.concatenate((torch.ones(2, 3), x))
+    with pytest.raises(TypeError, match=rf"stablerules.torch.kron: argument 'b' has dtype {str(dtype)[6:]}"):
+        srt.kron(torch.ones(2, 2), x)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t: srt.tile(t, Val(2)), fullgraph=True)
+    with pytest.raises(Exception, match=rf"stablerules.torch.tile: argument 'x' has dtype {str(dtype)[6:]}"):
+        compiled(x)
+
+
+def test_kron_takes_python_scalars_as_numpy_does() -> None:
+    """Before: ``stablerules.torch.kron: argument 'b' must be a torch.Tensor (or a sequence of
+    them), got float``, although ``sr.kron`` and ``np.kron`` take scalars."""
+    t = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    for scalar in (2.5, -3, True, 1.5 - 2j):
+        for got, expected in ((srt.kron(t, scalar), np.kron(t.detach().numpy(), scalar)),
+                              (srt.kron(scalar, t), np.kron(scalar, t.detach().numpy()))):
+            assert got.dtype == torch.from_numpy(expected).dtype and tuple(got.shape) == expected.shape
+            np.testing.assert_array_equal(got.detach().numpy(), expected)
+    assert torch.autograd.gradcheck(lambda t: srt.kron(t, 2.5), (t,), check_forward_ad=True)
+    assert torch.autograd.gradgradcheck(lambda t: srt.kron(-1.5, t), (t,))
+    batch = torch.randn(4, 2, 3, dtype=torch.float64)
+    assert torch.equal(torch.vmap(lambda s: srt.kron(s, 3.0))(batch), batch * 3.0)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t: srt.kron(t, 2.0).sum(), fullgraph=True)
+    (g,) = torch.autograd.grad(compiled(t), t)
+    assert torch.equal(g, torch.full((2, 3), 2.0, dtype=torch.float64))
+    with pytest.raises(TypeError, match="stablerules.torch.kron: argument 'b' must be a torch.Tensor .or a Python scalar., got str"):
+        srt.kron(t, "2")

@@ -3,24 +3,38 @@
 An op is described once (an :class:`Entry`: the ``stablerules`` op, its parameters, which of
 them hold tensors, a batching rule); everything else is shared:
 
-- A call is *bound* into a :class:`Call` (the entry, which parameters hold one tensor or a
-  sequence of them, and the static arguments) plus the flat list of its tensors.
-- Eager mode runs a ``torch.autograd.Function`` whose ``forward`` calls ``sr.rrule`` on NumPy
-  views of the tensors (zero-copy) and keeps the pullback closure for ``backward``:
-  :class:`_PlainForward` (``ctx`` in ``forward``, the cheapest) when no torch.func transform
-  or forward-mode AD is active, else :class:`_Forward` (``setup_context``, ``jvp``, ``vmap``).
-  ``backward`` runs the closure directly when no graph is being built (plain ``.backward()``:
-  its tensors are plain), else through :class:`_Pullback`, another ``Function`` whose own
-  backward is the op's tangent map (for a linear op, the op itself) and, for a non-linear op,
-  the entry's second-order rule: so ``create_graph=True``, ``torch.func.grad`` of ``grad``
-  and so on compose to any order, NumPy being touched only inside a ``forward``, where
-  functorch has unwrapped the tensors. ``jvp`` is the tangent map; ``vmap`` is the entry's
-  batching rule (the batch axis moved to the front, statics shifted), never torch's
-  per-sample loop; only a vmapped *pullback* (``jacrev``) loops over the batch.
+- A call's *signature* (:class:`Signature`: the op, the arguments' structure, the statics, the
+  tensors' dtypes, shapes and devices) is bound and validated once, at its first call, into a
+  :class:`Call` (which parameters hold one tensor or a sequence of them, and the statics);
+  later calls find it by a key made from their arguments (one pass over them) and go straight
+  to the op. Under ``no_grad``, or when no input requires grad, a call is the op on views of
+  the tensors and nothing else: no autograd ``Function``.
+- Eager mode with gradients runs a ``torch.autograd.Function``: :class:`_PlainForward`
+  (``ctx`` in ``forward``, the cheapest) when no torch.func transform or forward-mode AD is
+  active, else :class:`_Forward` (``setup_context``, ``jvp``, ``vmap``; its ``forward`` calls
+  ``sr.rrule`` and keeps the closure). A linear call saves no tensors (its pullback reads
+  shapes only: one closure per signature); a non-linear one saves its inputs and builds its
+  pullback (``sr.pullback``) in ``backward`` from the saved tensors. ``backward`` runs the
+  pullback directly when no graph is being built (plain ``.backward()``), else through
+  :class:`_Pullback`, another ``Function`` whose own backward is the op's tangent map (for a
+  linear op, the op itself) and, for a non-linear op, the entry's second-order rule: so
+  ``create_graph=True``, ``torch.func.grad`` of ``grad`` and so on compose to any order, NumPy
+  being touched only inside a ``forward``, where functorch has unwrapped the tensors. ``jvp``
+  is the tangent map; ``vmap`` is the entry's batching rule (the batch axis moved to the
+  front, statics shifted), never torch's per-sample loop; only a vmapped *pullback*
+  (``jacrev``) loops over the batch.
 - Under ``torch.compile`` the same calls go to ``torch.library`` custom ops
   (``torch.ops.stablerules.<name>`` and ``<name>_pullback``, schema
   ``(Tensor[] arrays, str call)``), with fake implementations and ``register_autograd``, so
-  dynamo sees one opaque node per call and no graph break.
+  dynamo sees one opaque node per call and no graph break; their kernels find the call's
+  signature as eager calls do.
+- ``DTensor`` inputs go to custom ops with sharding strategies (``_sharding``), so a shard
+  on an axis the op leaves alone stays a shard.
+
+Tensors reach the kernels as zero-copy views: on the CPU a read-only NumPy array through
+DLPack (``torch.utils.dlpack.to_dlpack``; ``Tensor.numpy`` would mark the storage as never
+resizable, which FSDP2's resharding needs), conjugate and negative bits resolved first;
+cotangents as writable arrays (``Tensor.numpy``), so that a gradient may view its cotangent.
 
 Cotangents: an all-stride-0 cotangent (what ``sum``, ``mean`` and ``expand`` give) of at least
 ``FILL_THRESHOLD`` elements reaches the rules as an ``sr.Fill`` in O(1); smaller ones are read
@@ -32,26 +46,36 @@ Decisions where the issue is silent:
 - Tensors we return never alias an input: a forward result that shares memory with an input
   is copied (autograd would not know of the view). Gradients may view the cotangent (torch's
   own ``cat`` backward does the same); custom-op results never alias (torch's rule for them).
+- A non-linear op's pullback is rebuilt in ``backward`` rather than kept from ``forward``: a
+  closure would hold views of memory that FSDP2 frees after the forward and gathers anew
+  (at another address) before the backward.
+- Dtypes our kernels do not take (``bfloat16``, ``float16``, ...) raise a ``TypeError``
+  naming the op and the argument when the signature is first seen (in eager mode) or when
+  the fake implementation runs (under ``torch.compile``); we never convert silently.
+- ``kron`` takes a Python scalar for either factor, as ``np.kron`` does: the scalar is a
+  static of the signature (no gradient; a new value is a new signature), and the call is
+  linear in the tensor.
+- The signature cache holds at most ``_MAX_SIGNATURES`` signatures per op, then starts again.
 - The fake implementation learns a result's shape and dtype by running the NumPy op once per
   signature on stride-0 zero inputs (generic over ops; one transient output allocation at
   trace time). Symbolic sizes are specialized to ints there.
-- Without the forward's closure (custom ops, a rebuilt pullback), the pullback comes from
-  ``sr.pullback`` (no primal computed); linear ops reuse one closure per signature.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeAlias, TypeVar, cast
 
 import numpy as np
 import torch
+import torch.utils.dlpack
 
 import stablerules as sr
 from stablerules import Val
+
+from ._sharding import DTENSOR, is_dtensor
 
 if TYPE_CHECKING:
     from torch.autograd.function import FunctionCtx
@@ -114,6 +138,7 @@ class Entry:
     tangent: TangentRule | None = None
     second_order: SecondOrderRule | None = None
     tuple_result: bool = False  # the op returns a tuple of arrays (split)
+    scalars: bool = False  # a Python scalar may stand for an array argument (kron, as NumPy's)
 
     variadic: bool = field(init=False)
     order: dict[str, int] = field(init=False)  # each parameter's position (without a ``*``)
@@ -135,6 +160,12 @@ class Call(NamedTuple):
     entry: Entry
     arrays: tuple[tuple[str, int], ...]
     statics: tuple[tuple[str, object], ...]
+
+    @property
+    def linear(self) -> bool:
+        """Whether the call is linear in its tensors: a linear op, or a bilinear one with a
+        Python scalar for one factor (``kron(t, 2.0)``)."""
+        return self.entry.second_order is None or len(self.arrays) < len(self.entry.arrays)
 
     def static(self, name: str, default: object = None) -> object:
         for key, value in self.statics:
@@ -173,7 +204,7 @@ def bind(entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]) -> t
             )
         for name, value in zip(parameters, args):
             if name in arrays:
-                _bind_array(entry, name, value, tensors, layout)
+                _bind_array(entry, name, value, tensors, layout, statics)
             else:
                 statics.append((name, _static(entry, name, value)))
     if kwargs:
@@ -183,7 +214,7 @@ def bind(entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]) -> t
                 raise TypeError(f"stablerules.torch.{entry.name}: unexpected or repeated argument {name!r}")
             if name in arrays:
                 sort_arrays = True
-                _bind_array(entry, name, value, tensors, layout)
+                _bind_array(entry, name, value, tensors, layout, statics)
             else:
                 statics.append((name, _static(entry, name, value)))
         order = entry.order
@@ -209,17 +240,29 @@ def _sorted_arrays(
     )
 
 
-def _bind_array(entry: Entry, name: str, value: object, tensors: list[torch.Tensor], layout: list[tuple[str, int]]) -> None:
+_PYTHON_SCALARS = (bool, int, float, complex)
+
+
+def _bind_array(
+    entry: Entry,
+    name: str,
+    value: object,
+    tensors: list[torch.Tensor],
+    layout: list[tuple[str, int]],
+    statics: list[tuple[str, object]],
+) -> None:
     if isinstance(value, torch.Tensor):
         tensors.append(value)
         layout.append((name, -1))
     elif isinstance(value, (tuple, list)):
         tensors.extend(_tensors(entry, name, value))
         layout.append((name, len(value)))
+    elif entry.scalars and type(value) in _PYTHON_SCALARS:
+        statics.append((name, value))
     else:
         raise TypeError(
             f"stablerules.torch.{entry.name}: argument {name!r} must be a torch.Tensor "
-            f"(or a sequence of them), got {type(value).__name__}"
+            f"({'or a Python scalar' if entry.scalars else 'or a sequence of them'}), got {type(value).__name__}"
         )
 
 
@@ -244,8 +287,13 @@ def _tensors(entry: Entry, name: str, values: Sequence[object]) -> Tensors:
 
 def _arguments(call: Call, arrays: Sequence[object]) -> tuple[tuple[object, ...], dict[str, object]]:
     """The op's positional and keyword arguments for ``arrays`` (one per tensor, in order)."""
-    if len(call.arrays) == 1 and call.arrays[0][1] < 0:
+    if len(call.arrays) == 1 and call.arrays[0][1] < 0 and not call.entry.scalars:
         return (arrays[0],), dict(call.statics)
+    if call.entry.scalars:  # scalars among the array arguments: those in parameter order
+        named = dict(call.statics)
+        named.update((name, arrays[index]) for index, (name, _) in enumerate(call.arrays))
+        leading = [name for name in call.entry.parameters if name in call.entry.arrays]
+        return tuple(named.pop(name) for name in leading), named
     positional: list[object] = []
     index = 0
     for _, count in call.arrays:
@@ -262,6 +310,8 @@ def _arguments(call: Call, arrays: Sequence[object]) -> tuple[tuple[object, ...]
 
 def _tangent_groups(call: Call, tangents: tuple[object, ...]) -> list[object]:
     """The pullback's result (one entry per positional argument) flattened to one per tensor."""
+    if call.entry.scalars:  # tangents by parameter position; scalars' dropped
+        return [tangents[call.entry.order[name]] for name, _ in call.arrays]
     if call.entry.variadic:
         return list(tangents)
     flat: list[object] = []
@@ -278,14 +328,50 @@ def _tangent_groups(call: Call, tangents: tuple[object, ...]) -> list[object]:
 # ---------------------------------------------------------------------------------------------
 
 
+class _Capsule:
+    """A DLPack capsule from ``torch.utils.dlpack.to_dlpack`` as ``np.from_dlpack`` takes it.
+
+    ``np.from_dlpack(tensor)`` costs ~2.5 us (torch's ``__dlpack__`` checks its arguments in
+    Python); the capsule made directly costs ~0.2 us and the whole view ~0.8 us, the price of
+    ``tensor.numpy()``, which we avoid because it marks the tensor's storage as never
+    resizable (FSDP2 frees and regathers its parameters by resizing their storage)."""
+
+    __slots__ = ("capsule",)
+
+    def __init__(self, capsule: object) -> None:
+        self.capsule = capsule
+
+    def __dlpack__(self, **options: object) -> object:
+        return self.capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU
+
+
+# Public and documented (torch.utils.dlpack.to_dlpack), though not in the module's __all__.
+_TO_DLPACK: Callable[[torch.Tensor], object] = getattr(torch.utils.dlpack, "to_dlpack")
+_FROM_DLPACK: Callable[[object], np.ndarray[tuple[int, ...], np.dtype[np.generic]]] = np.from_dlpack  # type: ignore[assignment]
+
+
 def _array(tensor: torch.Tensor) -> object:
-    """A zero-copy view of ``tensor``'s memory: NumPy on the CPU, CuPy on a CUDA device."""
+    """A zero-copy view of ``tensor``'s memory: NumPy (read-only) on the CPU, CuPy on a CUDA
+    device. Conjugate and negative bits are resolved first (a copy only if one is set)."""
+    if tensor.is_conj() or tensor.is_neg():
+        tensor = tensor.detach().resolve_conj().resolve_neg()
     if tensor.is_cpu:
-        # force=True: detached, conjugate and negative bits resolved (a copy only if one is set).
-        return tensor.numpy(force=True)
+        return _FROM_DLPACK(_Capsule(_TO_DLPACK(tensor)))
     if tensor.is_cuda:
-        return _cupy().from_dlpack(tensor.detach().resolve_conj().resolve_neg())  # type: ignore[attr-defined]
+        return _cupy().from_dlpack(tensor.detach())  # type: ignore[attr-defined]
     raise TypeError(f"stablerules.torch: tensors on {tensor.device} are not supported (CPU and CUDA are)")
+
+
+def _cotangent_array(tensor: torch.Tensor) -> object:
+    """A cotangent's memory as an array: writable (a gradient may view it, as torch's own
+    ``cat`` backward does) where it is a plain CPU tensor (``Tensor.numpy``: a cotangent's
+    storage is never resized by anyone), else as :func:`_array`."""
+    if tensor.is_cpu and not (tensor.requires_grad or tensor.is_conj() or tensor.is_neg()) and type(tensor) is torch.Tensor:
+        return tensor.numpy()
+    return _array(tensor)
 
 
 def _cupy() -> object:
@@ -304,6 +390,8 @@ def _tensor(array: object, inputs: Sequence[object] = ()) -> torch.Tensor:
     copy, as autograd would not know of the view) or torch cannot hold it as it is (negative
     strides, read-only)."""
     if type(array) is np.ndarray:
+        if array.base is None:  # a fresh result of our kernels (inputs arrive as views)
+            return torch.from_numpy(array)
         flags = array.flags
         if flags.writeable and not _borrowed(array):  # memory our kernels allocated: as it is
             return torch.from_numpy(array)
@@ -338,7 +426,7 @@ def _cotangent(tensor: torch.Tensor | None) -> object:
     all-stride-0 tensor a ``Fill`` (O(1)), anything else a view of its memory."""
     if tensor is None:
         return sr.ZeroTangent()
-    array = _array(tensor)
+    array = _cotangent_array(tensor)
     if tensor.numel() >= FILL_THRESHOLD and not any(tensor.stride()) and type(array) is np.ndarray:
         return sr.Fill(array[(0,) * array.ndim].item(), tuple(tensor.shape), array.dtype)
     return array
@@ -406,7 +494,7 @@ _LINEAR_PULLBACKS: dict[object, Callable[[object], tuple[object, ...]]] = {}
 def _closure(call: Call, tensors: Tensors) -> Callable[[object], tuple[object, ...]]:
     """The pullback closure of ``call`` on ``tensors``, from ``sr.pullback`` (no primal
     computed); one per signature for a linear op (its pullback reads shapes and dtypes only)."""
-    linear = call.entry.second_order is None
+    linear = call.linear
     key: object = None
     if linear:
         key = (call, tuple((tuple(t.shape), t.dtype, t.device) for t in tensors))
@@ -440,7 +528,7 @@ def run_pullback(
         tangents = _on_stream(tensors, lambda: back(dy))
     else:
         tangents = back(dy)
-    if len(tensors) == 1 and call.arrays[0][1] < 0:  # one array argument: (dx, NoTangent(), ...)
+    if len(tensors) == 1 and call.arrays[0][1] < 0 and not call.entry.scalars:  # (dx, NoTangent(), ...)
         return (_gradient(tangents[0], tensors[0], dense),)
     return tuple(_gradient(t, like, dense) for t, like in zip(_tangent_groups(call, tangents), tensors))
 
@@ -460,9 +548,7 @@ class _EagerEngine:
     """Calls through the autograd Functions (eager mode, torch.func transforms)."""
 
     def forward(self, call: Call, tensors: Tensors) -> Tensors:
-        if _forward_mode():  # a torch.func transform, or dual tensors (forward-mode AD)
-            return cast("Tensors", _Forward.apply(call, _Box(), *tensors))
-        return cast("Tensors", _PLAIN_APPLY(call, *tensors))
+        return signature_of(call, tensors).apply(tensors)
 
     def pullback(
         self,
@@ -502,8 +588,11 @@ def _forward_mode() -> bool:
 _FORWARD_AD = torch.autograd.forward_ad
 
 
-def _differentiable(tensor: torch.Tensor) -> bool:
+def differentiable(tensor: torch.Tensor) -> bool:
     return tensor.is_floating_point() or tensor.is_complex()
+
+
+_differentiable = differentiable
 
 
 def engine() -> Engine:
@@ -521,7 +610,7 @@ def filled(tangents: OptionalTensors, tensors: Tensors) -> Tensors:
 def tangent_map(engine: Engine, call: Call, tangents: OptionalTensors, tensors: Tensors) -> Tensors:
     """The op's pushforward of ``tangents`` at ``tensors`` (a linear op applied to them)."""
     rule = call.entry.tangent
-    if rule is not None:
+    if rule is not None and (not call.linear or call.entry.second_order is None):  # pad's affine rule stays
         return rule(engine, call, tangents, tensors)
     return engine.forward(call, filled(tangents, tensors))
 
@@ -531,7 +620,7 @@ def pullback_of_pullback(
 ) -> tuple[OptionalTensors, OptionalTensors]:
     """Gradients of (cotangents, tensors) for the pullback's result's gradients ``grads``."""
     rule = call.entry.second_order
-    if rule is not None:
+    if rule is not None and not call.linear:
         return rule(engine, call, cotangents, tensors, grads)
     if all(g is None for g in grads):
         return (None,) * len(cotangents), (None,) * len(tensors)
@@ -554,18 +643,7 @@ class _Box:
 
 
 class _Function(torch.autograd.Function):
-    """A Function whose ``apply`` skips ``inspect.signature`` binding (~10 us a call; our
-    forwards have no defaults to apply) outside torch.func transforms."""
-
-    @classmethod
-    def apply(cls, *args: object) -> object:
-        if torch._C._are_functorch_transforms_active():
-            # Through a typed name: torch's stubs type Function.apply in some versions, not others.
-            parent_apply: Callable[..., object] = super().apply
-            return parent_apply(*args)
-        unwrap = torch._C._functorch.unwrap_if_dead
-        args = tuple(unwrap(arg) if isinstance(arg, torch.Tensor) else arg for arg in args)
-        return super(torch.autograd.function._SingleLevelFunction, cls).apply(*args)  # type: ignore[misc]
+    """Our Functions with ``setup_context`` (what torch.func transforms need)."""
 
 
 class _Forward(_Function):
@@ -618,28 +696,43 @@ def _backward(c: _Context, cotangents: OptionalTensors, statics: int) -> Optiona
 
 
 class _PlainForward(torch.autograd.Function):
-    """:class:`_Forward` for plain eager mode (no torch.func transform active): ``ctx`` in
-    ``forward``, which saves ~4 us a call over ``setup_context`` (a tiny op's budget)."""
+    """The op in plain eager mode (no torch.func transform, no forward-mode AD): ``ctx`` in
+    ``forward``, which saves ~4 us a call over ``setup_context`` (a tiny op's budget). Its
+    first input is the call's :class:`Signature`. A linear call saves no tensors (its pullback
+    reads shapes only, as torch's own linear ops); a non-linear one saves its inputs, and its
+    pullback is built in ``backward`` from the saved tensors: a closure made in ``forward``
+    would hold views of memory that FSDP2 frees and regathers in between."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, call: Call, *tensors: torch.Tensor) -> Tensors:
+    def forward(ctx: FunctionCtx, signature: Signature, *tensors: torch.Tensor) -> Tensors:
         c = cast("_Context", ctx)
-        outputs, c.back = run_forward(call, tensors)
-        c.call = call
-        c.save_for_backward(*tensors)
+        c.signature = signature
+        if not signature.linear:
+            c.save_for_backward(*tensors)
         c.set_materialize_grads(False)
-        return outputs
+        return signature.forward(tensors)
 
     @staticmethod
     def backward(ctx: FunctionCtx, *cotangents: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
-        return _backward(cast("_Context", ctx), cotangents, 1)
+        c = cast("_Context", ctx)
+        signature = c.signature
+        if signature.linear:
+            tensors, back = signature.placeholders(), signature.linear_pullback()
+        else:
+            tensors, back = c.saved_tensors, None
+        if all(g is None for g in cotangents):
+            return (None,) * (1 + len(tensors))
+        grads = EAGER.pullback(signature.call, cotangents, tensors, back)
+        if len(grads) == 1:
+            return (None, *grads)
+        return (None, *(g if need else None for g, need in zip(grads, c.needs_input_grad[1:])))
 
 
-# Function.apply, less its dead-wrapper unwrapping (only torch.func transforms leave those).
-_PLAIN_APPLY = functools.partial(super(torch.autograd.function._SingleLevelFunction, _PlainForward).apply)
+_PLAIN_APPLY = _PlainForward.apply
 
 
 class _Context(Protocol):
+    signature: Signature
     call: Call
     back: Callable[[object], tuple[object, ...]] | None
     counts: int
@@ -765,12 +858,13 @@ _NUMPY_DTYPES: dict[torch.dtype, np.dtype[np.generic]] = {
 _TORCH_DTYPES = {value: key for key, value in _NUMPY_DTYPES.items()}
 
 
-def _output_meta(call: Call, arrays: Sequence[torch.Tensor]) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
+def output_meta(call: Call, arrays: Sequence[torch.Tensor]) -> tuple[tuple[tuple[int, ...], torch.dtype], ...]:
     """Shapes and dtypes of the op's results, from one run on stride-0 zero inputs."""
     shapes = tuple((tuple(int(n) for n in a.shape), a.dtype) for a in arrays)
     key = (call, shapes)
     meta = _META.get(key)
     if meta is None:
+        check_tensors(call, arrays)
         dummies = [np.broadcast_to(np.zeros((), _NUMPY_DTYPES[dtype]), shape) for shape, dtype in shapes]
         args, kwargs = _arguments(call, dummies)
         outputs = cast("tuple[np.ndarray[tuple[int, ...], np.dtype[np.generic]], ...]", _outputs(call.entry.op(*args, **kwargs)))
@@ -794,20 +888,22 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
         return _OPS[name]
 
     def forward_kernel(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
-        # contiguous: the fake implementation promises fresh contiguous results (a permuted
-        # view, copied because it aliases an input, keeps its strides otherwise)
-        return [
-            t.clone(memory_format=torch.contiguous_format) if _aliases(t, arrays) else t.contiguous()
-            for t in run_op(decode(entry, call), tuple(arrays))
-        ]
+        # The call's signature, as eager calls find theirs: its results never alias an input
+        # (a view is copied); contiguous, as the fake implementation promises (a permuted view
+        # of a fresh buffer keeps its strides otherwise).
+        tensors = tuple(arrays)
+        return [t.contiguous() for t in signature_of(decode(entry, call), tensors).forward(tensors)]
 
     def forward_fake(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
-        meta = _output_meta(decode(entry, call), arrays)
+        meta = output_meta(decode(entry, call), arrays)
         device = arrays[0].device if arrays else torch.device("cpu")
         return [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in meta]
 
     def pullback_kernel(cotangents: list[torch.Tensor | None], arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
-        grads = run_pullback(decode(entry, call), tuple(cotangents), tuple(arrays), None, dense=True)
+        tensors = tuple(arrays)
+        signature = signature_of(decode(entry, call), tensors)
+        back = signature.linear_pullback() if signature.linear else None
+        grads = run_pullback(signature.call, tuple(cotangents), tensors, back, dense=True)
         inputs = [*arrays, *(c for c in cotangents if c is not None)]
         return [
             (g.clone(memory_format=torch.contiguous_format) if _aliases(g, inputs) else g.contiguous())
@@ -874,6 +970,11 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
     return ops
 
 
+def fresh(tensor: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``tensor`` as a custom op may return it: contiguous, aliasing none of ``inputs``."""
+    return tensor.clone(memory_format=torch.contiguous_format) if _aliases(tensor, inputs) else tensor.contiguous()
+
+
 def _aliases(tensor: torch.Tensor, others: Sequence[torch.Tensor]) -> bool:
     if tensor.numel() == 0:
         return False
@@ -886,15 +987,211 @@ def _aliases(tensor: torch.Tensor, others: Sequence[torch.Tensor]) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
+# ---------------------------------------------------------------------------------------------
+# signatures: what a call needs, settled once
+# ---------------------------------------------------------------------------------------------
+
+
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+_TENSOR = "tensor"  # a plain tensor argument, as it enters a signature's key
+_MAX_SIGNATURES = 4096  # per op; then the cache starts again (a program cycling through shapes)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def check_tensors(call: Call, tensors: Sequence[torch.Tensor]) -> None:
+    """``TypeError`` naming the op and the argument for a dtype or device we do not take."""
+    names = [name if count < 0 else f"{name}[{index}]" for name, count in call.arrays for index in range(max(count, 1))]
+    for name, tensor in zip(names, tensors):
+        if tensor.dtype not in _NUMPY_DTYPES:
+            supported = "bool, the integer dtypes, float32, float64, complex64 and complex128"
+            raise TypeError(
+                f"stablerules.torch.{call.entry.name}: argument {name!r} has dtype {_dtype_name(tensor.dtype)}, "
+                f"which stablerules does not support (its kernels take {supported}); convert it first, "
+                f"e.g. {name}.to(torch.float32)"
+            )
+        if tensor.device.type not in ("cpu", "cuda", "meta") or (tensor.device.type == "meta" and type(tensor) in _PLAIN_TENSORS):
+            raise TypeError(
+                f"stablerules.torch.{call.entry.name}: argument {name!r} is on {tensor.device}, which is not "
+                f"supported (CPU and CUDA tensors are)"
+            )
+
+
+class Signature:
+    """One call signature of one op: the bound :class:`Call` (statics included), its tensors'
+    dtypes, shapes and devices, and how the op takes its arrays. Bound and validated once, at
+    the first call with that signature; every later call looks it up by a key made from its
+    arguments' structure, statics, dtypes and shapes, and goes straight to the op."""
+
+    __slots__ = ("call", "entry", "order", "plain", "dtensor", "linear", "run", "likes", "_placeholders", "_back")
+
+    def __init__(self, call: Call, tensors: Tensors, order: tuple[int, ...] | None) -> None:
+        check_tensors(call, tensors)
+        self.call = call
+        self.entry = call.entry
+        self.order = order  # where each bound tensor sits among the arguments, when not in order
+        self.plain = all(type(t) in _PLAIN_TENSORS for t in tensors)
+        self.dtensor = not self.plain and any(is_dtensor(t) for t in tensors)
+        self.linear = call.linear
+        self.likes = tuple((tuple(t.shape), t.dtype, t.device) for t in tensors)
+        self._placeholders: Tensors | None = None
+        self._back: Callable[[object], tuple[object, ...]] | None = None
+        self.run = self._runner()
+
+    def _runner(self) -> Callable[[list[object]], object]:
+        """The op on arrays, with this signature's statics bound."""
+        call, op = self.call, self.entry.op
+        statics = dict(call.statics)
+        layout = tuple(count for _, count in call.arrays)
+        if not self.entry.scalars and not self.entry.variadic:
+            if layout == (-1,):
+                return (lambda arrays: op(arrays[0], **statics)) if statics else (lambda arrays: op(arrays[0]))
+            if layout == (-1, -1):
+                return lambda arrays: op(arrays[0], arrays[1], **statics)
+            if len(layout) == 1:
+                return lambda arrays: op(tuple(arrays), **statics)
+        if self.entry.variadic:
+            return lambda arrays: op(*arrays, **statics)
+
+        def run(arrays: list[object]) -> object:
+            args, kwargs = _arguments(call, arrays)
+            return op(*args, **kwargs)
+
+        return run
+
+    def forward(self, tensors: Tensors) -> Tensors:
+        """The op's results (no autograd)."""
+        arrays = [_array(t) for t in tensors]
+        if tensors and not tensors[0].is_cpu:
+            y = _on_stream(tensors, lambda: (self.run(arrays),))[0]
+        else:
+            y = self.run(arrays)
+        if type(y) is tuple:
+            return tuple(_tensor(item, arrays) for item in y)
+        return (_tensor(y, arrays),)
+
+    def apply(self, tensors: Tensors) -> Tensors:
+        """The call through the mechanism its tensors and torch's modes ask for."""
+        if _FUNCTORCH_ACTIVE() or _FORWARD_AD._current_level >= 0:
+            return cast("Tensors", _Forward.apply(self.call, _Box(), *tensors))
+        if not self.plain:  # tensor subclasses: the custom ops (DTensor's with sharding rules)
+            return (DTENSOR if self.dtensor else OPS).forward(self.call, tensors)
+        if _GRAD_ENABLED():
+            for tensor in tensors:
+                if tensor.requires_grad:
+                    return cast("Tensors", _PLAIN_APPLY(self, *tensors))
+        return self.forward(tensors)
+
+    def placeholders(self) -> Tensors:
+        """Stride-0 zeros standing for the inputs where only their shapes and dtypes count."""
+        if self._placeholders is None:
+            self._placeholders = tuple(
+                torch.zeros((), dtype=dtype, device=device).expand(shape) for shape, dtype, device in self.likes
+            )
+        return self._placeholders
+
+    def linear_pullback(self) -> Callable[[object], tuple[object, ...]]:
+        """A linear call's pullback closure (it reads shapes and dtypes, no primal values)."""
+        if self._back is None:
+            self._back = _closure(self.call, self.placeholders())
+        return self._back
+
+
+def _walk(
+    entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]
+) -> tuple[tuple[object, ...], list[torch.Tensor]] | None:
+    """A call's signature key and its tensors in argument order; ``None`` where the arguments
+    are not of the forms a key covers (the binder then says what is wrong)."""
+    key: list[object] = []
+    tensors: list[torch.Tensor] = []
+    for value in args:
+        if not _token(value, key, tensors):
+            return None
+    if kwargs:
+        for name, value in kwargs.items():
+            key.append(name)
+            if not _token(value, key, tensors):
+                return None
+    for tensor in tensors:
+        key.append(tensor.dtype)
+        key.append(tensor.shape)
+        if not tensor.is_cpu:
+            key.append(tensor.device)
+    return tuple(key), tensors
+
+
+def _token(value: object, key: list[object], tensors: list[torch.Tensor]) -> bool:
+    kind = type(value)
+    if kind is torch.Tensor or kind is torch.nn.Parameter:
+        tensors.append(value)  # type: ignore[arg-type]
+        key.append(_TENSOR)
+        return True
+    if kind is Val:
+        key.append(value)
+        return True
+    if kind is tuple or kind is list:
+        items = cast("Sequence[object]", value)
+        if items and all(isinstance(item, torch.Tensor) for item in items):
+            tensors.extend(cast("Sequence[torch.Tensor]", items))
+            key.append((_TENSOR, len(items), *(type(item) for item in items)))
+            return True
+        if all(type(item) is int for item in items):
+            key.append((kind, *items))
+            return True
+        return False
+    if isinstance(value, torch.Tensor):  # a subclass: its type keys apart
+        tensors.append(value)
+        key.append(kind)
+        return True
+    if value is None or kind in _PYTHON_SCALARS:
+        key.append(kind)  # 1, 1.0 and True are equal keys; their types are not
+        key.append(value)
+        return True
+    return False
+
+
+def _order(entry: Entry, call: Call, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[int, ...] | None:
+    """Where each tensor of ``call`` (parameter order) sits among the tensors of the
+    arguments as written (positional, then keywords as passed); ``None`` when the same."""
+    if entry.variadic or not any(name in entry.arrays for name in kwargs):
+        return None
+    written: list[tuple[str, object]] = list(zip(entry.parameters, args)) + list(kwargs.items())
+    start: dict[str, int] = {}
+    offset = 0
+    for name, value in written:
+        if name in entry.arrays and isinstance(value, (torch.Tensor, tuple, list)):
+            start[name] = offset
+            offset += 1 if isinstance(value, torch.Tensor) else len(cast("Sequence[object]", value))
+    order = tuple(start[name] + index for name, count in call.arrays for index in range(max(count, 1)))
+    return None if order == tuple(range(len(order))) else order
+
+
+_CALL_SIGNATURES: dict[tuple[object, ...], Signature] = {}
+
+
+def signature_of(call: Call, tensors: Tensors) -> Signature:
+    """The :class:`Signature` of a call made by our own rules (batching, tangent maps)."""
+    key = (call, *((t.dtype, t.shape, t.device, type(t)) for t in tensors))
+    signature = _CALL_SIGNATURES.get(key)
+    if signature is None:
+        if len(_CALL_SIGNATURES) >= _MAX_SIGNATURES:
+            _CALL_SIGNATURES.clear()
+        signature = _CALL_SIGNATURES[key] = Signature(call, tensors, None)
+    return signature
+
+
 class TorchOp(Generic[_R]):
     """One of our ops on torch tensors: ``op(*args, **kwargs)`` with ``stablerules``' argument
     forms (statics as ``Val``), returning a tensor (``_R`` is ``torch.Tensor``; a tuple of
     them for an op that returns a tuple) on the inputs' device; differentiable by every torch
-    mechanism (see the module). Arguments are checked when called, not typed per op: one
-    generic callable serves every op."""
+    mechanism (see the module). Arguments are checked when a signature is first seen, not
+    typed per op: one generic callable serves every op."""
 
     def __init__(self, entry: Entry) -> None:
         self.entry = entry
+        self.signatures: dict[tuple[object, ...], Signature] = {}
         register(entry)
         self.__name__ = entry.name
         self.__qualname__ = entry.name
@@ -904,9 +1201,38 @@ class TorchOp(Generic[_R]):
         )
 
     def __call__(self, *args: object, **kwargs: object) -> _R:
-        call, tensors = bind(self.entry, args, kwargs)
-        outputs = engine().forward(call, tensors)
+        if _IS_COMPILING():  # dynamo traces this branch: the custom ops, one node per call
+            call, tensors = bind(self.entry, args, kwargs)
+            outputs = OPS.forward(call, tensors)
+        else:
+            signature, found = self.signature(args, kwargs)
+            outputs = signature.apply(found)
         return cast("_R", outputs if self.entry.tuple_result else outputs[0])
+
+    def signature(self, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[Signature, Tensors]:
+        """The call's :class:`Signature` (cached) and its tensors in the order it binds them."""
+        walked = _walk(self.entry, args, kwargs)
+        if walked is not None:
+            key, tensors = walked
+            try:
+                signature = self.signatures.get(key)
+            except TypeError:  # an unhashable static: bound every call
+                signature, walked = None, None
+            if signature is not None:
+                order = signature.order
+                return signature, tuple(tensors) if order is None else tuple(tensors[i] for i in order)
+        call, bound = bind(self.entry, args, kwargs)
+        signature = Signature(call, bound, _order(self.entry, call, args, kwargs))
+        if walked is not None:
+            if len(self.signatures) >= _MAX_SIGNATURES:
+                self.signatures.clear()
+            self.signatures[walked[0]] = signature
+        return signature, bound
 
     def __repr__(self) -> str:
         return f"<stablerules.torch op {self.entry.name}>"
+
+
+_IS_COMPILING = torch.compiler.is_compiling
+_GRAD_ENABLED = torch.is_grad_enabled
+_FUNCTORCH_ACTIVE = torch._C._are_functorch_transforms_active

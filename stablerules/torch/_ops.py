@@ -5,7 +5,9 @@ tensors), and how a batch axis in front changes its statics (most ops: shift an 
 ``shift_axes("axis")``). A linear op needs nothing else; kron, the one bilinear op, brings its
 jvp and its second-order rule. An affine op (``pad`` with a non-zero constant) must give a
 ``tangent`` rule (its tangent map is the op with the constant zeroed); a tuple-returning op
-(``split``) sets ``tuple_result``.
+(``split``) sets ``tuple_result``; an op that takes a Python scalar for an array, as NumPy's
+does (``kron(t, 2.0)``), sets ``scalars`` (the scalar is then a static: no gradient, and the
+call is linear in the other factor).
 """
 
 from __future__ import annotations
@@ -115,6 +117,8 @@ def _batch_cat(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool
 
 
 def _batch_kron(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    if len(tensors) == 1:  # a Python scalar for one factor: kron scales, the batch axis stays in front
+        return engine.forward(call, tensors)
     a, b = tensors
     a_ndim, b_ndim = a.ndim - batched[0], b.ndim - batched[1]
     ndim = max(a_ndim, b_ndim)
@@ -212,9 +216,10 @@ def _entry(
     tangent: TangentRule | None = None,
     second_order: SecondOrderRule | None = None,
     tuple_result: bool = False,
+    scalars: bool = False,
 ) -> Entry:
     name = getattr(op, "name")
-    return Entry(name, op, tuple(parameters), frozenset(arrays), batch, tangent, second_order, tuple_result)  # type: ignore[arg-type]
+    return Entry(name, op, tuple(parameters), frozenset(arrays), batch, tangent, second_order, tuple_result, scalars)  # type: ignore[arg-type]
 
 
 REPEAT = _entry(sr.repeat, ("x", "repeats", "axis", "inner", "outer"), ("x",), _batch_repeat)
@@ -224,7 +229,7 @@ STACK = _entry(sr.stack, ("arrays", "axis"), ("arrays",), shift_axes("axis", Val
 HSTACK = _entry(sr.hstack, ("arrays",), ("arrays",), _batch_hstack)
 VSTACK = _entry(sr.vstack, ("arrays",), ("arrays",), _batch_vstack)
 CAT = _entry(sr.cat, ("*arrays", "dims"), ("arrays",), _batch_cat)
-KRON = _entry(sr.kron, ("a", "b"), ("a", "b"), _batch_kron, _kron_tangent, _kron_second_order)
+KRON = _entry(sr.kron, ("a", "b"), ("a", "b"), _batch_kron, _kron_tangent, _kron_second_order, scalars=True)
 FLIP = _entry(sr.flip, ("x", "axis"), ("x",), shift_axes("axis"))
 ROLL = _entry(sr.roll, ("x", "shift", "axis"), ("x",), shift_axes("axis", none="flatten-reshape"))
 PERMUTE_DIMS = _entry(sr.permute_dims, ("x", "axes"), ("x",), _batch_permute)

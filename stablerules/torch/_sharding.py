@@ -1,0 +1,257 @@
+"""``DTensor`` inputs: our ops as custom ops with ``register_sharding`` strategies.
+
+A call on ``DTensor``\\ s goes through two more custom ops per entry, made the first time a
+``DTensor`` reaches the op (never while dynamo traces): ``stablerules::<name>_output``
+``(Tensor[] arrays, int index, str call) -> Tensor``, the op's result number ``index``, and
+``stablerules::<name>_gradient`` ``(Tensor?[] cotangents, Tensor[] arrays, int index, str call)
+-> Tensor``, the gradient of input number ``index``. One tensor out of each because DTensor's
+sharding propagation describes a fixed number of results, not a list; the ``int`` comes before
+the ``str`` because ``register_sharding`` keys its cache on the arguments from the first
+``int`` on, so two calls that differ only in their statics never share a sharding decision.
+
+The strategies say which axes the op leaves alone: a ``Shard(d)`` input stays sharded where
+axis ``d`` of every input maps to one axis of the result, element for element (``repeat``
+along axis 1 of a ``Shard(0)`` tensor: the result is ``Shard(0)``, each rank repeating its
+rows). Every op also offers the all-``Replicate`` strategy, which DTensor takes (gathering
+first) where no axis is left alone: the repeated, tiled, concatenated, flipped, rolled,
+reduced or padded axis itself, ``kron``, and ``reshape``/``broadcast_to``, whose statics name
+global shapes that a rank's shard does not have. Reductions over a sharded axis are
+gathered, not returned ``Partial``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
+
+import torch
+
+from stablerules import Val
+
+if TYPE_CHECKING:
+    from ._adapter import Call, Entry, OptionalTensors, Tensors
+
+# (axes of the inputs, one per input, that map to one axis of the result; that axis)
+AxisMap = list[tuple[tuple[int, ...], int]]
+
+
+def _value(static: object) -> object:
+    return static.value if isinstance(static, Val) else static
+
+
+def _axes(static: object, ndim: int) -> set[int] | None:
+    value = _value(static)
+    if value is None:
+        return None
+    items = (value,) if isinstance(value, int) else cast("tuple[int, ...]", value)
+    return {axis + ndim if axis < 0 else axis for axis in items}
+
+
+def _counts(static: object) -> tuple[int, ...]:
+    value = _value(static)
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, int) else cast("tuple[int, ...]", value)
+
+
+def _others(ndim: int, moved: set[int] | None, inputs: int = 1) -> AxisMap:
+    """Every axis but ``moved`` (``None``: all moved) is the same axis of the result."""
+    if moved is None:
+        return []
+    return [((axis,) * inputs, axis) for axis in range(ndim) if axis not in moved]
+
+
+def axis_map(call: Call, shapes: Sequence[tuple[int, ...]]) -> AxisMap:
+    """The axes ``call`` leaves alone, for inputs of global ``shapes``."""
+    name = call.entry.name
+    ndims = [len(shape) for shape in shapes]
+    ndim = ndims[0] if ndims else 0
+    same_ndim = len(set(ndims)) == 1
+    static = call.static
+    if name == "repeat":
+        if static("repeats") is not None:
+            return _others(ndim, _axes(static("axis"), ndim))
+        inner, outer = _counts(static("inner")), _counts(static("outer"))
+        return [
+            ((axis,), axis)
+            for axis in range(ndim)
+            if (inner[axis] if axis < len(inner) else 1) == 1 and (outer[axis] if axis < len(outer) else 1) == 1
+        ]
+    if name == "tile":
+        reps = _counts(static("reps"))
+        length = max(ndim, len(reps))
+        padded = (1,) * (length - len(reps)) + reps
+        shift = length - ndim
+        return [((axis,), axis + shift) for axis in range(ndim) if padded[axis + shift] == 1]
+    if name in ("concatenate", "stack", "hstack", "vstack", "cat"):
+        if not same_ndim or ndim == 0:
+            return []
+        count = len(shapes)
+        if name == "concatenate":
+            return _others(ndim, _axes(static("axis", Val(0)), ndim), count)
+        if name == "stack":
+            (new,) = cast("set[int]", _axes(static("axis", Val(0)), ndim + 1))
+            return [((axis,) * count, axis if axis < new else axis + 1) for axis in range(ndim)]
+        if name == "hstack":
+            return [] if ndim == 1 else _others(ndim, {1}, count)
+        if name == "vstack":
+            return [((0,) * count, 1)] if ndim == 1 else _others(ndim, {0}, count)
+        return _others(ndim, set(_counts(static("dims"))), count)
+    if name in ("flip", "roll"):
+        return _others(ndim, _axes(static("axis"), ndim))
+    if name in ("permute_dims", "transpose"):
+        axes = _counts(static("axes")) or tuple(range(ndim - 1, -1, -1))
+        return [((axis,), position) for position, axis in enumerate(axes)]
+    if name in ("sum", "mean"):
+        reduced = _axes(static("axis"), ndim)
+        if reduced is None:
+            return []
+        keep = bool(_value(static("keepdims", Val(False))))
+        return [((axis,), axis if keep else axis - sum(r < axis for r in reduced)) for axis in range(ndim) if axis not in reduced]
+    if name == "pad":
+        widths = _counts(static("pad_width"))
+        if len(widths) == 1:
+            return [] if widths[0] else _others(ndim, set())
+        return [((axis,), axis) for axis in range(ndim) if widths[2 * axis] == widths[2 * axis + 1] == 0]
+    if name == "split":
+        return _others(ndim, _axes(static("axis", Val(0)), ndim))
+    return []  # kron, reshape, broadcast_to: replicated
+
+
+def _placements() -> tuple[type, type]:
+    from torch.distributed.tensor import Replicate, Shard  # noqa: PLC0415 - only DTensor calls need it
+
+    return Replicate, Shard
+
+
+def _shapes(specs: Sequence[object]) -> list[tuple[int, ...]]:
+    return [tuple(getattr(spec, "shape")) for spec in specs]
+
+
+_REGISTERED: dict[str, tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor]]] = {}
+
+
+def dtensor_ops(entry: Entry) -> tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor]]:
+    """``stablerules::<name>_output`` and ``<name>_gradient`` with their sharding strategies."""
+    known = _REGISTERED.get(entry.name)
+    if known is not None:
+        return known
+    from torch.distributed.tensor.experimental import register_sharding  # noqa: PLC0415
+
+    from . import _adapter  # noqa: PLC0415 - the adapter imports this module lazily
+
+    name = entry.name
+    replicate, shard = _placements()
+
+    def output_kernel(arrays: list[torch.Tensor], index: int, call: str) -> torch.Tensor:
+        result = _adapter.run_op(_adapter.decode(entry, call), tuple(arrays))[index]
+        return _adapter.fresh(result, arrays)
+
+    def output_fake(arrays: list[torch.Tensor], index: int, call: str) -> torch.Tensor:
+        shape, dtype = _adapter.output_meta(_adapter.decode(entry, call), arrays)[index]
+        return torch.empty(shape, dtype=dtype, device=arrays[0].device)
+
+    def gradient_kernel(cotangents: list[torch.Tensor | None], arrays: list[torch.Tensor], index: int, call: str) -> torch.Tensor:
+        grads = _adapter.run_pullback(_adapter.decode(entry, call), tuple(cotangents), tuple(arrays), None, dense=True)
+        return _adapter.fresh(cast("torch.Tensor", grads[index]), [*arrays, *(c for c in cotangents if c is not None)])
+
+    def gradient_fake(cotangents: list[torch.Tensor | None], arrays: list[torch.Tensor], index: int, call: str) -> torch.Tensor:
+        return torch.empty_like(arrays[index], memory_format=torch.contiguous_format)
+
+    output_op = torch.library.custom_op(
+        f"stablerules::{name}_output", output_kernel, mutates_args=(), schema="(Tensor[] arrays, int index, str call) -> Tensor"
+    )
+    gradient_op = torch.library.custom_op(
+        f"stablerules::{name}_gradient",
+        gradient_kernel,
+        mutates_args=(),
+        schema="(Tensor?[] cotangents, Tensor[] arrays, int index, str call) -> Tensor",
+    )
+    output_op.register_fake(output_fake)
+    gradient_op.register_fake(gradient_fake)
+
+    def output_setup(ctx: object, inputs: tuple[object, ...], output: object) -> None:
+        arrays = cast("list[torch.Tensor]", inputs[0])
+        setattr(ctx, "call", inputs[2])
+        setattr(ctx, "index", inputs[1])
+        setattr(ctx, "outputs", len(_adapter.output_meta(_adapter.decode(entry, cast("str", inputs[2])), arrays)))
+        getattr(ctx, "save_for_backward")(*arrays)
+
+    def output_backward(ctx: object, grad: torch.Tensor) -> tuple[object, None, None]:
+        arrays = cast("Tensors", getattr(ctx, "saved_tensors"))
+        cotangents: list[torch.Tensor | None] = [None] * cast("int", getattr(ctx, "outputs"))
+        cotangents[cast("int", getattr(ctx, "index"))] = grad
+        text = cast("str", getattr(ctx, "call"))
+        grads = [
+            gradient_op(cotangents, list(arrays), index, text) if _adapter.differentiable(t) else None
+            for index, t in enumerate(arrays)
+        ]
+        return grads, None, None
+
+    output_op.register_autograd(output_backward, setup_context=output_setup)
+
+    def output_strategy(arrays: list[object], index: int, call: str) -> list[tuple[list[object], list[object]]]:
+        bound = _adapter.decode(entry, call)
+        count = len(arrays)
+        strategies: list[tuple[list[object], list[object]]] = [([replicate()], [replicate()] * count + [None, None])]
+        for axes, out in axis_map(bound, _shapes(arrays)):
+            strategies.append(([shard(out)], [shard(axis) for axis in axes] + [None, None]))
+        return strategies
+
+    def gradient_strategy(
+        cotangents: list[object | None], arrays: list[object], index: int, call: str
+    ) -> list[tuple[list[object], list[object]]]:
+        bound = _adapter.decode(entry, call)
+        count = len(arrays)
+
+        def dy(placement: object) -> list[object]:
+            return [placement if c is not None else None for c in cotangents]
+
+        strategies: list[tuple[list[object], list[object]]] = [
+            ([replicate()], dy(replicate()) + [replicate()] * count + [None, None])
+        ]
+        for axes, out in axis_map(bound, _shapes(arrays)):
+            strategies.append(([shard(axes[index])], dy(shard(out)) + [shard(axis) for axis in axes] + [None, None]))
+        return strategies
+
+    namespace = torch.ops.stablerules
+    register_sharding(getattr(namespace, f"{name}_output").default)(output_strategy)
+    register_sharding(getattr(namespace, f"{name}_gradient").default)(gradient_strategy)
+    ops = (cast("Callable[..., torch.Tensor]", output_op), cast("Callable[..., torch.Tensor]", gradient_op))
+    _REGISTERED[name] = ops
+    return ops
+
+
+class DTensorEngine:
+    """Calls on ``DTensor``\\ s: one ``_output`` op per result, one ``_gradient`` op per input."""
+
+    def forward(self, call: Call, tensors: Tensors) -> Tensors:
+        from . import _adapter  # noqa: PLC0415
+
+        output_op, _ = dtensor_ops(call.entry)
+        text = _adapter.encode(call)
+        count = len(_adapter.output_meta(call, tensors))
+        return tuple(output_op(list(tensors), index, text) for index in range(count))
+
+    def pullback(self, call: Call, cotangents: OptionalTensors, tensors: Tensors) -> OptionalTensors:
+        from . import _adapter  # noqa: PLC0415
+
+        _, gradient_op = dtensor_ops(call.entry)
+        text = _adapter.encode(call)
+        return tuple(
+            gradient_op(list(cotangents), list(tensors), index, text) if _adapter.differentiable(t) else None
+            for index, t in enumerate(tensors)
+        )
+
+
+DTENSOR = DTensorEngine()
+
+
+def is_dtensor(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is a ``DTensor`` (without importing torch.distributed for plain ones)."""
+    if type(tensor).__name__ != "DTensor":
+        return False
+    from torch.distributed.tensor import DTensor  # noqa: PLC0415
+
+    return isinstance(tensor, DTensor)
+
