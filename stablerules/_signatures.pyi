@@ -6813,39 +6813,7 @@ def pullback(
 @overload
 def pullback(
     op: Concatenate,
-    arrays: tuple[ArraySpec],
-    /,
-    *,
-    axis: Val[int] | None = ...,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[ArraySpec, ArraySpec],
-    /,
-    *,
-    axis: Val[int] | None = ...,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[ArraySpec, ArraySpec, ArraySpec],
-    /,
-    *,
-    axis: Val[int] | None = ...,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[ArraySpec, ArraySpec, ArraySpec, ArraySpec],
-    /,
-    *,
-    axis: Val[int] | None = ...,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent, _A[_S4, np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent, _A[_S4, np.generic] | Fill[_S4, np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent, Fill[_S4, np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: Sequence[_A[Any, np.dtype[Any]] | ArraySpec],
+    arrays: Sequence[_AnyArray | ArraySpec],
     /,
     *,
     axis: Val[int] | None = ...,
@@ -6853,35 +6821,7 @@ def pullback(
 @overload
 def pullback(
     op: Concatenate,
-    arrays: tuple[ArraySpec],
-    axis: Val[int] | None,
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent], NoTangent], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent], NoTangent], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent], NoTangent], tuple[tuple[ZeroTangent | NoTangent], NoTangent]]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[ArraySpec, ArraySpec],
-    axis: Val[int] | None,
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent], NoTangent], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent], NoTangent], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent], NoTangent], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent], NoTangent]]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[ArraySpec, ArraySpec, ArraySpec],
-    axis: Val[int] | None,
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent], NoTangent], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent], NoTangent], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent], NoTangent], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent], NoTangent]]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[ArraySpec, ArraySpec, ArraySpec, ArraySpec],
-    axis: Val[int] | None,
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent, _A[_S4, np.generic] | NoTangent], NoTangent], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent, _A[_S4, np.generic] | Fill[_S4, np.generic] | ZeroTangent | NoTangent], NoTangent], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent, Fill[_S4, np.generic] | NoTangent], NoTangent], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent], NoTangent]]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: Sequence[_A[Any, np.dtype[Any]] | ArraySpec],
+    arrays: Sequence[_AnyArray | ArraySpec],
     axis: Val[int] | None,
     /,
 ) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, ...], NoTangent], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, ...], NoTangent], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, ...], NoTangent], tuple[tuple[ZeroTangent | NoTangent, ...], NoTangent]]: ...
@@ -7885,39 +7825,7 @@ def pullback(
 @overload
 def pullback(
     op: Stack,
-    arrays: tuple[ArraySpec],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Stack,
-    arrays: tuple[ArraySpec, ArraySpec],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Stack,
-    arrays: tuple[ArraySpec, ArraySpec, ArraySpec],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Stack,
-    arrays: tuple[ArraySpec, ArraySpec, ArraySpec, ArraySpec],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent, _A[_S4, np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent, _A[_S4, np.generic] | Fill[_S4, np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent, Fill[_S4, np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Stack,
-    arrays: Sequence[_A[Any, np.dtype[Any]] | ArraySpec],
+    arrays: Sequence[_AnyArray | ArraySpec],
     /,
     *,
     axis: Val[int] = ...,
@@ -7925,35 +7833,7 @@ def pullback(
 @overload
 def pullback(
     op: Stack,
-    arrays: tuple[ArraySpec],
-    axis: Val[int],
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent], NoTangent], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent], NoTangent], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent], NoTangent], tuple[tuple[ZeroTangent | NoTangent], NoTangent]]: ...
-@overload
-def pullback(
-    op: Stack,
-    arrays: tuple[ArraySpec, ArraySpec],
-    axis: Val[int],
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent], NoTangent], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent], NoTangent], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent], NoTangent], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent], NoTangent]]: ...
-@overload
-def pullback(
-    op: Stack,
-    arrays: tuple[ArraySpec, ArraySpec, ArraySpec],
-    axis: Val[int],
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent], NoTangent], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent], NoTangent], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent], NoTangent], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent], NoTangent]]: ...
-@overload
-def pullback(
-    op: Stack,
-    arrays: tuple[ArraySpec, ArraySpec, ArraySpec, ArraySpec],
-    axis: Val[int],
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent, _A[_S4, np.generic] | NoTangent], NoTangent], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent, _A[_S4, np.generic] | Fill[_S4, np.generic] | ZeroTangent | NoTangent], NoTangent], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent, Fill[_S4, np.generic] | NoTangent], NoTangent], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent], NoTangent]]: ...
-@overload
-def pullback(
-    op: Stack,
-    arrays: Sequence[_A[Any, np.dtype[Any]] | ArraySpec],
+    arrays: Sequence[_AnyArray | ArraySpec],
     axis: Val[int],
     /,
 ) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, ...], NoTangent], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, ...], NoTangent], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, ...], NoTangent], tuple[tuple[ZeroTangent | NoTangent, ...], NoTangent]]: ...
@@ -8327,31 +8207,7 @@ def pullback(
 @overload
 def pullback(
     op: Hstack,
-    arrays: tuple[ArraySpec],
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Hstack,
-    arrays: tuple[ArraySpec, ArraySpec],
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Hstack,
-    arrays: tuple[ArraySpec, ArraySpec, ArraySpec],
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Hstack,
-    arrays: tuple[ArraySpec, ArraySpec, ArraySpec, ArraySpec],
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent, _A[_S4, np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent, _A[_S4, np.generic] | Fill[_S4, np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent, Fill[_S4, np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Hstack,
-    arrays: Sequence[_A[Any, np.dtype[Any]] | ArraySpec],
+    arrays: Sequence[_AnyArray | ArraySpec],
     /,
 ) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, ...]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, ...]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, ...]], tuple[tuple[ZeroTangent | NoTangent, ...]]]: ...
 @overload
@@ -8539,31 +8395,7 @@ def pullback(
 @overload
 def pullback(
     op: Vstack,
-    arrays: tuple[ArraySpec],
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Vstack,
-    arrays: tuple[ArraySpec, ArraySpec],
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Vstack,
-    arrays: tuple[ArraySpec, ArraySpec, ArraySpec],
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Vstack,
-    arrays: tuple[ArraySpec, ArraySpec, ArraySpec, ArraySpec],
-    /,
-) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent, _A[_S4, np.generic] | NoTangent]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent, _A[_S4, np.generic] | Fill[_S4, np.generic] | ZeroTangent | NoTangent]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent, Fill[_S4, np.generic] | NoTangent]], tuple[tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent]]]: ...
-@overload
-def pullback(
-    op: Vstack,
-    arrays: Sequence[_A[Any, np.dtype[Any]] | ArraySpec],
+    arrays: Sequence[_AnyArray | ArraySpec],
     /,
 ) -> Pullback[tuple[tuple[npt.NDArray[np.generic] | NoTangent, ...]], tuple[tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, ...]], tuple[tuple[Fill[tuple[int, ...], np.generic] | NoTangent, ...]], tuple[tuple[ZeroTangent | NoTangent, ...]]]: ...
 @overload
@@ -9228,44 +9060,6 @@ def pullback(
     *arrays: _A[_S, _F],
     dims: Val[int] | Val[tuple[int, ...]],
 ) -> Pullback[tuple[_A[_S, _F], ...], tuple[_A[_S, _F] | Fill[_S, _F] | ZeroTangent, ...], tuple[Fill[_S, _F], ...], tuple[ZeroTangent, ...]]: ...
-@overload
-def pullback(
-    op: Cat,
-    a: ArraySpec,
-    /,
-    *,
-    dims: Val[int] | Val[tuple[int, ...]],
-) -> Pullback[tuple[npt.NDArray[np.generic] | NoTangent], tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent], tuple[Fill[tuple[int, ...], np.generic] | NoTangent], tuple[ZeroTangent | NoTangent]]: ...
-@overload
-def pullback(
-    op: Cat,
-    a: ArraySpec,
-    b: ArraySpec,
-    /,
-    *,
-    dims: Val[int] | Val[tuple[int, ...]],
-) -> Pullback[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent], tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent], tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent], tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent]]: ...
-@overload
-def pullback(
-    op: Cat,
-    a: ArraySpec,
-    b: ArraySpec,
-    c: ArraySpec,
-    /,
-    *,
-    dims: Val[int] | Val[tuple[int, ...]],
-) -> Pullback[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent], tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent], tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent], tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent]]: ...
-@overload
-def pullback(
-    op: Cat,
-    a: ArraySpec,
-    b: ArraySpec,
-    c: ArraySpec,
-    d: ArraySpec,
-    /,
-    *,
-    dims: Val[int] | Val[tuple[int, ...]],
-) -> Pullback[tuple[npt.NDArray[np.generic] | NoTangent, _A[_S2, np.generic] | NoTangent, _A[_S3, np.generic] | NoTangent, _A[_S4, np.generic] | NoTangent], tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, _A[_S2, np.generic] | Fill[_S2, np.generic] | ZeroTangent | NoTangent, _A[_S3, np.generic] | Fill[_S3, np.generic] | ZeroTangent | NoTangent, _A[_S4, np.generic] | Fill[_S4, np.generic] | ZeroTangent | NoTangent], tuple[Fill[tuple[int, ...], np.generic] | NoTangent, Fill[_S2, np.generic] | NoTangent, Fill[_S3, np.generic] | NoTangent, Fill[_S4, np.generic] | NoTangent], tuple[ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent, ZeroTangent | NoTangent]]: ...
 @overload
 def pullback(
     op: Cat,

@@ -49,18 +49,20 @@ _DT = TypeVar("_DT", bound=np.generic)
 _S = TypeVar("_S", bound=np.generic)
 _Z = TypeVar("_Z", bound="_Zero")
 # Fill's type parameters: its shape's tuple type and its scalar type. Defaults (for a bare
-# ``Fill``) are "any shape, any dtype"; the defaults exist for the type checkers only.
+# ``Fill``) are "any shape, any dtype" (``np.generic[object]``: an ``Any`` there would make
+# every NumPy call on a bare ``Fill`` ambiguous to mypy); the defaults are the checkers' only.
 if TYPE_CHECKING:
     from typing_extensions import TypeVar as _TypeVarWithDefault
 
     _FS = _TypeVarWithDefault("_FS", bound=tuple[int, ...], covariant=True, default=tuple[int, ...])
-    _FT = _TypeVarWithDefault("_FT", bound=np.generic, covariant=True, default=np.generic)
+    _FT = _TypeVarWithDefault("_FT", bound=np.generic, covariant=True, default=np.generic[object])
 else:
     _FS = TypeVar("_FS", bound=tuple, covariant=True)
     _FT = TypeVar("_FT", bound=np.generic, covariant=True)
 _NS = TypeVar("_NS", bound=tuple[int, ...])
 _NT = TypeVar("_NT", bound=np.generic)
 _SameScalar: TypeAlias = "bool | int | float"
+_Order: TypeAlias = 'Literal["C", "F", "A"]'
 # What a zero may meet in `+`/`-` (and hand back as it is): arrays, scalars, Fills, and the
 # tuples that are the tangents of sequence arguments.
 _Addend = TypeVar("_Addend", bound="npt.NDArray[np.generic] | np.generic | complex | Fill | tuple[object, ...]")
@@ -597,9 +599,23 @@ class Fill(Generic[_FS, _FT]):
         return scalar
 
     @overload
-    def reshape(
-        self, shape: _NS, /, *, order: Literal["C", "F", "A"] = "C", copy: bool | None = None
-    ) -> Fill[_NS, _FT]: ...
+    def reshape(self, shape: tuple[()], /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[()], _FT]: ...
+    @overload
+    def reshape(self, shape: tuple[SupportsIndex], /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int], _FT]: ...
+    @overload
+    def reshape(self, shape: tuple[SupportsIndex, SupportsIndex], /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int, int], _FT]: ...
+    @overload
+    def reshape(self, shape: tuple[SupportsIndex, SupportsIndex, SupportsIndex], /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int, int, int], _FT]: ...
+    @overload
+    def reshape(self, shape: tuple[SupportsIndex, SupportsIndex, SupportsIndex, SupportsIndex], /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int, int, int, int], _FT]: ...
+    @overload
+    def reshape(self, d0: SupportsIndex, /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int], _FT]: ...
+    @overload
+    def reshape(self, d0: SupportsIndex, d1: SupportsIndex, /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int, int], _FT]: ...
+    @overload
+    def reshape(self, d0: SupportsIndex, d1: SupportsIndex, d2: SupportsIndex, /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int, int, int], _FT]: ...
+    @overload
+    def reshape(self, d0: SupportsIndex, d1: SupportsIndex, d2: SupportsIndex, d3: SupportsIndex, /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int, int, int, int], _FT]: ...
     @overload
     def reshape(
         self, *shape: SupportsIndex | Sequence[SupportsIndex], order: Literal["C", "F", "A"] = "C", copy: bool | None = None
