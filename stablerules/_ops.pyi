@@ -13,7 +13,6 @@ from typing_extensions import deprecated, overload
 
 from ._rule import RuleOp
 from ._shapes import (
-    _A,
     _DT,
     _F,
     _Q0,
@@ -67,35 +66,35 @@ class Repeat(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         repeats: Val[int],
         axis: None = ...,
-    ) -> _A[tuple[int], _DT]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         repeats: Val[int],
         axis: Val[int],
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         repeats: _CountsArray,
         axis: None = ...,
-    ) -> _A[tuple[int], _DT]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         repeats: _CountsArray,
         axis: Val[int],
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_SU, _DT],
+        x: np.ndarray[_SU, np.dtype[_DT]],
         *,
         inner: Val[int] | Val[tuple[int, ...]],
         outer: None = ...,
@@ -103,111 +102,111 @@ class Repeat(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_Rge1, _DT],
+        x: np.ndarray[_Rge1, np.dtype[_DT]],
         *,
         inner: Val[int] | Val[tuple[int]],
         outer: None = ...,
-    ) -> _A[_Rge1, _DT]: ...
+    ) -> np.ndarray[_Rge1, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: Val[int] | Val[tuple[int]],
         outer: None = ...,
-    ) -> _A[tuple[int], _DT]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge2, _DT],
+        x: np.ndarray[_Rge2, np.dtype[_DT]],
         *,
         inner: Val[tuple[int, int]],
         outer: None = ...,
-    ) -> _A[_Rge2, _DT]: ...
+    ) -> np.ndarray[_Rge2, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: Val[tuple[int, int]],
         outer: None = ...,
-    ) -> _A[tuple[int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge3, _DT],
+        x: np.ndarray[_Rge3, np.dtype[_DT]],
         *,
         inner: Val[tuple[int, int, int]],
         outer: None = ...,
-    ) -> _A[_Rge3, _DT]: ...
+    ) -> np.ndarray[_Rge3, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: Val[tuple[int, int, int]],
         outer: None = ...,
-    ) -> _A[tuple[int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge4, _DT],
+        x: np.ndarray[_Rge4, np.dtype[_DT]],
         *,
         inner: Val[tuple[int, int, int, int]],
         outer: None = ...,
-    ) -> _A[_Rge4, _DT]: ...
+    ) -> np.ndarray[_Rge4, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: Val[tuple[int, int, int, int]],
         outer: None = ...,
-    ) -> _A[tuple[int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge5, _DT],
+        x: np.ndarray[_Rge5, np.dtype[_DT]],
         *,
         inner: Val[tuple[int, int, int, int, int]],
         outer: None = ...,
-    ) -> _A[_Rge5, _DT]: ...
+    ) -> np.ndarray[_Rge5, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: Val[tuple[int, int, int, int, int]],
         outer: None = ...,
-    ) -> _A[tuple[int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge6, _DT],
+        x: np.ndarray[_Rge6, np.dtype[_DT]],
         *,
         inner: Val[tuple[int, int, int, int, int, int]],
         outer: None = ...,
-    ) -> _A[_Rge6, _DT]: ...
+    ) -> np.ndarray[_Rge6, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: Val[tuple[int, int, int, int, int, int]],
         outer: None = ...,
-    ) -> _A[tuple[int, int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: Val[int] | Val[tuple[int, ...]],
         outer: None = ...,
-    ) -> _A[tuple[int, ...], _DT]: ...
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_SU, _DT],
+        x: np.ndarray[_SU, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[int] | Val[tuple[int, ...]],
@@ -215,128 +214,128 @@ class Repeat(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_Rge1, _DT],
+        x: np.ndarray[_Rge1, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[int] | Val[tuple[int]],
-    ) -> _A[_Rge1, _DT]: ...
+    ) -> np.ndarray[_Rge1, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[int] | Val[tuple[int]],
-    ) -> _A[tuple[int], _DT]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge2, _DT],
+        x: np.ndarray[_Rge2, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[tuple[int, int]],
-    ) -> _A[_Rge2, _DT]: ...
+    ) -> np.ndarray[_Rge2, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[tuple[int, int]],
-    ) -> _A[tuple[int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge3, _DT],
+        x: np.ndarray[_Rge3, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[tuple[int, int, int]],
-    ) -> _A[_Rge3, _DT]: ...
+    ) -> np.ndarray[_Rge3, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[tuple[int, int, int]],
-    ) -> _A[tuple[int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge4, _DT],
+        x: np.ndarray[_Rge4, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[tuple[int, int, int, int]],
-    ) -> _A[_Rge4, _DT]: ...
+    ) -> np.ndarray[_Rge4, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[tuple[int, int, int, int]],
-    ) -> _A[tuple[int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge5, _DT],
+        x: np.ndarray[_Rge5, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[tuple[int, int, int, int, int]],
-    ) -> _A[_Rge5, _DT]: ...
+    ) -> np.ndarray[_Rge5, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[tuple[int, int, int, int, int]],
-    ) -> _A[tuple[int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge6, _DT],
+        x: np.ndarray[_Rge6, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[tuple[int, int, int, int, int, int]],
-    ) -> _A[_Rge6, _DT]: ...
+    ) -> np.ndarray[_Rge6, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[tuple[int, int, int, int, int, int]],
-    ) -> _A[tuple[int, int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: Val[int] | Val[tuple[int, ...]],
-    ) -> _A[tuple[int, ...], _DT]: ...
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: None = ...,
         outer: None = ...,
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: Val[int] | Val[tuple[int, ...]] | None = ...,
         outer: Val[int] | Val[tuple[int, ...]] | None = ...,
-    ) -> _A[tuple[int, ...], _DT]: ...
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         repeats: Val[int] | int,
         axis: Val[int] | int | None = ...,
     ) -> npt.NDArray[_DT]: ...
@@ -344,7 +343,7 @@ class Repeat(RuleOp):
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         repeats: _CountsArray,
         axis: Val[int] | int | None = ...,
     ) -> npt.NDArray[_DT]: ...
@@ -352,7 +351,7 @@ class Repeat(RuleOp):
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         *,
         inner: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = ...,
         outer: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = ...,
@@ -363,92 +362,92 @@ class Tile(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_SU, _DT],
+        x: np.ndarray[_SU, np.dtype[_DT]],
         reps: Val[int] | Val[tuple[int, ...]],
     ) -> npt.NDArray[_DT]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge1, _DT],
+        x: np.ndarray[_Rge1, np.dtype[_DT]],
         reps: Val[int] | Val[tuple[int]],
-    ) -> _A[_Rge1, _DT]: ...
+    ) -> np.ndarray[_Rge1, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         reps: Val[int] | Val[tuple[int]],
-    ) -> _A[tuple[int], _DT]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge2, _DT],
+        x: np.ndarray[_Rge2, np.dtype[_DT]],
         reps: Val[tuple[int, int]],
-    ) -> _A[_Rge2, _DT]: ...
+    ) -> np.ndarray[_Rge2, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         reps: Val[tuple[int, int]],
-    ) -> _A[tuple[int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge3, _DT],
+        x: np.ndarray[_Rge3, np.dtype[_DT]],
         reps: Val[tuple[int, int, int]],
-    ) -> _A[_Rge3, _DT]: ...
+    ) -> np.ndarray[_Rge3, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         reps: Val[tuple[int, int, int]],
-    ) -> _A[tuple[int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge4, _DT],
+        x: np.ndarray[_Rge4, np.dtype[_DT]],
         reps: Val[tuple[int, int, int, int]],
-    ) -> _A[_Rge4, _DT]: ...
+    ) -> np.ndarray[_Rge4, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         reps: Val[tuple[int, int, int, int]],
-    ) -> _A[tuple[int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge5, _DT],
+        x: np.ndarray[_Rge5, np.dtype[_DT]],
         reps: Val[tuple[int, int, int, int, int]],
-    ) -> _A[_Rge5, _DT]: ...
+    ) -> np.ndarray[_Rge5, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         reps: Val[tuple[int, int, int, int, int]],
-    ) -> _A[tuple[int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_Rge6, _DT],
+        x: np.ndarray[_Rge6, np.dtype[_DT]],
         reps: Val[tuple[int, int, int, int, int, int]],
-    ) -> _A[_Rge6, _DT]: ...
+    ) -> np.ndarray[_Rge6, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         reps: Val[tuple[int, int, int, int, int, int]],
-    ) -> _A[tuple[int, int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         reps: Val[int] | Val[tuple[int, ...]],
-    ) -> _A[tuple[int, ...], _DT]: ...
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         reps: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
     ) -> npt.NDArray[_DT]: ...
 
@@ -457,20 +456,20 @@ class Concatenate(RuleOp):
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_S, _DT]],
+        arrays: Sequence[np.ndarray[_S, np.dtype[_DT]]],
         axis: None,
-    ) -> _A[tuple[int], _DT]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_S, _DT]],
+        arrays: Sequence[np.ndarray[_S, np.dtype[_DT]]],
         axis: Val[int] = ...,
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        arrays: Sequence[_A[_S, _DT]],
+        arrays: Sequence[np.ndarray[_S, np.dtype[_DT]]],
         axis: Val[int] | int | None = ...,
     ) -> npt.NDArray[_DT]: ...
 
@@ -479,62 +478,62 @@ class Stack(RuleOp):
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_SU, _DT]],
+        arrays: Sequence[np.ndarray[_SU, np.dtype[_DT]]],
         axis: Val[int] = ...,
     ) -> npt.NDArray[_DT]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_R0, _DT]],
+        arrays: Sequence[np.ndarray[_R0, np.dtype[_DT]]],
         axis: Val[int] = ...,
-    ) -> _A[tuple[int], _DT]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_R1, _DT]],
+        arrays: Sequence[np.ndarray[_R1, np.dtype[_DT]]],
         axis: Val[int] = ...,
-    ) -> _A[tuple[int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_R2, _DT]],
+        arrays: Sequence[np.ndarray[_R2, np.dtype[_DT]]],
         axis: Val[int] = ...,
-    ) -> _A[tuple[int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_R3, _DT]],
+        arrays: Sequence[np.ndarray[_R3, np.dtype[_DT]]],
         axis: Val[int] = ...,
-    ) -> _A[tuple[int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_R4, _DT]],
+        arrays: Sequence[np.ndarray[_R4, np.dtype[_DT]]],
         axis: Val[int] = ...,
-    ) -> _A[tuple[int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_R5, _DT]],
+        arrays: Sequence[np.ndarray[_R5, np.dtype[_DT]]],
         axis: Val[int] = ...,
-    ) -> _A[tuple[int, int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_R6, _DT]],
+        arrays: Sequence[np.ndarray[_R6, np.dtype[_DT]]],
         axis: Val[int] = ...,
-    ) -> _A[tuple[int, ...], _DT]: ...
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_S, _DT]],
+        arrays: Sequence[np.ndarray[_S, np.dtype[_DT]]],
         axis: Val[int] = ...,
-    ) -> _A[tuple[int, ...], _DT]: ...
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        arrays: Sequence[_A[_S, _DT]],
+        arrays: Sequence[np.ndarray[_S, np.dtype[_DT]]],
         axis: Val[int] | int = ...,
     ) -> npt.NDArray[_DT]: ...
 
@@ -543,51 +542,51 @@ class Hstack(RuleOp):
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_SU, _DT]],
+        arrays: Sequence[np.ndarray[_SU, np.dtype[_DT]]],
     ) -> npt.NDArray[_DT]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_R0, _DT]],
-    ) -> _A[tuple[int], _DT]: ...
+        arrays: Sequence[np.ndarray[_R0, np.dtype[_DT]]],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_Rge1, _DT]],
-    ) -> _A[_Rge1, _DT]: ...
+        arrays: Sequence[np.ndarray[_Rge1, np.dtype[_DT]]],
+    ) -> np.ndarray[_Rge1, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_S, _DT]],
-    ) -> _A[tuple[int, ...], _DT]: ...
+        arrays: Sequence[np.ndarray[_S, np.dtype[_DT]]],
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...
 
 
 class Vstack(RuleOp):
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_SU, _DT]],
+        arrays: Sequence[np.ndarray[_SU, np.dtype[_DT]]],
     ) -> npt.NDArray[_DT]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_R0, _DT]],
-    ) -> _A[tuple[int, int], _DT]: ...
+        arrays: Sequence[np.ndarray[_R0, np.dtype[_DT]]],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_R1, _DT]],
-    ) -> _A[tuple[int, int], _DT]: ...
+        arrays: Sequence[np.ndarray[_R1, np.dtype[_DT]]],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_Rge2, _DT]],
-    ) -> _A[_Rge2, _DT]: ...
+        arrays: Sequence[np.ndarray[_Rge2, np.dtype[_DT]]],
+    ) -> np.ndarray[_Rge2, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        arrays: Sequence[_A[_S, _DT]],
-    ) -> _A[tuple[int, ...], _DT]: ...
+        arrays: Sequence[np.ndarray[_S, np.dtype[_DT]]],
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...
 
 
 class Cat(RuleOp):
@@ -595,106 +594,106 @@ class Cat(RuleOp):
     def __call__(
         self,
         /,
-        *arrays: _A[_SU, _DT],
+        *arrays: np.ndarray[_SU, np.dtype[_DT]],
         dims: Val[int] | Val[tuple[int, ...]],
     ) -> npt.NDArray[_DT]: ...
     @overload
     def __call__(
         self,
         /,
-        *arrays: _A[_Rge1, _DT],
+        *arrays: np.ndarray[_Rge1, np.dtype[_DT]],
         dims: Val[Literal[0]],
-    ) -> _A[_Rge1, _DT]: ...
+    ) -> np.ndarray[_Rge1, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
         /,
-        *arrays: _A[_Rle0, _DT],
+        *arrays: np.ndarray[_Rle0, np.dtype[_DT]],
         dims: Val[Literal[0]],
-    ) -> _A[tuple[int], _DT]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
         /,
-        *arrays: _A[_Rge2, _DT],
+        *arrays: np.ndarray[_Rge2, np.dtype[_DT]],
         dims: Val[Literal[1]],
-    ) -> _A[_Rge2, _DT]: ...
+    ) -> np.ndarray[_Rge2, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
         /,
-        *arrays: _A[_Rle1, _DT],
+        *arrays: np.ndarray[_Rle1, np.dtype[_DT]],
         dims: Val[Literal[1]],
-    ) -> _A[tuple[int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
         /,
-        *arrays: _A[_Rge3, _DT],
+        *arrays: np.ndarray[_Rge3, np.dtype[_DT]],
         dims: Val[Literal[2]],
-    ) -> _A[_Rge3, _DT]: ...
+    ) -> np.ndarray[_Rge3, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
         /,
-        *arrays: _A[_Rle2, _DT],
+        *arrays: np.ndarray[_Rle2, np.dtype[_DT]],
         dims: Val[Literal[2]],
-    ) -> _A[tuple[int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
         /,
-        *arrays: _A[_Rge4, _DT],
+        *arrays: np.ndarray[_Rge4, np.dtype[_DT]],
         dims: Val[Literal[3]],
-    ) -> _A[_Rge4, _DT]: ...
+    ) -> np.ndarray[_Rge4, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
         /,
-        *arrays: _A[_Rle3, _DT],
+        *arrays: np.ndarray[_Rle3, np.dtype[_DT]],
         dims: Val[Literal[3]],
-    ) -> _A[tuple[int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
         /,
-        *arrays: _A[_Rge5, _DT],
+        *arrays: np.ndarray[_Rge5, np.dtype[_DT]],
         dims: Val[Literal[4]],
-    ) -> _A[_Rge5, _DT]: ...
+    ) -> np.ndarray[_Rge5, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
         /,
-        *arrays: _A[_Rle4, _DT],
+        *arrays: np.ndarray[_Rle4, np.dtype[_DT]],
         dims: Val[Literal[4]],
-    ) -> _A[tuple[int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
         /,
-        *arrays: _A[_Rge6, _DT],
+        *arrays: np.ndarray[_Rge6, np.dtype[_DT]],
         dims: Val[Literal[5]],
-    ) -> _A[_Rge6, _DT]: ...
+    ) -> np.ndarray[_Rge6, np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
         /,
-        *arrays: _A[_Rle5, _DT],
+        *arrays: np.ndarray[_Rle5, np.dtype[_DT]],
         dims: Val[Literal[5]],
-    ) -> _A[tuple[int, int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
         /,
-        *arrays: _A[_S, _DT],
+        *arrays: np.ndarray[_S, np.dtype[_DT]],
         dims: Val[int] | Val[tuple[int, ...]],
-    ) -> _A[tuple[int, ...], _DT]: ...
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
         /,
-        *arrays: _A[_S, _DT],
+        *arrays: np.ndarray[_S, np.dtype[_DT]],
         dims: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
     ) -> npt.NDArray[_DT]: ...
     @overload
@@ -709,99 +708,99 @@ class Kron(RuleOp):
     @overload
     def __call__(
         self,
-        a: _A[_SU, _DT],
-        b: _A[_S2, _DT],
+        a: np.ndarray[_SU, np.dtype[_DT]],
+        b: np.ndarray[_S2, np.dtype[_DT]],
     ) -> npt.NDArray[_DT]: ...
     @overload
     def __call__(
         self,
-        a: _A[_S, _DT],
-        b: _A[_SU2, _DT],
+        a: np.ndarray[_S, np.dtype[_DT]],
+        b: np.ndarray[_SU2, np.dtype[_DT]],
     ) -> npt.NDArray[_DT]: ...
     @overload
     def __call__(
         self,
-        a: _A[_R0, _DT],
-        b: _A[_Q0, _DT],
-    ) -> _A[tuple[()], _DT]: ...
+        a: np.ndarray[_R0, np.dtype[_DT]],
+        b: np.ndarray[_Q0, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        a: _A[_R1, _DT],
-        b: _A[_Qle1, _DT],
-    ) -> _A[tuple[int], _DT]: ...
+        a: np.ndarray[_R1, np.dtype[_DT]],
+        b: np.ndarray[_Qle1, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        a: _A[_Rle0, _DT],
-        b: _A[_Q1, _DT],
-    ) -> _A[tuple[int], _DT]: ...
+        a: np.ndarray[_Rle0, np.dtype[_DT]],
+        b: np.ndarray[_Q1, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        a: _A[_R2, _DT],
-        b: _A[_Qle2, _DT],
-    ) -> _A[tuple[int, int], _DT]: ...
+        a: np.ndarray[_R2, np.dtype[_DT]],
+        b: np.ndarray[_Qle2, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        a: _A[_Rle1, _DT],
-        b: _A[_Q2, _DT],
-    ) -> _A[tuple[int, int], _DT]: ...
+        a: np.ndarray[_Rle1, np.dtype[_DT]],
+        b: np.ndarray[_Q2, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        a: _A[_R3, _DT],
-        b: _A[_Qle3, _DT],
-    ) -> _A[tuple[int, int, int], _DT]: ...
+        a: np.ndarray[_R3, np.dtype[_DT]],
+        b: np.ndarray[_Qle3, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        a: _A[_Rle2, _DT],
-        b: _A[_Q3, _DT],
-    ) -> _A[tuple[int, int, int], _DT]: ...
+        a: np.ndarray[_Rle2, np.dtype[_DT]],
+        b: np.ndarray[_Q3, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        a: _A[_R4, _DT],
-        b: _A[_Qle4, _DT],
-    ) -> _A[tuple[int, int, int, int], _DT]: ...
+        a: np.ndarray[_R4, np.dtype[_DT]],
+        b: np.ndarray[_Qle4, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        a: _A[_Rle3, _DT],
-        b: _A[_Q4, _DT],
-    ) -> _A[tuple[int, int, int, int], _DT]: ...
+        a: np.ndarray[_Rle3, np.dtype[_DT]],
+        b: np.ndarray[_Q4, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        a: _A[_R5, _DT],
-        b: _A[_Qle5, _DT],
-    ) -> _A[tuple[int, int, int, int, int], _DT]: ...
+        a: np.ndarray[_R5, np.dtype[_DT]],
+        b: np.ndarray[_Qle5, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        a: _A[_Rle4, _DT],
-        b: _A[_Q5, _DT],
-    ) -> _A[tuple[int, int, int, int, int], _DT]: ...
+        a: np.ndarray[_Rle4, np.dtype[_DT]],
+        b: np.ndarray[_Q5, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        a: _A[_R6, _DT],
-        b: _A[_Qle6, _DT],
-    ) -> _A[tuple[int, int, int, int, int, int], _DT]: ...
+        a: np.ndarray[_R6, np.dtype[_DT]],
+        b: np.ndarray[_Qle6, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        a: _A[_Rle5, _DT],
-        b: _A[_Q6, _DT],
-    ) -> _A[tuple[int, int, int, int, int, int], _DT]: ...
+        a: np.ndarray[_Rle5, np.dtype[_DT]],
+        b: np.ndarray[_Q6, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        a: _A[_S, _DT],
-        b: _A[_S2, _DT],
-    ) -> _A[tuple[int, ...], _DT]: ...
+        a: np.ndarray[_S, np.dtype[_DT]],
+        b: np.ndarray[_S2, np.dtype[_DT]],
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
@@ -814,128 +813,128 @@ class Flip(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         axis: Val[int] | Val[tuple[int, ...]] | None = ...,
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = ...,
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
 
 
 class Roll(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shift: Val[int] | Val[tuple[int, ...]],
         axis: Val[int] | Val[tuple[int, ...]] | None = ...,
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shift: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
         axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = ...,
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
 
 
 class PermuteDims(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         axes: Val[tuple[int, ...]],
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         axes: Val[tuple[int, ...]] | tuple[int, ...],
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
 
 
 class Transpose(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         axes: Val[tuple[int, ...]] | None = ...,
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         axes: Val[tuple[int, ...]] | tuple[int, ...] | None = ...,
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
 
 
 class Reshape(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[()]],
-    ) -> _A[tuple[()], _DT]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int]],
-    ) -> _A[tuple[int], _DT]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int, int]],
-    ) -> _A[tuple[int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int, int, int]],
-    ) -> _A[tuple[int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int, int, int, int]],
-    ) -> _A[tuple[int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int, int, int, int, int]],
-    ) -> _A[tuple[int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int, int, int, int, int, int]],
-    ) -> _A[tuple[int, int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[int],
-    ) -> _A[tuple[int], _DT]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int, ...]],
-    ) -> _A[tuple[int, ...], _DT]: ...
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
     ) -> npt.NDArray[_DT]: ...
 
@@ -944,62 +943,62 @@ class BroadcastTo(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[()]],
-    ) -> _A[tuple[()], _DT]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int]],
-    ) -> _A[tuple[int], _DT]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int, int]],
-    ) -> _A[tuple[int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int, int, int]],
-    ) -> _A[tuple[int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int, int, int, int]],
-    ) -> _A[tuple[int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int, int, int, int, int]],
-    ) -> _A[tuple[int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int, int, int, int, int, int]],
-    ) -> _A[tuple[int, int, int, int, int, int], _DT]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[int],
-    ) -> _A[tuple[int], _DT]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[tuple[int, ...]],
-    ) -> _A[tuple[int, ...], _DT]: ...
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         shape: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
     ) -> npt.NDArray[_DT]: ...
 
@@ -1008,276 +1007,276 @@ class Sum(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_S, _F],
+        x: np.ndarray[_S, np.dtype[_F]],
         axis: Val[int] | Val[tuple[int, ...]] | None = ...,
         *,
         keepdims: Val[Literal[True]],
-    ) -> _A[_S, _F]: ...
+    ) -> np.ndarray[_S, np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _F],
+        x: np.ndarray[_S, np.dtype[_F]],
         axis: None = ...,
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], _F]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_SU, _F],
+        x: np.ndarray[_SU, np.dtype[_F]],
         axis: Val[int] | Val[tuple[int, ...]],
         keepdims: Val[Literal[False]] = ...,
     ) -> npt.NDArray[_F]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R1, _F],
+        x: np.ndarray[_R1, np.dtype[_F]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], _F]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R2, _F],
+        x: np.ndarray[_R2, np.dtype[_F]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int], _F]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R3, _F],
+        x: np.ndarray[_R3, np.dtype[_F]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R4, _F],
+        x: np.ndarray[_R4, np.dtype[_F]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R5, _F],
+        x: np.ndarray[_R5, np.dtype[_F]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R6, _F],
+        x: np.ndarray[_R6, np.dtype[_F]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int, int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R2, _F],
+        x: np.ndarray[_R2, np.dtype[_F]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], _F]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R3, _F],
+        x: np.ndarray[_R3, np.dtype[_F]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int], _F]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R4, _F],
+        x: np.ndarray[_R4, np.dtype[_F]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R5, _F],
+        x: np.ndarray[_R5, np.dtype[_F]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R6, _F],
+        x: np.ndarray[_R6, np.dtype[_F]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R3, _F],
+        x: np.ndarray[_R3, np.dtype[_F]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], _F]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R4, _F],
+        x: np.ndarray[_R4, np.dtype[_F]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int], _F]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R5, _F],
+        x: np.ndarray[_R5, np.dtype[_F]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R6, _F],
+        x: np.ndarray[_R6, np.dtype[_F]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _F],
+        x: np.ndarray[_S, np.dtype[_F]],
         axis: Val[int] | Val[tuple[int, ...]] | None = ...,
         keepdims: Val[bool] = ...,
-    ) -> _A[tuple[int, ...], _F]: ...
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _Integral],
+        x: np.ndarray[_S, np.dtype[_Integral]],
         axis: Val[int] | Val[tuple[int, ...]] | None = ...,
         *,
         keepdims: Val[Literal[True]],
-    ) -> _A[_S, np.integer]: ...
+    ) -> np.ndarray[_S, np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _Integral],
+        x: np.ndarray[_S, np.dtype[_Integral]],
         axis: None = ...,
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], np.integer]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_SU, _Integral],
+        x: np.ndarray[_SU, np.dtype[_Integral]],
         axis: Val[int] | Val[tuple[int, ...]],
         keepdims: Val[Literal[False]] = ...,
     ) -> npt.NDArray[np.integer]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R1, _Integral],
+        x: np.ndarray[_R1, np.dtype[_Integral]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], np.integer]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R2, _Integral],
+        x: np.ndarray[_R2, np.dtype[_Integral]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int], np.integer]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R3, _Integral],
+        x: np.ndarray[_R3, np.dtype[_Integral]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int], np.integer]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R4, _Integral],
+        x: np.ndarray[_R4, np.dtype[_Integral]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int], np.integer]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R5, _Integral],
+        x: np.ndarray[_R5, np.dtype[_Integral]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int, int], np.integer]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R6, _Integral],
+        x: np.ndarray[_R6, np.dtype[_Integral]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int, int, int], np.integer]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R2, _Integral],
+        x: np.ndarray[_R2, np.dtype[_Integral]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], np.integer]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R3, _Integral],
+        x: np.ndarray[_R3, np.dtype[_Integral]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int], np.integer]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R4, _Integral],
+        x: np.ndarray[_R4, np.dtype[_Integral]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int], np.integer]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R5, _Integral],
+        x: np.ndarray[_R5, np.dtype[_Integral]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int], np.integer]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R6, _Integral],
+        x: np.ndarray[_R6, np.dtype[_Integral]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int, int], np.integer]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R3, _Integral],
+        x: np.ndarray[_R3, np.dtype[_Integral]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], np.integer]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R4, _Integral],
+        x: np.ndarray[_R4, np.dtype[_Integral]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int], np.integer]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R5, _Integral],
+        x: np.ndarray[_R5, np.dtype[_Integral]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int], np.integer]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R6, _Integral],
+        x: np.ndarray[_R6, np.dtype[_Integral]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int], np.integer]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[np.integer]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _Integral],
+        x: np.ndarray[_S, np.dtype[_Integral]],
         axis: Val[int] | Val[tuple[int, ...]] | None = ...,
         keepdims: Val[bool] = ...,
-    ) -> _A[tuple[int, ...], np.integer]: ...
+    ) -> np.ndarray[tuple[int, ...], np.dtype[np.integer]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _F],
+        x: np.ndarray[_S, np.dtype[_F]],
         axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = ...,
         keepdims: Val[bool] | bool = ...,
     ) -> npt.NDArray[_F]: ...
@@ -1285,7 +1284,7 @@ class Sum(RuleOp):
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _Integral],
+        x: np.ndarray[_S, np.dtype[_Integral]],
         axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = ...,
         keepdims: Val[bool] | bool = ...,
     ) -> npt.NDArray[np.integer]: ...
@@ -1295,276 +1294,276 @@ class Mean(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_S, _F],
+        x: np.ndarray[_S, np.dtype[_F]],
         axis: Val[int] | Val[tuple[int, ...]] | None = ...,
         *,
         keepdims: Val[Literal[True]],
-    ) -> _A[_S, _F]: ...
+    ) -> np.ndarray[_S, np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _F],
+        x: np.ndarray[_S, np.dtype[_F]],
         axis: None = ...,
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], _F]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_SU, _F],
+        x: np.ndarray[_SU, np.dtype[_F]],
         axis: Val[int] | Val[tuple[int, ...]],
         keepdims: Val[Literal[False]] = ...,
     ) -> npt.NDArray[_F]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R1, _F],
+        x: np.ndarray[_R1, np.dtype[_F]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], _F]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R2, _F],
+        x: np.ndarray[_R2, np.dtype[_F]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int], _F]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R3, _F],
+        x: np.ndarray[_R3, np.dtype[_F]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R4, _F],
+        x: np.ndarray[_R4, np.dtype[_F]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R5, _F],
+        x: np.ndarray[_R5, np.dtype[_F]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R6, _F],
+        x: np.ndarray[_R6, np.dtype[_F]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int, int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R2, _F],
+        x: np.ndarray[_R2, np.dtype[_F]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], _F]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R3, _F],
+        x: np.ndarray[_R3, np.dtype[_F]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int], _F]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R4, _F],
+        x: np.ndarray[_R4, np.dtype[_F]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R5, _F],
+        x: np.ndarray[_R5, np.dtype[_F]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R6, _F],
+        x: np.ndarray[_R6, np.dtype[_F]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R3, _F],
+        x: np.ndarray[_R3, np.dtype[_F]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], _F]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R4, _F],
+        x: np.ndarray[_R4, np.dtype[_F]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int], _F]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R5, _F],
+        x: np.ndarray[_R5, np.dtype[_F]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R6, _F],
+        x: np.ndarray[_R6, np.dtype[_F]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int], _F]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _F],
+        x: np.ndarray[_S, np.dtype[_F]],
         axis: Val[int] | Val[tuple[int, ...]] | None = ...,
         keepdims: Val[bool] = ...,
-    ) -> _A[tuple[int, ...], _F]: ...
+    ) -> np.ndarray[tuple[int, ...], np.dtype[_F]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _Integral],
+        x: np.ndarray[_S, np.dtype[_Integral]],
         axis: Val[int] | Val[tuple[int, ...]] | None = ...,
         *,
         keepdims: Val[Literal[True]],
-    ) -> _A[_S, np.float64]: ...
+    ) -> np.ndarray[_S, np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _Integral],
+        x: np.ndarray[_S, np.dtype[_Integral]],
         axis: None = ...,
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], np.float64]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_SU, _Integral],
+        x: np.ndarray[_SU, np.dtype[_Integral]],
         axis: Val[int] | Val[tuple[int, ...]],
         keepdims: Val[Literal[False]] = ...,
     ) -> npt.NDArray[np.float64]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R1, _Integral],
+        x: np.ndarray[_R1, np.dtype[_Integral]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], np.float64]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R2, _Integral],
+        x: np.ndarray[_R2, np.dtype[_Integral]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int], np.float64]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R3, _Integral],
+        x: np.ndarray[_R3, np.dtype[_Integral]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int], np.float64]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R4, _Integral],
+        x: np.ndarray[_R4, np.dtype[_Integral]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int], np.float64]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R5, _Integral],
+        x: np.ndarray[_R5, np.dtype[_Integral]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int, int], np.float64]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R6, _Integral],
+        x: np.ndarray[_R6, np.dtype[_Integral]],
         axis: Val[int],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int, int, int], np.float64]: ...
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R2, _Integral],
+        x: np.ndarray[_R2, np.dtype[_Integral]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], np.float64]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R3, _Integral],
+        x: np.ndarray[_R3, np.dtype[_Integral]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int], np.float64]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R4, _Integral],
+        x: np.ndarray[_R4, np.dtype[_Integral]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int], np.float64]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R5, _Integral],
+        x: np.ndarray[_R5, np.dtype[_Integral]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int], np.float64]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R6, _Integral],
+        x: np.ndarray[_R6, np.dtype[_Integral]],
         axis: Val[tuple[int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int, int], np.float64]: ...
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R3, _Integral],
+        x: np.ndarray[_R3, np.dtype[_Integral]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[()], np.float64]: ...
+    ) -> np.ndarray[tuple[()], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R4, _Integral],
+        x: np.ndarray[_R4, np.dtype[_Integral]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int], np.float64]: ...
+    ) -> np.ndarray[tuple[int], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R5, _Integral],
+        x: np.ndarray[_R5, np.dtype[_Integral]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int], np.float64]: ...
+    ) -> np.ndarray[tuple[int, int], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_R6, _Integral],
+        x: np.ndarray[_R6, np.dtype[_Integral]],
         axis: Val[tuple[int, int, int]],
         keepdims: Val[Literal[False]] = ...,
-    ) -> _A[tuple[int, int, int], np.float64]: ...
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[np.float64]]: ...
     @overload
     def __call__(
         self,
-        x: _A[_S, _Integral],
+        x: np.ndarray[_S, np.dtype[_Integral]],
         axis: Val[int] | Val[tuple[int, ...]] | None = ...,
         keepdims: Val[bool] = ...,
-    ) -> _A[tuple[int, ...], np.float64]: ...
+    ) -> np.ndarray[tuple[int, ...], np.dtype[np.float64]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _F],
+        x: np.ndarray[_S, np.dtype[_F]],
         axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = ...,
         keepdims: Val[bool] | bool = ...,
     ) -> npt.NDArray[_F]: ...
@@ -1572,7 +1571,7 @@ class Mean(RuleOp):
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _Integral],
+        x: np.ndarray[_S, np.dtype[_Integral]],
         axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = ...,
         keepdims: Val[bool] | bool = ...,
     ) -> npt.NDArray[np.float64]: ...
@@ -1582,36 +1581,36 @@ class Pad(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         pad_width: Val[int] | Val[tuple[int, ...]],
         constant_values: _PadConstant = ...,
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         pad_width: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
         constant_values: _PadConstant = ...,
-    ) -> _A[_S, _DT]: ...
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
 
 
 class Split(RuleOp):
     @overload
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         indices_or_sections: Val[int] | Val[tuple[int, ...]],
         axis: Val[int] = ...,
-    ) -> tuple[_A[_S, _DT], ...]: ...
+    ) -> tuple[np.ndarray[_S, np.dtype[_DT]], ...]: ...
     @overload
     @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
     def __call__(
         self,
-        x: _A[_S, _DT],
+        x: np.ndarray[_S, np.dtype[_DT]],
         indices_or_sections: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
         axis: Val[int] | int = ...,
-    ) -> tuple[_A[_S, _DT], ...]: ...
+    ) -> tuple[np.ndarray[_S, np.dtype[_DT]], ...]: ...
 
 repeat: Repeat
 tile: Tile

@@ -63,7 +63,7 @@ _Qle4 = TypeVar("_Qle4", bound=tuple[()] | tuple[int] | tuple[int, int] | tuple[
 _Qle5 = TypeVar("_Qle5", bound=tuple[()] | tuple[int] | tuple[int, int] | tuple[int, int, int] | tuple[int, int, int, int] | tuple[int, int, int, int, int])
 _Qle6 = TypeVar("_Qle6", bound=tuple[()] | tuple[int] | tuple[int, int] | tuple[int, int, int] | tuple[int, int, int, int] | tuple[int, int, int, int, int] | tuple[int, int, int, int, int, int])
 
-_AnyArray: TypeAlias = np.ndarray[Any, np.dtype[Any]]
+_AnyArray: TypeAlias = npt.NDArray[np.generic]
 _Integral: TypeAlias = np.bool_ | np.integer
 _CountsArray: TypeAlias = npt.NDArray[np.integer] | Sequence[int]
 """Per-element repeat counts: data (an integer array, or a list of ints), not static."""

@@ -132,7 +132,7 @@ class Pullback(Protocol[_DenseT, _LazyT, _FillT, _ZeroT]):
     ``back(dy)`` returns, one entry per positional argument: ``_DenseT`` for an array ``dy``
     (each array's tangent of its primal's exact type ``ndarray[S, dtype[F]]``; a ``Fill`` for
     a full reduction's 0-d cotangent), ``_FillT`` for a ``Fill`` (``Fill[S, F]`` where the
-    op's pullback keeps ``Fill``\ s), ``_ZeroT`` for a ``ZeroTangent`` and ``_LazyT`` (the
+    op's pullback keeps ``Fill``s), ``_ZeroT`` for a ``ZeroTangent`` and ``_LazyT`` (the
     union of those) for anything else (a ``Thunk``, a value typed ``object``). ``_FillT`` and
     ``_ZeroT`` default to ``_LazyT``. Assignable to ``Callable[..., _DenseT]``, the form of a
     pullback in the rules' docstrings.
@@ -170,7 +170,7 @@ class TuplePullback(Protocol[_DenseT, _LazyT, _FillT, _ZeroT]):
     """The pullback of an op whose output is a tuple of arrays (``split``).
 
     ``back(dys)`` returns ``_DenseT`` (dense tangents) for a tuple of arrays, one per output,
-    ``_FillT`` for a tuple of ``Fill``\ s, ``_ZeroT`` for ``ZeroTangent()`` as a whole, and
+    ``_FillT`` for a tuple of ``Fill``s, ``_ZeroT`` for ``ZeroTangent()`` as a whole, and
     ``_LazyT`` (entries widened to :data:`Tangent`) for anything else: a tuple mixing them or
     holding a ``Thunk``, a value typed ``object``.
     """

@@ -328,7 +328,33 @@ class Writer:
         self.lines.append(f"{indent}def {name}(")
         for p in params:
             self.lines.append(f"{indent}    {p}," if p not in ("/", "*") else f"{indent}    {p},")
-        self.lines.append(f"{indent}) -> {result}: ...")
+        self.lines.append(f"{indent}) -> {_wrap(result, indent, len(indent) + 5)}: ...")
+
+
+def _split_top(args: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for k, c in enumerate(args):
+        if c == "[":
+            depth += 1
+        elif c == "]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(args[start:k].strip())
+            start = k + 1
+    parts.append(args[start:].strip())
+    return parts
+
+
+def _wrap(text: str, indent: str, used: int, width: int = 110) -> str:
+    """A long type as nested blocks, one argument a line (readable overloads)."""
+    if used + len(text) <= width or "[" not in text or not text.endswith("]"):
+        return text
+    head, args = text[: text.index("[")], text[text.index("[") + 1 : -1]
+    if "|" in head or " " in head:
+        return text
+    inner = indent + "    "
+    lines = [f"{inner}{_wrap(part, inner, len(inner), width)}," for part in _split_top(args)]
+    return head + "[\n" + "\n".join(lines) + "\n" + indent + "]"
 
 
 def array_names(layout: Layout, p: Param) -> list[str]:
@@ -365,7 +391,7 @@ def write_params(
 
     def arr(shape: str) -> str:
         if spec:
-            return "_A[Any, np.dtype[Any]] | ArraySpec" if False else "ArraySpec"
+            return "ArraySpec"
         if array_type is not None:
             return array_type
         return f"_A[{shape}, {variant.dtype}]"
@@ -377,7 +403,7 @@ def write_params(
             if layout.arity is None:
                 element = arr(shapes[p.name])
                 if spec:
-                    element = "_A[Any, np.dtype[Any]] | ArraySpec"
+                    element = "_AnyArray | ArraySpec"
                 out.append(f"{p.name}: {_sequence_type(element)}")
             else:
                 items = ", ".join(arr(shapes[f"{p.name}[{j}]"]) for j in range(layout.arity))
@@ -544,7 +570,8 @@ def write_signatures() -> tuple[str, int]:
                         _write_rule(w, function, op, sig, layout, case, variant, plain=False)
                     if function == "pullback" and op.primal_free and variant is F:
                         for layout in layouts(sig):
-                            _write_spec(w, op, sig, layout)
+                            if layout.arity is None:  # a sequence holding ArraySpecs: homogeneous
+                                _write_spec(w, op, sig, layout)
             # the plain-int forms, after every Val form
             for sig in op.signatures:
                 if not any(p.role == "static" for p in sig.params):
@@ -704,7 +731,6 @@ from ._ops import (
     Vstack,
 )
 from ._shapes import (
-    _A,
     _F,
     _G,
     _P,
@@ -773,7 +799,6 @@ from typing_extensions import deprecated, overload
 
 from ._rule import RuleOp
 from ._shapes import (
-    _A,
     _DT,
     _F,
     _Q0,
@@ -955,12 +980,41 @@ def write_layout() -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def spell_arrays(text: str) -> str:
+    """``_A[S, T]`` written out as ``np.ndarray[S, np.dtype[T]]``: what a user's checker
+    prints in its messages is then NumPy's own spelling, not an alias of ours."""
+    out, i = [], 0
+    while True:
+        j = text.find("_A[", i)
+        if j < 0 or (j > 0 and (text[j - 1].isalnum() or text[j - 1] == "_")):
+            if j < 0:
+                out.append(text[i:])
+                return "".join(out)
+            out.append(text[i : j + 3])
+            i = j + 3
+            continue
+        out.append(text[i:j])
+        depth, k, comma = 1, j + 3, -1
+        while depth:
+            c = text[k]
+            if c == "[":
+                depth += 1
+            elif c == "]":
+                depth -= 1
+            elif c == "," and depth == 1 and comma < 0:
+                comma = k
+            k += 1
+        shape, dtype = text[j + 3 : comma], text[comma + 1 : k - 1].strip()
+        out.append(f"np.ndarray[{spell_arrays(shape)}, np.dtype[{spell_arrays(dtype)}]]")
+        i = k
+
+
 def outputs() -> dict[Path, str]:
     pkg = ROOT / "stablerules"
     init = (pkg / "__init__.py").read_text()
     return {
-        pkg / "_signatures.pyi": write_signatures()[0],
-        pkg / "_ops.pyi": write_ops()[0],
+        pkg / "_signatures.pyi": spell_arrays(write_signatures()[0]),
+        pkg / "_ops.pyi": spell_arrays(write_ops()[0]),
         pkg / "_layout.py": write_layout(),
         pkg / "__init__.py": write_init_block(init),
     }
