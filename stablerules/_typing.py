@@ -1,6 +1,7 @@
 """Public type aliases: the named pullback type and the tangent unions the rules return.
 
-``y, back = sr.rrule(op, *args)`` is typed per op (the overloads are in ``_dispatch.py``): ``y``
+``y, back = sr.rrule(op, *args)`` is typed per op (the overloads are in the generated
+``_signatures.pyi``, written from ``_schema.py`` by ``tools/generate.py``): ``y``
 is exactly what ``op(*args)`` returns (``NDArray[DT]`` for inputs of one dtype ``DT``) and
 ``back`` is a :class:`Pullback` whose result is a tuple with one entry per positional argument
 (fixed arity: unpacking it into the wrong number of names is a type error).
