@@ -56,7 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from types import ModuleType
-from typing import TypeVar, cast
+from typing import TypeVar, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -82,6 +82,7 @@ from .._cuda import cuda_array_type, cuda_kernel
 from .._registry import KernelRequest
 from .._rule import ZERO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp, cpu_launcher, cuda_launch
 from .._tangents import Cotangent, DenseCotangent, Fill
+from .._typing import deprecated
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -621,6 +622,13 @@ class BroadcastTo(RuleOp):
     static_names = ("shape",)
     input_names = ("x",)
 
+    @overload
+    def __call__(self, x: npt.NDArray[_DT], shape: Val[tuple[int, ...]] | Val[int]) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, x: npt.NDArray[_DT], shape: _ShapeArgument) -> npt.NDArray[_DT]: ...
+
     def __call__(self, x: npt.NDArray[_DT], shape: _ShapeArgument) -> npt.NDArray[_DT]:
         return cast("npt.NDArray[_DT]", self.forward(x, shape))
 
@@ -665,6 +673,31 @@ class Sum(_Reduction):
 
     name = "sum"
 
+    @overload
+    def __call__(
+        self, x: npt.NDArray[_F], axis: Val[int] | Val[tuple[int, ...]] | None = None, keepdims: Val[bool] = _FALSE
+    ) -> npt.NDArray[_F]: ...
+
+    @overload
+    def __call__(
+        self,
+        x: npt.NDArray[np.bool_ | np.integer],
+        axis: Val[int] | Val[tuple[int, ...]] | None = None,
+        keepdims: Val[bool] = _FALSE,
+    ) -> npt.NDArray[np.integer]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(
+        self, x: npt.NDArray[_F], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[_F]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(
+        self, x: npt.NDArray[np.bool_ | np.integer], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[np.integer]: ...
+
     def __call__(
         self, x: npt.NDArray[np.generic], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
     ) -> npt.NDArray[np.generic]:
@@ -679,6 +712,31 @@ class Mean(_Reduction):
     """
 
     name = "mean"
+
+    @overload
+    def __call__(
+        self, x: npt.NDArray[_F], axis: Val[int] | Val[tuple[int, ...]] | None = None, keepdims: Val[bool] = _FALSE
+    ) -> npt.NDArray[_F]: ...
+
+    @overload
+    def __call__(
+        self,
+        x: npt.NDArray[np.bool_ | np.integer],
+        axis: Val[int] | Val[tuple[int, ...]] | None = None,
+        keepdims: Val[bool] = _FALSE,
+    ) -> npt.NDArray[np.float64]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(
+        self, x: npt.NDArray[_F], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[_F]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(
+        self, x: npt.NDArray[np.bool_ | np.integer], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
+    ) -> npt.NDArray[np.float64]: ...
 
     def __call__(
         self, x: npt.NDArray[np.generic], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE

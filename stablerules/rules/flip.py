@@ -52,7 +52,7 @@ import math
 import types as pytypes
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias, TypeVar
+from typing import TypeAlias, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -65,6 +65,7 @@ from .._cuda import cuda_array_type, cuda_kernel
 from .._registry import KernelRequest
 from .._rule import DensePullback, Plan, RuleOp, cpu_launcher, cuda_launch
 from .._tangents import Cotangent, DenseCotangent, Fill
+from .._typing import deprecated
 from .._val import Val
 from .._views import ViewPlan
 
@@ -139,6 +140,13 @@ class Flip(RuleOp):
     name = "flip"
     static_names = ("axis",)
     input_names = ("x",)
+
+    @overload
+    def __call__(self, x: npt.NDArray[_DT], axis: Val[int] | Val[tuple[int, ...]] | None = None) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, x: npt.NDArray[_DT], axis: _Static | None = None) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], axis: _Static | None = None) -> npt.NDArray[_DT]:
         """Reverse the order of elements along ``axis`` (``np.flip``; Julia's ``reverse(x;
@@ -553,6 +561,15 @@ class Roll(RuleOp):
     name = "roll"
     static_names = ("shift", "axis")
     input_names = ("x",)
+
+    @overload
+    def __call__(
+        self, x: npt.NDArray[_DT], shift: Val[int] | Val[tuple[int, ...]], axis: Val[int] | Val[tuple[int, ...]] | None = None
+    ) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, x: npt.NDArray[_DT], shift: _Static, axis: _Static | None = None) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], shift: _Static, axis: _Static | None = None) -> npt.NDArray[_DT]:
         """Roll array elements along ``axis`` (``np.roll``; Julia's ``circshift``): element

@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from types import ModuleType
-from typing import TypeAlias, TypeVar, Union
+from typing import TypeAlias, TypeVar, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -883,6 +883,12 @@ class KronPlan(Plan):
 class Kron(RuleOp):
     name = "kron"
     input_names = ("a", "b")
+
+    @overload
+    def __call__(self, a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> npt.NDArray[_DT]: ...
+
+    @overload
+    def __call__(self, a: KronOperand, b: KronOperand) -> npt.NDArray[np.generic]: ...
 
     def __call__(self, a: KronOperand, b: KronOperand) -> npt.NDArray[np.generic]:
         """The Kronecker product of ``a`` and ``b``, as ``np.kron``: blocks of ``b`` scaled by

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from types import EllipsisType, ModuleType
-from typing import TypeAlias, TypeVar, cast
+from typing import TypeAlias, TypeVar, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -65,6 +65,7 @@ from .._arrays import (
 )
 from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, Pullback, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, Thunk, ZeroTangent, unthunk
+from .._typing import deprecated
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -285,6 +286,23 @@ class Pad(RuleOp):
     static_names = ("pad_width",)
     input_names = ("x", "constant_values")
 
+    @overload
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        pad_width: Val[int] | Val[tuple[int, ...]],
+        constant_values: bool | int | float | complex | np.generic | npt.NDArray[np.generic] = 0,
+    ) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        pad_width: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
+        constant_values: bool | int | float | complex | np.generic | npt.NDArray[np.generic] = 0,
+    ) -> npt.NDArray[_DT]: ...
+
     def __call__(
         self,
         x: npt.NDArray[_DT],
@@ -461,6 +479,20 @@ class Split(RuleOp):
     name = "split"
     static_names = ("indices_or_sections", "axis")
     input_names = ("x",)
+
+    @overload
+    def __call__(
+        self, x: npt.NDArray[_DT], indices_or_sections: Val[int] | Val[tuple[int, ...]], axis: Val[int] = _AXIS0
+    ) -> tuple[npt.NDArray[_DT], ...]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        indices_or_sections: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
+        axis: Val[int] | int = _AXIS0,
+    ) -> tuple[npt.NDArray[_DT], ...]: ...
 
     def __call__(
         self,

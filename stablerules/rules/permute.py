@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TypeAlias, TypeVar
+from typing import TypeAlias, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from .._arrays import MAX_NDIM, ArrayLike, InputFacts, input_facts, normalize_axis, shape_text, static_ints
 from .._rule import Plan, RuleOp
+from .._typing import deprecated
 from .._val import Val
 from .._views import ViewPlan
 
@@ -93,6 +94,13 @@ class PermuteDims(RuleOp):
     static_names = ("axes",)
     input_names = ("x",)
 
+    @overload
+    def __call__(self, x: npt.NDArray[_DT], axes: Val[tuple[int, ...]]) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, x: npt.NDArray[_DT], axes: _StaticTuple) -> npt.NDArray[_DT]: ...
+
     def __call__(self, x: npt.NDArray[_DT], axes: _StaticTuple) -> npt.NDArray[_DT]:
         """Permute the axes of ``x`` (``np.permute_dims``; Julia's ``permutedims``, 0-based):
         axis ``k`` of the result is axis ``axes[k]`` of ``x``. ``axes`` is ``Val(tuple)``, static.
@@ -117,6 +125,13 @@ class Transpose(RuleOp):
     name = "transpose"
     static_names = ("axes",)
     input_names = ("x",)
+
+    @overload
+    def __call__(self, x: npt.NDArray[_DT], axes: Val[tuple[int, ...]] | None = None) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, x: npt.NDArray[_DT], axes: _StaticTuple | None = None) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], axes: _StaticTuple | None = None) -> npt.NDArray[_DT]:
         """``np.transpose(x, axes)``: ``permute_dims`` with ``axes=None`` meaning the axes
@@ -179,6 +194,13 @@ class Reshape(RuleOp):
     name = "reshape"
     static_names = ("shape",)
     input_names = ("x",)
+
+    @overload
+    def __call__(self, x: npt.NDArray[_DT], shape: Val[tuple[int, ...]] | Val[int]) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, x: npt.NDArray[_DT], shape: _StaticTuple | Val[int] | int) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], shape: _StaticTuple | Val[int] | int) -> npt.NDArray[_DT]:
         """Give ``x`` a new shape without changing its data, in C order (``np.reshape``):

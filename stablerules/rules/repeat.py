@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from types import ModuleType
-from typing import TypeVar
+from typing import TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -88,6 +88,7 @@ from .._rule import (
     empty_launch,
 )
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
+from .._typing import deprecated
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -1059,6 +1060,42 @@ class Repeat(RuleOp):
     static_names = ("repeats", "axis", "inner", "outer")
     input_names = ("x", "repeats")
 
+    @overload
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        repeats: Val[int] | npt.NDArray[np.integer] | Sequence[int],
+        axis: Val[int] | None = None,
+    ) -> npt.NDArray[_DT]: ...
+
+    @overload
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        *,
+        inner: _ValCounts | None = None,
+        outer: _ValCounts | None = None,
+    ) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        repeats: Val[int] | int | npt.NDArray[np.integer] | Sequence[int],
+        axis: Val[int] | int | None = None,
+    ) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        *,
+        inner: _StaticCounts | None = None,
+        outer: _StaticCounts | None = None,
+    ) -> npt.NDArray[_DT]: ...
+
     def __call__(
         self,
         x: object,
@@ -1145,6 +1182,13 @@ class Tile(RuleOp):
     name = "tile"
     static_names = ("reps",)
     input_names = ("x",)
+
+    @overload
+    def __call__(self, x: npt.NDArray[_DT], reps: _ValCounts) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(self, x: npt.NDArray[_DT], reps: _StaticCounts) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], reps: _StaticCounts) -> npt.NDArray[_DT]:
         """Construct an array by repeating ``x`` the number of times given by ``reps``
