@@ -1,7 +1,7 @@
 """stablerules' ops as HIPS autograd primitives (``stablerules.autograd`` re-exports them).
 
-Each op of :data:`stablerules._adapters.OPS` becomes one function with the op's name and
-argument forms. Called on plain NumPy arrays it is the op itself. Called with any argument
+Each op of :data:`stablerules._layout.LAYOUTS` (generated from the op schema) becomes one
+function with the op's name and argument forms. Called on plain NumPy arrays it is the op itself. Called with any argument
 boxed by autograd, it runs two primitives:
 
 - ``_forward(call, *leaves)``: the op through ``sr.rrule``. autograd builds the node (and so
@@ -38,7 +38,8 @@ from autograd.tracer import getval, isbox
 import stablerules as sr
 
 from ._arrays import ArraySpec
-from ._adapters import OPS, AdaptedOp, Structure, dense, engine_pullback, split_call
+from ._adapters import AdaptedOp, Structure, dense, engine_pullback, split_call
+from ._layout import LAYOUTS
 
 Array = npt.NDArray[np.generic]
 Pullback = Callable[[object], tuple[object, ...]]
@@ -200,4 +201,9 @@ def _adapt(entry: AdaptedOp) -> Callable[..., Array]:
     return adapted
 
 
-ADAPTED: dict[str, Callable[..., Array]] = {entry.name: _adapt(entry) for entry in OPS}
+ADAPTED: dict[str, Callable[..., Array]] = {
+    layout.name: _adapt(
+        AdaptedOp(layout.name, layout.kind, layout.constant, reads_data=layout.kind == "linear" and not layout.primal_free)
+    )
+    for layout in LAYOUTS
+}

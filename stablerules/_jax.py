@@ -1126,7 +1126,7 @@ _Input: TypeAlias = "Array | np.ndarray[tuple[int, ...], np.dtype[np.generic]]"
 """A JAX array, or a NumPy one (data known on the host: indices are range-checked)."""
 
 
-def _spec(value: object) -> ArraySpec:
+def _indexing_spec(value: object) -> ArraySpec:
     array = value if isinstance(value, (jax.Array, np.ndarray)) else np.asarray(value)
     return ArraySpec(tuple(array.shape), np.dtype(array.dtype))
 
@@ -1134,7 +1134,7 @@ def _spec(value: object) -> ArraySpec:
 def _indexing_plan(op: RuleOp, arrays: tuple[object, ...], *statics: object, **kwargs: object) -> Plan:
     """Our checks on specs of the arrays (no data), then the range check where the indices
     are known."""
-    bound_arrays, bound_statics = op.bind(*(_spec(a) for a in arrays), *statics, **kwargs)
+    bound_arrays, bound_statics = op.bind(*(_indexing_spec(a) for a in arrays), *statics, **kwargs)
     plan = op.plan(bound_arrays, bound_statics)
     if len(arrays) > 1 and not isinstance(arrays[1], jax.core.Tracer):
         plan.save(tuple(np.asarray(a) if i == 1 else s for i, (a, s) in enumerate(zip(arrays, bound_arrays))))

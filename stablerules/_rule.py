@@ -105,7 +105,8 @@ What the scaffold does, for every op alike:
   implementation.
 
 So a new op is one module under ``rules/`` (its ``RuleOp`` subclass, ``_check_*``, ``Plan``
-subclass and kernel templates), its overloads in ``_dispatch.py``, and its tests.
+subclass and kernel templates), its row in ``_schema.py`` (the generated stubs type it), and
+its tests.
 """
 
 from __future__ import annotations

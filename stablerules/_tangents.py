@@ -29,7 +29,7 @@ import operator
 import _thread
 from collections.abc import Callable, Iterator, Sequence
 from types import EllipsisType
-from typing import TYPE_CHECKING, Generic, Literal, Self, SupportsIndex, TypeAlias, TypeVar, final, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, SupportsIndex, TypeAlias, TypeVar, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +48,21 @@ _T_co = TypeVar("_T_co", covariant=True)
 _DT = TypeVar("_DT", bound=np.generic)
 _S = TypeVar("_S", bound=np.generic)
 _Z = TypeVar("_Z", bound="_Zero")
+# Fill's type parameters: its shape's tuple type and its scalar type. Defaults (for a bare
+# ``Fill``) are "any shape, any dtype" (``np.generic[object]``: an ``Any`` there would make
+# every NumPy call on a bare ``Fill`` ambiguous to mypy); the defaults are the checkers' only.
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar as _TypeVarWithDefault
+
+    _FS = _TypeVarWithDefault("_FS", bound=tuple[int, ...], covariant=True, default=tuple[int, ...])
+    _FT = _TypeVarWithDefault("_FT", bound=np.generic, covariant=True, default=np.generic[object])
+else:
+    _FS = TypeVar("_FS", bound=tuple, covariant=True)
+    _FT = TypeVar("_FT", bound=np.generic, covariant=True)
+_NS = TypeVar("_NS", bound=tuple[int, ...])
+_NT = TypeVar("_NT", bound=np.generic)
+_SameScalar: TypeAlias = "bool | int | float"
+_Order: TypeAlias = 'Literal["C", "F", "A"]'
 # What a zero may meet in `+`/`-` (and hand back as it is): arrays, scalars, Fills, and the
 # tuples that are the tangents of sequence arguments.
 _Addend = TypeVar("_Addend", bound="npt.NDArray[np.generic] | np.generic | complex | Fill | tuple[object, ...]")
@@ -309,7 +324,7 @@ def _zero_call(ufunc: np.ufunc, inputs: tuple[object, ...], out: tuple[object, .
 
 
 @final
-class Fill:
+class Fill(Generic[_FS, _FT]):
     """A lazy constant array: ``shape`` entries all equal to ``value``, of ``dtype``.
 
     This is what the pullback of ``sum`` produces; ``np.asarray(fill)`` (or
@@ -335,9 +350,32 @@ class Fill:
     __slots__ = ("value", "shape", "dtype")
     __array_priority__ = 1000.0
     value: complex
-    shape: tuple[int, ...]
+    shape: _FS
     dtype: np.dtype[np.generic]
 
+    # Typing: ``Fill(v, shape, dtype)`` is ``Fill[S, T]`` with ``S`` the shape's tuple type
+    # (``x.shape``'s, or ``tuple[int, int]`` for ``(3, 4)``) and ``T`` the scalar type; an int
+    # shape is 1-D; a dtype given as a string or ``np.dtype`` of unknown scalar type gives
+    # ``np.generic``. Arithmetic with Python numbers, zeros and ``Fill``s of the same type,
+    # ``-f``, ``conj``, ``copy``, ``transpose``/``T`` keep ``S`` and ``T``; ``reshape`` to a
+    # tuple takes that tuple's type; indexing keeps ``T`` (its rank is NumPy's, unknown here).
+    @overload
+    def __init__(self: Fill[_NS, np.float64], value: _FillScalar, shape: _NS) -> None: ...
+    @overload
+    def __init__(self: Fill[_NS, _NT], value: _FillScalar, shape: _NS, dtype: type[_NT] | np.dtype[_NT]) -> None: ...
+    @overload
+    def __init__(self: Fill[tuple[int], np.float64], value: _FillScalar, shape: SupportsIndex) -> None: ...
+    @overload
+    def __init__(
+        self: Fill[tuple[int], _NT], value: _FillScalar, shape: SupportsIndex, dtype: type[_NT] | np.dtype[_NT]
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Fill[tuple[int, ...], np.generic],
+        value: _FillScalar,
+        shape: Sequence[SupportsIndex] | SupportsIndex,
+        dtype: npt.DTypeLike = np.float64,
+    ) -> None: ...
     def __init__(
         self, value: _FillScalar, shape: Sequence[SupportsIndex] | SupportsIndex, dtype: npt.DTypeLike = np.float64
     ) -> None:
@@ -368,7 +406,7 @@ class Fill:
         object.__setattr__(self, "dtype", resolved)
 
     @classmethod
-    def _of(cls, result: object, shape: tuple[int, ...]) -> Fill:
+    def _of(cls, result: object, shape: tuple[int, ...]) -> Fill[Any, Any]:
         """The ``Fill`` of ``shape`` holding a NumPy scalar or 0-d array ``result`` (already of
         its dtype: no second cast)."""
         array = np.asarray(result)
@@ -438,12 +476,16 @@ class Fill:
     # --- arithmetic: O(1) with scalars, zeros and Fills; NumPy's dense result with arrays --
 
     @overload
-    def __add__(self, other: _Zero | Fill | _FillScalar, /) -> Fill: ...
+    def __add__(self, other: _Zero | Fill[_FS, _FT] | _SameScalar, /) -> Fill[_FS, _FT]: ...
+    @overload
+    def __add__(self, other: Fill | _FillScalar, /) -> Fill: ...
     @overload
     def __add__(self, other: npt.NDArray[np.generic], /) -> npt.NDArray[np.generic]: ...
     def __add__(self, other: object, /) -> object:
         return _binary(np.add, self, other)
 
+    @overload
+    def __radd__(self, other: _SameScalar, /) -> Fill[_FS, _FT]: ...
     @overload
     def __radd__(self, other: _FillScalar, /) -> Fill: ...
     @overload
@@ -452,12 +494,16 @@ class Fill:
         return _binary(np.add, other, self)
 
     @overload
-    def __sub__(self, other: _Zero | Fill | _FillScalar, /) -> Fill: ...
+    def __sub__(self, other: _Zero | Fill[_FS, _FT] | _SameScalar, /) -> Fill[_FS, _FT]: ...
+    @overload
+    def __sub__(self, other: Fill | _FillScalar, /) -> Fill: ...
     @overload
     def __sub__(self, other: npt.NDArray[np.generic], /) -> npt.NDArray[np.generic]: ...
     def __sub__(self, other: object, /) -> object:
         return _binary(np.subtract, self, other)
 
+    @overload
+    def __rsub__(self, other: _SameScalar, /) -> Fill[_FS, _FT]: ...
     @overload
     def __rsub__(self, other: _FillScalar, /) -> Fill: ...
     @overload
@@ -468,12 +514,16 @@ class Fill:
     @overload
     def __mul__(self, other: _Z, /) -> _Z: ...
     @overload
+    def __mul__(self, other: Fill[_FS, _FT] | _SameScalar, /) -> Fill[_FS, _FT]: ...
+    @overload
     def __mul__(self, other: Fill | _FillScalar, /) -> Fill: ...
     @overload
     def __mul__(self, other: npt.NDArray[np.generic], /) -> npt.NDArray[np.generic]: ...
     def __mul__(self, other: object, /) -> object:
         return _binary(np.multiply, self, other)
 
+    @overload
+    def __rmul__(self, other: _SameScalar, /) -> Fill[_FS, _FT]: ...
     @overload
     def __rmul__(self, other: _FillScalar, /) -> Fill: ...
     @overload
@@ -482,12 +532,16 @@ class Fill:
         return _binary(np.multiply, other, self)
 
     @overload
+    def __truediv__(self, other: Fill[_FS, _FT] | _SameScalar, /) -> Fill[_FS, _FT]: ...
+    @overload
     def __truediv__(self, other: Fill | _FillScalar, /) -> Fill: ...
     @overload
     def __truediv__(self, other: npt.NDArray[np.generic], /) -> npt.NDArray[np.generic]: ...
     def __truediv__(self, other: object, /) -> object:
         return _binary(np.true_divide, self, other)
 
+    @overload
+    def __rtruediv__(self, other: _SameScalar, /) -> Fill[_FS, _FT]: ...
     @overload
     def __rtruediv__(self, other: _FillScalar, /) -> Fill: ...
     @overload
@@ -509,34 +563,34 @@ class Fill:
     def __rpow__(self, other: object, /) -> object:
         return _power(other, self)
 
-    def __neg__(self) -> Fill:
+    def __neg__(self) -> Fill[_FS, _FT]:
         return Fill._of(np.negative(self._probe()), self.shape)
 
-    def __pos__(self) -> Fill:
+    def __pos__(self) -> Fill[_FS, _FT]:
         return Fill._of(np.positive(self._probe()), self.shape)
 
-    def __abs__(self) -> Fill:
+    def __abs__(self) -> Fill[_FS]:
         return Fill._of(np.absolute(self._probe()), self.shape)
 
-    def conj(self) -> Fill:
+    def conj(self) -> Fill[_FS, _FT]:
         return Fill._of(self._probe().conj(), self.shape)
 
-    def conjugate(self) -> Fill:
+    def conjugate(self) -> Fill[_FS, _FT]:
         return Fill._of(self._probe().conjugate(), self.shape)
 
     @property
-    def real(self) -> Fill:
+    def real(self) -> Fill[_FS]:
         return Fill._of(self._probe().real, self.shape)
 
     @property
-    def imag(self) -> Fill:
+    def imag(self) -> Fill[_FS]:
         return Fill._of(self._probe().imag, self.shape)
 
-    def astype(self, dtype: npt.DTypeLike, order: str = "K", casting: _Casting = "unsafe", subok: bool = True, copy: bool = True) -> Fill:
+    def astype(self, dtype: npt.DTypeLike, order: str = "K", casting: _Casting = "unsafe", subok: bool = True, copy: bool = True) -> Fill[_FS]:
         """The values cast to ``dtype`` (NumPy's cast, warnings and casting checks)."""
         return Fill._of(self._probe().astype(dtype, casting=casting), self.shape)
 
-    def copy(self) -> Fill:
+    def copy(self) -> Fill[_FS, _FT]:
         return self
 
     # --- shapes: NumPy's own shape rules, computed on a view of no bytes ------------------
@@ -544,7 +598,7 @@ class Fill:
     @overload
     def __getitem__(self, index: tuple[()], /) -> Fill | np.generic: ...  # type: ignore[overload-overlap]
     @overload
-    def __getitem__(self, index: _BasicIndex | tuple[_BasicIndex, ...], /) -> Fill: ...
+    def __getitem__(self, index: _BasicIndex | tuple[_BasicIndex, ...], /) -> Fill[tuple[int, ...], _FT]: ...
     @overload
     def __getitem__(self, index: object, /) -> Fill | np.generic: ...
     def __getitem__(self, index: object, /) -> Fill | np.generic:
@@ -554,9 +608,31 @@ class Fill:
         scalar: np.generic = self._probe().reshape(1)[0]
         return scalar
 
+    @overload
+    def reshape(self, shape: tuple[()], /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[()], _FT]: ...
+    @overload
+    def reshape(self, shape: tuple[SupportsIndex], /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int], _FT]: ...
+    @overload
+    def reshape(self, shape: tuple[SupportsIndex, SupportsIndex], /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int, int], _FT]: ...
+    @overload
+    def reshape(self, shape: tuple[SupportsIndex, SupportsIndex, SupportsIndex], /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int, int, int], _FT]: ...
+    @overload
+    def reshape(self, shape: tuple[SupportsIndex, SupportsIndex, SupportsIndex, SupportsIndex], /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int, int, int, int], _FT]: ...
+    @overload
+    def reshape(self, d0: SupportsIndex, /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int], _FT]: ...
+    @overload
+    def reshape(self, d0: SupportsIndex, d1: SupportsIndex, /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int, int], _FT]: ...
+    @overload
+    def reshape(self, d0: SupportsIndex, d1: SupportsIndex, d2: SupportsIndex, /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int, int, int], _FT]: ...
+    @overload
+    def reshape(self, d0: SupportsIndex, d1: SupportsIndex, d2: SupportsIndex, d3: SupportsIndex, /, *, order: _Order = "C", copy: bool | None = None) -> Fill[tuple[int, int, int, int], _FT]: ...
+    @overload
     def reshape(
         self, *shape: SupportsIndex | Sequence[SupportsIndex], order: Literal["C", "F", "A"] = "C", copy: bool | None = None
-    ) -> Fill:
+    ) -> Fill[tuple[int, ...], _FT]: ...
+    def reshape(
+        self, *shape: SupportsIndex | Sequence[SupportsIndex], order: Literal["C", "F", "A"] = "C", copy: bool | None = None
+    ) -> Fill[tuple[int, ...], _FT]:
         """A ``Fill`` of the new shape (one ``-1`` allowed; NumPy's errors). ``order`` and
         ``copy`` are accepted for NumPy's signature and change nothing for a constant."""
         new_shape = shape[0] if len(shape) == 1 else shape
@@ -566,12 +642,12 @@ class Fill:
     def ravel(self, order: Literal["C", "F", "A", "K"] = "C") -> Fill:
         return Fill._of(self._probe(), (self.size,))
 
-    def transpose(self, *axes: SupportsIndex | Sequence[SupportsIndex] | None) -> Fill:
+    def transpose(self, *axes: SupportsIndex | Sequence[SupportsIndex] | None) -> Fill[_FS, _FT]:
         permutation = axes[0] if len(axes) == 1 else (axes or None)
         return Fill._of(self._probe(), self._layout().transpose(permutation).shape)  # type: ignore[arg-type]
 
     @property
-    def T(self) -> Fill:
+    def T(self) -> Fill[_FS, _FT]:
         return Fill._of(self._probe(), self.shape[::-1])
 
     # --- reductions: O(1) --------------------------------------------------------------

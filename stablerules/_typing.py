@@ -1,6 +1,7 @@
 """Public type aliases: the named pullback type and the tangent unions the rules return.
 
-``y, back = sr.rrule(op, *args)`` is typed per op (the overloads are in ``_dispatch.py``): ``y``
+``y, back = sr.rrule(op, *args)`` is typed per op (the overloads are in the generated
+``_signatures.pyi``, written from ``_schema.py`` by ``tools/generate.py``): ``y``
 is exactly what ``op(*args)`` returns (``NDArray[DT]`` for inputs of one dtype ``DT``) and
 ``back`` is a :class:`Pullback` whose result is a tuple with one entry per positional argument
 (fixed arity: unpacking it into the wrong number of names is a type error).
@@ -89,8 +90,25 @@ from ._tangents import Fill, NoTangent, ZeroTangent
 
 _DenseT = TypeVar("_DenseT", covariant=True)
 _LazyT = TypeVar("_LazyT", covariant=True)
+if TYPE_CHECKING:  # defaults for the checkers only: ``Pullback[D, L]`` is ``Pullback[D, L, L, L]``
+    from typing_extensions import TypeVar as _TypeVarWithDefault
+
+    _FillT = _TypeVarWithDefault("_FillT", covariant=True, default=_LazyT)
+    _ZeroT = _TypeVarWithDefault("_ZeroT", covariant=True, default=_LazyT)
+else:
+    _FillT = TypeVar("_FillT", covariant=True)
+    _ZeroT = TypeVar("_ZeroT", covariant=True)
 _S = TypeVar("_S", bound=np.generic)
 _P = ParamSpec("_P")
+# A pullback's cotangent, as type variables (each overload's parameter is then the argument's
+# own type once inferred): mypy's Any-ambiguity rule, which would otherwise widen ``back(dy)``
+# to ``tuple[Any, ...]`` for a ``dy`` typed with a user's ``F = TypeVar(bound=np.inexact)``
+# (whose bound holds an ``Any``), sees one parameter type and takes the first match.
+_DenseDy = TypeVar("_DenseDy", bound="npt.NDArray[np.generic]")
+_FillDy = TypeVar("_FillDy", bound="Fill")
+_OtherDy = TypeVar("_OtherDy")
+_DenseDys = TypeVar("_DenseDys", bound="tuple[npt.NDArray[np.generic], ...]")
+_FillDys = TypeVar("_FillDys", bound="tuple[Fill, ...]")
 _R_co = TypeVar("_R_co", covariant=True)
 _T = TypeVar("_T")
 
@@ -109,20 +127,29 @@ else:
         return mark
 
 
-class Pullback(Protocol[_DenseT, _LazyT]):
+class Pullback(Protocol[_DenseT, _LazyT, _FillT, _ZeroT]):
     """The pullback ``back`` of ``y, back = sr.rrule(op, *args)``.
 
-    ``back(dy)`` returns ``_DenseT`` (dense tangents, one entry per positional argument) for
-    an array ``dy`` and ``_LazyT`` (the same entries widened to :data:`Tangent`) for any other
-    cotangent (``Fill``, ``ZeroTangent``, ``Thunk``). Assignable to
-    ``Callable[..., _DenseT]``, the form SPEC section 7 writes.
+    ``back(dy)`` returns, one entry per positional argument: ``_DenseT`` for an array ``dy``
+    (each array's tangent of its primal's exact type ``ndarray[S, dtype[F]]``; a ``Fill`` for
+    a full reduction's 0-d cotangent), ``_FillT`` for a ``Fill`` (``Fill[S, F]`` where the
+    op's pullback keeps ``Fill``s), ``_ZeroT`` for a ``ZeroTangent`` and ``_LazyT`` (the
+    union of those) for anything else (a ``Thunk``, a value typed ``object``). ``_FillT`` and
+    ``_ZeroT`` default to ``_LazyT``. Assignable to ``Callable[..., _DenseT]``, the form of a
+    pullback in the rules' docstrings.
     """
 
     @overload
-    def __call__(self, dy: npt.NDArray[np.generic], /) -> _DenseT: ...
+    def __call__(self, dy: _DenseDy, /) -> _DenseT: ...
 
     @overload
-    def __call__(self, dy: object, /) -> _LazyT: ...
+    def __call__(self, dy: _FillDy, /) -> _FillT: ...
+
+    @overload
+    def __call__(self, dy: ZeroTangent, /) -> _ZeroT: ...
+
+    @overload
+    def __call__(self, dy: _OtherDy, /) -> _LazyT: ...
 
 
 class Function(Protocol[_P, _R_co]):
@@ -140,29 +167,30 @@ class Function(Protocol[_P, _R_co]):
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
 
 
-class TuplePullback(Protocol[_DenseT, _LazyT]):
+class TuplePullback(Protocol[_DenseT, _LazyT, _FillT, _ZeroT]):
     """The pullback of an op whose output is a tuple of arrays (``split``).
 
     ``back(dys)`` returns ``_DenseT`` (dense tangents) for a tuple of arrays, one per output,
-    and ``_LazyT`` (entries widened to :data:`Tangent`) for anything else: a tuple holding a
-    ``Fill``/``ZeroTangent``/``Thunk``, ``ZeroTangent()`` as a whole, a value typed ``object``.
+    ``_FillT`` for a tuple of ``Fill``s, ``_ZeroT`` for ``ZeroTangent()`` as a whole, and
+    ``_LazyT`` (entries widened to :data:`Tangent`) for anything else: a tuple mixing them or
+    holding a ``Thunk``, a value typed ``object``.
     """
 
     @overload
-    def __call__(self, dy: tuple[npt.NDArray[np.generic], ...], /) -> _DenseT: ...
+    def __call__(self, dy: _DenseDys, /) -> _DenseT: ...
 
     @overload
-    def __call__(self, dy: object, /) -> _LazyT: ...
+    def __call__(self, dy: _FillDys, /) -> _FillT: ...
+
+    @overload
+    def __call__(self, dy: ZeroTangent, /) -> _ZeroT: ...
+
+    @overload
+    def __call__(self, dy: _OtherDy, /) -> _LazyT: ...
 
 
 Tangent: TypeAlias = npt.NDArray[_S] | Fill | ZeroTangent
 """A floating array's tangent for any cotangent: dense, a lazy constant, or a hard zero."""
-
-LooseTangent: TypeAlias = npt.NDArray[_S] | Fill | ZeroTangent | NoTangent
-"""An array's tangent when its dtype may be non-differentiable (integer, bool, mixed)."""
-
-DenseOrNoTangent: TypeAlias = npt.NDArray[_S] | NoTangent
-"""An array's tangent for a dense cotangent when its dtype may be non-differentiable."""
 
 RulePullback: TypeAlias = Callable[[object], tuple[object, ...]]
 """The pullback of a user-registered rule: one entry per positional argument, of any type."""
@@ -170,120 +198,18 @@ RulePullback: TypeAlias = Callable[[object], tuple[object, ...]]
 CountsArray: TypeAlias = npt.NDArray[np.integer] | Sequence[int]
 """Per-element repeat counts: data (an integer array, or a list of ints), not static."""
 
-# Pullbacks by argument structure. ``Array``: one array argument; ``Static``: a ``Val``
-# (or counts) positional argument, which gets ``NoTangent``; ``Pair``: two arrays;
-# ``Sequence``: one argument holding a sequence of arrays, whose entry is a tuple of tangents.
-ArrayPullback: TypeAlias = Pullback[tuple[npt.NDArray[_S]], tuple[Tangent[_S]]]
-ArrayStaticPullback: TypeAlias = Pullback[
-    tuple[npt.NDArray[_S], NoTangent], tuple[Tangent[_S], NoTangent]
-]
-ArrayStaticStaticPullback: TypeAlias = Pullback[
-    tuple[npt.NDArray[_S], NoTangent, NoTangent], tuple[Tangent[_S], NoTangent, NoTangent]
-]
-PairPullback: TypeAlias = Pullback[
-    tuple[npt.NDArray[_S], npt.NDArray[_S]], tuple[Tangent[_S], Tangent[_S]]
-]
-TriplePullback: TypeAlias = Pullback[
-    tuple[npt.NDArray[_S], npt.NDArray[_S], npt.NDArray[_S]],
-    tuple[Tangent[_S], Tangent[_S], Tangent[_S]],
-]
-QuadruplePullback: TypeAlias = Pullback[
-    tuple[npt.NDArray[_S], npt.NDArray[_S], npt.NDArray[_S], npt.NDArray[_S]],
-    tuple[Tangent[_S], Tangent[_S], Tangent[_S], Tangent[_S]],
-]
-VariadicPullback: TypeAlias = Pullback[tuple[npt.NDArray[_S], ...], tuple[Tangent[_S], ...]]
-SequencePullback: TypeAlias = Pullback[
-    tuple[tuple[npt.NDArray[_S], ...]], tuple[tuple[Tangent[_S], ...]]
-]
-SequenceStaticPullback: TypeAlias = Pullback[
-    tuple[tuple[npt.NDArray[_S], ...], NoTangent], tuple[tuple[Tangent[_S], ...], NoTangent]
-]
-
-# pad with its constant given positionally: the constant's tangent is a 0-d array (float64 or
-# complex128 for a Python float/complex, its own dtype for a NumPy one) or NoTangent (an int).
 ScalarTangent: TypeAlias = npt.NDArray[np.inexact] | ZeroTangent | NoTangent
-PadConstantPullback: TypeAlias = Pullback[
-    tuple[npt.NDArray[_S], NoTangent, npt.NDArray[np.inexact] | NoTangent],
-    tuple[Tangent[_S], NoTangent, ScalarTangent],
-]
-# split: one array in, a tuple of arrays out; the pullback takes a tuple of cotangents.
-SplitPullback: TypeAlias = TuplePullback[tuple[npt.NDArray[_S]], tuple[Tangent[_S]]]
-SplitStaticPullback: TypeAlias = TuplePullback[
-    tuple[npt.NDArray[_S], NoTangent], tuple[Tangent[_S], NoTangent]
-]
-SplitStaticStaticPullback: TypeAlias = TuplePullback[
-    tuple[npt.NDArray[_S], NoTangent, NoTangent], tuple[Tangent[_S], NoTangent, NoTangent]
-]
-SplitTangent: TypeAlias = tuple[Tangent[_S], ...] | ZeroTangent
-"""split's pushforward: a tuple of the tangent's views (``Fill``s for a ``Fill``), or ``ZeroTangent``."""
+"""The tangent of ``pad``'s constant given positionally: a 0-d array (float64 or complex128 for
+a Python float/complex, its own dtype for a NumPy one), or ``NoTangent`` for an int."""
 
-# The same structures for arrays whose dtype may be non-differentiable.
-LooseArrayPullback: TypeAlias = Pullback[tuple[DenseOrNoTangent[_S]], tuple[LooseTangent[_S]]]
-LooseArrayStaticPullback: TypeAlias = Pullback[
-    tuple[DenseOrNoTangent[_S], NoTangent], tuple[LooseTangent[_S], NoTangent]
-]
-LooseArrayStaticStaticPullback: TypeAlias = Pullback[
-    tuple[DenseOrNoTangent[_S], NoTangent, NoTangent], tuple[LooseTangent[_S], NoTangent, NoTangent]
-]
-LoosePairPullback: TypeAlias = Pullback[
-    tuple[DenseOrNoTangent[_S], DenseOrNoTangent[_S]], tuple[LooseTangent[_S], LooseTangent[_S]]
-]
-LooseVariadicPullback: TypeAlias = Pullback[
-    tuple[DenseOrNoTangent[_S], ...], tuple[LooseTangent[_S], ...]
-]
-LooseSequencePullback: TypeAlias = Pullback[
-    tuple[tuple[DenseOrNoTangent[_S], ...]], tuple[tuple[LooseTangent[_S], ...]]
-]
-LooseSequenceStaticPullback: TypeAlias = Pullback[
-    tuple[tuple[DenseOrNoTangent[_S], ...], NoTangent],
-    tuple[tuple[LooseTangent[_S], ...], NoTangent],
-]
-LoosePadConstantPullback: TypeAlias = Pullback[
-    tuple[DenseOrNoTangent[_S], NoTangent, npt.NDArray[np.inexact] | NoTangent],
-    tuple[LooseTangent[_S], NoTangent, ScalarTangent],
-]
-LooseSplitPullback: TypeAlias = TuplePullback[tuple[DenseOrNoTangent[_S]], tuple[LooseTangent[_S]]]
-LooseSplitStaticPullback: TypeAlias = TuplePullback[
-    tuple[DenseOrNoTangent[_S], NoTangent], tuple[LooseTangent[_S], NoTangent]
-]
-LooseSplitStaticStaticPullback: TypeAlias = TuplePullback[
-    tuple[DenseOrNoTangent[_S], NoTangent, NoTangent], tuple[LooseTangent[_S], NoTangent, NoTangent]
-]
 
 __all__ = [
-    "ArrayPullback",
-    "ArrayStaticPullback",
-    "ArrayStaticStaticPullback",
     "CountsArray",
-    "DenseOrNoTangent",
     "Function",
-    "LooseArrayPullback",
-    "LooseArrayStaticPullback",
-    "LooseArrayStaticStaticPullback",
-    "LoosePadConstantPullback",
-    "LoosePairPullback",
-    "LooseSequencePullback",
-    "LooseSequenceStaticPullback",
-    "LooseSplitPullback",
-    "LooseSplitStaticPullback",
-    "LooseSplitStaticStaticPullback",
-    "LooseTangent",
-    "LooseVariadicPullback",
-    "PadConstantPullback",
-    "PairPullback",
     "Pullback",
-    "QuadruplePullback",
     "RulePullback",
     "ScalarTangent",
-    "SequencePullback",
-    "SequenceStaticPullback",
-    "SplitPullback",
-    "SplitStaticPullback",
-    "SplitStaticStaticPullback",
-    "SplitTangent",
     "Tangent",
-    "TriplePullback",
     "TuplePullback",
-    "VariadicPullback",
     "deprecated",
 ]

@@ -6,7 +6,10 @@ from typing import Generic, TypeVar, final
 
 import numpy as np
 
-_T = TypeVar("_T", int, bool, tuple[int, ...])
+# Bound (not constrained) and covariant: ``Val((7, 1, 10))`` is a ``Val`` of a 3-tuple (of
+# literal ints, as a checker may show), and a ``Val[tuple[Literal[3], Literal[-1]]]`` is a
+# ``Val[tuple[int, int]]`` where one is expected.
+_T = TypeVar("_T", bound=int | tuple[int, ...], covariant=True)
 
 
 def _integer(item: object, whole: object) -> int:
@@ -45,7 +48,7 @@ class Val(Generic[_T]):
         # plain ints skip the general conversion. ``object.__setattr__`` (not the slot's own
         # setter, ~0.2 us faster) because torch.compile can trace it: a Val built inside a
         # compiled function is then a constant of the graph.
-        if type(value) is int or (type(value) is tuple and all(type(item) is int for item in value)):
+        if type(value) is int or (type(value) is tuple and all(type(item) is int for item in value)):  # type: ignore[union-attr]
             object.__setattr__(self, "_value", value)
         else:
             object.__setattr__(self, "_value", _static_value(value))

@@ -205,7 +205,7 @@ def test_fill_facts() -> None:
         fill.value = 2.0
     assert fill.copy() is fill
     with pytest.raises(TypeError, match=r"shape must be an int or a sequence of ints, got 2\.5"):
-        Fill(1.0, 2.5)  # type: ignore[arg-type]
+        Fill(1.0, 2.5)  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="non-negative"):
         Fill(1.0, (2, -1))
 
@@ -417,8 +417,8 @@ def test_fill_reshape_is_numpys(shape: tuple[object, ...]) -> None:
     fill = Fill(2.0, (2, 3, 4), np.float32)
     arguments = shape if isinstance(shape[0], tuple) else shape
     expected = np.asarray(fill).reshape(*arguments)  # type: ignore[call-overload]
-    _same(fill.reshape(*arguments), expected)  # type: ignore[arg-type]
-    _same(fill.reshape(*arguments, order="F"), expected)  # type: ignore[arg-type]
+    _same(fill.reshape(*arguments), expected)  # type: ignore[call-overload]
+    _same(fill.reshape(*arguments, order="F"), expected)  # type: ignore[call-overload]
     _same(np.reshape(fill, expected.shape), expected)
     _same(fill.ravel(), np.asarray(fill).ravel())
 

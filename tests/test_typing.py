@@ -1,4 +1,5 @@
-"""The typing promises of SPEC section 7, checked by running mypy on the files in tests/typing/.
+"""The typing promises of SPEC sections 7 and 11, checked by running mypy and basedpyright on the
+files in tests/typing/.
 
 Two mypy runs, each over all the files at once (mypy costs ~10-30 s a run, mostly NumPy's
 stubs; the incremental caches live in the repository's git-ignored ``.mypy_cache``):
@@ -13,11 +14,22 @@ File kinds, by name prefix (none is a pytest module, none is ever executed):
 
 - ``pass_*.py``: no errors in either run (``assert_type`` everywhere, so "no errors" means
   "exactly these types").
-- ``fail_*.py``: exactly the errors written in the file: a ``# E: message  [code]`` comment
-  line names an error expected on the next line that is not such a comment.
+- ``fail_*.py``: exactly the errors written in the file: a ``# E: fragment  [code]`` comment
+  line names an error expected on the next line that is not such a comment: one with that
+  error code whose message contains the fragment (a short one: the point of the error, not
+  mypy's full rendering of an overload set). The same files under basedpyright: an error on
+  exactly the lines named (its rule names and messages are its own, so only lines compare).
 - ``reveal_*.py``: exactly the ``reveal_type`` notes written as ``# R: type`` comments.
 - ``stubs_*.py``: our Numba stubs in use: no errors in the project run, and errors in the user
   run, where the installed numba's own (looser) types apply.
+
+The pass and fail files also go through basedpyright (the ``pyright_run``, standard mode, with
+stablerules found as an installed package): pass files without errors, fail files with errors on
+exactly the lines their ``# E:`` comments name. Where the two checkers must differ, the typing
+file says why at that line (``# pyright: ignore[...]`` or ``# type: ignore[...]``).
+
+The generated stubs are checked for freshness: ``tools/generate.py --check`` must find every
+generated file as the schema writes it.
 
 The user run also checks a generated file that reveals every public name's type (functions,
 op ``__call__``s, classes' constructors and attributes) and fails on any ``Any`` beyond the
@@ -28,6 +40,7 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
+import json
 import os
 import re
 import shutil
@@ -42,6 +55,8 @@ import pytest
 
 import stablerules
 import stablerules.testing
+
+from tests.ci import skip_unless_ci
 
 REPO = Path(__file__).resolve().parents[1]
 TYPING = REPO / "tests" / "typing"
@@ -108,6 +123,30 @@ def _expected(path: Path, marker: str, kind: str, template: str) -> list[str]:
     return expected
 
 
+_CODED = re.compile(r"^(?P<where>[^:]+:\d+: error: )(?P<text>.*?)  \[(?P<code>[a-z-]+)\]$")
+
+
+def _matching(actual: list[str], expected: list[str]) -> list[str]:
+    """``actual``, each line replaced by the expected line it fulfils (same place and code,
+    the expected fragment inside its message), so a test compares whole lists."""
+    remaining = list(expected)
+    out = []
+    for line in actual:
+        match = _CODED.match(line)
+        for wanted in remaining:
+            want = _CODED.match(wanted)
+            if (
+                match and want and match["where"] == want["where"] and match["code"] == want["code"]
+                and want["text"] in match["text"]
+            ):
+                remaining.remove(wanted)
+                out.append(wanted)
+                break
+        else:
+            out.append(line)
+    return out
+
+
 def _stray_any(revealed: str, allowed: str = "") -> str | None:
     """What is left of a revealed type after removing the allowed spellings, if it has Any."""
     rest = revealed.replace(allowed, "") if allowed else revealed
@@ -124,9 +163,21 @@ def _type_arguments(cls: type) -> str:
     parameters = getattr(cls, "__parameters__", ())
     if not parameters:
         return ""
-    names = ["int" if getattr(parameter, "__constraints__", ()) else "object" for parameter in parameters]
-    assert all(parameter.__constraints__[:1] in ((), (int,)) for parameter in parameters)
+    names = [_type_argument(parameter) for parameter in parameters]
     return "[" + ", ".join(names) + "]"
+
+
+def _type_argument(parameter: object) -> str:
+    """A type within ``parameter``'s bound (a TypeVar's): a shape for a tuple bound
+    (``Fill``'s), a scalar type for a NumPy one, ``int`` for ``Val``'s."""
+    bound = getattr(parameter, "__bound__", None)
+    if bound is tuple:
+        return "tuple[int, ...]"
+    if isinstance(bound, type) and bound.__module__ == "numpy":
+        return "numpy.float64"
+    if bound is not None and int in getattr(bound, "__args__", ()):
+        return "int"
+    return "object"
 
 
 def _public_api_source() -> tuple[str, int]:
@@ -207,6 +258,52 @@ def project_run() -> MypyRun:
     return MypyRun(status, stdout + stderr)
 
 
+PYRIGHT_CONFIG = {
+    "typeCheckingMode": "standard",
+    "pythonVersion": "3.11",
+    "reportUnnecessaryTypeIgnoreComment": False,
+    "reportMissingModuleSource": False,
+}
+
+
+@dataclass(frozen=True)
+class PyrightRun:
+    """basedpyright's errors as (file name, line) pairs, with its messages for failures."""
+
+    errors: tuple[tuple[str, int, str], ...]
+
+    def lines(self, name: str) -> list[int]:
+        return sorted(line for file, line, _ in self.errors if file == name)
+
+    def messages(self, name: str) -> str:
+        return "\n".join(f"{file}:{line}: {text}" for file, line, text in self.errors if file == name)
+
+
+@pytest.fixture(scope="module")
+def pyright_run(tmp_path_factory: pytest.TempPathFactory) -> PyrightRun:
+    executable = shutil.which("basedpyright", path=str(Path(sys.executable).parent)) or shutil.which("basedpyright")
+    if executable is None:
+        skip_unless_ci("basedpyright is not installed (pip install -e '.[test]')")
+    project = tmp_path_factory.mktemp("pyright-project")
+    site = project / "site"
+    site.mkdir()
+    os.symlink(REPO / "stablerules", site / "stablerules", target_is_directory=True)
+    files = []
+    for path in _typing_files("pass") + _typing_files("fail"):
+        shutil.copy(path, project / path.name)
+        files.append(path.name)
+    (project / "pyrightconfig.json").write_text(json.dumps({**PYRIGHT_CONFIG, "extraPaths": [str(site)]}))
+    command = [executable, "--outputjson", "--pythonpath", sys.executable, "-p", "pyrightconfig.json", *files]
+    completed = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=600)
+    report = json.loads(completed.stdout)
+    errors = tuple(
+        (Path(item["file"]).name, item["range"]["start"]["line"] + 1, f"{item['message']} ({item.get('rule', '')})")
+        for item in report["generalDiagnostics"]
+        if item["severity"] == "error"
+    )
+    return PyrightRun(errors)
+
+
 RUNS = ["user_run", "project_run"]
 
 
@@ -244,7 +341,7 @@ def test_fail_file_has_exactly_the_named_errors(request: pytest.FixtureRequest, 
     run = _run(request, run_name)
     expected = _expected(path, "E", "error", "{}")
     assert expected, f"{path.name} names no expected error"
-    assert run.lines(path.name, "error") == expected
+    assert _matching(run.lines(path.name, "error"), expected) == expected
 
 
 @pytest.mark.parametrize("run_name", RUNS)
@@ -254,6 +351,24 @@ def test_reveal_file_has_exactly_the_named_types(request: pytest.FixtureRequest,
     assert run.lines(path.name, "error") == []
     expected = _expected(path, "R", "note", 'Revealed type is "{}"')
     assert expected and run.lines(path.name, "note") == expected
+
+
+@pytest.mark.parametrize("path", _typing_files("pass"), ids=lambda path: path.name)
+def test_pass_file_has_no_errors_under_pyright(pyright_run: PyrightRun, path: Path) -> None:
+    assert pyright_run.lines(path.name) == [], pyright_run.messages(path.name)
+
+
+@pytest.mark.parametrize("path", _typing_files("fail"), ids=lambda path: path.name)
+def test_fail_file_has_errors_on_the_named_lines_under_pyright(pyright_run: PyrightRun, path: Path) -> None:
+    expected = sorted({int(line.split(":")[1]) for line in _expected(path, "E", "error", "{}")})
+    assert sorted(set(pyright_run.lines(path.name))) == expected, pyright_run.messages(path.name)
+
+
+def test_generated_files_are_fresh() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "generate.py"), "--check"], capture_output=True, text=True, timeout=300
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
 
 
 def test_stubs_are_what_types_numba(request: pytest.FixtureRequest) -> None:

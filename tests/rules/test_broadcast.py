@@ -300,16 +300,16 @@ def test_validation_comes_first_and_names_the_arguments() -> None:
     with pytest.raises(ValueError, match="negative extent"):
         sr.broadcast_to(x, Val((-1, 3)))
     with pytest.raises(TypeError, match="'shape' must be Val"):
-        sr.broadcast_to(x, Val(True))  # type: ignore[arg-type]
+        sr.broadcast_to(x, Val(True))
     with pytest.raises(ValueError, match=r"axis 2 is out of bounds for x of shape \(2, 3\)"):
         sr.sum(x, Val(2))
     with pytest.raises(ValueError, match="duplicate value in axis"):
         sr.mean(x, Val((0, -2)))
     sr.sum(x, Val(0), Val(True))
     with pytest.raises(TypeError, match="'keepdims' must be Val\\(True\\) or Val\\(False\\)"):
-        sr.sum(x, Val(0), Val(1))  # type: ignore[arg-type]  # not Val(True)'s plan: 1 is not a flag
+        sr.sum(x, Val(0), Val(1))  # type: ignore[arg-type, type-var]  # not Val(True)'s plan: 1 is not a flag
     with pytest.raises(TypeError, match="'axis' must be Val"):
-        sr.sum(x, Val(False))  # type: ignore[arg-type]
+        sr.sum(x, Val(False))
     with pytest.raises(TypeError, match="'x' must be an array"):
         sr.sum("abc")  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="dtype"):
@@ -323,7 +323,7 @@ def test_validation_comes_first_and_names_the_arguments() -> None:
     with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
         back(np.ones(3))
     with pytest.raises(ValueError, match=r"one entry per positional argument"):
-        sr.frule(sr.sum, (np.ones((2, 3)),), x, Val(1))  # type: ignore[arg-type]
+        sr.frule(sr.sum, (np.ones((2, 3)),), x, Val(1))  # type: ignore[arg-type, type-var]
     with pytest.raises(ValueError, match=r"\(3, 2\).*\(2, 3\)"):
         sr.frule(sr.mean, (np.ones((3, 2)),), x)
     assert sr.cache_info().compiles == compiles

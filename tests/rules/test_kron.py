@@ -337,7 +337,7 @@ def test_error_messages() -> None:
     with pytest.raises(ValueError, match=r"tangent of 'b'.*\(3,\).*\(2, 2\)"):
         _frule((sr.ZeroTangent(), np.ones(3)), a, b)
     with pytest.raises(ValueError, match="tangents.*one entry per positional argument"):
-        sr.frule(sr.kron, (np.ones((2, 3)),), a, b)  # type: ignore[arg-type]  # wrong arity, on purpose
+        sr.frule(sr.kron, (np.ones((2, 3)),), a, b)  # type: ignore[arg-type, type-var]  # wrong arity, on purpose
     with pytest.raises(ValueError, match="too large"):
         sr.kron(np.broadcast_to(np.ones(1), (2**31,)), np.broadcast_to(np.ones(1), (2**31,)))
 

@@ -155,7 +155,7 @@ def test_pad_validation() -> None:
     with pytest.raises(TypeError, match="must be a scalar"):
         sr.pad(x, Val(1), "a")  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="'pad_width' must be Val"):
-        sr.pad(x, Val(True))  # type: ignore[arg-type]
+        sr.pad(x, Val(True))
     _, back = sr.rrule(sr.pad, x, Val(1))
     with pytest.raises(ValueError, match=r"\(2, 3\).*\(4, 5\)"):
         back(np.ones((2, 3)))

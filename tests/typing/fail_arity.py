@@ -20,7 +20,7 @@ def repeat(x: npt.NDArray[np.float64], dy: npt.NDArray[np.float64]) -> npt.NDArr
     # E: Too many values to unpack (1 expected, 2 provided)  [misc]
     (dx,) = back(dy)
     _, dcounts = back(dy)
-    # E: Incompatible return value type (got "NoTangent", expected "ndarray[tuple[Any, ...], dtype[float64]]")  [return-value]
+    # E: Incompatible return value type (got "NoTangent", expected "ndarray[tuple[Any, ...], dtype[float64]]"  [return-value]
     return dcounts
 
 

@@ -22,7 +22,7 @@ def scale(x: npt.NDArray[np.float64], k: Val[int]) -> npt.NDArray[np.float64]:
 
 
 def user_function(x: npt.NDArray[np.float64]) -> None:
-    # E: No overload variant of "rrule" matches argument types "Callable[[ndarray[tuple[Any, ...], dtype[float64]], Val[int]], ndarray[tuple[Any, ...], dtype[float64]]]", "ndarray[tuple[Any, ...], dtype[float64]]", "Val[tuple[int, ...]]"  [call-overload]
+    # E: No overload variant of "rrule"  [call-overload]
     sr.rrule(scale, x, Val((2, 3)))
-    # E: No overload variant of "rrule" matches argument types "Callable[[ndarray[tuple[Any, ...], dtype[float64]], Val[int]], ndarray[tuple[Any, ...], dtype[float64]]]", "ndarray[tuple[Any, ...], dtype[float64]]"  [call-overload]
+    # E: No overload variant of "rrule"  [call-overload]
     sr.rrule(scale, x)

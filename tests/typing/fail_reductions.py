@@ -14,7 +14,7 @@ Array = npt.NDArray[np.float64]
 
 def statics(x: Array, dy: Array) -> None:
     # a count where a flag goes
-    # E: Argument 1 to "Val" has incompatible type "int"; expected "bool"  [arg-type]
+    # E: Argument 1 to "Val" has incompatible type "Literal[1]"; expected "Literal[True]"  [arg-type]
     sr.sum(x, keepdims=Val(1))
 
 
@@ -26,11 +26,11 @@ def arity(x: Array, dy: Array) -> None:
     # E: Need more than 1 value to unpack (2 expected)  [misc]
     dx, daxis = back_sum(dy)
     parts, back_split = sr.rrule(sr.split, x, Val(2))
-    # E: Incompatible types in assignment (expression has type "tuple[ndarray[tuple[Any, ...], dtype[float64]], ...]", variable has type "ndarray[tuple[Any, ...], dtype[float64]]")  [assignment]
+    # E: Incompatible types in assignment (expression has type "tuple[ndarray[tuple[Any, ...], dtype[float64]], ...]"  [assignment]
     wrong: Array = parts
 
 
 def frule_arity(x: Array) -> None:
     # one tangent for two positional arguments (mypy names the closest overload's tangents)
-    # E: Argument 2 to "frule" has incompatible type "tuple[ndarray[tuple[Any, ...], dtype[float64]]]"; expected "tuple[ndarray[tuple[Any, ...], dtype[generic[Any]]], object]"  [arg-type]
+    # E: Argument 2 to "frule" has incompatible type "tuple[ndarray[tuple[Any, ...], dtype[float64]]]"  [arg-type]
     sr.frule(sr.sum, (x,), x, Val(1))

@@ -17,7 +17,7 @@ def statics(a: Array) -> None:
     sr.permute_dims(a, Val(0))
     # E: Argument 1 to "Val" has incompatible type "int"; expected "tuple[int, ...]"  [arg-type]
     sr.rrule(sr.transpose, a, Val(0))
-    # E: Argument 2 to "frule" has incompatible type "tuple[ndarray[tuple[Any, ...], dtype[float64]]]"; expected "tuple[ndarray[tuple[Any, ...], dtype[generic[Any]]], object]"  [arg-type]
+    # E: Argument 2 to "frule" has incompatible type "tuple[ndarray[tuple[Any, ...], dtype[float64]]]"  [arg-type]
     sr.frule(sr.reshape, (a,), a, (2, 3))
 
 

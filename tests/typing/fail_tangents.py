@@ -22,5 +22,5 @@ def zeros(x: npt.NDArray[np.float32], z: ZeroTangent, f: Fill) -> None:
     f / z
     # E: No overload variant of "__add__" of "_Zero" matches argument type "str"  [operator]
     z + "text"
-    # E: Argument 1 to "Fill" has incompatible type "str"; expected "complex | number[Any, int | float | complex] | numpy.bool[builtins.bool]"  [arg-type]
+    # E: No overload variant of "Fill" matches argument types "str", "tuple[int, int]"  [call-overload]
     Fill("text", (2, 3))

@@ -19,7 +19,7 @@ from stablerules.rules.indexing import Basic, Slices
 
 M32 = np.ndarray[tuple[int, int], np.dtype[np.float32]]
 T3 = np.ndarray[tuple[int, int, int], np.dtype[np.complex128]]
-F32 = npt.NDArray[np.float32]
+AnyRank32 = np.ndarray[tuple[int, ...], np.dtype[np.float32]]  # a rank the types do not follow
 
 
 def indexing(a: M32, z: T3, rows: npt.NDArray[np.int64]) -> None:
@@ -27,11 +27,11 @@ def indexing(a: M32, z: T3, rows: npt.NDArray[np.int64]) -> None:
     assert_type(sr.ix[..., 0], sr.StaticIndex[Basic])
     assert_type(sr.getindex(a, sr.ix[1:-1, ::2]), M32)
     assert_type(sr.getindex(z, sr.ix[::-1]), T3)
-    assert_type(sr.getindex(a, sr.ix[:, None, -1]), F32)
-    assert_type(sr.take(a, rows, Val(0)), F32)
-    assert_type(sr.take(a, rows), F32)
+    assert_type(sr.getindex(a, sr.ix[:, None, -1]), AnyRank32)
+    assert_type(sr.take(a, rows, Val(0)), AnyRank32)
+    assert_type(sr.take(a, rows), AnyRank32)
     assert_type(sr.take_along_axis(a, rows, Val(1)), M32)
-    assert_type(sr.take_along_axis(a, rows, None), F32)
+    assert_type(sr.take_along_axis(a, rows, None), np.ndarray[tuple[int], np.dtype[np.float32]])
     assert_type(sr.index_add(a, rows, a), M32)
     keep: Any = sr.take(a, rows, Val(0), unique=Val(True), sorted=Val(True))
     del keep

@@ -26,7 +26,7 @@ def ops(a: F32, b: F32, z: C128, n: I64, counts: I64) -> None:
     # concatenate family, Val and plain-int (dynamic) static arguments alike
     assert_type(sr.concatenate((a, b)), F32)
     assert_type(sr.concatenate([a, b], axis=Val(1)), F32)
-    assert_type(sr.concatenate((a, b), axis=None), F32)
+    assert_type(sr.concatenate((a, b), axis=None), np.ndarray[tuple[int], np.dtype[np.float32]])
     assert_type(sr.concatenate((z, z), axis=-1), C128)
     assert_type(sr.concatenate((n, n)), I64)
     assert_type(sr.stack((a, b), axis=Val(0)), F32)
@@ -40,13 +40,13 @@ def ops(a: F32, b: F32, z: C128, n: I64, counts: I64) -> None:
     assert_type(sr.cat(a, 1.0, dims=Val(0)), Generic)
 
     # repeat, both forms; tile
-    assert_type(sr.repeat(a, Val(3)), F32)
+    assert_type(sr.repeat(a, Val(3)), np.ndarray[tuple[int], np.dtype[np.float32]])
     assert_type(sr.repeat(a, Val(3), axis=Val(0)), F32)
     assert_type(sr.repeat(z, Val(2), Val(1)), C128)
     assert_type(sr.repeat(a, counts, axis=Val(0)), F32)
     assert_type(sr.repeat(a, 2), F32)
     assert_type(sr.repeat(a, inner=Val((2, 1))), F32)
-    assert_type(sr.repeat(z, inner=Val(2), outer=Val((1, 3))), C128)
+    assert_type(sr.repeat(z, inner=Val(2), outer=Val((1, 3))), np.ndarray[tuple[int, ...], np.dtype[np.complex128]])
     assert_type(sr.repeat(n, outer=Val(2)), I64)
     assert_type(sr.tile(a, Val((2, 2))), F32)
     assert_type(sr.tile(z, Val(3)), C128)

@@ -8,7 +8,7 @@ count) arguments get ``NoTangent``. Type-checked only, never executed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeAlias, assert_type
+from typing import cast, Any, TypeAlias, assert_type
 
 import numpy as np
 import numpy.typing as npt
@@ -32,16 +32,16 @@ def kron(a: F32, b: F32, dy: F64, fill: Fill) -> None:
     da, db = back(dy)
     assert_type(da, F32)
     assert_type(db, F32)
-    assert_type(back(fill), tuple[T32, T32])
-    assert_type(back(ZeroTangent()), tuple[T32, T32])
+    assert_type(back(fill), tuple[sr.Fill[tuple[Any, ...], np.float32], sr.Fill[tuple[Any, ...], np.float32]])
+    assert_type(back(ZeroTangent()), tuple[sr.ZeroTangent, sr.ZeroTangent])
     # SPEC section 7's spelling of the same type
     spelled: tuple[F32, Callable[..., tuple[F32, F32]]] = sr.rrule(sr.kron, a, b)
     assert_type(spelled[0], F32)
 
     y2, dy2 = sr.frule(sr.kron, (a, ZeroTangent()), a, b)
     assert_type(y2, F32)
-    assert_type(dy2, F32)
-    assert_type(sr.frule(sr.kron, (ZeroTangent(), NoTangent()), a, b), tuple[F32, F32 | ZeroTangent])
+    assert_type(dy2, npt.NDArray[np.float32] | sr.Fill[tuple[int, ...], np.float32] | sr.ZeroTangent)
+    assert_type(sr.frule(sr.kron, (ZeroTangent(), NoTangent()), a, b), tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | sr.Fill[tuple[int, ...], np.float32] | sr.ZeroTangent])
 
 
 def kron_complex(z: C128, dy: C128) -> None:
@@ -59,17 +59,17 @@ def concatenate(a: F32, b: F32, dy: F32) -> None:
     y, back = sr.rrule(sr.concatenate, (a, b), axis=Val(0))
     assert_type(y, F32)
     (das,) = back(dy)
-    assert_type(das, tuple[F32, ...])
-    assert_type(back(sr.Thunk(lambda: dy)), tuple[tuple[T32, ...]])
+    assert_type(das, tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]])
+    assert_type(back(sr.Thunk(lambda: dy)), tuple[tuple[npt.NDArray[np.float32] | sr.Fill[tuple[Any, ...], np.float32] | sr.ZeroTangent, npt.NDArray[np.float32] | sr.Fill[tuple[Any, ...], np.float32] | sr.ZeroTangent]])
     # an axis given positionally gets its own NoTangent entry
-    assert_type(sr.rrule(sr.concatenate, (a, b), Val(0))[1](dy), tuple[tuple[F32, ...], NoTangent])
+    assert_type(sr.rrule(sr.concatenate, (a, b), Val(0))[1](dy), tuple[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]], sr.NoTangent])
     assert_type(sr.rrule(sr.stack, [a, b])[1](dy), tuple[tuple[F32, ...]])
     assert_type(sr.rrule(sr.stack, [a, b], Val(1))[1](dy), tuple[tuple[F32, ...], NoTangent])
-    assert_type(sr.rrule(sr.hstack, (a, b))[1](dy), tuple[tuple[F32, ...]])
-    assert_type(sr.rrule(sr.vstack, (a, b))[1](dy), tuple[tuple[F32, ...]])
+    assert_type(sr.rrule(sr.hstack, (a, b))[1](dy), tuple[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]])
+    assert_type(sr.rrule(sr.vstack, (a, b))[1](dy), tuple[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]])
 
     assert_type(sr.frule(sr.concatenate, ((a, b),), (a, b), axis=Val(0)), tuple[F32, F32])
-    assert_type(sr.frule(sr.concatenate, (ZeroTangent(), NoTangent()), (a, b), Val(0)), tuple[F32, F32])
+    assert_type(sr.frule(sr.concatenate, (ZeroTangent(), NoTangent()), (a, b), Val(0)), tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | sr.Fill[tuple[Any, ...], np.float32] | sr.ZeroTangent])
     assert_type(sr.frule(sr.stack, ((a, b),), (a, b)), tuple[F32, F32])
     assert_type(sr.frule(sr.hstack, ((a, b),), (a, b)), tuple[F32, F32])
     assert_type(sr.frule(sr.vstack, ((a, b),), (a, b)), tuple[F32, F32])
@@ -97,16 +97,16 @@ def repeat(x: F32, z: C64, dy: F32, dz: C64, counts: I64, fill: Fill) -> None:
     dx, dcounts = back(dy)
     assert_type(dx, F32)
     assert_type(dcounts, NoTangent)
-    assert_type(back(fill), tuple[T32, NoTangent])
+    assert_type(back(fill), tuple[sr.Fill[tuple[Any, ...], np.float32], sr.NoTangent])
     # counts array (data), axis positional
     assert_type(sr.rrule(sr.repeat, x, counts, axis=Val(0))[1](dy), tuple[F32, NoTangent])
     # a plain int (a dynamic static argument) only through an op typed as a plain Callable
-    dynamic: Callable[..., F32] = sr.repeat
+    dynamic = cast("Callable[..., F32]", sr.repeat)  # cast: pyright narrows an annotated local to the op
     assert_type(sr.rrule(dynamic, x, 3), tuple[F32, Callable[[object], tuple[object, ...]]])
     assert_type(sr.rrule(sr.repeat, z, Val(2), Val(0))[1](dz), tuple[C64, NoTangent, NoTangent])
     # inner/outer by keyword only: one entry
     y2, back2 = sr.rrule(sr.repeat, z, inner=Val((1, 2)), outer=Val(2))
-    assert_type(y2, C64)
+    assert_type(y2, np.ndarray[tuple[int, ...], np.dtype[np.complex64]])
     assert_type(back2(dz), tuple[C64])
     assert_type(sr.rrule(sr.repeat, x, outer=Val(2))[1](dy), tuple[F32])
     # tile: reps positional gets NoTangent, by keyword no entry
@@ -114,11 +114,11 @@ def repeat(x: F32, z: C64, dy: F32, dz: C64, counts: I64, fill: Fill) -> None:
     assert_type(sr.rrule(sr.tile, x, reps=Val(2))[1](dy), tuple[F32])
 
     # frule: dense for a dense tangent; a Fill or ZeroTangent tangent may stay lazy
-    assert_type(sr.frule(sr.repeat, (x, NoTangent()), x, Val(3)), tuple[F32, F32])
+    assert_type(sr.frule(sr.repeat, (x, NoTangent()), x, Val(3)), tuple[np.ndarray[tuple[int], np.dtype[np.float32]], np.ndarray[tuple[int], np.dtype[np.float32]]])
     assert_type(sr.frule(sr.repeat, (x, NoTangent(), NoTangent()), x, Val(3), Val(0)), tuple[F32, F32])
-    assert_type(sr.frule(sr.repeat, (fill, NoTangent()), x, Val(3)), tuple[F32, T32])
+    assert_type(sr.frule(sr.repeat, (fill, NoTangent()), x, Val(3)), tuple[np.ndarray[tuple[int], np.dtype[np.float32]], np.ndarray[tuple[int], np.dtype[np.float32]] | sr.Fill[tuple[int], np.float32] | sr.ZeroTangent])
     assert_type(sr.frule(sr.repeat, (z,), z, inner=Val(2)), tuple[C64, C64])
-    assert_type(sr.frule(sr.repeat, (ZeroTangent(),), z, outer=Val(2)), tuple[C64, sr.Tangent[np.complex64]])
+    assert_type(sr.frule(sr.repeat, (ZeroTangent(),), z, outer=Val(2)), tuple[npt.NDArray[np.complex64], npt.NDArray[np.complex64] | sr.Fill[tuple[int, ...], np.complex64] | sr.ZeroTangent])
     assert_type(sr.frule(sr.tile, (x, NoTangent()), x, Val(2)), tuple[F32, F32])
     assert_type(sr.frule(sr.tile, (x,), x, reps=Val(2)), tuple[F32, F32])
 
@@ -126,10 +126,10 @@ def repeat(x: F32, z: C64, dy: F32, dz: C64, counts: I64, fill: Fill) -> None:
 def integer_and_mixed(n: I64, a: F32, b: F64, z: C64, dy: F64) -> None:
     # Integer inputs: the primal is exact; each entry may be NoTangent (it is, at run time).
     y, back = sr.rrule(sr.repeat, n, Val(2))
-    assert_type(y, I64)
+    assert_type(y, np.ndarray[tuple[int], np.dtype[np.int64]])
     assert_type(back(dy), tuple[I64 | NoTangent, NoTangent])
     assert_type(sr.rrule(sr.kron, n, n)[1](dy), tuple[I64 | NoTangent, I64 | NoTangent])
-    assert_type(sr.frule(sr.concatenate, ((n, n),), (n, n)), tuple[I64, I64 | NoTangent])
+    assert_type(sr.frule(sr.concatenate, ((n, n),), (n, n)), tuple[npt.NDArray[np.int64], npt.NDArray[np.int64] | sr.Fill[tuple[Any, ...], np.int64] | sr.ZeroTangent | sr.NoTangent])
     # Mixed floating dtypes: mypy's join of the two is the dtype parameter; each tangent has
     # its own input's dtype at run time, a subtype of the join.
     ya, backa = sr.rrule(sr.kron, a, z)

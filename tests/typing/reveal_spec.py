@@ -19,11 +19,11 @@ def spec(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], x: npt.NDArray[
     reveal_type(y)
     # R: tuple[numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.floating[numpy._typing._nbit_base._32Bit]]], numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.floating[numpy._typing._nbit_base._32Bit]]]]
     reveal_type(back(y))
-    # R: tuple[numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.floating[numpy._typing._nbit_base._32Bit]]] | stablerules._tangents.Fill | stablerules._tangents.ZeroTangent, numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.floating[numpy._typing._nbit_base._32Bit]]] | stablerules._tangents.Fill | stablerules._tangents.ZeroTangent]
+    # R: tuple[stablerules._tangents.ZeroTangent, stablerules._tangents.ZeroTangent]
     reveal_type(back(sr.ZeroTangent()))
 
     _, back_concatenate = sr.rrule(sr.concatenate, (x, x), axis=Val(1))
-    # R: tuple[tuple[numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.float64]], ...]]
+    # R: tuple[tuple[numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.float64]], numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.float64]]]]
     reveal_type(back_concatenate(x))
 
     _, back_repeat = sr.rrule(sr.repeat, x, Val(3), axis=Val(0))
@@ -41,5 +41,5 @@ def spec(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], x: npt.NDArray[
     reveal_type(sr.pullback(sr.kron, a, b)(a))
     # R: numpy.ndarray[tuple[Any, ...], numpy.dtype[numpy.floating[numpy._typing._nbit_base._32Bit]]]
     reveal_type(a + sr.ZeroTangent())
-    # R: stablerules._tangents.Fill
+    # R: stablerules._tangents.Fill[tuple[Literal[2]?, Literal[3]?], numpy.float64]
     reveal_type(sr.Fill(1.0, (2, 3)) * 2.0)

@@ -1,0 +1,254 @@
+"""Every op declared once: its parameters and their roles, its rank and dtype rules, its tangents.
+
+``tools/generate.py`` writes from these rows everything that repeats an op's signature: the
+typing overloads of the ops (``_ops.pyi``), of ``rrule``, ``frule`` and ``pullback``
+(``_signatures.pyi``), the public name lists of ``stablerules/__init__.py`` and the parameter
+layout table the adapters read (``_layout.py``). A test regenerates them all and fails when a
+committed file is stale. Nothing imports this module at run time.
+
+A row (:class:`OpSchema`) says:
+
+- ``name``, ``cls``, ``family``: the public name, the op's class and its module under
+  ``stablerules.rules``;
+- ``signatures``: one or more :class:`Signature`\\ s (``repeat`` has three: static counts,
+  a counts array, ``inner``/``outer``), each a tuple of :class:`Param`\\ s in call order, the
+  signature's rank rule (:data:`RankRule`), its dtype rule and whether a ``Fill`` cotangent
+  pulls back to ``Fill``\\ s (``fill_closed``);
+- ``kind``, ``constant``: the adapters' linearity (``"linear"``; ``"multilinear"`` for an op
+  linear in each array separately) and an affine op's constant (position, keyword).
+
+Parameter roles (:data:`Role`): ``array`` (a differentiable array), ``arrays`` (a sequence of
+arrays: its tangent is a tuple, of the call's arity for 1 to 4 arrays), ``varargs`` (``cat``'s
+``*arrays``), ``static`` (a ``Val``; ``kinds`` lists the ``Val`` types it takes: ``"int"``,
+``"ints"`` (a tuple), ``"bool"``; ``none`` says ``None`` is accepted), ``data`` (an integer
+array of counts: no tangent) and ``value`` (``pad``'s constant: a tangent only when given
+positionally). ``default`` is the default's source text (``None``: required);
+``keyword_only`` params are never positional.
+
+Rank rules (see the generator for the cases each one writes): ``same`` (the first array's
+shape type: flip, roll, and every same-rank op), ``axis_or_flat:P`` (1-D when static ``P`` is
+``None``, else the same rank), ``static_shape:P`` (the length of ``P``'s tuple), ``reduce``
+(sum/mean over ``axis`` with ``keepdims``), ``stack`` (rank + 1), ``atleast_1d``/``atleast_2d``
+(hstack/vstack), ``counts:P,Q`` (the larger of the rank and the counts' length: tile's
+``reps``, repeat's ``inner``/``outer``), ``kron`` (the larger rank), ``julia_cat`` (``cat``'s
+``dims``).
+
+Adding an op: one :class:`OpSchema` row here (with an existing rank rule, or a new one in the
+generator), ``python tools/generate.py``, and the op's class in its family module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Role = Literal["array", "arrays", "varargs", "static", "data", "value"]
+RankRule = str
+DtypeRule = Literal["same", "sum", "mean", "scalars"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of an op's signature (module docstring)."""
+
+    name: str
+    role: Role
+    kinds: tuple[str, ...] = ()
+    none: bool = False
+    default: str | None = None
+    keyword_only: bool = False
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One call signature of an op: parameters, rank rule, dtype rule, Fill closure."""
+
+    params: tuple[Param, ...]
+    rank: RankRule
+    dtype: DtypeRule = "same"
+    fill_closed: bool | None = True  # None: a Fill cotangent may give Fills or dense tangents
+    tuple_output: bool = False  # the result is a tuple of arrays (split), its pullback takes a tuple
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    """One op (module docstring)."""
+
+    name: str
+    cls: str
+    family: str
+    signatures: tuple[Signature, ...]
+    kind: Literal["linear", "multilinear"] = "linear"
+    constant: tuple[int, str] | None = None
+    primal_free: bool = True  # its pullback needs no primal values (ArraySpec arguments allowed)
+    doc: str = field(default="", compare=False)
+
+
+_X = Param("x", "array")
+_ARRAYS = Param("arrays", "arrays")
+_INT = ("int",)
+_INTS = ("ints",)
+_COUNTS = ("int", "ints")
+
+OPS: tuple[OpSchema, ...] = (
+    OpSchema(
+        "repeat",
+        "Repeat",
+        "repeat",
+        (
+            Signature(
+                (_X, Param("repeats", "static", _INT), Param("axis", "static", _INT, none=True, default="None")),
+                "axis_or_flat:axis",
+            ),
+            Signature(
+                (_X, Param("repeats", "data"), Param("axis", "static", _INT, none=True, default="None")),
+                "axis_or_flat:axis",
+                fill_closed=False,
+            ),
+            Signature(
+                (
+                    _X,
+                    Param("inner", "static", _COUNTS, none=True, default="None", keyword_only=True),
+                    Param("outer", "static", _COUNTS, none=True, default="None", keyword_only=True),
+                ),
+                "counts:inner,outer",
+            ),
+        ),
+    ),
+    OpSchema("tile", "Tile", "repeat", (Signature((_X, Param("reps", "static", _COUNTS)), "counts:reps"),)),
+    OpSchema(
+        "concatenate",
+        "Concatenate",
+        "concatenate",
+        (Signature((_ARRAYS, Param("axis", "static", _INT, none=True, default="Val(0)")), "axis_or_flat:axis"),),
+    ),
+    OpSchema("stack", "Stack", "concatenate", (Signature((_ARRAYS, Param("axis", "static", _INT, default="Val(0)")), "stack"),)),
+    OpSchema("hstack", "Hstack", "concatenate", (Signature((_ARRAYS,), "atleast_1d"),)),
+    OpSchema("vstack", "Vstack", "concatenate", (Signature((_ARRAYS,), "atleast_2d"),)),
+    OpSchema(
+        "cat",
+        "Cat",
+        "concatenate",
+        (Signature((Param("arrays", "varargs"), Param("dims", "static", _COUNTS, keyword_only=True)), "julia_cat"),),
+    ),
+    OpSchema(
+        "kron",
+        "Kron",
+        "kron",
+        (Signature((Param("a", "array"), Param("b", "array")), "kron"),),
+        kind="multilinear",
+        primal_free=False,
+    ),
+    OpSchema("flip", "Flip", "flip", (Signature((_X, Param("axis", "static", _COUNTS, none=True, default="None")), "same"),)),
+    OpSchema(
+        "roll",
+        "Roll",
+        "flip",
+        (Signature((_X, Param("shift", "static", _COUNTS), Param("axis", "static", _COUNTS, none=True, default="None")), "same"),),
+    ),
+    OpSchema("permute_dims", "PermuteDims", "permute", (Signature((_X, Param("axes", "static", _INTS)), "same"),)),
+    OpSchema(
+        "transpose", "Transpose", "permute", (Signature((_X, Param("axes", "static", _INTS, none=True, default="None")), "same"),)
+    ),
+    OpSchema("reshape", "Reshape", "permute", (Signature((_X, Param("shape", "static", _COUNTS)), "static_shape:shape"),)),
+    OpSchema(
+        "broadcast_to", "BroadcastTo", "broadcast", (Signature((_X, Param("shape", "static", _COUNTS)), "static_shape:shape"),)
+    ),
+    OpSchema(
+        "sum",
+        "Sum",
+        "broadcast",
+        (
+            Signature(
+                (
+                    _X,
+                    Param("axis", "static", _COUNTS, none=True, default="None"),
+                    Param("keepdims", "static", ("bool",), default="Val(False)"),
+                ),
+                "reduce",
+                dtype="sum",
+            ),
+        ),
+    ),
+    OpSchema(
+        "mean",
+        "Mean",
+        "broadcast",
+        (
+            Signature(
+                (
+                    _X,
+                    Param("axis", "static", _COUNTS, none=True, default="None"),
+                    Param("keepdims", "static", ("bool",), default="Val(False)"),
+                ),
+                "reduce",
+                dtype="mean",
+            ),
+        ),
+    ),
+    OpSchema(
+        "pad",
+        "Pad",
+        "pad",
+        (Signature((_X, Param("pad_width", "static", _COUNTS), Param("constant_values", "value", default="0")), "same"),),
+        constant=(2, "constant_values"),
+    ),
+    OpSchema(
+        "split",
+        "Split",
+        "pad",
+        (Signature((_X, Param("indices_or_sections", "static", _COUNTS), Param("axis", "static", _INT, default="Val(0)")), "same", tuple_output=True),),
+    ),
+    OpSchema(
+        "getindex",
+        "Getindex",
+        "indexing",
+        (Signature((_X, Param("index", "static", ("ix",))), "index", fill_closed=None),),
+    ),
+    OpSchema(
+        "take",
+        "Take",
+        "indexing",
+        (
+            Signature(
+                (
+                    _X,
+                    Param("indices", "data"),
+                    Param("axis", "static", _INT, none=True, default="None"),
+                    Param("unique", "static", ("bool",), default="Val(False)", keyword_only=True),
+                    Param("sorted", "static", ("bool",), default="Val(False)", keyword_only=True),
+                    Param("deterministic", "static", ("bool",), default="Val(True)", keyword_only=True),
+                ),
+                "any",
+                fill_closed=False,
+            ),
+        ),
+        primal_free=False,
+    ),
+    OpSchema(
+        "take_along_axis",
+        "TakeAlongAxis",
+        "indexing",
+        (Signature((_X, Param("indices", "data"), Param("axis", "static", _INT, none=True)), "axis_or_flat:axis", fill_closed=False),),
+        primal_free=False,
+    ),
+    OpSchema(
+        "index_add",
+        "IndexAdd",
+        "indexing",
+        (
+            Signature(
+                (_X, Param("indices", "data"), Param("values", "array"), Param("axis", "static", _INT, default="Val(0)")),
+                "same",
+            ),
+        ),
+        primal_free=False,
+    ),
+
+)
+"""The ops, in the order of the public lists' families."""
+
+LAZY_NAMES: tuple[tuple[str, str], ...] = (("StaticIndex", "indexing"), ("ix", "indexing"))
+"""Public names that are not ops but live in an op family's module (loaded on first use)."""
+
+BY_NAME: dict[str, OpSchema] = {op.name: op for op in OPS}
