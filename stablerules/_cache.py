@@ -140,7 +140,9 @@ class Kernel:
         return function
 
 
-_FUNCTION_LOCK = _thread.allocate_lock()
+# Reentrant: loading one kernel's dispatcher may import a module that loads another (a JAX
+# FFI handler's module looks up the kernel it calls), in the same thread.
+_FUNCTION_LOCK = _thread.RLock()
 
 
 class CacheInfo(NamedTuple):

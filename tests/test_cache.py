@@ -405,3 +405,20 @@ def test_template_functions_compile_once_per_text_and_only_bind_later() -> None:
     assert _codegen.template_compiles[0] == before + 1  # bound to new globals, not compiled
     assert first(1) == 2 and second(1) == 11
     assert first.__code__ is second.__code__
+
+
+def test_loading_a_kernel_may_load_another_in_the_same_thread() -> None:
+    """A JAX FFI handler's module looks up the kernel it calls while its own dispatcher is being
+    loaded: ``Kernel.function`` must not deadlock on its lock when loads nest (it did with a
+    plain lock: a fresh process's handler load hung)."""
+    from stablerules._cache import Kernel, KernelSource
+
+    signature = sr.ShapeSignature(op="nested", kind="forward", static=(), dtypes=(), ndims=())
+    source = KernelSource("def kernel():\n    pass\n")
+    inner = Kernel(None, signature, source, "inner", entry=len, load_function=lambda: len)
+    outer = Kernel(None, signature, source, "outer", entry=len, load_function=lambda: inner.function)
+    done: list[object] = []
+    worker = threading.Thread(target=lambda: done.append(outer.function), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert done == [len], "nested kernel loads deadlocked"
