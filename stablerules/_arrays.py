@@ -6,7 +6,6 @@ CuPy is optional and never imported here unless an argument already is a CuPy ar
 
 from __future__ import annotations
 
-import functools
 import importlib
 import math
 import os
@@ -19,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._cache import CACHE
+from ._memo import memoized
 from ._val import Val
 
 ArrayLike: TypeAlias = npt.NDArray[np.generic]
@@ -332,7 +332,7 @@ def normalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
 MAX_NDIM = 64
 
 
-@functools.cache
+@memoized(None)
 def host_memory_bytes() -> int:
     """Physical memory plus swap of this machine (0 when unknown): no host allocation can be
     larger. Read once."""

@@ -43,7 +43,7 @@ from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
-from . import _objectcode
+from . import _memo, _objectcode
 from ._errors import DynamicFallbackError, RecompileError
 from ._version import __version__
 
@@ -403,7 +403,6 @@ class KernelCache:
         self.dynamic_arguments = 0
         self.fallbacks = 0
         self.plan_hits = 0
-        self._dependents: list[Callable[[], None]] = []
         self._paid_numba_start_up = False
 
     @property
@@ -499,13 +498,7 @@ class KernelCache:
             plan_hits=self.plan_hits,
         )
 
-    def register_dependent(self, clear: Callable[[], None]) -> None:
-        """Have ``clear_caches()`` also call ``clear`` (for per-signature plans kept elsewhere)."""
-        self._dependents.append(clear)
-
     def clear(self, disk: bool = False) -> None:
-        for clear_dependent in self._dependents:
-            clear_dependent()
         with self._guard:
             self._entries.clear()
             self._by_module.clear()
@@ -551,7 +544,7 @@ class PlanCache(Generic[_Plan]):
         self._plans: dict[Hashable, _Plan] = {}
         self._limit = limit
         self._cache = cache
-        cache.register_dependent(self._plans.clear)
+        _memo.register(f"{__name__}.PlanCache", self._plans.clear, self.__len__)
 
     def get(self, key: Hashable) -> _Plan | None:
         plan = self._plans.get(key)
@@ -579,7 +572,10 @@ def cache_info() -> CacheInfo:
 
 
 def clear_caches(disk: bool = False) -> None:
-    """Empty the in-memory kernel cache; with ``disk=True`` also delete the disk cache."""
+    """Empty the in-memory kernel cache and every other cache of the package (per-signature
+    plans, memoized layouts, the output pool); with ``disk=True`` also delete the disk cache."""
+    # Plans hold kernels: they go first, so none outlives the kernels it holds.
+    _memo.clear_registered()
     CACHE.clear(disk=disk)
 
 

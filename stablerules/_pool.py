@@ -42,7 +42,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from ._cache import CACHE
+from ._memo import register
 
 MIN_BYTES = 1 << 20
 PER_SIZE = 2
@@ -146,6 +146,6 @@ def clear() -> None:
         _held[0] = 0
 
 
-CACHE.register_dependent(clear)
+register(f"{__name__}.blocks", clear, lambda: sum(len(blocks) for blocks in _blocks.values()))
 
 __all__ = ["CAP_BYTES", "ENABLED", "MIN_BYTES", "PER_SIZE", "allocator", "clear", "empty", "held_bytes"]

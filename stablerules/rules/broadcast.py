@@ -79,6 +79,7 @@ from .._arrays import (
 from .._cache import KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
+from .._memo import memoized
 from .._registry import KernelRequest
 from .._rule import ZERO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp, cpu_launcher, cuda_launch
 from .._tangents import Cotangent, DenseCotangent, Fill
@@ -107,7 +108,7 @@ _REAL = {"float32": "float32", "float64": "float64", "complex64": "float32", "co
 # ---------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _groups(full: tuple[int, ...], reduced: tuple[bool, ...]) -> tuple[str, tuple[int, ...]]:
     """``(pattern, extents)``: axes of extent 1 dropped, adjacent axes of one kind merged."""
     kinds: list[str] = []

@@ -50,7 +50,7 @@ import math
 import types as pytypes
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache, reduce
+from functools import reduce
 from typing import TypeAlias, TypeVar, cast, overload
 
 import numpy as np
@@ -72,6 +72,7 @@ from .._arrays import (
     static_int,
     static_ints,
 )
+from .._memo import memoized
 from .._rule import NO_TANGENT, DensePullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, NoTangent, ZeroTangent, project
 from .._typing import deprecated
@@ -511,7 +512,7 @@ def _check_python_ints(values: Sequence[object], out_dtype: DType) -> None:
                 )
 
 
-@lru_cache(maxsize=64)
+@memoized(maxsize=64)
 def _int_bounds(dtype: DType) -> tuple[int, int]:
     """The Python ints a dtype holds (a float dtype: those below float64's overflow)."""
     if dtype.kind in "iu":

@@ -62,6 +62,7 @@ from .._arrays import ArrayLike, InputFacts, checked_size, input_facts, normaliz
 from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
+from .._memo import memoized
 from .._registry import KernelRequest
 from .._rule import DensePullback, Plan, RuleOp, cpu_launcher, cuda_launch
 from .._tangents import Cotangent, DenseCotangent, Fill
@@ -101,7 +102,7 @@ def _axes(value: object, ndim: int, op: str, name: str = "axis") -> tuple[tuple[
 # ======================================================================================
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _flip_index(ndim: int, axes: tuple[int, ...]) -> tuple[slice | pytypes.EllipsisType, ...]:
     # The trailing Ellipsis keeps a 0-d view 0-d (``x[()]`` would be a scalar).
     return (*(slice(None, None, -1) if axis in axes else slice(None) for axis in range(ndim)), Ellipsis)
@@ -192,7 +193,7 @@ class RollLayout:
     factor: int
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _roll_layout(ndim: int, itemsize: int, net: tuple[tuple[int, int], ...] | None, flat_shift: int) -> RollLayout:
     """``net``: (axis, summed shift) per rolled axis, or ``None`` for ``axis=None`` (the
     flattened array rolled by ``flat_shift``)."""

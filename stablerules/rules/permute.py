@@ -22,7 +22,6 @@ Decisions where SPEC is silent
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import TypeAlias, TypeVar, overload
 
@@ -30,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._arrays import MAX_NDIM, ArrayLike, InputFacts, input_facts, normalize_axis, shape_text, static_ints
+from .._memo import memoized
 from .._rule import Plan, RuleOp
 from .._typing import deprecated
 from .._val import Val
@@ -61,7 +61,7 @@ class PermutationPlan(ViewPlan):
         return array.transpose(self.inverse)
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _permutation(op: str, axes: tuple[int, ...], shape: Shape) -> tuple[tuple[int, ...], tuple[int, ...], Shape]:
     ndim = len(shape)
     if len(axes) != ndim:
@@ -164,7 +164,7 @@ class ReshapePlan(ViewPlan):
         return array.reshape(self.in_shape)
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _reshaped(shape: Shape, wanted: tuple[int, ...]) -> Shape:
     size = math.prod(shape)
     unknown = [position for position, extent in enumerate(wanted) if extent < 0]

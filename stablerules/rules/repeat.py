@@ -75,6 +75,7 @@ from .._arrays import (
 from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
+from .._memo import memoized
 from .._registry import KernelRequest
 from .._rule import (
     NO_TANGENT,
@@ -200,7 +201,7 @@ class _Nest:
         )
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _nest(layout: _Layout) -> _Nest:
     total = math.prod(layout.inner) * math.prod(layout.outer)
     empty = total == 0
@@ -239,7 +240,7 @@ def _nest(layout: _Layout) -> _Nest:
     return _Nest(layout, tuple(merged), tuple(groups), total, empty)
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _numpy_layout(ndim: int, count: int, axis: int | None) -> _Layout:
     if axis is None:
         return _Layout((tuple(range(ndim)),), (count,), (1,))
@@ -247,14 +248,14 @@ def _numpy_layout(ndim: int, count: int, axis: int | None) -> _Layout:
     return _Layout(tuple((d,) for d in range(ndim)), inner, (1,) * ndim)
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _julia_layout(ndim: int, inner: tuple[int, ...], outer: tuple[int, ...]) -> _Layout:
     n = max(ndim, len(inner), len(outer))
     axes = tuple((d,) if d < ndim else () for d in range(n))
     return _Layout(axes, inner + (1,) * (n - len(inner)), outer + (1,) * (n - len(outer)))
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _tile_layout(ndim: int, reps: tuple[int, ...]) -> _Layout:
     n = max(ndim, len(reps))
     lead = n - ndim
