@@ -635,6 +635,29 @@ class _FiniteDifferences:
         return {path: (plus[path] - minus[path]) / (2.0 * h) for path in plus}
 
 
+def _central_jvp(
+    op: Callable[..., object],
+    args: Sequence[object],
+    directions: Sequence[object],
+    *,
+    h: float | None = None,
+    **kwargs: object,
+) -> npt.NDArray[np.generic]:
+    """``J v`` of ``op`` (one array or NumPy scalar output) at ``args`` by the checkers' own central
+    differences: ``directions`` has one entry per argument (``None``: it does not move), ``h``
+    is the step (default: relative to the largest input and direction entries). The result is
+    an array of the output's dtype (the differences are taken in 64-bit where ``op`` allows it)."""
+    output = op(*args, **kwargs)
+    output_leaves = _output_leaves(output)
+    if [leaf.path for leaf in output_leaves] != [()] or output_leaves[0].form == "python":
+        raise TypeError(f"_central_jvp: op must return one floating array, got {_describe(output)}")
+    differences = _FiniteDifferences(op, args, kwargs, _argument_leaves(args), output, output_leaves)
+    moved: dict[_Path, _Values] = {(index,): _values(direction) for index, direction in enumerate(directions) if direction is not None}
+    jv = differences.jvp(moved, h)[()]
+    dtype = output_leaves[0].dtype
+    return np.asarray(jv if dtype.kind == "c" else jv.real, dtype=dtype)
+
+
 def _inner(dy: Mapping[_Path, _Values], jv: Mapping[_Path, _Values]) -> float:
     """``Re<dy, J v>`` summed over the output leaves."""
     return float(sum(np.vdot(dy[path], jv[path]).real for path in jv))
