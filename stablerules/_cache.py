@@ -125,7 +125,7 @@ class Kernel:
     @staticmethod
     def entry_of(function: KernelFunction) -> KernelFunction:
         """The compiled entry point of a dispatcher's one signature, without Numba's type
-        dispatch (~0.13 us a call less: an eighth of a small pullback).
+        dispatch (a measurable share of a small pullback's call; see ``bench/README.md``).
 
         It checks dtypes but not layouts or writability, so callers use it only with arrays
         they made C-contiguous themselves (fresh allocations, ``contiguous``, ``ravel`` of
@@ -456,10 +456,10 @@ class KernelCache:
         loaded = store.load(name, source)
         if loaded.function is not None and not self._paid_numba_start_up:
             # The first kernel that goes through Numba starts it up, which roughly doubles the
-            # number of objects the cyclic GC tracks (~57k here). Left alone, that debt is paid
-            # by a full collection (11-26 ms) at some later, unrelated first call; paying it
-            # here keeps it inside the one-time start-up it comes from. A kernel loaded from
-            # object code starts nothing and owes nothing.
+            # number of objects the cyclic GC tracks. Left alone, that debt is paid by a full
+            # collection (milliseconds, see ``bench/README.md``) at some later, unrelated
+            # first call; paying it here keeps it inside the one-time start-up it comes from.
+            # A kernel loaded from object code starts nothing and owes nothing.
             self._paid_numba_start_up = True
             gc.collect()
         elapsed = time.perf_counter() - started

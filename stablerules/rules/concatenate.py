@@ -25,8 +25,8 @@ the output's array type, shape and dtype is sliced as it is, whatever its layout
 form (another dtype, ``Fill``, ``ZeroTangent``, ``Thunk``) is prepared first. Both give the
 same tangents; which one runs depends on the cotangent's type, never on the data.
 
-Decisions where SPEC is silent
-------------------------------
+Decisions
+---------
 - ``concatenate``/``stack``/``hstack``/``vstack`` take a tuple or list of arrays (NumPy or
   CuPy); Python scalars, nested lists and a single array standing for a sequence are refused
   with a ``TypeError``. ``cat`` also takes Python scalars and NumPy scalars.

@@ -25,7 +25,7 @@ shift of one pattern share one compiled kernel, and the pullback, which is the r
 (the op is linear). Shifts that are statically 0 make their axis plain. The kernel walks the
 *output* (each thread owns a range of the outermost loop, so writes never overlap): a rolled
 level maps its output index ``j`` to the source ``j - s`` (wrapped once). The last group's
-rows are not copied one by one (W7's 56-unit rows would be two runs of 5 and 51 each): under
+rows are not copied one by one (56-unit rows rolled by 5 would be two runs of 5 and 51): under
 their parent level, the output rows fall into at most two runs whose source rows are
 contiguous, and each run is copied as one flat copy of the source shifted by the last
 group's shift, in chunks of ~16 kB, then the chunk's wrapped columns (the ``min(s, n - s)``
@@ -34,8 +34,8 @@ columns of the row's shorter side) are rewritten while the chunk is in L1 (see
 for them, so LLVM turns the loops into vector copies). The CUDA kernel is a gather: thread
 ``t`` writes ``y[t]``, its source found by one division per rolled group.
 
-Decisions where SPEC is silent
-------------------------------
+Decisions
+---------
 - ``flip(x)`` of a 0-d array is a 0-d array (NumPy returns a scalar); ``flip``'s result is,
   as NumPy's, a view of ``x`` (writable when ``x`` is).
 - ``roll``'s ``shift`` and ``axis`` broadcast as in NumPy: ``Val(int)`` with ``Val(tuple)``
@@ -289,7 +289,7 @@ def _steps(extents: Sequence[str]) -> list[str]:
 def _emit_copy(writer: SourceWriter, target: str, source: str, count: str) -> None:
     """``y[target:target + count] = x[source:source + count]`` with unsigned indices: Numba
     emits no negative-index wraparound for them, so LLVM turns the loop into vector copies
-    (1.3-1.6x faster than slices of the arrays, measured on W7's rows)."""
+    (faster than slices of the arrays; see ``bench/README.md``)."""
     writer.line(f"into = np.uintp({target})")
     writer.line(f"fro = np.uintp({source})")
     with writer.block(f"for t in range(np.uintp({count})):"):

@@ -100,8 +100,8 @@ _FLOAT64: np.dtype[np.generic] = np.dtype(np.float64)
 _ROWS = 4
 
 # Accumulation precision: float32 / complex64 sums run in float64 (complex128 for the closed
-# forms of a Fill). A kron gradient entry sums |b| (or |a|) products, 3e4 of them in the W6
-# workload, where float32 accumulation would lose about 3 digits; products of float32 values
+# forms of a Fill). A kron gradient entry sums |b| (or |a|) products, 3e4 of them for a b
+# of shape (300, 100), where float32 accumulation would lose about 3 digits; products of float32 values
 # are exact in float64, and the conversion costs nothing on the memory-bound path (the
 # cotangent is still read in its own dtype, only the accumulators are wide).
 _WIDENED = {

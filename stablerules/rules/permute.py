@@ -8,8 +8,8 @@ inverse permutation, ``dy`` reshaped to ``x``'s shape. A ``Fill`` cotangent is a
 So no kernel is ever compiled: ``precompile`` validates the signature, ``explain`` has nothing
 to print, and the same code serves NumPy and CuPy arrays (the namespace is the input's).
 
-Decisions where SPEC is silent
-------------------------------
+Decisions
+---------
 - The result is NumPy's: a view of ``x`` (``reshape``: a view when NumPy's is, else a copy).
 - ``permute_dims``/``transpose`` accept negative axes, as NumPy does; ``transpose(x)``
   reverses the axes. ``reshape``'s shape is ``Val(tuple)`` or ``Val(int)`` (a 1-D shape); as in

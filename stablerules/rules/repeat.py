@@ -170,7 +170,7 @@ class _Nest:
         then reads its part of each copy after the other and adds into its ``dx`` range that
         many times. Fused, the kernel runs the input loop outermost and each innermost run sum
         adds the same run of every copy (``step0`` apart): one pass over ``dx``, the copies
-        read as concurrent streams (W3's pullback: ~300 -> ~260 us with 2 threads). Only for
+        read as concurrent streams (faster with 2 threads; see ``bench/README.md``). Only for
         at most ``_FUSED_OUTER`` copies, runs up to ``_UNROLL_LIMIT`` and no summed copies
         before the block (``copies_level``, which already sums adjacent copies elementwise)."""
         items = self.items
@@ -357,7 +357,7 @@ class _NestWriter:
     Outer loops carry flat offsets; the innermost input loop (with the count after it, if
     any) works on slices of both arrays indexed from 0 by its loop variable. Such indices
     are provably non-negative, so Numba emits no negative-index wraparound and LLVM
-    vectorizes the loop (the run sums with gathers): about 1.6x faster than flat indexing.
+    vectorizes the loop (the run sums with gathers), which flat indexing does not.
     """
 
     def __init__(self, nest: _Nest, dtype: str, pullback: bool) -> None:
