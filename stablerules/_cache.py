@@ -403,6 +403,7 @@ class KernelCache:
         self.dynamic_arguments = 0
         self.fallbacks = 0
         self.plan_hits = 0
+        self._dependents: list[Callable[[], None]] = []
         self._paid_numba_start_up = False
 
     @property
@@ -498,7 +499,14 @@ class KernelCache:
             plan_hits=self.plan_hits,
         )
 
+    def register_dependent(self, clear: Callable[[], None]) -> None:
+        """Have this cache's ``clear`` also call ``clear`` (state built on its kernels). A table
+        of the package registers with ``_memo`` instead, which also counts what it holds."""
+        self._dependents.append(clear)
+
     def clear(self, disk: bool = False) -> None:
+        for clear_dependent in self._dependents:
+            clear_dependent()
         with self._guard:
             self._entries.clear()
             self._by_module.clear()
