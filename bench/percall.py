@@ -168,6 +168,9 @@ def goals(rows: list[PerCallRow]) -> list[dict[str, object]]:
             "unit": "fraction",
             "value": row.rrule_s / row.goal_s,
             "passed": row.passed,
+            "kind": "percall",
+            "workload": None,
+            "against": row.op,
         }
         for row in rows
     ]

@@ -7,8 +7,12 @@ forward are timed (medians) in this one process: stablerules, the best NumPy for
 and, when installed, JAX's jitted vjp, PyTorch autograd (CPU) and HIPS autograd. A ratio is
 ``peer_time / stablerules_time`` (above 1: stablerules is faster), shown beside the issue's
 goal. A read-the-cotangent-once bandwidth bound is measured on the same cotangent. Then the
-compile-cache figures (``cache_report.py``). Results: a table on stdout, ``results.json`` and
-``results.png`` in ``--out`` (default ``bench/results/``).
+compile-cache figures (``cache_report.py``). With PyTorch installed, the ``stablerules.torch``
+rows (``engines_torch.py``); with ``--engines``, the ``stablerules.jax`` / ``.autograd`` rows
+(``engines.py``). Results: tables on stdout, ``results.json`` and ``results.png`` in ``--out``
+(default ``bench/results/``). Every verdict printed is a goal in the JSON and counted in the
+summary; the figure is drawn from the JSON (:func:`draw`), every goal in its own row, and
+``bench/readme_table.py`` makes the README's results section from the same JSON.
 
 A workload whose op fails (not implemented yet, or wrong) shows "error: ..." in its row; the
 run goes on and exits 0. Every result is checked against NumPy before it is timed.
@@ -24,18 +28,20 @@ import platform
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from cache_report import BENCH_DIR, CACHE_STEPS, CacheReport, prepare_main_process, print_report, run_cache_report
 from timing import Budget, Timing, format_seconds, measure, table
 
 if TYPE_CHECKING:  # imported for real inside main(), after prepare_main_process()
+    from matplotlib.axes import Axes
+    from engines import EngineCase, EngineRow
     from matplotlib.figure import Figure
     from peers import Peer
     from workloads import Array, ReferencePullback, Workload
@@ -451,59 +457,134 @@ def inputs_text(result: WorkloadResult) -> str:
     return f"{shapes} {result.dtype} -> dy {tuple(result.dy_shape)} ({_bytes(result.dy_bytes)})"
 
 
-def collect_goals(results: list[WorkloadResult], cache: CacheReport) -> list[dict[str, object]]:
+def ratio_goal_name(workload: str, against: str, reference: str) -> str:
+    """The name of a pullback ratio goal, the same in the JSON, the figure and the summary."""
+    return f"{workload} pullback vs {against}" + (f" ({reference})" if against == "numpy" else "")
+
+
+def torch_goal_name(row: object) -> str:
+    """A ``stablerules.torch`` row's goal name (``engines_torch.TorchRow``)."""
+    threads = int(getattr(row, "threads"))
+    return (
+        f"torch {getattr(row, 'id')} {getattr(row, 'engine')} ({threads} thread{'' if threads == 1 else 's'})"
+        " vs torch's own ops"
+    )
+
+
+def engine_goal_name(row: object) -> str:
+    """An engine adapter row's goal name (``engines.EngineRow``)."""
+    return f"{getattr(row, 'engine')} {getattr(row, 'name')} vs {getattr(row, 'engine')}'s own composition"
+
+
+def collect_goals(
+    results: list[WorkloadResult],
+    cache: CacheReport,
+    torch_rows: Sequence[object] = (),
+    engine_rows: Sequence[object] = (),
+) -> list[dict[str, object]]:
     """Every goal from the issues with its measured value and verdict (None: not measured).
 
     ``target`` is the goal's number, ``comparison`` how ``value`` must relate to it (">=" or
     "<="), and ``unit`` what both are in: "ratio" (the other's time / stablerules' time),
-    "fraction" (of a bound or of the cotangent's bytes, named in ``name``), "seconds" or
-    "kernels".
+    "fraction" (of a bound, of the cotangent's bytes, or of the tangents that are lazy, named
+    in ``name``), "seconds" or "kernels". ``kind`` says which figure row draws it ("ratio",
+    "bandwidth", "memory", "lazy", "cache", "sweep", "torch", "engine"), ``workload`` and
+    ``against`` (the peer, for "ratio") where it belongs. Every printed verdict (pass / MISS,
+    the torch rows' and the engine rows' too) is one of these goals, so the summary counts
+    every MISS the run prints.
     """
     goals: list[dict[str, object]] = []
 
-    def add(name: str, text: str, target: float, comparison: str, unit: str, value: float | None, passed: bool | None) -> None:
+    def add(
+        name: str, text: str, target: float, comparison: str, unit: str, value: float | None, passed: bool | None,
+        kind: str, workload: str | None = None, against: str | None = None,
+    ) -> None:
         goals.append({
             "name": name, "goal": text, "target": target, "comparison": comparison, "unit": unit,
-            "value": value, "passed": passed,
+            "value": None if value is None else float(value), "passed": passed, "kind": kind,
+            "workload": workload, "against": against,
         })
 
     for result in results:
         for name, comparison in result.pullback.ratios.items():
             if comparison.goal is not None:
-                reference = f" ({result.reference})" if name == "numpy" else ""
                 add(
-                    f"{result.id} pullback vs {name}{reference}",
+                    ratio_goal_name(result.id, name, result.reference),
                     f">= {comparison.goal:g} ({ratio_goal_text(comparison.goal)})",
-                    comparison.goal, ">=", "ratio", comparison.ratio, comparison.passed,
+                    comparison.goal, ">=", "ratio", comparison.ratio, comparison.passed, "ratio", result.id, name,
                 )
         if result.bandwidth is not None and result.bandwidth.goal is not None:
             add(
                 f"{result.id} pullback bandwidth / read-once bound", f">= {result.bandwidth.goal:g}",
                 result.bandwidth.goal, ">=", "fraction", result.bandwidth.fraction, result.bandwidth.passed,
+                "bandwidth", result.id,
             )
         if result.lazy is not None:
             add(
-                f"{result.id} pullback of a Fill cotangent is a Fill (O(1))", "a Fill",
-                1, "==", "boolean", result.lazy, result.lazy,
+                f"{result.id} pullback of a Fill cotangent is a Fill (O(1)): fraction of lazy tangents", ">= 1",
+                1.0, ">=", "fraction", 1.0 if result.lazy else 0.0, result.lazy, "lazy", result.id,
             )
         if result.memory is not None and result.memory.goal is not None:
             add(
                 f"{result.id} pullback peak extra memory / cotangent bytes", f"<= {result.memory.goal:g}",
                 result.memory.goal, "<=", "fraction", result.memory.fraction_of_dy, result.memory.passed,
+                "memory", result.id,
             )
     for key, figure in cache.figures.items():
         if figure.goal_s is not None:
             add(
                 f"cache {key}",
                 f"<= {format_seconds(figure.goal_s)}" + (" with 0 compiles" if key.startswith(("warm", "fresh")) else ""),
-                figure.goal_s, "<=", "seconds", figure.seconds, figure.passed,
+                figure.goal_s, "<=", "seconds", figure.seconds, figure.passed, "cache", against=key,
             )
     for sweep in cache.sweep:
         add(
             f"cache sweep {sweep.op}: kernels after the first extent", "0", 0, "<=", "kernels",
-            sweep.kernels_after_first if sweep.status == "ok" else None, sweep.passed,
+            sweep.kernels_after_first if sweep.status == "ok" else None, sweep.passed, "sweep", against=sweep.op,
+        )
+    for row in torch_rows:
+        goal = float(getattr(row, "goal"))
+        measured = getattr(row, "error") is None and not getattr(row, "tiny")
+        add(
+            torch_goal_name(row), f">= {goal:g} (>= {goal:g}x the speed of torch's own ops)" if goal >= 1
+            else f">= {goal:g} (at most {1 / goal:.2g}x the time of torch's own op)",
+            goal, ">=", "ratio", getattr(row, "ratio") if measured else None, getattr(row, "passed"), "torch",
+            against=str(getattr(row, "id")),
+        )
+    for row in engine_rows:
+        if getattr(row, "goal") is None:
+            continue
+        goal = float(getattr(row, "goal"))
+        higher = bool(getattr(row, "higher_is_ours"))
+        target = goal if higher else 1 / goal  # a ceiling on ours/native is a floor on native/ours
+        text = f">= {goal:g} (>= {goal:g}x faster)" if higher else f">= {target:.3g} (ours at most {goal:g}x the native time)"
+        add(
+            engine_goal_name(row), text, target, ">=", "ratio", getattr(row, "ratio"), getattr(row, "passed"), "engine",
+            against=str(getattr(row, "name")),
         )
     return goals
+
+
+def summarize(goals: list[dict[str, object]], results: list[WorkloadResult]) -> dict[str, object]:
+    """The counts of the JSON's ``summary``, and the names of the goals missed."""
+    return {
+        "passed": sum(1 for goal in goals if goal["passed"] is True),
+        "missed": sum(1 for goal in goals if goal["passed"] is False),
+        "not_measured": sum(1 for goal in goals if goal["passed"] is None),
+        "missed_goals": [str(goal["name"]) for goal in goals if goal["passed"] is False],
+        "errors": sorted(result.id for result in results if result.status != "ok"),
+    }
+
+
+def summary_text(summary: dict[str, object]) -> str:
+    """The summary as printed: the counts, then every missed goal by name."""
+    errors = cast(list[str], summary["errors"])
+    missed = cast(list[str], summary["missed_goals"])
+    text = (
+        f"Goals: {summary['passed']} passed, {summary['missed']} missed, {summary['not_measured']} not measured"
+        + (f"; workloads with errors: {', '.join(errors)}" if errors else "")
+    )
+    return text + "".join(f"\n  missed: {name}" for name in missed)
 
 
 def _cell(measurement: Measurement | None, comparison: Comparison | None) -> str:
@@ -597,111 +678,304 @@ def _ratio_text(ratio: float) -> str:
     return f"{ratio:.2g}x" if ratio < 10 else f"{ratio:.0f}x"
 
 
-def plot(path: Path, results: list[WorkloadResult], cache: CacheReport, title: str, labels: dict[str, str]) -> None:
-    """Draw the figure (:func:`draw`) and save it as a PNG."""
-    import matplotlib.pyplot as plt
-
-    figure = draw(results, cache, title, labels)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-
-
-def draw(results: list[WorkloadResult], cache: CacheReport, title: str, labels: dict[str, str]) -> Figure:
-    """Two panels: the pullback's speed against each implementation that ran (log axis, value
-    on each bar, the issue's goal as a tick with its verdict), and the compile-cache times.
-    Colours: one per implementation in the top panel; green / red / gray mean goal met /
-    missed / no goal everywhere (goal verdict texts, cache bars)."""
+def plot(path: Path, document: dict[str, object]) -> None:
+    """Draw the figure of a results document (:func:`draw`) and save it as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = draw(document)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+@dataclass
+class _Row:
+    """One row of a figure panel: a label on the left, a bar (or none), and a text on the
+    right (the value and, for a goal, its verdict), named by the goal's name (``gid``)."""
+
+    label: str
+    value: float | None = None
+    color: str = "tab:gray"
+    text: str = ""
+    text_color: str = "black"
+    goal_at: float | None = None
+    gid: str | None = None
+    header: bool = False
+
+
+def _verdict_color(passed: object, none: str = "dimgray") -> str:
+    """Green for a goal met, red for one missed, ``none`` for no verdict."""
+    return PASS_COLOR if passed is True else MISS_COLOR if passed is False else none
+
+
+def _goal_words(goal: dict[str, object]) -> str:
+    """``goal >= 8x: pass``: the goal as its row draws it, and the verdict."""
+    target = float(cast(float, goal["target"]))
+    unit, comparison = goal["unit"], str(goal["comparison"]).replace(">=", "\u2265").replace("<=", "\u2264")
+    if unit == "ratio":
+        words = f"goal {comparison} {_ratio_text(target)}"
+        if target < 1:
+            words += f", ours \u2264 {1 / target:.2g}x their time"
+    elif unit == "seconds":
+        words = f"goal {comparison} {format_seconds(target)}"
+    else:
+        words = f"goal {comparison} {target:g}"
+    return f"{words}: {verdict(cast('bool | None', goal['passed']))}"
+
+
+def _mapping(value: object) -> dict[str, object]:
+    return cast(dict[str, object], value) if isinstance(value, dict) else {}
+
+
+def _workload_rows(document: dict[str, object], goals: list[dict[str, object]], drawn: set[str]) -> list[_Row]:
+    """The pullback panel: per workload a header row, a row per implementation that ran
+    (bar: their time / ours), and a row for each goal of another unit (bandwidth, memory,
+    a lazy result)."""
+    labels = cast(dict[str, str], _mapping(document["meta"]).get("labels", {}))
+    workloads = _mapping(document["workloads"])
+    shown = [
+        name for name in COMPARED
+        if any(_mapping(_mapping(_mapping(_mapping(w).get("pullback")).get("times")).get(name)).get("status") == "ok"
+               for w in workloads.values())
+    ]
+    rows: list[_Row] = []
+    for key, record in workloads.items():
+        workload = _mapping(record)
+        shapes = " & ".join(str(tuple(shape)) for shape in cast(list[list[int]], workload["shapes"]))
+        header = f"{key}  {workload['call']}  {shapes} {workload['dtype']} \u2192 dy {tuple(cast(list[int], workload['dy_shape']))}"
+        ok = workload.get("status") == "ok"
+        rows.append(_Row(header, header=True, text="" if ok else "stablerules: error", text_color=MISS_COLOR))
+        pullback = _mapping(workload["pullback"])
+        times, ratios = _mapping(pullback["times"]), _mapping(pullback["ratios"])
+        goal_peers = {g["against"] for g in goals if g["kind"] == "ratio" and g["workload"] == key}
+        for name in (name for name in COMPARED if name in shown or name in goal_peers):
+            measurement, comparison = _mapping(times.get(name)), _mapping(ratios.get(name))
+            label = f"vs {labels.get(name, name)}"
+            if name == "numpy":
+                label += f": {workload['reference']}"
+            ratio = comparison.get("ratio")
+            goal = next((g for g in goals if g["kind"] == "ratio" and g["workload"] == key and g["against"] == name), None)
+            row = _Row(label, color=color_of(name))
+            if isinstance(ratio, float):
+                row.value, row.text = ratio, _ratio_text(ratio)
+            else:
+                row.text = str(measurement.get("status", "not run"))
+                row.text_color = "dimgray"
+            if goal is not None:
+                row.goal_at = float(cast(float, goal["target"]))
+                row.text += ("  \u00b7  " if row.text else "") + _goal_words(goal)
+                row.text_color, row.gid = _verdict_color(goal["passed"]), str(goal["name"])
+                drawn.add(row.gid)
+            rows.append(row)
+        for goal in goals:
+            if goal["workload"] == key and goal["kind"] != "ratio":
+                what = {
+                    "bandwidth": "pullback GB/s, as a fraction of a read-once bound",
+                    "memory": "pullback peak extra memory, as a fraction of dy",
+                    "lazy": "a Fill cotangent's tangents that are lazy (Fill)",
+                }[str(goal["kind"])]
+                value = goal["value"]
+                shown_value = "-" if value is None else f"{float(cast(float, value)):.2g}"
+                rows.append(_Row(
+                    what, text=f"{shown_value}  \u00b7  {_goal_words(goal)}", text_color=_verdict_color(goal["passed"]),
+                    gid=str(goal["name"]),
+                ))
+                drawn.add(str(goal["name"]))
+    return rows
+
+
+def _engine_rows(document: dict[str, object], goals: list[dict[str, object]], drawn: set[str]) -> list[_Row]:
+    """The adapters panel: ``stablerules.torch`` / ``.jax`` / ``.autograd`` against the
+    engine's own ops (bar: native time / ours)."""
+    rows: list[_Row] = []
+    by_name = {str(goal["name"]): goal for goal in goals}
+    for record in cast(list[dict[str, object]], document.get("torch", [])):
+        threads = int(cast(int, record["threads"]))
+        row = _Row(
+            f"torch {record['engine']}, {threads} thread{'' if threads == 1 else 's'}: {record['description']}",
+            color=color_of("torch"),
+        )
+        name = torch_goal_name(_Record(record))
+        _fill_engine_row(row, record, by_name.get(name), drawn)
+        rows.append(row)
+    for record in cast(list[dict[str, object]], document.get("engines", [])):
+        row = _Row(f"{record['engine']}: {record['name']}", color=color_of(str(record["engine"])))
+        _fill_engine_row(row, record, by_name.get(engine_goal_name(_Record(record))), drawn)
+        rows.append(row)
+    return rows
+
+
+class _Record:
+    """Attribute access to a JSON row, for the goal-name functions."""
+
+    def __init__(self, record: dict[str, object]) -> None:
+        self.__dict__.update(record)
+
+
+def _fill_engine_row(row: _Row, record: dict[str, object], goal: dict[str, object] | None, drawn: set[str]) -> None:
+    ratio = record.get("ratio")
+    if record.get("error"):
+        row.text, row.text_color = str(record["error"]), MISS_COLOR
+        return
+    if isinstance(ratio, (int, float)):
+        row.value, row.text = float(ratio), _ratio_text(float(ratio))
+    if goal is None:
+        return
+    row.goal_at = float(cast(float, goal["target"]))
+    if goal["passed"] is None and record.get("tiny"):
+        row.text += f"  \u00b7  goal \u2265 {_ratio_text(row.goal_at)}: tiny sizes, not measured"
+        row.text_color = "dimgray"
+    else:
+        row.text += f"  \u00b7  {_goal_words(goal)}"
+        row.text_color = _verdict_color(goal["passed"])
+    row.gid = str(goal["name"])
+    drawn.add(row.gid)
+
+
+def _cache_rows(document: dict[str, object], goals: list[dict[str, object]], drawn: set[str]) -> list[_Row]:
+    """The compile-cache panel: seconds to a first result and of a warm call (bar), and the
+    extent sweeps (kernels compiled after the first extent: text only)."""
+    cache = _mapping(document["cache"])
+    rows: list[_Row] = []
+    for key, record in _mapping(cache.get("figures")).items():
+        figure = _mapping(record)
+        goal = next((g for g in goals if g["kind"] == "cache" and g["against"] == key), None)
+        seconds = figure.get("seconds")
+        row = _Row(str(figure["label"]))
+        if isinstance(seconds, float):
+            row.value, row.text = seconds, format_seconds(seconds)
+            row.color = _verdict_color(figure.get("passed"), NO_GOAL_COLOR)
+        else:
+            row.text, row.text_color = str(figure.get("detail") or figure.get("status")), MISS_COLOR
+        if goal is not None:
+            row.goal_at = float(cast(float, goal["target"]))
+            row.text += f"  \u00b7  {_goal_words(goal)}"
+            row.text_color, row.gid = _verdict_color(goal["passed"]), str(goal["name"])
+            drawn.add(row.gid)
+        rows.append(row)
+    for goal in goals:
+        if goal["kind"] == "sweep":
+            value = goal["value"]
+            rows.append(_Row(
+                f"{goal['against']}: kernels compiled after the first of 8 leading extents",
+                text=f"{'-' if value is None else f'{float(cast(float, value)):g}'}  \u00b7  {_goal_words(goal)}",
+                text_color=_verdict_color(goal["passed"]), gid=str(goal["name"]),
+            ))
+            drawn.add(str(goal["name"]))
+    return rows
+
+
+def _percall_rows(document: dict[str, object], goals: list[dict[str, object]], drawn: set[str]) -> list[_Row]:
+    """The per-call panel: each op's steady ``rrule`` on small arrays as a fraction of its
+    goal (twice the forward alone plus 2 us; left of 1 meets it)."""
+    rows: list[_Row] = []
+    by_op = {str(goal["against"]): goal for goal in goals if goal["kind"] == "percall"}
+    for record in cast(list[dict[str, object]], document.get("percall", [])):
+        op = str(record["op"])
+        rrule_s, forward_s = float(cast(float, record["rrule_s"])), float(cast(float, record["forward_s"]))
+        row = _Row(f"{op}: rrule {rrule_s * 1e6:.2f} us, forward alone {forward_s * 1e6:.2f} us", color=NO_GOAL_COLOR)
+        goal = by_op.get(op)
+        if goal is not None and goal["value"] is not None:
+            row.value = float(cast(float, goal["value"]))
+            row.goal_at = float(cast(float, goal["target"]))
+            row.text = f"{row.value:.2f}  \u00b7  {_goal_words(goal)}"
+            row.text_color, row.gid = _verdict_color(goal["passed"]), str(goal["name"])
+            row.color = _verdict_color(goal["passed"], NO_GOAL_COLOR)
+            drawn.add(row.gid)
+        rows.append(row)
+    return rows
+
+
+def _draw_panel(bars: Axes, notes: Axes, rows: list[_Row], title: str, xlabel: str, reference: float | None) -> None:
+    """Horizontal bars (log axis) with one label per row on the left and each row's value and
+    verdict in the notes column on the right: nothing is written over a bar or another text."""
+    positions = list(range(len(rows)))
+    for y, row in zip(positions, rows):
+        if row.value is not None and row.value > 0:
+            bars.barh(y, row.value, height=0.7, color=row.color)
+        if row.goal_at is not None:
+            bars.plot([row.goal_at] * 2, [y - 0.45, y + 0.45], color="black", linewidth=2.5, solid_capstyle="butt")
+        if row.text:
+            text = notes.text(0.0, y, row.text, va="center", ha="left", fontsize=8.5, color=row.text_color,
+                              fontweight="bold" if row.gid else "normal")
+            if row.gid:
+                text.set_gid(row.gid)
+    values = [v for row in rows for v in (row.value, row.goal_at) if v is not None and v > 0]
+    low, high = (min(values), max(values)) if values else (0.5, 2.0)
+    if reference is not None:
+        low, high = min(low, reference), max(high, reference)
+        bars.axvline(reference, color="gray", linewidth=0.8, linestyle="--")
+    bars.set_xscale("log")
+    bars.set_xlim(low / 2, high * 2)
+    bars.set_ylim(len(rows) - 0.5, -0.5)
+    bars.set_yticks(positions, [row.label for row in rows], fontsize=8.5)
+    for tick, row in zip(bars.get_yticklabels(), rows):
+        if row.header:
+            tick.set_fontweight("bold")
+    bars.set_xlabel(xlabel, fontsize=9)
+    bars.set_title(title, fontsize=11, loc="left")
+    bars.grid(axis="x", color="0.9", linewidth=0.6)
+    bars.set_axisbelow(True)
+    notes.set_xlim(0, 1)
+    notes.axis("off")
+
+
+def draw(document: dict[str, object]) -> Figure:
+    """The figure of a results document (``results.json``): three panels of horizontal bars,
+    the pullback's speed against each implementation that ran (their time / ours, per
+    workload), the engine adapters against each engine's own ops, and the compile cache's
+    times. Every goal is drawn in its own row (a black tick at the goal, against that row's
+    peer) and named, with its verdict, in the column on the right; a row label is one line.
+    Colours: one per implementation in the bars; green / red mean goal met / missed (the
+    verdicts, and the cache's bars), gray no goal. Every goal of the document is drawn (an
+    ``AssertionError`` otherwise)."""
     import matplotlib.pyplot as plt
     from matplotlib.artist import Artist
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    shown = [name for name in COMPARED if ran(results, name)]
-    figure, (top, bottom) = plt.subplots(
-        2, 1, figsize=(14, 12), gridspec_kw={"height_ratios": [3, 2]}, layout="constrained"
+    goals = cast(list[dict[str, object]], document["goals"])
+    drawn: set[str] = set()
+    panels = [
+        (_workload_rows(document, goals, drawn), "Pullback speed: how many times faster stablerules' pullback is than each implementation (medians, same run)",
+         "their time / stablerules' time (log scale; right of the dashed line at 1: stablerules is faster)", 1.0),
+        (_engine_rows(document, goals, drawn), "Inside the engines: stablerules' ops through stablerules.torch / .jax / .autograd, against each engine's own ops",
+         "the engine's own time / ours (log scale; right of 1: ours is faster)", 1.0),
+        (_percall_rows(document, goals, drawn), "Per call: a steady rrule of each op on small arrays, as a fraction of its goal (2x the forward alone + 2 us)",
+         "rrule time / goal (log scale; left of the dashed line at 1: the goal is met)", 1.0),
+        (_cache_rows(document, goals, drawn), "Compile cache: time to a first result (fresh processes) and of a warm call",
+         "seconds (log scale)", None),
+    ]
+    missing = {str(goal["name"]) for goal in goals} - drawn
+    assert not missing, f"goals not drawn: {sorted(missing)}"
+    if not panels[1][0]:
+        panels[1] = ([_Row("not measured: PyTorch not installed, and no --engines run for JAX / HIPS autograd")], *panels[1][1:])
+    heights = [len(rows) + 3 for rows, *_ in panels]
+    figure = plt.figure(figsize=(18, 0.25 * sum(heights) + 1.5), layout="constrained")
+    grid = figure.add_gridspec(len(panels), 2, height_ratios=heights, width_ratios=[2.0, 1])
+    labels = cast(dict[str, str], _mapping(document["meta"]).get("labels", {}))
+    for index, (rows, title, xlabel, reference) in enumerate(panels):
+        bars = figure.add_subplot(grid[index, 0])
+        notes = figure.add_subplot(grid[index, 1], sharey=bars)
+        _draw_panel(bars, notes, rows, title, xlabel, reference)
+    shown = {row.color for rows, *_ in panels[:2] for row in rows if row.value is not None}
+    handles: list[Artist] = [
+        Patch(color=color_of(name), label=labels.get(name, name)) for name in COMPARED if color_of(name) in shown
+    ]
+    handles += [
+        Line2D([], [], color="black", linewidth=2.5, label="goal of that row"),
+        Patch(color=PASS_COLOR, label="goal met"), Patch(color=MISS_COLOR, label="goal missed"),
+        Patch(color=NO_GOAL_COLOR, label="no goal"),
+    ]
+    figure.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=9, frameon=False)
+    summary = _mapping(document["summary"])
+    figure.suptitle(
+        f"{document['title']}\nGoals: {summary.get('passed')} passed, {summary.get('missed')} missed, "
+        f"{summary.get('not_measured')} not measured (every verdict is a row on the right)",
+        fontsize=10,
     )
-    width = min(0.8 / max(len(shown), 1), 0.3)
-    values: list[float] = []
-    for index, result in enumerate(results):
-        for offset, name in enumerate(shown):
-            x = index + width * (offset - (len(shown) - 1) / 2)
-            comparison = result.pullback.ratios.get(name)
-            ratio = comparison.ratio if comparison else None
-            if ratio is not None:
-                top.bar(x, ratio, width * 0.9, color=color_of(name))
-                top.text(x, ratio, _ratio_text(ratio), ha="center", va="bottom", fontsize=8, fontweight="bold")
-                values.append(ratio)
-            if comparison is not None and comparison.goal is not None and ratio is not None:
-                top.plot([x - width / 2, x + width / 2], [comparison.goal] * 2, color="black", linewidth=2.5)
-                words = f"goal {_ratio_text(comparison.goal)}" if comparison.goal >= 1 else f"goal: within {1 / comparison.goal:g}x"
-                top.text(
-                    x, comparison.goal * 0.97, f"{words}: {verdict(comparison.passed)}", ha="center", va="top",
-                    fontsize=7, fontweight="bold", color=PASS_COLOR if comparison.passed else MISS_COLOR,
-                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1},
-                )
-                values.append(comparison.goal)
-        if result.status != "ok":
-            top.text(index, 1.0, "stablerules: error", ha="center", va="bottom", color=MISS_COLOR, rotation=90)
-    top.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
-    top.set_yscale("log")
-    low, high = (min(values), max(values)) if values else (1.0, 1.0)
-    top.set_ylim(min(low, 0.5) / 3, max(high, 2.0) * 3)
-    top.set_xlim(-0.6, len(results) - 0.4)
-    top.set_xticks(
-        range(len(results)),
-        [
-            f"{r.id}: {textwrap.fill(r.call, 32)}\n" + inputs_text(r).replace(" -> ", "\n")
-            + f"\nNumPy: {textwrap.fill(r.reference, 32)}"
-            for r in results
-        ],
-        fontsize=7.5,
-    )
-    top.set_ylabel("their time / stablerules' time (log scale)\nabove 1: stablerules is faster")
-    top.set_title("Pullback (reverse-mode) speed of stablerules against each implementation, medians", fontsize=11)
-    handles: list[Artist] = [Patch(color=color_of(name), label=labels[name]) for name in shown]
-    handles.append(Line2D([], [], color="black", linewidth=2.5, label="goal from the issues (text: green met, red missed)"))
-    top.legend(handles=handles, fontsize=8, loc="upper left")
-    missing = [labels[name] for name in COMPARED if name not in shown]
-    if missing:
-        top.text(
-            0.99, 0.98, "not installed or skipped: " + ", ".join(missing), transform=top.transAxes,
-            ha="right", va="top", fontsize=8, color="dimgray",
-        )
-
-    names = list(cache.figures)
-    seconds = [cache.figures[name].seconds for name in names]
-    for row, name in enumerate(names):
-        item = cache.figures[name]
-        if item.seconds is not None:
-            color = {True: PASS_COLOR, False: MISS_COLOR, None: NO_GOAL_COLOR}[item.passed]
-            bottom.barh(row, item.seconds, color=color)
-            note = "" if item.goal_s is None else f"  (goal <= {format_seconds(item.goal_s)}: {verdict(item.passed)})"
-            bottom.text(
-                item.seconds * 1.15, row, format_seconds(item.seconds) + note, va="center", fontsize=8,
-                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1},
-            )
-        else:
-            bottom.text(1e-6, row, " " + (item.detail or item.status), va="center", fontsize=8, color=MISS_COLOR)
-        if item.goal_s is not None:
-            bottom.plot([item.goal_s] * 2, [row - 0.4, row + 0.4], color="black", linewidth=2.5)
-    bottom.set_xscale("log")
-    known = [s for s in seconds if s is not None] + [f.goal_s for f in cache.figures.values() if f.goal_s]
-    bottom.set_xlim(min(known + [1e-6]) / 3, max(known + [1.0]) * 30)
-    bottom.set_yticks(range(len(names)), [cache.figures[name].label for name in names], fontsize=8)
-    bottom.invert_yaxis()
-    bottom.set_xlabel("seconds (log scale)")
-    bottom.set_title("Compile cache: time to a first result, and a warm call (fresh processes)", fontsize=11)
-    bottom.legend(
-        handles=[
-            Patch(color=PASS_COLOR, label="goal met"), Patch(color=MISS_COLOR, label="goal missed"),
-            Patch(color=NO_GOAL_COLOR, label="no goal"), Line2D([], [], color="black", linewidth=2.5, label="goal"),
-        ],
-        fontsize=8, loc="lower right",
-    )
-    figure.suptitle(textwrap.fill(title, 160), fontsize=9)
     return figure
 
 
@@ -733,6 +1007,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="skip JAX, PyTorch and HIPS autograd")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes and few repeats (for the test)")
     parser.add_argument("--engines", action="store_true", help="add the stablerules.jax / stablerules.autograd rows (bench/engines.py)")
+    parser.add_argument("--indexing", action="store_true", help="add W10-W12, the indexing pullbacks (bench/indexing.py)")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results", help="output folder (default bench/results)")
     args = parser.parse_args(argv)
 
@@ -753,45 +1028,47 @@ def main(argv: list[str] | None = None) -> int:
         cache = run_cache_report(mode, peers["jax"], progress.step)
     finally:
         progress.close()
-    goals = collect_goals(results, cache)
     percall = import_module("percall")  # steady rrule + pullback of every op on small arrays
     percall_rows = percall.run_percall(mode)
-    goals += percall.goals(percall_rows)
-    # issue 16: stablerules.torch against torch's own ops (bench/engines_torch.py)
+    # stablerules.torch against torch's own ops (bench/engines_torch.py), and with --engines
+    # the stablerules.jax / stablerules.autograd rows (bench/engines.py): their goals are
+    # counted with the others
     torch_rows = import_module("engines_torch").run_torch_rows(mode) if peers["torch"].status == "ok" else []
+    engine_rows, engines_missing = run_engine_rows(budget) if args.engines else ([], [])
+    goals = collect_goals(results, cache, torch_rows, engine_rows) + percall.goals(percall_rows)
     info = machine()
     meta: dict[str, object] = {
         "schema": SCHEMA,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "stablerules": sr.__version__,
         "machine": info,
+        "load_average": load_average(),
         "peers": {name: (peer.version if peer.status == "ok" else peer.status) for name, peer in peers.items()},
+        "labels": labels,
         "mode": mode,
-        "args": {"quick": args.quick, "large": args.large, "no_peers": args.no_peers, "tiny": args.tiny},
+        "command": "python bench/run.py" + "".join(f" {arg}" for arg in (argv if argv is not None else sys.argv[1:])),
+        "args": {"quick": args.quick, "large": args.large, "no_peers": args.no_peers, "tiny": args.tiny, "engines": args.engines},
         "seconds": round(time.perf_counter() - started, 1),
     }
-    document = {
+    peer_text = ", ".join(f"{name} {peer.version if peer.status == 'ok' else peer.status}" for name, peer in peers.items())
+    title = (
+        f"stablerules {sr.__version__} · {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB · "
+        f"numpy {info['numpy']}, numba {info['numba']} · {peer_text} · {mode} mode · {meta['date']}"
+    )
+    document: dict[str, object] = {
         "meta": meta,
+        "title": title,
         "workloads": {result.id: compact(asdict(result)) for result in results},
         "cache": cache.as_json(),
-        "torch": [asdict(row) | {"passed": row.passed} for row in torch_rows],
+        "torch": [asdict(row) | {"threads": int(row.threads), "passed": row.passed} for row in torch_rows],
+        "engines": [asdict(row) for row in engine_rows],
         "percall": [asdict(row) for row in percall_rows],
         "goals": goals,
-        "summary": {
-            "passed": sum(1 for goal in goals if goal["passed"] is True),
-            "missed": sum(1 for goal in goals if goal["passed"] is False),
-            "not_measured": sum(1 for goal in goals if goal["passed"] is None),
-            "errors": sorted(result.id for result in results if result.status != "ok"),
-        },
+        "summary": summarize(goals, results),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
-    peer_text = ", ".join(f"{name} {peer.version if peer.status == 'ok' else peer.status}" for name, peer in peers.items())
-    title = (
-        f"stablerules {sr.__version__} · {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB · "
-        f"numpy {info['numpy']}, numba {info['numba']} · {peer_text} · {mode} mode"
-    )
     print(title)
     print("\nWorkloads:\n")
     print(workload_legend(results))
@@ -804,26 +1081,52 @@ def main(argv: list[str] | None = None) -> int:
         print(import_module("engines_torch").torch_table(torch_rows))
     print("\nPer call, small arrays, steady state (medians, same run):\n")
     print(percall.table(percall_rows))
-    print("\nCompile cache (fresh processes, throwaway cache dirs):\n")
-    print_report(cache)
-    summary = document["summary"]
-    assert isinstance(summary, dict)
-    print(
-        f"\nGoals: {summary['passed']} passed, {summary['missed']} missed, {summary['not_measured']} not measured"
-        + (f"; workloads with errors: {', '.join(summary['errors'])}" if summary["errors"] else "")
-    )
     if args.engines:
-        from engines import engine_report
+        from engines import render
 
         print("\nEngine adapters, ours vs the engine's own composition (medians of 3 rounds):\n")
-        print(engine_report(budget))
+        print(render(engine_rows) + "".join(f"\nnot run: {line}" for line in engines_missing))
+    if args.indexing:
+        from indexing import run as indexing_run
+
+        print("\nIndexing pullbacks W10-W12 (bench/indexing.py), medians of 3 same-run ratios:\n")
+        print(indexing_run(args.quick or args.tiny, 3, not args.no_peers))
+    print("\nCompile cache (fresh processes, throwaway cache dirs):\n")
+    print_report(cache)
+    print("\n" + summary_text(cast(dict[str, object], document["summary"])))
     try:
-        plot(args.out / "results.png", results, cache, title, labels)
+        plot(args.out / "results.png", document)
     except ImportError as error:
         print(f"no plot: {error} (pip install 'stablerules[bench]')", file=sys.stderr)
         return 1
     print(f"\nWrote {args.out / 'results.json'} and {args.out / 'results.png'} ({meta['seconds']} s)")
     return 0
+
+
+def run_engine_rows(budget: Budget) -> tuple[list[EngineRow], list[str]]:
+    """The ``stablerules.jax`` / ``stablerules.autograd`` rows (``engines.run_cases``), and
+    the engines that could not be imported."""
+    from engines import run_cases
+
+    cases: list[EngineCase] = []
+    missing: list[str] = []
+    for module_name in ("engines_jax", "engines_autograd"):
+        try:
+            module = import_module(module_name)
+        except ImportError as error:
+            missing.append(f"{module_name}: {error}")
+            continue
+        cases.extend(module.cases())
+    return run_cases(cases, budget), missing
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages when the run ended (None where unknown): how busy
+    the machine was besides this run."""
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except OSError:
+        return None
 
 
 if __name__ == "__main__":

@@ -51,6 +51,12 @@ if _TYPE_CHECKING:  # the ops, imported on first use at run time (``__getattr__`
     from .rules.concatenate import vstack as vstack
     from .rules.flip import flip as flip
     from .rules.flip import roll as roll
+    from .rules.indexing import StaticIndex as StaticIndex
+    from .rules.indexing import getindex as getindex
+    from .rules.indexing import index_add as index_add
+    from .rules.indexing import ix as ix
+    from .rules.indexing import take as take
+    from .rules.indexing import take_along_axis as take_along_axis
     from .rules.kron import kron as kron
     from .rules.permute import permute_dims as permute_dims
     from .rules.permute import reshape as reshape
@@ -71,6 +77,12 @@ _OPS = {
     "vstack": "concatenate",
     "flip": "flip",
     "roll": "flip",
+    "StaticIndex": "indexing",
+    "getindex": "indexing",
+    "index_add": "indexing",
+    "ix": "indexing",
+    "take": "indexing",
+    "take_along_axis": "indexing",
     "kron": "kron",
     "permute_dims": "permute",
     "reshape": "permute",
@@ -91,6 +103,7 @@ __all__ = [
     "Pullback",
     "RecompileError",
     "ShapeSignature",
+    "StaticIndex",
     "Tangent",
     "Thunk",
     "Val",
@@ -104,7 +117,10 @@ __all__ = [
     "explain",
     "flip",
     "frule",
+    "getindex",
     "hstack",
+    "index_add",
+    "ix",
     "kron",
     "materialize",
     "mean",
@@ -123,6 +139,8 @@ __all__ = [
     "split",
     "stack",
     "sum",
+    "take",
+    "take_along_axis",
     "tile",
     "transpose",
     "unthunk",

@@ -52,6 +52,9 @@ class AdaptedOp:
     name: str
     kind: Kind
     constant: tuple[int, str] | None = None  # an affine op's constant: (position, keyword)
+    # The pullback reads data arguments (take's indices), so the op keeps them (its rrule
+    # ``saves_primals``) and a pullback built without a forward gets arrays, not ArraySpecs.
+    reads_data: bool = False
 
 
 OPS: tuple[AdaptedOp, ...] = (
@@ -73,6 +76,11 @@ OPS: tuple[AdaptedOp, ...] = (
     AdaptedOp("mean", "linear"),
     AdaptedOp("pad", "linear", constant=(2, "constant_values")),
     AdaptedOp("split", "linear"),
+    # The indexing family: linear in x (and index_add's values); the indices are static data.
+    AdaptedOp("getindex", "linear"),
+    AdaptedOp("take", "linear", reads_data=True),
+    AdaptedOp("take_along_axis", "linear", reads_data=True),
+    AdaptedOp("index_add", "linear", reads_data=True),
 )
 
 

@@ -180,7 +180,8 @@ def check_dtype(dtype: np.dtype[np.generic], name: str) -> None:
     """``TypeError`` naming the argument for dtypes no rule handles (object, str, structured,
     datetime, float16...)."""
     # Non-native byte order is accepted: ``contiguous`` converts it (the kernels compute in
-    # native order and return native dtypes).
+    # native order; a forward result gets NumPy's dtype back, byte order included, and
+    # tangents are native).
     if dtype not in _SUPPORTED_DTYPES and dtype.newbyteorder("=") not in _SUPPORTED_DTYPES:
         raise TypeError(
             f"argument {name!r} has dtype {dtype}, which stablerules does not support; "
@@ -351,13 +352,15 @@ def host_memory_bytes() -> int:
     return max(int(total), 0)
 
 
-def checked_size(shape: Sequence[int], itemsize: int, what: str) -> int:
+def checked_size(shape: Sequence[int], itemsize: int, what: str, *, allocates: bool = True) -> int:
     """The element count of ``shape``, checked before anything is allocated or compiled.
 
     ``ValueError`` for more than NumPy's 64 axes or a byte size that overflows int64 (indices
     would wrap); ``MemoryError`` for a byte size above this machine's memory plus swap (with
     overcommit on, ``np.empty`` would succeed and the kernel's writes would bring in the OOM
-    killer instead).
+    killer instead). A view (``allocates=False``: ``broadcast_to``'s zero-strided result)
+    costs no memory, so only NumPy's own limits apply to it: 64 axes, and ``ValueError`` for a
+    byte size of 2**63 or more (NumPy's "array is too big").
     """
     if len(shape) > MAX_NDIM:
         raise ValueError(
@@ -366,6 +369,13 @@ def checked_size(shape: Sequence[int], itemsize: int, what: str) -> int:
         )
     size = math.prod(int(extent) for extent in shape)
     nbytes = size * max(itemsize, 1)
+    if not allocates:
+        if nbytes >= 2**63:
+            raise ValueError(
+                f"{what}: a view of shape {shape_text(shape)} ({size} elements of {itemsize} bytes) "
+                f"is too large for NumPy to describe"
+            )
+        return size
     if nbytes >= 2**62:
         raise ValueError(
             f"{what}: an array of shape {shape_text(shape)} ({size} elements of {itemsize} bytes) "

@@ -68,7 +68,9 @@ class _Call:
         """The pullback without a forward pass's stash, through ``sr.pullback`` (no primal
         computed): a linear op's from the leaves' shapes and dtypes alone (``ArraySpec``s: it
         reads no values), a multilinear op's at ``leaves``."""
-        if leaves is None:
+        if leaves is None and self.entry.reads_data:  # the op keeps its data: arrays, values unused
+            leaves = [np.zeros(shape, dtype) for shape, dtype in zip(self.shapes, self.dtypes)]
+        elif leaves is None:
             leaves = [ArraySpec(shape, dtype) for shape, dtype in zip(self.shapes, self.dtypes)]
         args, kwargs = self.structure.rebuild(leaves)
         return sr.pullback(self.op, *args, **kwargs)

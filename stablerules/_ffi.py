@@ -24,7 +24,8 @@ reads the version of the API that called it (``api->api_version``) and the call 
 API's own ``XLA_FFI_Error_Create``) without reading a buffer. ``stablerules.jax`` also checks
 the version of the installed headers before it registers any handler.
 
-Only ``stablerules.jax`` imports this module.
+Only the generated handler modules import this module (and they only when Numba compiles or
+loads them: a handler loaded from its object code needs neither this module nor Numba).
 """
 
 from __future__ import annotations
@@ -35,8 +36,11 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from llvmlite import ir
 
-API_MAJOR = 0
-API_MINOR = 3
+from ._jax import FFI_API_MAJOR, FFI_API_MINOR
+
+API_MAJOR = FFI_API_MAJOR
+API_MINOR = FFI_API_MINOR
+
 FRAME_WORDS = 22
 # XLA_FFI_CallFrame_STRUCT_SIZE: the header defines a struct's size through a named last field
 # (XLA_FFI_DEFINE_STRUCT_TRAITS(XLA_FFI_CallFrame, attrs)), so ``future`` is not counted.

@@ -16,7 +16,29 @@ Decisions:
   generated kernel on XLA's own buffers: no host callback, no copy, no Python on the call
   path. Handlers read extents from the buffers' dims at run time, so a handler serves every
   shape of its kernel's signature. They run our kernels in one call, on XLA's thread: the
-  NumPy path's thread split is not used inside XLA.
+  NumPy path's thread split is not used inside XLA. A handler's object code (its kernel
+  linked in) is kept in the disk cache like a kernel's, so a later process loads it without
+  starting Numba (``stablerules._objectcode``); its source names the kernel by a hash of the
+  kernel's source (:func:`_kernel_name`), and only a handler that Numba compiles loads it.
+- **Distributed modes.** Under ``jax.shard_map`` a primitive's result varies over the
+  manual mesh axes its inputs vary over (``check_vma``: a gradient's cotangent must match),
+  and operands of a two-operand kernel are first made to vary over the same axes
+  (``jax.lax.pcast``, as JAX's binary ops do; its transpose sums a replicated operand's
+  gradient over the shards): our kernels then run on each shard's buffers. Outside
+  ``shard_map``, a custom call has no partitioning rule: under a plain ``jit`` of sharded
+  inputs XLA gathers them first and every device computes the whole, replicated result
+  (correct; ``shard_map`` is the way to run per shard). On a mesh with explicit axes a
+  gradient is resharded to its primal's sharding (``jax.sharding.reshard``). No
+  ``custom_partitioning`` and no host callback: JAX's persistent compilation cache keeps
+  working.
+- **Eager calls** run a primitive as a one-op ``jax.jit`` computation per set of static
+  parameters (cached; emptied by ``clear_caches()``), as JAX's own primitives do.
+- **Errors** are ours, raised at trace time before XLA sees the call: every op is validated
+  by the NumPy op's own checks on an ``ArraySpec`` (shape and dtype, no data) and every
+  message starts with the op's name, then names the argument and the shapes. Dtypes are the
+  NumPy ops' (bool, integers, float32/64, complex64/128): bfloat16 and float16 inputs get
+  our ``TypeError``, also for the ops that are ``jnp``'s underneath, so an op accepts the
+  same inputs on either array type.
 - **Other platforms**: no lowering; a ``NotImplementedError`` names the op, the platform and
   the CPU alternative (``jax.device_put(x, jax.devices("cpu")[0])``). Nothing is copied to
   the host behind the user's back.
@@ -36,9 +58,10 @@ Decisions:
   (``lax.map``, one kernel call per element): a batched handler is not written. Complex and integer operands use ``jnp.kron``
   (a per-dtype choice, documented, not a fallback taken at run time).
 - **The concatenate family** (concatenate, stack, hstack, vstack, cat) is written with
-  ``jnp`` (``concatenate``, ``stack``, ``zeros().at[].set``): on NumPy arrays our pullback is
+  ``jnp`` (``concatenate``, ``stack``; ``cat``'s block-diagonal form as XLA pads of each
+  input and selects, which keep an input's sharding): on NumPy arrays our pullback is
   views of ``dy``, and in XLA concatenation and slicing are XLA's own fused ops, so a custom
-  call could only add a copy. Statics are ``Val`` as everywhere; errors are JAX's own.
+  call could only add a copy. Statics are ``Val`` as everywhere; errors are ours (above).
 - **The structure ops** (flip, roll, permute_dims, transpose, reshape, broadcast_to, sum,
   mean, pad, split) are written with ``jnp``/indexing as well, for the same reason: in XLA a
   view (reverse, transpose, reshape, slice), a broadcast, a reduction and a pad are XLA's own
@@ -73,34 +96,38 @@ and the plans' ``view``, ``indices`` (split), ``interior``/``out_shape`` (pad) a
 from __future__ import annotations
 
 import builtins
+import contextlib
 import ctypes
 import functools
 import hashlib
 import math
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn, TypeAlias
+from typing import Any, NoReturn, TypeAlias
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax._src import dispatch
-from jax.extend.core import Primitive
+# jax.extend.core.Primitive is this class (a test pins it); importing jax.extend costs a fresh
+# process ~45 ms (it imports jax.extend.pallas), more than the rest of this module.
+from jax._src.core import Primitive
 from jax.interpreters.mlir import ir
 from jax.interpreters import ad, batching, mlir
 
-from . import _ffi
-from ._arrays import ArraySpec
-from ._cache import CACHE, Kernel, KernelSource, ShapeSignature
+from ._arrays import ArraySpec, check_dtype
+from ._cache import CACHE, Kernel, KernelSource, ShapeSignature, source_hash
+from ._registry import KernelRequest
 from ._codegen import SourceWriter
 from ._val import Val
 from ._rule import Plan, RuleOp
 from ._views import ViewPlan
 from .rules import broadcast as _broadcast_rules
+from .rules import concatenate as _concatenate_rules
 from .rules import flip as _flip_rules
+from .rules import indexing as _indexing_rules
 from .rules import kron as _kron_rules
 from .rules import pad as _pad_rules
 from .rules import permute as _permute_rules
@@ -119,14 +146,38 @@ except ValueError:  # already registered (a reloaded module)
 
 
 # ---------------------------------------------------------------------------------------------
+# Errors: ours, naming the op
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _errors_named(op: str) -> Iterator[None]:
+    """Validation errors of ``op`` (our ``TypeError``/``ValueError``) start with the op's name:
+    a shared check (an argument's dtype, say) names only the argument and its shape."""
+    try:
+        yield
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        if message.startswith((f"{op}:", "stablerules")):
+            raise
+        raise type(error)(f"{op}: {message}") from None
+
+
+# ---------------------------------------------------------------------------------------------
 # The FFI API version and the registration of handlers with XLA
 # ---------------------------------------------------------------------------------------------
+
+
+# The XLA FFI API version our handlers read (``stablerules._ffi`` reads call frames of it).
+FFI_API_MAJOR = 0
+FFI_API_MINOR = 3
 
 
 class FFIVersionError(RuntimeError):
     """The installed jaxlib's XLA FFI API is not the version our handlers read (0.3)."""
 
 
+@functools.cache
 def installed_api_version() -> tuple[int, int]:
     """``(major, minor)`` of the XLA FFI API in the installed jaxlib, from its header."""
     header = Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h"
@@ -140,12 +191,12 @@ def installed_api_version() -> tuple[int, int]:
 def check_api_version(version: tuple[int, int] | None = None) -> None:
     """Refuse (``FFIVersionError``) an FFI API other than the one our handlers were written for."""
     major, minor = installed_api_version() if version is None else version
-    if (major, minor) != (_ffi.API_MAJOR, _ffi.API_MINOR):
+    if (major, minor) != (FFI_API_MAJOR, FFI_API_MINOR):
         raise FFIVersionError(
             f"stablerules.jax: the installed jaxlib {jax.__version__} has XLA FFI API version "
             f"{major}.{minor}; stablerules' handlers read call frames of version "
-            f"{_ffi.API_MAJOR}.{_ffi.API_MINOR} only, so no kernel is registered with it. Use "
-            f"a jax/jaxlib with FFI API {_ffi.API_MAJOR}.{_ffi.API_MINOR} (jax 0.10.x), or the "
+            f"{FFI_API_MAJOR}.{FFI_API_MINOR} only, so no kernel is registered with it. Use "
+            f"a jax/jaxlib with FFI API {FFI_API_MAJOR}.{FFI_API_MINOR} (jax 0.10.x), or the "
             f"NumPy ops (stablerules.repeat, ...) on host arrays"
         )
 
@@ -163,16 +214,30 @@ def _target(signature: ShapeSignature, render: Callable[[], KernelSource]) -> st
         with _REGISTER_LOCK:
             if name not in _REGISTERED:
                 check_api_version()
-                address = getattr(handler.function, "address")
+                address = getattr(handler.entry, "address")  # Numba's cfunc, or its object code
                 capsule = jax.ffi.pycapsule(ctypes.cast(address, _HANDLER_TYPE))
                 jax.ffi.register_ffi_target(name, capsule, platform="cpu", api_version=1)
                 _REGISTERED[name] = handler
     return name
 
 
-def kernel_function(module_name: str) -> object:
-    """The compiled kernel of module ``module_name`` (what a handler module calls)."""
-    return CACHE.by_module(module_name).function
+_KERNELS: dict[str, KernelRequest] = {}  # a kernel's name in handler sources -> its request
+
+
+def _kernel_name(request: KernelRequest) -> str:
+    """The name a handler's source gives the kernel it calls: a hash of the kernel's source
+    (so a changed kernel changes the handler's source, hence its cache key), found by
+    :func:`kernel_function`. The kernel is not loaded here: a handler loaded from its object
+    code has the kernel linked in, and only a handler that Numba compiles (or loads from
+    its own cache) looks it up."""
+    name = f"kernel_{source_hash(request.render())}"
+    _KERNELS.setdefault(name, request)
+    return name
+
+
+def kernel_function(name: str) -> object:
+    """The compiled kernel a handler's source names (what a handler module calls)."""
+    return _KERNELS[name].get().function
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,19 +246,19 @@ def kernel_function(module_name: str) -> object:
 
 
 def _handler_source(
-    signature: ShapeSignature, description: str, kernel: Kernel | None, body: SourceWriter
+    signature: ShapeSignature, description: str, kernel: str | None, body: SourceWriter
 ) -> KernelSource:
     """A module defining ``handler``, a ``@cfunc`` XLA FFI handler whose execute stage is
     ``body`` (which sees ``words``, the call frame, and ``KERNEL``, our kernel)."""
     message = (
         f"stablerules: the FFI handler for {signature.op} {signature.kind} reads XLA FFI API "
-        f"{_ffi.API_MAJOR}.{_ffi.API_MINOR} call frames; the calling XLA has another version"
+        f"{FFI_API_MAJOR}.{FFI_API_MINOR} call frames; the calling XLA has another version"
     )
     body_text = "".join("    " + line + "\n" if line else "\n" for line in body.text().splitlines())
     text = (
         f'"""stablerules XLA FFI handler: {description}\n\n'
         f"signature: {signature!r}\n"
-        f"kernel: {'none' if kernel is None else kernel.module_name}\n"
+        f"kernel: {'none' if kernel is None else kernel}\n"
         f"frame reader: stablerules._ffi {_FFI_SOURCE_HASH}\n"
         f'"""\n'
         f"import numpy as np\n"
@@ -203,7 +268,7 @@ def _handler_source(
         f"    data, dims, frame_words, result, size, version_error,\n"
         f")\n"
         f"from stablerules._jax import kernel_function\n\n"
-        f"{'' if kernel is None else f'KERNEL = kernel_function({kernel.module_name!r})'}\n"
+        f"{'' if kernel is None else f'KERNEL = kernel_function({kernel!r})'}\n"
         f"MESSAGE = np.frombuffer({(message + chr(0)).encode()!r}, np.uint8)\n\n\n"
         f"@cfunc(HANDLER_SIGNATURE, cache={{CACHE}})\n"
         f"def handler(frame):\n"
@@ -223,7 +288,9 @@ def _handler_source(
 
 # Numba's cache does not see changes to functions that a cached function inlines from another
 # module: the hash of _ffi.py is part of every handler's source, hence of its cache key.
-_FFI_SOURCE_HASH = hashlib.sha256(Path(_ffi.__file__).read_bytes()).hexdigest()[:16]
+# (Read from the file: importing stablerules._ffi would start Numba, which a process whose
+# handlers all come from the disk cache never needs.)
+_FFI_SOURCE_HASH = hashlib.sha256(Path(__file__).with_name("_ffi.py").read_bytes()).hexdigest()[:16]
 
 
 def _view(name: str, buffer: str, dtype: np.dtype[np.generic]) -> str:
@@ -258,7 +325,8 @@ def _repeat_form(op: str, x_shape: tuple[int, ...], dtype: np.dtype[np.generic],
     spec = ArraySpec(x_shape, dtype)
     plan: object
     if op == "tile":
-        plan = _repeat_rules.tile.plan(*_repeat_rules.tile.bind(spec, args[0]))
+        with _errors_named("tile"):
+            plan = _repeat_rules.tile.plan(*_repeat_rules.tile.bind(spec, args[0]))
     else:
         repeats = args[0]
         if repeats is not None and not isinstance(repeats, (Val, int)):
@@ -267,7 +335,8 @@ def _repeat_form(op: str, x_shape: tuple[int, ...], dtype: np.dtype[np.generic],
                 "array is data that sets the output's shape, which jit cannot trace (use "
                 "jnp.repeat(x, counts, axis, total_repeat_length=...) for that)"
             )
-        plan = _repeat_rules.repeat.plan(*_repeat_rules.repeat.bind(spec, *args[:2], inner=args[2], outer=args[3]))
+        with _errors_named("repeat"):
+            plan = _repeat_rules.repeat.plan(*_repeat_rules.repeat.bind(spec, *args[:2], inner=args[2], outer=args[3]))
     assert isinstance(plan, _repeat_rules.NestPlan)  # static counts always plan a nest
     layout = plan.nest.layout
     shape = tuple(math.prod(x_shape[axis] for axis in axes) for axes in layout.axes)
@@ -281,7 +350,7 @@ class _NestKernel:
     a count is 0 (empty output, zero gradient); ``accumulates``: the pullback adds into a
     zeroed ``dx``."""
 
-    kernel: Kernel | None
+    kernel: str | None
     groups: tuple[tuple[int, ...], ...]
     accumulates: bool
 
@@ -289,7 +358,7 @@ class _NestKernel:
 def _repeat_kernel(inner: tuple[int, ...], outer: tuple[int, ...], dtype: np.dtype[np.generic], kind: str) -> _NestKernel:
     layout = _repeat_rules._julia_layout(len(inner), inner, outer)
     nest = _repeat_rules._nest(layout)
-    kernel = None if nest.empty else _repeat_rules._nest_request(nest, dtype, kind, "cpu").get()
+    kernel = None if nest.empty else _kernel_name(_repeat_rules._nest_request(nest, dtype, kind, "cpu"))
     return _NestKernel(kernel, nest.groups, nest.accumulates)
 
 
@@ -335,14 +404,14 @@ class _KronKernels:
     (``da``/``db`` float64 accumulators, added into), both over ``blocks`` = ``A0 * B0``
     (``A0`` when ``n == 1``) block ranges."""
 
-    forward: Kernel
-    pullback: Kernel
+    forward: str
+    pullback: str
 
 
 def _kron_kernels(a_ndim: int, b_ndim: int, dtype: np.dtype[np.generic]) -> _KronKernels:
     layout = _kron_rules._layout((1,) * a_ndim, dtype, (1,) * b_ndim, dtype)
     return _KronKernels(
-        _kron_rules._product_request(layout).get(), _kron_rules._pullback_request(layout).get()
+        _kernel_name(_kron_rules._product_request(layout)), _kernel_name(_kron_rules._pullback_request(layout))
     )
 
 
@@ -427,8 +496,18 @@ def _unsupported_platform(name: str) -> mlir.LoweringRule:
 def _primitive(name: str, multiple_results: bool = False) -> Primitive:
     primitive = Primitive(f"stablerules_{name}")
     primitive.multiple_results = multiple_results
-    # Eager calls run the primitive as a one-op jit computation, as JAX's own primitives do.
-    primitive.def_impl(functools.partial(dispatch.apply_primitive, primitive))
+
+    # Eager calls run the primitive as a one-op jit computation, as JAX's own primitives do
+    # (there through a private dispatch helper; here through jax.jit, as fast per call).
+    @functools.cache
+    def computation(params: tuple[tuple[str, object], ...]) -> Callable[..., object]:
+        return jax.jit(functools.partial(primitive.bind, **dict(params)))
+
+    def eager(*args: object, **params: object) -> object:
+        return computation(tuple(params.items()))(*args)
+
+    CACHE.register_dependent(computation.cache_clear)
+    primitive.def_impl(eager)
     mlir.register_lowering(primitive, _unsupported_platform(name.removesuffix("_pullback").removesuffix("_tangent")))
     return primitive
 
@@ -456,8 +535,55 @@ def _undefined_aval(value: object) -> jax.core.ShapedArray:
     return aval
 
 
-def _shaped(shape: Sequence[int], dtype: np.dtype[np.generic]) -> jax.core.ShapedArray:
-    return jax.core.ShapedArray(tuple(shape), dtype)
+def _shaped(name: str, shape: Sequence[int], dtype: np.dtype[np.generic], *inputs: jax.core.ShapedArray) -> jax.core.ShapedArray:
+    """The abstract value of a result of primitive ``name``: ``shape`` and ``dtype``, replicated
+    over the mesh in context (a kernel sees whole arrays or, under ``shard_map``, one shard),
+    and varying over the manual mesh axes its inputs vary over (``shard_map``'s ``check_vma``:
+    a result that dropped them would not match its cotangent). :func:`_bind` gives every
+    input the same axes."""
+    varying = {aval.manual_axis_type.varying for aval in inputs}
+    if len(varying) > 1:
+        raise ValueError(
+            f"stablerules.jax: the inputs of {name} vary over different manual mesh axes "
+            f"{sorted(sorted(map(str, axes)) for axes in varying)}"
+        )
+    first = inputs[0]
+    sharding = jax.sharding.NamedSharding(first.sharding.mesh, jax.sharding.PartitionSpec(*([None] * len(shape))))
+    return jax.core.ShapedArray(tuple(shape), dtype, sharding=sharding, manual_axis_type=first.manual_axis_type)
+
+
+def _bind(primitive: Primitive, *args: object) -> Any:
+    """``primitive.bind(*args)`` with every argument varying over the manual mesh axes any of
+    them varies over (``jax.lax.pcast(..., to="varying")``, as JAX's own binary ops do under
+    ``shard_map``): the transpose of that cast sums a replicated operand's gradient over the
+    shards."""
+    varying = [jax.typeof(arg).manual_axis_type.varying for arg in args]
+    union = frozenset().union(*varying)
+    if any(axes != union for axes in varying):
+        args = tuple(
+            arg if axes == union else jax.lax.pcast(arg, tuple(union - axes), to="varying")
+            for arg, axes in zip(args, varying)
+        )
+    return primitive.bind(*args)
+
+
+def _cotangent_sharded_as_primal(rule: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
+    """A transpose rule whose cotangents are sharded as their primals are on a mesh with
+    explicit axes (``jax.sharding.reshard``). Our results are replicated (:func:`_shaped`);
+    JAX checks that a cotangent has its primal's type, sharding included."""
+
+    def transpose(ct: object, *primals: object, **params: object) -> list[Any]:
+        results = rule(ct, *primals, **params)
+        for index, (result, primal) in enumerate(zip(results, primals)):
+            if result is None or type(result) is ad.Zero or not ad.is_undefined_primal(primal):
+                continue
+            target = _undefined_aval(primal).sharding
+            explicit = jax.sharding.AxisType.Explicit in getattr(target.mesh, "axis_types", ())
+            if explicit and jax.typeof(result).sharding.spec != target.spec:
+                results[index] = jax.sharding.reshard(result, target.spec)
+        return results
+
+    return transpose
 
 
 # ---------------------------------------------------------------------------------------------
@@ -473,9 +599,11 @@ def _repeat_out_shape(shape: tuple[int, ...], inner: tuple[int, ...], outer: tup
 
 
 repeat_p.def_abstract_eval(
-    lambda x, *, inner, outer: _shaped(_repeat_out_shape(x.shape, inner, outer), x.dtype)
+    lambda x, *, inner, outer: _shaped("repeat", _repeat_out_shape(x.shape, inner, outer), x.dtype, x)
 )
-repeat_pullback_p.def_abstract_eval(lambda dy, *, inner, outer, x_shape: _shaped(x_shape, dy.dtype))
+repeat_pullback_p.def_abstract_eval(
+    lambda dy, *, inner, outer, x_shape: _shaped("repeat pullback", x_shape, dy.dtype, dy)
+)
 
 
 def _repeat_lowering_target(kind: str) -> Callable[..., str]:
@@ -500,8 +628,8 @@ def _repeat_pullback_transpose(
     return [repeat_p.bind(ct, inner=inner, outer=outer)]
 
 
-ad.deflinear2(repeat_p, _repeat_transpose)
-ad.deflinear2(repeat_pullback_p, _repeat_pullback_transpose)
+ad.deflinear2(repeat_p, _cotangent_sharded_as_primal(_repeat_transpose))
+ad.deflinear2(repeat_pullback_p, _cotangent_sharded_as_primal(_repeat_pullback_transpose))
 
 
 def _repeat_batch(args: Sequence[Array], dims: Sequence[int | None], *, inner: tuple[int, ...], outer: tuple[int, ...]) -> tuple[Array, int]:
@@ -524,8 +652,10 @@ batching.primitive_batchers[repeat_pullback_p] = _repeat_pullback_batch
 
 
 def _repeat_call(op: str, x: object, *args: object) -> Array:
+    with _errors_named(op):
+        spec = _array_spec(x, "x")
     array = jnp.asarray(x)
-    form = _repeat_form(op, tuple(array.shape), np.dtype(array.dtype), *args)
+    form = _repeat_form(op, spec.shape, spec.dtype, *args)
     result: Array = repeat_p.bind(jnp.reshape(array, form.shape), inner=form.inner, outer=form.outer)
     return jnp.reshape(result, form.out_shape)
 
@@ -565,9 +695,13 @@ def _kron_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[int
     return tuple(p * q for p, q in zip(a_padded, b_padded))
 
 
-kron_p.def_abstract_eval(lambda a, b: _shaped(_kron_shape(a.shape, b.shape), a.dtype))
-kron_tangent_p.def_abstract_eval(lambda ta, tb, a, b: _shaped(_kron_shape(a.shape, b.shape), a.dtype))
-kron_pullback_p.def_abstract_eval(lambda dy, a, b: [_shaped(a.shape, a.dtype), _shaped(b.shape, b.dtype)])
+kron_p.def_abstract_eval(lambda a, b: _shaped("kron", _kron_shape(a.shape, b.shape), a.dtype, a, b))
+kron_tangent_p.def_abstract_eval(
+    lambda ta, tb, a, b: _shaped("kron tangent", _kron_shape(a.shape, b.shape), a.dtype, ta, tb, a, b)
+)
+kron_pullback_p.def_abstract_eval(
+    lambda dy, a, b: [_shaped("kron pullback", v.shape, v.dtype, dy, a, b) for v in (a, b)]
+)
 
 
 def _kron_lowering_target(kind: str) -> Callable[..., str]:
@@ -583,7 +717,7 @@ mlir.register_lowering(kron_p, _ffi_lowering(_kron_lowering_target("forward")), 
 mlir.register_lowering(kron_pullback_p, _ffi_lowering(_kron_lowering_target("pullback")), platform="cpu")
 mlir.register_lowering(
     kron_tangent_p,
-    mlir.lower_fun(lambda ta, tb, a, b: kron_p.bind(ta, b) + kron_p.bind(a, tb), multiple_results=False),
+    mlir.lower_fun(lambda ta, tb, a, b: _bind(kron_p, ta, b) + _bind(kron_p, a, tb), multiple_results=False),
     platform="cpu",
 )
 
@@ -600,12 +734,12 @@ def _zeros_like_aval(value: object) -> Array:
 def _kron_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[Array, Array]:
     a, b = primals
     ta, tb = tangents
-    y = kron_p.bind(a, b)
+    y = _bind(kron_p, a, b)
     if type(ta) is ad.Zero:
-        return y, kron_p.bind(a, tb)
+        return y, _bind(kron_p, a, tb)
     if type(tb) is ad.Zero:
-        return y, kron_p.bind(ta, b)
-    return y, kron_tangent_p.bind(ta, tb, a, b)
+        return y, _bind(kron_p, ta, b)
+    return y, _bind(kron_tangent_p, ta, tb, a, b)
 
 
 def _kron_transpose(ct: object, a: object, b: object) -> list[object]:
@@ -613,8 +747,8 @@ def _kron_transpose(ct: object, a: object, b: object) -> list[object]:
     if type(ct) is ad.Zero:
         return [ad.Zero(_undefined_aval(v)) if ad.is_undefined_primal(v) else None for v in (a, b)]
     if ad.is_undefined_primal(a):
-        return [kron_pullback_p.bind(ct, _zeros_like_aval(a), b)[0], None]
-    return [None, kron_pullback_p.bind(ct, a, _zeros_like_aval(b))[1]]
+        return [_bind(kron_pullback_p, ct, _zeros_like_aval(a), b)[0], None]
+    return [None, _bind(kron_pullback_p, ct, a, _zeros_like_aval(b))[1]]
 
 
 def _instantiate(value: object, like: object) -> Array:
@@ -626,8 +760,8 @@ def _instantiate(value: object, like: object) -> Array:
 def _kron_tangent_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[Array, Array]:
     ta, tb, a, b = primals
     dta, dtb, da, db = (_instantiate(t, p) for t, p in zip(tangents, primals))
-    y = kron_tangent_p.bind(ta, tb, a, b)
-    return y, kron_tangent_p.bind(dta, dtb, a, b) + kron_tangent_p.bind(ta, tb, da, db)
+    y = _bind(kron_tangent_p, ta, tb, a, b)
+    return y, _bind(kron_tangent_p, dta, dtb, a, b) + _bind(kron_tangent_p, ta, tb, da, db)
 
 
 def _kron_tangent_transpose(ct: object, ta: object, tb: object, a: object, b: object) -> list[object]:
@@ -637,35 +771,35 @@ def _kron_tangent_transpose(ct: object, ta: object, tb: object, a: object, b: ob
     if type(ct) is ad.Zero:
         return [ad.Zero(_undefined_aval(v)) if ad.is_undefined_primal(v) else None for v in (ta, tb, a, b)]
     if tangents_undefined:
-        da, db = kron_pullback_p.bind(ct, a, b)
+        da, db = _bind(kron_pullback_p, ct, a, b)
         return [da if ad.is_undefined_primal(ta) else None, db if ad.is_undefined_primal(tb) else None, None, None]
-    da, db = kron_pullback_p.bind(ct, ta, tb)
+    da, db = _bind(kron_pullback_p, ct, ta, tb)
     return [None, None, da if ad.is_undefined_primal(a) else None, db if ad.is_undefined_primal(b) else None]
 
 
 def _kron_pullback_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[list[Array], list[Array]]:
     dy, a, b = primals
     tdy, ta, tb = (_instantiate(t, p) for t, p in zip(tangents, primals))
-    da, db = kron_pullback_p.bind(dy, a, b)
-    first = kron_pullback_p.bind(tdy, a, b)
-    second = kron_pullback_p.bind(dy, ta, tb)
+    da, db = _bind(kron_pullback_p, dy, a, b)
+    first = _bind(kron_pullback_p, tdy, a, b)
+    second = _bind(kron_pullback_p, dy, ta, tb)
     return [da, db], [first[0] + second[0], first[1] + second[1]]
 
 
 def _kron_pullback_transpose(cts: Sequence[object], dy: object, a: object, b: object) -> list[object]:
     ha, hb = (_instantiate(ct, v) for ct, v in zip(cts, (a, b)))
     if ad.is_undefined_primal(dy):
-        return [kron_tangent_p.bind(ha, hb, a, b), None, None]
-    da_bar, db_bar = kron_pullback_p.bind(dy, ha, hb)
+        return [_bind(kron_tangent_p, ha, hb, a, b), None, None]
+    da_bar, db_bar = _bind(kron_pullback_p, dy, ha, hb)
     return [None, da_bar if ad.is_undefined_primal(a) else None, db_bar if ad.is_undefined_primal(b) else None]
 
 
 ad.primitive_jvps[kron_p] = _kron_jvp
-ad.primitive_transposes[kron_p] = _kron_transpose
+ad.primitive_transposes[kron_p] = _cotangent_sharded_as_primal(_kron_transpose)
 ad.primitive_jvps[kron_tangent_p] = _kron_tangent_jvp
-ad.primitive_transposes[kron_tangent_p] = _kron_tangent_transpose
+ad.primitive_transposes[kron_tangent_p] = _cotangent_sharded_as_primal(_kron_tangent_transpose)
 ad.primitive_jvps[kron_pullback_p] = _kron_pullback_jvp
-ad.primitive_transposes[kron_pullback_p] = _kron_pullback_transpose
+ad.primitive_transposes[kron_pullback_p] = _cotangent_sharded_as_primal(_kron_pullback_transpose)
 
 
 def _sequential_batch(primitive: Primitive) -> Callable[..., tuple[object, object]]:
@@ -695,14 +829,14 @@ def _batched_kron(a: Array, a_dim: int | None, b: Array, b_dim: int | None) -> t
     gets a leading axis of 1, and ``kron(a(N, ...), b(1, ...))[n] = kron(a[n], b)``. With both
     batched it is an XLA loop over the batch (one kernel call per element)."""
     if a_dim is None and b_dim is None:
-        return kron_p.bind(a, b), None
+        return _bind(kron_p, a, b), None
     if a_dim is not None and b_dim is not None:
         pairs = (jnp.moveaxis(a, a_dim, 0), jnp.moveaxis(b, b_dim, 0))
-        return jax.lax.map(lambda ab: kron_p.bind(*ab), pairs), 0
+        return jax.lax.map(lambda ab: _bind(kron_p, *ab), pairs), 0
     a = a if a_dim is None else jnp.moveaxis(a, a_dim, 0)
     b = b if b_dim is None else jnp.moveaxis(b, b_dim, 0)
     rank = max(a.ndim - (a_dim is not None), b.ndim - (b_dim is not None))
-    return kron_p.bind(_padded_item(a, a_dim is not None, rank), _padded_item(b, b_dim is not None, rank)), 0
+    return _bind(kron_p, _padded_item(a, a_dim is not None, rank), _padded_item(b, b_dim is not None, rank)), 0
 
 
 def _kron_batch(args: Sequence[Array], dims: Sequence[int | None]) -> tuple[Array, int | None]:
@@ -734,11 +868,14 @@ def kron(a: Array, b: Array) -> Array:
 
     float32/float64 operands (promoted to one dtype) run our forward and fused pullback
     kernels inside XLA; complex and integer operands use ``jnp.kron``."""
+    with _errors_named("kron"):
+        for operand, name in ((a, "a"), (b, "b")):
+            check_dtype(_array_spec(operand, name).dtype, name)
     a_array, b_array = jnp.asarray(a), jnp.asarray(b)
     dtype = np.dtype(jnp.result_type(a_array, b_array))
     if dtype not in _KERNEL_DTYPES or max(a_array.ndim, b_array.ndim) > _kron_rules._MAX_AXES:
         return jnp.kron(a_array, b_array)
-    result: Array = kron_p.bind(a_array.astype(dtype), b_array.astype(dtype))
+    result: Array = _bind(kron_p, a_array.astype(dtype), b_array.astype(dtype))
     return result
 
 
@@ -747,38 +884,48 @@ def kron(a: Array, b: Array) -> Array:
 # ---------------------------------------------------------------------------------------------
 
 
-def _axis(value: object, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, Val):
-        inner = value.value
-        if not isinstance(inner, int):
-            raise TypeError(f"{name} must be Val(int) or None, got {value!r}")
-        return inner
-    if isinstance(value, int) and not isinstance(value, bool):
-        CACHE.note_dynamic_argument(name, value)
-        return value
-    raise TypeError(f"{name} must be Val(int) or None, got {type(value).__name__}")
+def _spec(value: object) -> object:
+    """What validation sees of an input: a ``jax.Array`` (or tracer) or NumPy array as an
+    ``ArraySpec`` of its shape and dtype; a Python scalar as itself (weak, as NumPy's);
+    anything else as itself, for the op's checks to name."""
+    if isinstance(value, (jax.Array, np.ndarray, np.generic)):
+        return ArraySpec(tuple(value.shape), np.dtype(value.dtype))
+    return value
+
+
+def _sequence_plan(op: RuleOp, arrays: object, *statics: object) -> Plan:
+    """Validate a call of a sequence-taking op (concatenate, stack, hstack, vstack) by the
+    NumPy op's own checks, on ``ArraySpec``s: its ``TypeError``/``ValueError`` (the op, the
+    argument and the shapes), before ``jnp`` sees the call."""
+    specs = [_spec(a) for a in arrays] if isinstance(arrays, (list, tuple)) else arrays
+    with _errors_named(op.name):
+        return op.plan(*op.bind(specs, *statics))
 
 
 def concatenate(arrays: Sequence[Array], axis: Val[int] | int | None = Val(0)) -> Array:
     """``np.concatenate`` on JAX arrays (``axis``: ``Val(int)`` or ``None``), as ``jnp.concatenate``."""
-    return jnp.concatenate([jnp.asarray(a) for a in arrays], axis=_axis(axis, "concatenate: axis"))
+    plan = _sequence_plan(_concatenate_rules.concatenate, arrays, axis)
+    flat = getattr(plan, "flatten")
+    return jnp.concatenate([jnp.asarray(a) for a in arrays], axis=None if flat else getattr(plan, "forward_axis"))
 
 
 def stack(arrays: Sequence[Array], axis: Val[int] | int = Val(0)) -> Array:
     """``np.stack`` on JAX arrays (``axis``: ``Val(int)``)."""
-    index = _axis(axis, "stack: axis")
-    return jnp.stack([jnp.asarray(a) for a in arrays], axis=0 if index is None else index)
+    _sequence_plan(_concatenate_rules.stack, arrays, axis)
+    index = _static_value(axis)
+    assert isinstance(index, int)
+    return jnp.stack([jnp.asarray(a) for a in arrays], axis=index)
 
 
 def hstack(arrays: Sequence[Array]) -> Array:
     """``np.hstack`` on JAX arrays."""
+    _sequence_plan(_concatenate_rules.hstack, arrays)
     return jnp.hstack([jnp.asarray(a) for a in arrays])
 
 
 def vstack(arrays: Sequence[Array]) -> Array:
     """``np.vstack`` on JAX arrays."""
+    _sequence_plan(_concatenate_rules.vstack, arrays)
     return jnp.vstack([jnp.asarray(a) for a in arrays])
 
 
@@ -792,8 +939,8 @@ def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]]) -> Array:
     axes = (value,) if isinstance(value, int) else tuple(value)
     if not arrays:
         raise ValueError("cat: needs at least one array")
-    if any(axis < 0 for axis in axes):
-        raise ValueError(f"cat: dims={value} must be non-negative (0-based axes)")
+    with _errors_named("cat"):
+        _concatenate_rules.cat.plan(*_concatenate_rules.cat.bind(*(_spec(a) for a in arrays), dims=dims))
     parts = [jnp.asarray(a) for a in arrays]
     ndim = max(max(p.ndim for p in parts), max(axes) + 1)
     parts = [jnp.reshape(p, p.shape + (1,) * (ndim - p.ndim)) for p in parts]
@@ -812,15 +959,26 @@ def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]]) -> Array:
                 f"which is not in dims={value}"
             )
         shape.append(extents.pop())
-    out = jnp.zeros(tuple(shape), dtype)
+    # Each input padded with zeros to the result's extent (XLA's pad: exact, and sharded as
+    # the input is along the axes it leaves alone), its block selected by a constant mask:
+    # a zeros array updated in place would be replicated, which JAX refuses to combine
+    # with an input sharded over a mesh with explicit axes.
+    out: Array | None = None
     offsets = [0] * ndim
     for p in parts:
-        index = tuple(
-            slice(offsets[axis], offsets[axis] + p.shape[axis]) if axis in axes else slice(None) for axis in range(ndim)
-        )
-        out = out.at[index].set(p.astype(dtype))
+        widths = [
+            (offsets[axis], shape[axis] - offsets[axis] - p.shape[axis], 0) if axis in axes else (0, 0, 0)
+            for axis in range(ndim)
+        ]
+        padded = jax.lax.pad(p.astype(dtype), jnp.zeros((), dtype), widths)
+        if out is None:
+            out = padded
+        else:
+            block = jax.lax.pad(np.ones(p.shape, bool), np.zeros((), bool), widths)
+            out = jnp.where(block, padded, out)
         for axis in axes:
             offsets[axis] += p.shape[axis]
+    assert out is not None
     return out
 
 
@@ -829,13 +987,26 @@ def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]]) -> Array:
 # ---------------------------------------------------------------------------------------------
 
 
+def _array_spec(value: object, name: str) -> ArraySpec:
+    """An input array's shape and dtype (a tracer's too), or our ``TypeError`` naming the
+    argument when ``jnp`` cannot read it as an array."""
+    if not isinstance(value, (jax.Array, np.ndarray, np.generic)):
+        try:
+            value = jnp.asarray(value)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"argument {name!r} must be an array (a jax.Array, or what jnp.asarray reads as one), "
+                f"got {type(value).__name__}"
+            ) from None
+    return ArraySpec(tuple(getattr(value, "shape")), np.dtype(getattr(value, "dtype")))
+
+
 def _structure_plan(op: RuleOp, x: object, *args: object, **kwargs: object) -> Plan:
     """Validate a call of ``op`` by its own checks, on an ``ArraySpec`` of ``x`` (no data),
     and return the plan: our ``TypeError``/``ValueError``, before XLA sees the op."""
-    array = jnp.asarray(x)
-    spec = ArraySpec(tuple(array.shape), np.dtype(array.dtype))
-    arrays, statics = op.bind(spec, *args, **kwargs)
-    return op.plan(arrays, statics)
+    with _errors_named(op.name):
+        arrays, statics = op.bind(_array_spec(x, "x"), *args, **kwargs)
+        return op.plan(arrays, statics)
 
 
 def _static_value(value: object) -> object:
@@ -939,3 +1110,77 @@ def split(
     assert isinstance(plan, _pad_rules.SplitPlan)
     array = jnp.asarray(x)
     return tuple(array[index] for index in plan.indices)
+
+
+# --- the indexing family ------------------------------------------------------------------------
+# XLA's own gather and scatter-add (jnp.take, jnp.take_along_axis, .at[].add), validated by our
+# plans on ArraySpecs: JAX's gather transposes to a scatter-add that XLA runs deterministically
+# on the CPU, and an FFI kernel for it would not run under vmap or on sharded inputs without
+# more work. Indices known on the host (NumPy arrays, concrete jax arrays) are range-checked
+# as our ops check them (an IndexError naming the index); traced indices cannot be: negative
+# ones wrap, and one out of range gives JAX's fill (NaN for a gather, a dropped update for
+# index_add), JAX's own modes "fill" and "drop".
+
+
+_Input: TypeAlias = "Array | np.ndarray[tuple[int, ...], np.dtype[np.generic]]"
+"""A JAX array, or a NumPy one (data known on the host: indices are range-checked)."""
+
+
+def _spec(value: object) -> ArraySpec:
+    array = value if isinstance(value, (jax.Array, np.ndarray)) else np.asarray(value)
+    return ArraySpec(tuple(array.shape), np.dtype(array.dtype))
+
+
+def _indexing_plan(op: RuleOp, arrays: tuple[object, ...], *statics: object, **kwargs: object) -> Plan:
+    """Our checks on specs of the arrays (no data), then the range check where the indices
+    are known."""
+    bound_arrays, bound_statics = op.bind(*(_spec(a) for a in arrays), *statics, **kwargs)
+    plan = op.plan(bound_arrays, bound_statics)
+    if len(arrays) > 1 and not isinstance(arrays[1], jax.core.Tracer):
+        plan.save(tuple(np.asarray(a) if i == 1 else s for i, (a, s) in enumerate(zip(arrays, bound_arrays))))
+    return plan
+
+
+def getindex(x: _Input, index: object) -> Array:
+    """``stablerules.getindex`` (``x[index]`` for ``sr.ix[...]``) on JAX arrays: XLA's slice."""
+    plan = _structure_plan(_indexing_rules.getindex, x, index)
+    assert isinstance(plan, _indexing_rules.GetindexPlan)
+    result: Array = jnp.asarray(x)[plan.view_index]
+    return result
+
+
+def take(
+    x: _Input,
+    indices: _Input,
+    axis: Val[int] | None = None,
+    *,
+    unique: Val[bool] = Val(False),
+    sorted: Val[bool] = Val(False),  # noqa: A002 - the op's name for it
+    deterministic: Val[bool] = Val(True),
+) -> Array:
+    """``stablerules.take`` (``np.take``) on JAX arrays: XLA's gather (its transpose a scatter-add)."""
+    plan = _indexing_plan(_indexing_rules.take, (x, indices), axis, unique=unique, sorted=sorted, deterministic=deterministic)
+    assert isinstance(plan, _indexing_rules.TakePlan)
+    return jnp.take(jnp.asarray(x), jnp.asarray(indices), axis=plan.axis, mode="fill")
+
+
+def take_along_axis(x: _Input, indices: _Input, axis: Val[int] | None) -> Array:
+    """``stablerules.take_along_axis`` on JAX arrays: XLA's gather."""
+    plan = _indexing_plan(_indexing_rules.take_along_axis, (x, indices), axis)
+    assert isinstance(plan, _indexing_rules.TakeAlongAxisPlan)
+    array = jnp.asarray(x)
+    if plan.axis is None:
+        array = jnp.reshape(array, (-1,))
+    index = jnp.asarray(indices)
+    index = jnp.where(index < 0, index + plan.n, index)
+    return jnp.take_along_axis(array, index, axis=0 if plan.axis is None else plan.axis, mode="fill")
+
+
+def index_add(x: _Input, indices: _Input, values: _Input, axis: Val[int] = Val(0)) -> Array:
+    """``stablerules.index_add`` on JAX arrays: ``x.at[..., indices, ...].add(values)``, XLA's
+    scatter-add."""
+    plan = _indexing_plan(_indexing_rules.index_add, (x, indices, values), axis)
+    assert isinstance(plan, _indexing_rules.IndexAddPlan)
+    where = (slice(None),) * plan.axis + (jnp.asarray(indices),)
+    array = jnp.asarray(x)
+    return array.at[where].add(jnp.asarray(values).astype(array.dtype), mode="drop")

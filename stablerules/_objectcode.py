@@ -30,6 +30,8 @@ Decisions:
   deleted with one warning and the kernel comes from Numba, which writes it again.
 - Only what Numba's own cached load would reproduce exactly is stored: object code, no
   object mode, no lifted loops, no re-run initializers, environments without constants.
+  A C callback (``@cfunc``: the JAX adapter's XLA FFI handlers) is stored the same way and
+  loads as a :class:`CFunction`, whose ``address`` is the callback's, as Numba's.
   Anything else (CUDA kernels, a non-ELF object) keeps no file and always loads through Numba.
 - ``STABLERULES_DIRECT_LOAD=0`` turns the loader off (no file read or written); so do
   ``NUMBA_DISABLE_JIT=1`` and a ``.numba_config.yaml`` in the working directory, whose
@@ -261,16 +263,21 @@ class _Runtime:
         wrapper = engine.get_function_address(str(header["wrapper"]))
         if not wrapper:
             raise DamagedObjectFile(f"the object defines no symbol {header['wrapper']}")
+        cfunc = header.get("kind") == "cfunc"
         environments = []
         pairs = header["environments"]
         assert isinstance(pairs, list)
         for env_name, module_name in pairs:
             address = engine.get_global_value_address(str(env_name))
             if not address:
+                if cfunc:
+                    continue  # a C callback's code may use no environment (Numba's set_env skips it too)
                 raise DamagedObjectFile(f"the object defines no environment {env_name}")
             environment = self.dynfunc.Environment({"__name__": str(module_name)})
             ctypes.c_void_p.from_address(address).value = id(environment)
             environments.append(environment)
+        if cfunc:
+            return CFunction(wrapper, (engine, object_file, tuple(environments)))
         module = pytypes.ModuleType(str(header["module"]))
         name = str(header["name"])
         function: KernelFunction = self.dynfunc.make_function(
@@ -282,6 +289,29 @@ class _Runtime:
             (engine, object_file, tuple(environments)),
         )
         return function
+
+
+class CFunction:
+    """A C callback (Numba's ``@cfunc``) loaded from object code: its ``address``, as
+    ``numba.cfunc(...).address`` gives it, callable through ctypes as ``void* f(void*)``
+    (the one C signature stored C callbacks have here: XLA FFI handlers). It keeps its
+    JIT engine alive: the code lives as long as this object."""
+
+    __slots__ = ("address", "_keep", "_call")
+
+    def __init__(self, address: int, keep: object) -> None:
+        import ctypes
+
+        self.address = address
+        self._keep = keep
+        self._call = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(address)
+
+    def __call__(self, *args: object) -> object:
+        result: object = self._call(*args)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<stablerules C callback at {self.address:#x}>"
 
 
 _runtime: _Runtime | None = None
@@ -319,20 +349,29 @@ def _parse(data: bytes) -> tuple[dict[str, object], bytes]:
 
 
 def _record_of(dispatcher: object) -> tuple[dict[str, object], bytes] | None:
-    """The header and object code Numba cached for a CPU dispatcher's one signature, or
-    ``None`` when the kernel is not one a direct load reproduces exactly."""
+    """The header and object code Numba cached for a CPU dispatcher's one signature (or a
+    ``@cfunc``'s), or ``None`` when the kernel is not one a direct load reproduces exactly."""
+    from numba.core.ccallback import CFunc
     from numba.core.registry import CPUDispatcher
 
-    if not isinstance(dispatcher, CPUDispatcher):
-        return None
-    overloads = getattr(dispatcher, "overloads", {})
     cache = getattr(dispatcher, "_cache", None)
-    if len(overloads) != 1 or cache is None:
+    if isinstance(dispatcher, CFunc):
+        flavour = "cfunc"
+        library = getattr(dispatcher, "_library", None)
+        if library is None or cache is None:
+            return None
+        signature, codegen = getattr(dispatcher, "_sig"), library.codegen
+    elif isinstance(dispatcher, CPUDispatcher):
+        flavour = "cpython"
+        overloads = getattr(dispatcher, "overloads", {})
+        if len(overloads) != 1 or cache is None:
+            return None
+        (compiled,) = overloads.values()
+        signature, codegen = compiled.signature, compiled.library.codegen
+    else:
         return None
-    (compiled,) = overloads.values()
-    codegen = compiled.library.codegen
     # What Numba stored for this signature: the exact bytes its own cached load would use.
-    data = cache._cache_file.load(cache._index_key(compiled.signature, codegen))
+    data = cache._cache_file.load(cache._index_key(signature, codegen))
     if data is None:
         return None
     libdata, fndesc, environment, _, objectmode, lifted, _, reload_init, referenced = data
@@ -344,7 +383,8 @@ def _record_of(dispatcher: object) -> tuple[dict[str, object], bytes] | None:
         return None
     obj = payload[0]
     header: dict[str, object] = {
-        "wrapper": fndesc.llvm_cpython_wrapper_name,
+        "kind": flavour,
+        "wrapper": fndesc.llvm_cfunc_wrapper_name if flavour == "cfunc" else fndesc.llvm_cpython_wrapper_name,
         "environments": [[fndesc.env_name, fndesc.modname]]
         + [[env.env_name, env.globals.get("__name__", "")] for env in environments[1:]],
         "name": fndesc.qualname.split(".")[-1],

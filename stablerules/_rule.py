@@ -111,6 +111,7 @@ subclass and kernel templates), its overloads in ``_dispatch.py``, and its tests
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -539,6 +540,13 @@ class RuleOp(Op):
     static_names: tuple[str, ...] = ()
     sequence: bool = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """An op's ``plan`` names the op in its errors, for every caller (the scaffold and the
+        adapters alike): a shared reader (``as_array``, ``static_int``) says only ``argument 'x'``."""
+        super().__init_subclass__(**kwargs)
+        if "plan" in cls.__dict__:
+            cls.plan = _naming_errors(cls.__dict__["plan"])  # type: ignore[method-assign]
+
     def __init__(self) -> None:
         op = self
 
@@ -664,7 +672,7 @@ class RuleOp(Op):
         plan = self.lookup(arrays, statics, specs=True)
         if plan.saves_primals and any(isinstance(value, ArraySpec) for value in arrays):
             raise TypeError(
-                f"pullback: {self.name}'s pullback reads the primal values; pass arrays, not ArraySpecs"
+                f"{self.name} pullback: it reads the primal values; pass arrays, not ArraySpecs"
             )
         if plan.saves_primals:
             return self._make_pullback(plan, plan.save(arrays), len(args))
@@ -698,7 +706,7 @@ class RuleOp(Op):
             no_tangents = form.no_tangents
 
             def constant_pullback(dy: object) -> tuple[object, ...]:
-                prepare_cotangent(dy, out_shape, _FLOAT64, like)  # validates dy's shape
+                prepare_cotangent(dy, out_shape, _FLOAT64, like, name)  # validates dy's shape
                 return no_tangents
 
             return _named(constant_pullback, f"{name}_pullback")
@@ -712,7 +720,7 @@ class RuleOp(Op):
         simple = form.simple
 
         def general(dy: object) -> tuple[object, ...]:
-            cotangent = prepare_cotangent(dy, out_shape, out_dtype, like)
+            cotangent = prepare_cotangent(dy, out_shape, out_dtype, like, name)
             if isinstance(cotangent, DenseCotangent):
                 if GUARDED[0] and checked and guarded():
                     before = context_launches()
@@ -764,10 +772,13 @@ class RuleOp(Op):
             if not isinstance(dy, (tuple, list)) or len(dy) != count:
                 got = f"{len(dy)} entries" if isinstance(dy, (tuple, list)) else type(dy).__name__
                 raise ValueError(
-                    f"pullback: {name} has {count} outputs, so dy must be a tuple of {count} "
+                    f"{name} pullback: {name} has {count} outputs, so dy must be a tuple of {count} "
                     f"cotangents, got {got}"
                 )
-            prepared = tuple(prepare_cotangent(entry, shape, dtype, like) for entry, shape in zip(dy, shapes))
+            prepared = tuple(
+                prepare_cotangent(entry, shape, dtype, like, name, f"dy[{index}]")
+                for index, (entry, shape) in enumerate(zip(dy, shapes))
+            )
             if dense is None:
                 return no_tangents
             if all(isinstance(entry, ZeroTangent) for entry in prepared):
@@ -869,6 +880,20 @@ class _ResultForm:
         self.finish = finish
         self.zeros = finish(plan.zero_tangents)
         self.no_tangents = finish((NO_TANGENT,) * count)
+
+
+def _naming_errors(plan: Callable[..., Plan]) -> Callable[..., Plan]:
+    @functools.wraps(plan)
+    def plan_naming_errors(self: RuleOp, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        try:
+            return plan(self, arrays, statics)
+        except (TypeError, ValueError) as error:
+            message = str(error)
+            if type(error) not in (TypeError, ValueError) or message.startswith((f"{self.name}:", f"{self.name} ")):
+                raise
+            raise type(error)(f"{self.name}: {message}") from None
+
+    return plan_naming_errors
 
 
 def _prepare_tangent(

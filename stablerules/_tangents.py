@@ -107,6 +107,9 @@ class _Zero:
         def __array__(self, dtype=None, copy=None):
             raise TypeError(f"np.asarray({self!r}): a zero tangent has no shape or dtype; {_MATERIALIZE_HINT}")
 
+        def __setitem__(self, index, value):
+            raise TypeError(f"{self!r} has no elements to assign (item assignment); {_MATERIALIZE_HINT}, then assign into that")
+
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: object, **kwargs: object) -> object:
         return _tangent_ufunc(ufunc, method, inputs, kwargs)
 
@@ -425,6 +428,13 @@ class Fill:
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: object, **kwargs: object) -> object:
         return _tangent_ufunc(ufunc, method, inputs, kwargs)
 
+    # Hidden from type checkers, so that ``fill[i] = v`` stays a type error there; at run time
+    # it says what to do instead.
+    if not TYPE_CHECKING:
+
+        def __setitem__(self, index, value):
+            raise TypeError(f"a Fill is immutable (item assignment); {_MATERIALIZE_HINT}, then assign into that")
+
     # --- arithmetic: O(1) with scalars, zeros and Fills; NumPy's dense result with arrays --
 
     @overload
@@ -742,6 +752,14 @@ class Thunk(Generic[_T_co]):
     def __getitem__(self, index: object, /) -> object:
         return unthunk(self)[index]  # type: ignore[index]
 
+    # Hidden from type checkers, as Fill's: a Thunk is read, never written into.
+    if not TYPE_CHECKING:
+
+        def __setitem__(self, index, value):
+            raise TypeError(
+                f"a Thunk is a lazy tangent, not written into (item assignment); {_MATERIALIZE_HINT}, then assign into that"
+            )
+
 
 def unthunk(tangent: object) -> object:
     """Evaluate a ``Thunk`` (repeatedly, for nested thunks); return anything else as it is."""
@@ -789,6 +807,34 @@ def _dense_of(value: object, like: object) -> object:
     return value._dense_view(like) if isinstance(value, Fill) else value
 
 
+_TANGENT_TYPES = (_Zero, Fill, Thunk)
+
+
+def _refuse_tangent_targets(
+    ufunc: np.ufunc, method: str, inputs: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
+    """``TypeError`` naming ``sr.materialize`` for a tangent type where a ufunc would write.
+
+    A ``Fill`` has no memory and a zero no shape, and a ``Thunk``'s value may be a tangent a
+    rule still owns: none is an output (``out=``), nor the operand that ``ufunc.at`` updates
+    in place. Handing them on to NumPy would bring NumPy straight back here (their
+    ``__array_ufunc__``), without end.
+    """
+    out = kwargs.get("out")
+    targets = out if isinstance(out, tuple) else () if out is None else (out,)
+    if method == "at" and inputs:
+        targets = (*targets, inputs[0])
+    for target in targets:
+        if isinstance(target, _TANGENT_TYPES):
+            kind = type(target).__name__
+            where = f"np.{ufunc.__name__}.at's operand" if method == "at" and target is inputs[0] else "out="
+            raise TypeError(
+                f"np.{ufunc.__name__}{'' if method == '__call__' else '.' + method}: a {kind} cannot be "
+                f"written into ({where}); it is a lazy or zero tangent, with no memory of its own; "
+                f"{_MATERIALIZE_HINT}, then write into that"
+            )
+
+
 def _tangent_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[object, ...], kwargs: dict[str, object]) -> object:
     """A ufunc (or operator) with a zero, ``Fill`` or ``Thunk`` among its inputs.
 
@@ -796,7 +842,15 @@ def _tangent_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[object, ...], kwa
     ``Fill`` computed on 0-d arrays; anything else is NumPy's dense computation with each
     ``Fill`` as a zero-strided view.
     """
+    _refuse_tangent_targets(ufunc, method, inputs, kwargs)
     inputs = tuple(unthunk(value) for value in inputs)
+    mask = unthunk(kwargs.get("where"))
+    if isinstance(mask, _Zero):
+        raise TypeError(f"np.{ufunc.__name__}(..., where={mask!r}): a zero tangent is not a mask; {_MATERIALIZE_HINT}")
+    if isinstance(mask, Fill):  # NumPy dispatches on where= too: hand it a dense (zero-strided) view
+        kwargs = {**kwargs, "where": mask._dense_view(next((value for value in inputs if is_array(value)), None))}
+    elif mask is not kwargs.get("where"):  # a Thunk's value
+        kwargs = {**kwargs, "where": mask}
     if any(isinstance(value, _Zero) for value in inputs):
         if method != "__call__":
             raise TypeError(f"np.{ufunc.__name__}.{method} of a zero tangent; {_MATERIALIZE_HINT} first")
@@ -886,13 +940,20 @@ Cotangent = DenseCotangent | Fill | ZeroTangent
 
 
 def prepare_cotangent(
-    dy: object, shape: tuple[int, ...], dtype: np.dtype[np.generic], like: ArrayLike | None = None
+    dy: object,
+    shape: tuple[int, ...],
+    dtype: np.dtype[np.generic],
+    like: ArrayLike | None = None,
+    op: str = "",
+    which: str = "dy",
 ) -> Cotangent:
     """Validate a pullback's cotangent against the output's ``shape`` and normalize it.
 
     Accepts a dense array of ``shape`` (any numeric dtype: projected onto ``dtype``, then made
     C-contiguous with at most one copy), a ``Fill`` of ``shape``, a ``ZeroTangent``, or a
-    ``Thunk`` of any of those. Raises ``ValueError`` naming both shapes before any kernel runs.
+    ``Thunk`` of any of those. Raises ``ValueError`` naming both shapes before any kernel runs;
+    messages start with ``"{op} pullback:"`` and call the cotangent ``which`` (``"dy[1]"`` for
+    one output of several).
     """
     # The steady-state case (a dense C-contiguous cotangent of the right shape and dtype) is
     # answered first: it is on every pullback's hot path.
@@ -907,9 +968,11 @@ def prepare_cotangent(
     dy = unthunk(dy)
     if isinstance(dy, ZeroTangent):
         return dy
+    where = f"{op} pullback" if op else "pullback"
     if isinstance(dy, NoTangent):
-        raise TypeError("pullback: got NoTangent() as a cotangent; use ZeroTangent() for a zero")
-    return _normalize(dy, shape, dtype, like, "pullback: cotangent dy", "the output", "dy")
+        raise TypeError(f"{where}: got NoTangent() as the cotangent {which}; use ZeroTangent() for a zero")
+    owner = "the output" if which == "dy" else f"the output {which.replace('dy', 'y', 1)}"
+    return _normalize(dy, shape, dtype, like, f"{where}: the cotangent {which}", owner, which)
 
 
 def prepare_tangent(
@@ -962,7 +1025,10 @@ def _normalize(
             f"{subject} has shape {shape_text(tuple(value.shape))} but {owner} has shape "
             f"{shape_text(shape)}"
         )
-    check_dtype(value.dtype, dtype_name)
+    try:
+        check_dtype(value.dtype, dtype_name)
+    except TypeError as error:
+        raise TypeError(f"{subject.rsplit(': ', 1)[0]}: {error}") from None
     xp = array_namespace(value)
     if value.dtype.kind == "c" and dtype.kind != "c":
         value = value.real

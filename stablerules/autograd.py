@@ -32,13 +32,19 @@ sum: Callable[..., _Array] = _ADAPTED["sum"]  # noqa: A001 - NumPy's name
 mean: Callable[..., _Array] = _ADAPTED["mean"]
 pad: Callable[..., _Array] = _ADAPTED["pad"]
 split: Callable[..., tuple[_Array, ...]] = _cast("Callable[..., tuple[_Array, ...]]", _ADAPTED["split"])
+getindex: Callable[..., _Array] = _ADAPTED["getindex"]
+take: Callable[..., _Array] = _ADAPTED["take"]
+take_along_axis: Callable[..., _Array] = _ADAPTED["take_along_axis"]
+index_add: Callable[..., _Array] = _ADAPTED["index_add"]
 
 __all__ = [
     "broadcast_to",
     "cat",
     "concatenate",
     "flip",
+    "getindex",
     "hstack",
+    "index_add",
     "kron",
     "mean",
     "pad",
@@ -49,6 +55,8 @@ __all__ = [
     "split",
     "stack",
     "sum",
+    "take",
+    "take_along_axis",
     "tile",
     "transpose",
     "vstack",

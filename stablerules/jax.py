@@ -15,7 +15,9 @@ from ._jax import broadcast_to as broadcast_to
 from ._jax import cat as cat
 from ._jax import concatenate as concatenate
 from ._jax import flip as flip
+from ._jax import getindex as getindex
 from ._jax import hstack as hstack
+from ._jax import index_add as index_add
 from ._jax import kron as kron
 from ._jax import mean as mean
 from ._jax import pad as pad
@@ -26,6 +28,8 @@ from ._jax import roll as roll
 from ._jax import split as split
 from ._jax import stack as stack
 from ._jax import sum as sum
+from ._jax import take as take
+from ._jax import take_along_axis as take_along_axis
 from ._jax import tile as tile
 from ._jax import transpose as transpose
 from ._jax import vstack as vstack
@@ -36,7 +40,9 @@ __all__ = [
     "cat",
     "concatenate",
     "flip",
+    "getindex",
     "hstack",
+    "index_add",
     "kron",
     "mean",
     "pad",
@@ -47,6 +53,8 @@ __all__ = [
     "split",
     "stack",
     "sum",
+    "take",
+    "take_along_axis",
     "tile",
     "transpose",
     "vstack",

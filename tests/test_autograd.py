@@ -198,6 +198,7 @@ def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
     assert sorted(sra.__all__) == sorted(
         ["cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
         + ["broadcast_to", "flip", "mean", "pad", "permute_dims", "reshape", "roll", "split", "sum", "transpose"]
+        + ["getindex", "index_add", "take", "take_along_axis"]
     )
     for name in sra.__all__:
         function = getattr(sra, name)
@@ -208,3 +209,32 @@ def test_every_op_of_stablerules_is_adapted() -> None:
     # the table (stablerules._adapters.OPS) names every array op of the public face
     ops = {name for name in sr.__all__ if isinstance(getattr(sr, name), type(sr.kron).__mro__[1])}
     assert ops == set(sra.__all__)
+
+
+# --- the indexing family: the indices (and getindex's sr.ix) are static data -----------------
+
+
+def test_indexing_ops_check_grads_to_second_order() -> None:
+    x = rand(5, 4)
+    rows = np.array([4, 0, 4, -1, 2])
+    cases: list[tuple[Callable[..., object], tuple[object, ...]]] = [
+        (lambda v: anp.sum(sra.getindex(v, sr.ix[1:, ::2]) ** 2), (x,)),
+        (lambda v: anp.sum(sra.take(v, rows, Val(0)) ** 2), (x,)),
+        (lambda v: anp.sum(sra.take(v, rows) ** 2), (x,)),
+        (lambda v: anp.sum(sra.take_along_axis(v, np.array([[1, 1, 3]] * 5), Val(1)) ** 2), (x,)),
+        (lambda v, w: anp.sum(sra.index_add(v, rows, w) ** 2), (x, rand(5, 4))),
+    ]
+    for fn, args in cases:
+        for argnum in range(len(args)):
+            check_grads(fn, modes=["rev"], order=2, argnum=argnum)(*args)  # type: ignore[call-arg]
+
+
+def test_indexing_gradients_equal_autograds_own_composition() -> None:
+    x = rand(6, 3)
+    rows = np.array([5, 0, 5, 5, 2])
+    ours = autograd.grad(lambda v: anp.sum(anp.sin(sra.take(v, rows, Val(0)))))(x)
+    theirs = autograd.grad(lambda v: anp.sum(anp.sin(v[rows])))(x)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    ours = autograd.grad(lambda v: anp.sum(anp.sin(sra.getindex(v, sr.ix[::-2, 1]))))(x)
+    theirs = autograd.grad(lambda v: anp.sum(anp.sin(v[::-2, 1])))(x)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)

@@ -3,12 +3,15 @@ its plot. One subprocess run is shared by the tests below."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
 import pytest
 
@@ -139,7 +142,9 @@ def test_bench_goals_carry_their_unit(bench_run: BenchRun) -> None:
     units = set()
     for goal in goals:
         record = _mapping(goal)
-        assert record["unit"] in {"ratio", "fraction", "seconds", "kernels", "boolean"}, record
+        # Numbers only: the lazy-result goal's value was a JSON boolean before
+        assert record["unit"] in {"ratio", "fraction", "seconds", "kernels"}, record
+        assert record["value"] is None or type(record["value"]) is float, record
         assert record["comparison"] in {">=", "<=", "=="} and isinstance(record["target"], (int, float)), record
         units.add(record["unit"])
         value = record["value"]
@@ -168,8 +173,65 @@ def test_figure_shows_only_what_ran_with_values_and_one_meaning_per_colour() -> 
     from matplotlib.patches import Rectangle
 
     run = _bench_module("bench_run_under_test")
+    document = _synthetic_document(run)
+    figure = run.draw(document)
+    try:
+        top, top_notes = figure.axes[0], figure.axes[1]
+        bars = [patch for patch in top.patches if isinstance(patch, Rectangle)]
+        assert len(bars) == 4  # two workloads x the two implementations that ran
+        bar_colours = {to_hex(bar.get_facecolor()) for bar in bars}
+        goal_colours = {to_hex(run.PASS_COLOR), to_hex(run.MISS_COLOR)}
+        assert not bar_colours & goal_colours  # green and red mean a goal's verdict, nothing else
+        notes = [text.get_text() for text in top_notes.texts]
+        assert notes.count("2.5x") == 1 and any(note.startswith("2.5x  \u00b7  goal \u2265 2x: pass") for note in notes)
+        # W2's goal below 1 (a reference that does less): drawn at 0.25 on the ratio axis, and
+        # said both ways in its row
+        assert any("goal \u2265 0.25x, ours \u2264 4x their time: MISS" in note for note in notes), notes
+        ticks = [label.get_text() for label in top.get_yticklabels()]
+        assert ticks[0].startswith("W1  repeat(x, Val(2), axis=Val(0))  (10, 3) float32 \u2192 dy (20, 3)")
+        assert "vs numpy reference: dy.reshape(...).sum(1)" in ticks and "vs torch autograd" in ticks
+        # a peer that did not run has no bar, and a row only where it has a goal, not measured
+        assert ticks.count("vs jax jit(vjp)") == 2 and "vs HIPS autograd" in ticks
+        assert notes.count("not installed  \u00b7  goal \u2265 8x: not measured") == 4
+        goal_ticks = [line for line in top.lines if list(line.get_xdata()) == [0.25, 0.25]]
+        assert len(goal_ticks) == 1
+        row = [i for i, tick in enumerate(ticks) if tick == "vs numpy reference: dy.reshape(...).sum(1)"][1]  # W2's
+        assert min(goal_ticks[0].get_ydata()) < row < max(goal_ticks[0].get_ydata())  # its own row only
+        # the engine rows: torch and an engine adapter, each against its own goal
+        engine_ticks = [label.get_text() for label in figure.axes[2].get_yticklabels()]
+        assert engine_ticks == [
+            "torch eager, 2 threads: repeat(x(200, 3, 4), ...), y.backward(dy)",
+            "jax: trivial op per call",
+        ]
+        engine_notes = [text.get_text() for text in figure.axes[3].texts]
+        assert engine_notes == [
+            "6x  \u00b7  goal \u2265 8x: MISS",
+            "0.9x  \u00b7  goal \u2265 0.77x, ours \u2264 1.3x their time: pass",
+        ]
+        # the per-call panel: each op's rrule as a fraction of its goal, verdict beside it
+        percall_ticks = [label.get_text() for label in figure.axes[4].get_yticklabels()]
+        assert percall_ticks == [
+            "kron: rrule 9.00 us, forward alone 5.00 us",
+            "flip: rrule 5.00 us, forward alone 1.00 us",
+        ]
+        percall_notes = [text.get_text() for text in figure.axes[5].texts]
+        assert percall_notes == ["0.75  \u00b7  goal \u2264 1: pass", "1.25  \u00b7  goal \u2264 1: MISS"]
+        cache_colours = [to_hex(patch.get_facecolor()) for patch in figure.axes[6].patches if isinstance(patch, Rectangle)]
+        assert cache_colours == [to_hex(run.PASS_COLOR), to_hex(run.NO_GOAL_COLOR)]
+        _assert_readable(figure)
+        _assert_every_goal_drawn(figure, document)
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(figure)
+
+
+def _synthetic_document(run: ModuleType) -> dict[str, object]:
+    """A results document with two workloads, two peers that ran, torch and engine rows."""
+    from dataclasses import asdict
+
     results = []
-    for index, (ratio, goal) in enumerate(((2.5, 2.0), (0.9, 0.25))):
+    for index, (ratio, goal) in enumerate(((2.5, 2.0), (0.2, 0.25))):
         result = run.WorkloadResult(
             id=f"W{index + 1}", issue=3, call=f"repeat(x, Val({index + 2}), axis=Val(0))", shapes=[[10, 3]],
             dtype="float32", dy_shape=[20 + 10 * index, 3], dy_bytes=240, reference="dy.reshape(...).sum(1)",
@@ -178,9 +240,9 @@ def test_figure_shows_only_what_ran_with_values_and_one_meaning_per_colour() -> 
         for name in run.COMPARED:
             if name in ("numpy", "torch"):
                 result.pullback.times[name] = run.Measurement("ok", median_s=ratio * 1e-6)
-                passed = ratio >= goal if name == "numpy" else None
+                numpy = name == "numpy"
                 result.pullback.ratios[name] = run.Comparison(
-                    name, ratio, goal if name == "numpy" else None, passed
+                    name, ratio, goal if numpy else None, (ratio >= goal) if numpy else None
                 )
             else:
                 result.pullback.times[name] = run.Measurement("not installed")
@@ -190,25 +252,126 @@ def test_figure_shows_only_what_ran_with_values_and_one_meaning_per_colour() -> 
     cache = run.CacheReport()
     cache.figures["steady_hit"] = cache_figure("steady cache hit", seconds=1e-6, goal_s=3e-6, passed=True)
     cache.figures["import"] = cache_figure("import stablerules", seconds=0.2)
+    torch_row = sys.modules.setdefault("engines_torch", importlib.import_module("engines_torch")).TorchRow(
+        "W3", "repeat(x(200, 3, 4), ...), y.backward(dy)", "eager", "2", 1e-3, 6e-3, 6.0, 8.0
+    )
+    engine_row = importlib.import_module("engines").EngineRow("jax", "trivial op per call", 1e-5, 9e-6, 0.9, 1.3, True, False)
+    percall = sys.modules.setdefault("percall", importlib.import_module("percall"))
+    percall_rows = [
+        percall.PerCallRow("kron", 5e-6, 9e-6, 12e-6, 11e-6, 20e-6, 12e-6, True),
+        percall.PerCallRow("flip", 1e-6, 5e-6, 6e-6, 6e-6, 3e-6, 4e-6, False),
+    ]
+    goals = run.collect_goals(results, cache, [torch_row], [engine_row]) + percall.goals(percall_rows)
     labels = {"numpy": "numpy reference", "jax": "jax jit(vjp)", "torch": "torch autograd", "autograd": "HIPS autograd"}
-    labels |= {name: name for name in run.COMPARED if name not in labels}
-    figure = run.draw(results, cache, "title", labels)
-    top, bottom = figure.axes
-    legend = [text.get_text() for text in top.get_legend().get_texts()]
-    assert legend[:2] == ["numpy reference", "torch autograd"] and len(legend) == 3 and legend[2].startswith("goal")
-    bars = [patch for patch in top.patches if isinstance(patch, Rectangle)]
-    assert len(bars) == 4  # two workloads x the two implementations that ran
-    bar_colours = {to_hex(bar.get_facecolor()) for bar in bars}
-    goal_colours = {to_hex(run.PASS_COLOR), to_hex(run.MISS_COLOR)}
-    assert not bar_colours & goal_colours  # green and red mean a goal's verdict, nothing else
-    texts = [text.get_text() for text in top.texts]
-    assert texts.count("2.5x") == 2 and texts.count("0.9x") == 2  # a value on every bar
-    assert "goal 2x: pass" in texts and "goal: within 4x: pass" in texts
-    assert sum("8x" in text for text in texts) == 0  # the unmeasured peers' goals are not drawn
-    ticks = [label.get_text() for label in top.get_xticklabels()]
-    assert "(10, 3) float32" in ticks[0] and "dy (20, 3)" in ticks[0]
-    cache_colours = [to_hex(patch.get_facecolor()) for patch in bottom.patches if isinstance(patch, Rectangle)]
-    assert cache_colours[:2] == [to_hex(run.PASS_COLOR), to_hex(run.NO_GOAL_COLOR)]
-    import matplotlib.pyplot as plt
+    return {
+        "meta": {"labels": labels},
+        "title": "a synthetic run",
+        "workloads": {result.id: run.compact(asdict(result)) for result in results},
+        "cache": cache.as_json(),
+        "torch": [asdict(torch_row) | {"threads": int(torch_row.threads), "passed": torch_row.passed}],
+        "engines": [asdict(engine_row)],
+        "percall": [asdict(row) for row in percall_rows],
+        "goals": goals,
+        "summary": run.summarize(goals, results),
+    }
 
-    plt.close(figure)
+
+def _assert_readable(figure: object) -> None:
+    """No two texts of the figure overlap (tick labels, notes, titles, legend), and none is
+    cut off at the figure's edge."""
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
+
+    assert isinstance(figure, Figure)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    frame = figure.bbox
+    candidates: list[Text] = list(figure.texts)
+    if figure._suptitle is not None:  # type: ignore[attr-defined]
+        candidates.append(figure._suptitle)  # type: ignore[attr-defined]
+    for figure_legend in figure.legends:
+        candidates += figure_legend.get_texts()
+    for axes in figure.axes:
+        candidates += [*axes.texts, axes.title, axes._left_title, axes._right_title, axes.xaxis.label, axes.yaxis.label]  # type: ignore[attr-defined]
+        for axis in (axes.xaxis, axes.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            span = (high - low) * 1e-9
+            candidates += [tick.label1 for tick in axis.get_major_ticks() if low - span <= tick.get_loc() <= high + span]
+        legend = axes.get_legend()
+        if legend is not None:
+            candidates += legend.get_texts()
+    texts = list({id(text): text for text in candidates if text.get_visible() and text.get_text().strip()}.values())
+    boxes = [(text, text.get_window_extent(renderer)) for text in texts]
+    for text, box in boxes:
+        assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1, f"cut off at the edge: {text.get_text()!r}"
+        assert frame.y0 - 1 <= box.y0 and box.y1 <= frame.y1 + 1, f"cut off at the edge: {text.get_text()!r}"
+    for index, (text, box) in enumerate(boxes):
+        for other, other_box in boxes[index + 1 :]:
+            overlap = min(box.x1, other_box.x1) - max(box.x0, other_box.x0), min(box.y1, other_box.y1) - max(box.y0, other_box.y0)
+            assert not (overlap[0] > 0.5 and overlap[1] > 0.5), f"{text.get_text()!r} overlaps {other.get_text()!r}"
+
+
+def _assert_every_goal_drawn(figure: object, document: dict[str, object]) -> None:
+    """Every goal of the JSON is a text of the figure (named by the goal), with its verdict."""
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
+
+    assert isinstance(figure, Figure)
+    by_goal = {text.get_gid(): text.get_text() for text in figure.findobj(Text) if text.get_gid()}
+    goals = document["goals"]
+    assert isinstance(goals, list) and goals
+    for goal in goals:
+        record = _mapping(goal)
+        shown = by_goal.get(str(record["name"]))
+        assert shown is not None, f"goal not in the figure: {record['name']}"
+        word = {True: "pass", False: "MISS", None: "not measured"}[cast(bool | None, record["passed"])]
+        assert word in shown or (record["passed"] is None and "not measured" in shown), (record["name"], shown)
+
+
+def test_figure_of_the_run_is_readable_and_draws_every_goal(bench_run: BenchRun) -> None:
+    """The figure of the suite's own run, rendered from its results.json as run.py renders it."""
+    pytest.importorskip("matplotlib")
+    assert bench_run.completed.returncode == 0, bench_run.completed.stderr[-3000:]
+    run = _bench_module("bench_run_under_test")
+    document = bench_run.document()
+    figure = run.draw(document)
+    try:
+        _assert_readable(figure)
+        _assert_every_goal_drawn(figure, document)
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(figure)
+
+
+def test_every_printed_miss_is_counted_in_the_summary(bench_run: BenchRun) -> None:
+    stdout = bench_run.completed.stdout
+    document = bench_run.document()
+    summary = _mapping(document["summary"])
+    goals = [_mapping(goal) for goal in cast(list[object], document["goals"])]
+    missed = [str(goal["name"]) for goal in goals if goal["passed"] is False]
+    assert summary["missed"] == len(missed) and summary["missed_goals"] == missed
+    tables, _, tail = stdout.partition("\nGoals: ")
+    assert tail.startswith(f"{summary['passed']} passed, {summary['missed']} missed")
+    # every verdict the tables print as missed (MISS, the torch rows' MISSED, the engine rows'
+    # FAIL) is a counted goal, and the summary names each
+    assert len(re.findall(r"\b(?:MISS|MISSED|FAIL)\b", tables)) == len(missed)
+    for name in missed:
+        assert f"missed: {name}" in tail
+
+
+def test_torch_and_engine_rows_are_goals_with_numbers() -> None:
+    """Before: two torch rows printed MISSED without being counted, and their JSON said
+    "threads": "1" (a string)."""
+    pytest.importorskip("matplotlib")
+    run = _bench_module("bench_run_under_test")
+    document = _synthetic_document(run)
+    torch = _mapping(cast(list[object], document["torch"])[0])
+    assert torch["threads"] == 2 and type(torch["threads"]) is int
+    summary = _mapping(document["summary"])
+    assert "torch W3 eager (2 threads) vs torch's own ops" in cast(list[str], summary["missed_goals"])
+    names = [str(_mapping(goal)["name"]) for goal in cast(list[object], document["goals"])]
+    assert "jax trivial op per call vs jax's own composition" in names
+    text = run.summary_text(summary)
+    assert f"{summary['missed']} missed" in text and "missed: torch W3 eager (2 threads)" in text
+    json.dumps(document)  # all of it is JSON

@@ -420,7 +420,15 @@ def test_template_functions_compile_once_per_text_and_only_bind_later() -> None:
 
 # Memo tables of modules that register through ``_memo`` once they are converted; until then
 # they are listed here, by name, so the scan below still fails on any other.
-_NOT_YET_REGISTERED = frozenset({"stablerules._objectcode.numba_version", "stablerules._objectcode.host_key"})
+_NOT_YET_REGISTERED = frozenset({
+    "stablerules._objectcode.numba_version",
+    "stablerules._objectcode.host_key",
+    "stablerules._jax.installed_api_version",
+    "stablerules.rules.indexing._getindex_request",
+    "stablerules.rules.indexing._request",
+})
+# Tables made inside a function, by file and the module-level function that holds them.
+_HIDDEN_NOT_YET_REGISTERED = frozenset({"stablerules/_jax.py:_primitive"})
 
 
 def _package_modules() -> list[pytypes.ModuleType]:
@@ -488,8 +496,17 @@ def test_no_lru_cache_hides_inside_a_function() -> None:
             else:
                 continue
             if uses_maker and id(node) not in allowed:
-                hidden.append(f"{path.relative_to(REPO)}:{node.lineno}")
-    assert hidden == []
+                holder = next(
+                    (
+                        statement.name
+                        for statement in tree.body
+                        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                        and statement.lineno <= node.lineno <= (statement.end_lineno or statement.lineno)
+                    ),
+                    "<module>",
+                )
+                hidden.append(f"{path.relative_to(REPO)}:{holder}")
+    assert sorted(set(hidden)) == sorted(_HIDDEN_NOT_YET_REGISTERED), hidden
 
 
 def test_clear_caches_empties_every_registered_cache(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,6 +29,7 @@ import stablerules.jax as srj
 from stablerules import Val
 from stablerules import _ffi
 from stablerules import _jax
+from stablerules import _objectcode
 from stablerules._rule import RuleOp
 
 jax.config.update("jax_enable_x64", True)
@@ -154,26 +155,155 @@ def test_structure_ops_equal_numpys_and_vmap(
 
 
 def test_structure_errors_are_ours() -> None:
-    # validated by the NumPy op's own checks at trace time: the same message, word for word
+    # validated by the NumPy op's own checks at trace time: the same message, word for word,
+    # with the op's name in front where the NumPy op's message lacks it
     x = rand(3, 4)
-    calls: list[tuple[Callable[[Any, Any], Any], type[Exception]]] = [
-        (lambda m, a: m.reshape(a, Val((5, -1))), ValueError),
-        (lambda m, a: m.flip(a, Val((0, 0))), ValueError),
-        (lambda m, a: m.roll(a, Val((1, 2, 3)), axis=Val((0, 1))), ValueError),
-        (lambda m, a: m.permute_dims(a, Val((0, 0))), ValueError),
-        (lambda m, a: m.pad(a, Val(1), 1j), TypeError),
-        (lambda m, a: m.pad(a, Val((1, 2, 3)), 0), ValueError),
-        (lambda m, a: m.split(a, Val(3), axis=Val(1)), ValueError),
-        (lambda m, a: m.sum(a, Val(2)), ValueError),
-        (lambda m, a: m.mean(a, keepdims=Val(3)), TypeError),
-        (lambda m, a: m.broadcast_to(a, Val((4, 5))), ValueError),
+    calls: list[tuple[str, Callable[[Any, Any], Any], type[Exception]]] = [
+        ("reshape", lambda m, a: m.reshape(a, Val((5, -1))), ValueError),
+        ("flip", lambda m, a: m.flip(a, Val((0, 0))), ValueError),
+        ("roll", lambda m, a: m.roll(a, Val((1, 2, 3)), axis=Val((0, 1))), ValueError),
+        ("permute_dims", lambda m, a: m.permute_dims(a, Val((0, 0))), ValueError),
+        ("pad", lambda m, a: m.pad(a, Val(1), 1j), TypeError),
+        ("pad", lambda m, a: m.pad(a, Val((1, 2, 3)), 0), ValueError),
+        ("split", lambda m, a: m.split(a, Val(3), axis=Val(1)), ValueError),
+        ("sum", lambda m, a: m.sum(a, Val(2)), ValueError),
+        ("mean", lambda m, a: m.mean(a, keepdims=Val(3)), TypeError),
+        ("broadcast_to", lambda m, a: m.broadcast_to(a, Val((4, 5))), ValueError),
     ]
-    for call, error in calls:
+    for op, call, error in calls:
         with pytest.raises(error) as numpy_error:
             call(sr, np.asarray(x))
         with pytest.raises(error) as jax_error:
             jax.jit(lambda a: call(srj, a))(x)
-        assert str(jax_error.value) == str(numpy_error.value)
+        numpy_message = str(numpy_error.value)
+        expected = numpy_message if numpy_message.startswith(f"{op}:") else f"{op}: {numpy_message}"
+        assert str(jax_error.value) == expected
+
+
+# Each srj op called as a new user would, on one or two arrays ``x`` (3, 4) of a dtype.
+OP_CALLS: dict[str, Callable[[Any], Any]] = {
+    "repeat": lambda x: srj.repeat(x, Val(2), axis=Val(0)),
+    "tile": lambda x: srj.tile(x, Val((1, 2))),
+    "kron": lambda x: srj.kron(x, x),
+    "concatenate": lambda x: srj.concatenate((x, x), axis=Val(1)),
+    "stack": lambda x: srj.stack((x, x)),
+    "hstack": lambda x: srj.hstack((x, x)),
+    "vstack": lambda x: srj.vstack((x, x)),
+    "cat": lambda x: srj.cat(x, x, dims=Val(1)),
+    "flip": lambda x: srj.flip(x, Val(0)),
+    "roll": lambda x: srj.roll(x, Val(1), axis=Val(0)),
+    "permute_dims": lambda x: srj.permute_dims(x, Val((1, 0))),
+    "transpose": lambda x: srj.transpose(x),
+    "reshape": lambda x: srj.reshape(x, Val((4, 3))),
+    "broadcast_to": lambda x: srj.broadcast_to(x, Val((2, 3, 4))),
+    "sum": lambda x: srj.sum(x, Val(0)),
+    "mean": lambda x: srj.mean(x),
+    "pad": lambda x: srj.pad(x, Val(1)),
+    "split": lambda x: srj.split(x, Val(2), axis=Val(1)),
+}
+
+
+def test_op_calls_cover_every_op() -> None:
+    assert set(OP_CALLS) == set(srj.__all__) - {"FFIVersionError"}
+    for call in OP_CALLS.values():
+        call(rand(3, 4))  # valid as written
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("op", sorted(OP_CALLS))
+def test_half_precision_inputs_get_our_message_naming_the_op(op: str, dtype: str) -> None:
+    # Before: repeat, tile, sum, pad... named neither the op nor the library's choice; kron
+    # and the concatenate family passed half precision to jnp, unlike the NumPy ops.
+    x = jnp.ones((3, 4), getattr(jnp, dtype))
+    argument = "'arrays[0]'" if op in {"concatenate", "stack", "hstack", "vstack", "cat"} else "'a'" if op == "kron" else "'x'"
+    expected = (
+        f"{op}: argument {argument} has dtype {dtype}, which stablerules does not support; use bool, an "
+        f"integer dtype, float32, float64, complex64 or complex128"
+    )
+    for run in (OP_CALLS[op], jax.jit(OP_CALLS[op])):
+        with pytest.raises(TypeError) as raised:
+            run(x)
+        assert str(raised.value) == expected
+
+
+# Verbatim, as a new user meets them: before, each was jnp's message (no op, or another
+# wording) or JAX's conversion error.
+CALL_ERRORS: list[tuple[Callable[[], Any], type[Exception], str]] = [
+    (
+        lambda: srj.concatenate((rand(2, 2), rand(2, 2)), axis=Val(2)),
+        ValueError,
+        "concatenate: axis 2 is out of bounds for an array of dimension 2",
+    ),
+    (
+        lambda: srj.concatenate((rand(2, 3), rand(2, 4)), axis=Val(0)),
+        ValueError,
+        "concatenate: arrays[0] has shape (2, 3) and arrays[1] has shape (2, 4); they differ along axis 1, "
+        "but input shapes must match except along axis 0",
+    ),
+    (
+        lambda: srj.concatenate((rand(2, 3), rand(3)), axis=Val(0)),
+        ValueError,
+        "concatenate: all arrays must have the same number of dimensions, but arrays[0] has shape (2, 3) "
+        "and arrays[1] has shape (3,)",
+    ),
+    (lambda: srj.concatenate((), axis=Val(0)), ValueError, "concatenate: need at least one array, got an empty sequence"),
+    (
+        lambda: srj.stack((rand(2, 3), rand(2, 4))),
+        ValueError,
+        "stack: all arrays must have the same shape, but arrays[0] has shape (2, 3) and arrays[1] has shape (2, 4)",
+    ),
+    (lambda: srj.stack((rand(2, 3), rand(2, 3)), axis=Val(5)), ValueError, "stack: axis 5 is out of bounds for an array of dimension 3"),
+    (
+        lambda: srj.hstack((rand(2, 3), rand(3, 3))),
+        ValueError,
+        "hstack: arrays[0] has shape (2, 3) and arrays[1] has shape (3, 3); they differ along axis 0, but "
+        "input shapes must match except along axis 1",
+    ),
+    (
+        lambda: srj.vstack((rand(2, 3), rand(2, 4))),
+        ValueError,
+        "vstack: arrays[0] has shape (2, 3) and arrays[1] has shape (2, 4); they differ along axis 1, but "
+        "input shapes must match except along axis 0",
+    ),
+    (
+        lambda: srj.cat(rand(2, 3), rand(2, 4), dims=Val(0)),
+        ValueError,
+        "cat: arrays[0] has shape (2, 3) and arrays[1] has shape (2, 4); they differ along axis 1, but input "
+        "shapes must match except along axis 0 (inputs padded with trailing size-1 axes)",
+    ),
+    (
+        lambda: srj.kron(rand(2), "x"),  # type: ignore[arg-type]
+        TypeError,
+        "kron: argument 'b' must be an array (a jax.Array, or what jnp.asarray reads as one), got str",
+    ),
+    (
+        lambda: srj.flip("x", Val(0)),  # type: ignore[arg-type]
+        TypeError,
+        "flip: argument 'x' must be an array (a jax.Array, or what jnp.asarray reads as one), got str",
+    ),
+    (
+        lambda: srj.repeat({}, Val(2)),  # type: ignore[arg-type]
+        TypeError,
+        "repeat: argument 'x' must be an array (a jax.Array, or what jnp.asarray reads as one), got dict",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "message"), CALL_ERRORS, ids=[message.split(";")[0][:48] for _, _, message in CALL_ERRORS])
+def test_errors_name_the_op_the_argument_and_the_shapes(call: Callable[[], Any], error: type[Exception], message: str) -> None:
+    with pytest.raises(error) as raised:
+        call()
+    assert str(raised.value) == message
+
+
+def test_the_primitive_class_is_jaxs_public_one() -> None:
+    # stablerules.jax takes Primitive from jax._src.core: jax.extend.core.Primitive is the same
+    # class, but importing jax.extend costs a fresh process ~45 ms. A jax that moves or
+    # replaces it fails here first.
+    import jax.extend.core
+
+    for primitive in (_jax.repeat_p, _jax.repeat_pullback_p, _jax.kron_p, _jax.kron_tangent_p, _jax.kron_pullback_p):
+        assert type(primitive) is jax.extend.core.Primitive
 
 
 def test_every_op_of_stablerules_is_adapted() -> None:
@@ -400,7 +530,27 @@ def test_an_unknown_installed_api_version_is_refused(monkeypatch: pytest.MonkeyP
 _CREATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
 
 
-def _call_handler(major: int, minor: int, frame_bytes: int, metadata: bool = False) -> tuple[int, list[str], Any]:
+def _handler_address(target: str, loaded_from: str) -> int:
+    """The address of a registered handler as Numba built it, or as a later process loads it
+    from its stored object code (without Numba)."""
+    kernel = _jax._REGISTERED[target]
+    if loaded_from == "numba":
+        address: int = getattr(kernel.function, "address")
+        return address
+    store = getattr(sr._cache.CACHE.store, "_object_code", None)
+    assert store is not None, "the test session's cache keeps object code"
+    loaded = store.load(kernel.module_name.removeprefix("_stablerules_k_"))
+    assert isinstance(loaded, _objectcode.CFunction)
+    _LOADED.append(loaded)  # its code lives as long as it does
+    return loaded.address
+
+
+_LOADED: list[object] = []
+
+
+def _call_handler(
+    major: int, minor: int, frame_bytes: int, metadata: bool = False, loaded_from: str = "numba"
+) -> tuple[int, list[str], Any]:
     """Call a compiled handler with a call frame built here; returns (its result, the error
     messages it asked the API to create, the metadata struct)."""
     text = HEADER.read_text()
@@ -427,20 +577,22 @@ def _call_handler(major: int, minor: int, frame_bytes: int, metadata: bool = Fal
     if metadata:
         frame.extension_start = ctypes.addressof(extension)
     target = _jax._repeat_target((2,), (1,), np.dtype(np.float64), "forward")
-    handler = ctypes.cast(getattr(_jax._REGISTERED[target].function, "address"), _CREATE)
+    handler = _CREATE(_handler_address(target, loaded_from))
     return handler(ctypes.addressof(frame)) or 0, messages, meta
 
 
-def test_the_handler_answers_the_metadata_query_with_its_version() -> None:
-    result, messages, meta = _call_handler(9, 9, 0, metadata=True)
+@pytest.mark.parametrize("loaded_from", ["numba", "object code"])
+def test_the_handler_answers_the_metadata_query_with_its_version(loaded_from: str) -> None:
+    result, messages, meta = _call_handler(9, 9, 0, metadata=True, loaded_from=loaded_from)
     assert result == 0 and messages == []
     assert (getattr(meta, "api_version").major_version, getattr(meta, "api_version").minor_version) == (0, 3)
 
 
+@pytest.mark.parametrize("loaded_from", ["numba", "object code"])
 @pytest.mark.parametrize(("major", "minor", "size"), [(0, 4, _ffi.FRAME_BYTES), (1, 3, _ffi.FRAME_BYTES), (0, 3, 200)])
-def test_the_handler_refuses_a_caller_of_another_version(major: int, minor: int, size: int) -> None:
+def test_the_handler_refuses_a_caller_of_another_version(major: int, minor: int, size: int, loaded_from: str) -> None:
     # no buffer is read: the frame here has none (a misread would crash, not fail)
-    result, messages, _ = _call_handler(major, minor, size)
+    result, messages, _ = _call_handler(major, minor, size, loaded_from=loaded_from)
     assert result == 0xE0E0
     assert len(messages) == 1 and "reads XLA FFI API 0.3 call frames" in messages[0]
 
@@ -449,6 +601,7 @@ def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
     names = sorted(
         ["FFIVersionError", "cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
         + ["broadcast_to", "flip", "mean", "pad", "permute_dims", "reshape", "roll", "split", "sum", "transpose"]
+        + ["getindex", "index_add", "take", "take_along_axis"]
     )
     assert sorted(srj.__all__) == names
     for name in names:
@@ -478,6 +631,7 @@ def test_vmap_kron_over_one_operand_is_one_kernel_call() -> None:
 _FRESH_PROCESS = """
 import os
 os.environ["JAX_PLATFORMS"] = "cpu"
+import sys
 import jax, jax.numpy as jnp
 import stablerules as sr, stablerules.jax as srj
 from stablerules import Val
@@ -485,7 +639,7 @@ x = jnp.arange(6.0).reshape(2, 3)
 g = jax.jit(jax.grad(lambda x: jnp.sum(srj.repeat(x, inner=Val((2, 3)), outer=Val((3, 1))) ** 2)))(x)
 k = jax.jit(jax.grad(lambda a: jnp.sum(srj.kron(a, x) ** 2)))(x)
 info = sr.cache_info()
-print(info.compiles, info.disk_hits, float(g.sum()), float(k.sum()))
+print(info.compiles, info.disk_hits, "numba" in sys.modules, float(g.sum()), float(k.sum()))
 """
 
 
@@ -503,8 +657,60 @@ def test_a_fresh_process_loads_handlers_from_disk(tmp_path: Path) -> None:
 
     first, second = run(), run()
     # repeat: forward + pullback kernels and handlers; kron: forward + pullback kernels and handlers
-    assert int(first[0]) == 8 and int(first[1]) == 0
-    assert int(second[0]) == 0 and int(second[1]) == 8
+    assert int(first[0]) == 8 and int(first[1]) == 0 and first[2] == "True"
+    # A warm process loads the 4 handlers from their object code (each has its kernel linked
+    # in, so no kernel is loaded on its own) and never starts Numba.
+    assert int(second[0]) == 0 and int(second[1]) == 4 and second[2] == "False"
     memory_only = run(STABLERULES_DISK_CACHE="0")
     assert int(memory_only[0]) == 8 and int(memory_only[1]) == 0
-    assert first[2:] == second[2:] == memory_only[2:]
+    # Without object code (turned off), the handlers load through Numba's cache, kernels too.
+    through_numba = run(STABLERULES_DIRECT_LOAD="0")
+    assert int(through_numba[0]) == 0 and int(through_numba[1]) == 8 and through_numba[2] == "True"
+    assert first[3:] == second[3:] == memory_only[3:] == through_numba[3:]
+
+
+# --- the indexing family: XLA's gather and scatter-add, validated by our plans ---------------
+
+
+def test_indexing_ops_equal_numpy_and_check_grads_to_second_order() -> None:
+    x = np.asarray(rand(5, 4))
+    rows = np.array([4, 0, 4, -1, 2])
+    along = np.array([[1, 1, -1]] * 5)
+    np.testing.assert_array_equal(jax.jit(lambda v: srj.getindex(v, sr.ix[1:, ::-2]))(x), x[1:, ::-2])
+    np.testing.assert_array_equal(jax.jit(lambda v: srj.take(v, rows, Val(0)))(x), np.take(x, rows, axis=0))
+    np.testing.assert_array_equal(srj.take(x, rows), np.take(x, rows))
+    np.testing.assert_array_equal(jax.jit(lambda v: srj.take_along_axis(v, along, Val(1)))(x), np.take_along_axis(x, along, axis=1))
+    values = np.asarray(rand(5, 4))
+    expected = x.copy()
+    np.add.at(expected, rows, values)
+    np.testing.assert_allclose(jax.jit(lambda v, w: srj.index_add(v, rows, w))(x, values), expected, rtol=1e-12)
+    for fn, args in (
+        (lambda v: srj.getindex(v, sr.ix[1:, ::-2]), (x,)),
+        (lambda v: srj.take(v, rows, Val(0)), (x,)),
+        (lambda v: srj.take_along_axis(v, along, Val(1)), (x,)),
+        (lambda v, w: srj.index_add(v, rows, w), (x, values)),
+    ):
+        check_grads(fn, args, order=2, modes=("fwd", "rev"))
+
+
+def test_indexing_ops_vmap_and_gradients_equal_the_scatter_add() -> None:
+    x = np.asarray(rand(3, 6, 2))
+    rows = np.array([5, 0, 5, 5])
+    batched = jax.vmap(lambda v: srj.take(v, rows, Val(0)))(x)
+    np.testing.assert_array_equal(batched, np.take(x, rows, axis=1))
+    grad = jax.grad(lambda v: jnp.sum(srj.take(v, rows, Val(0)) ** 2))(x[0])
+    expected = np.zeros((6, 2))
+    np.add.at(expected, rows, 2 * np.take(x[0], rows, axis=0))
+    np.testing.assert_allclose(grad, expected, rtol=1e-12)
+
+
+def test_indexing_bad_inputs_are_our_errors() -> None:
+    x = np.asarray(rand(5, 4))
+    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 5"):
+        srj.take(x, np.array([5]), Val(0))
+    with pytest.raises(TypeError, match="bool"):
+        srj.take(x, np.array([True]), Val(0))
+    with pytest.raises(ValueError, match="sorted=Val"):
+        srj.take(x, np.array([3, 1]), Val(0), sorted=Val(True))
+    with pytest.raises(IndexError, match="out of bounds for axis 1 with size 4"):
+        srj.getindex(x, sr.ix[:, 4])

@@ -364,8 +364,8 @@ def assert_tangent(tangent: object, expected: Array, primal: Array, rtol: float 
     projected onto that dtype (real part for a real primal); NaN and inf where expected."""
     assert isinstance(tangent, np.ndarray), tangent
     assert tangent.shape == primal.shape
-    # A big-endian primal: the concatenate family keeps its byte order (as NumPy's result
-    # does), the repeat family computes and returns native order (its documented decision).
+    # A big-endian primal: its tangent may be big-endian (the concatenate family's views of a
+    # big-endian dy) or native (what the kernels compute in); the forward's result is NumPy's.
     assert tangent.dtype.newbyteorder("=") == primal.dtype.newbyteorder("="), (tangent.dtype, primal.dtype)
     want = expected.real if primal.dtype.kind != "c" else expected
     np.testing.assert_allclose(tangent, want.astype(tangent.dtype), rtol=rtol, atol=rtol, equal_nan=True)
@@ -437,7 +437,7 @@ def test_unusual_input_layouts(case: Case, layout: str) -> None:
     want = case.numpy([np.array(x) for x in xs])
     y, back = rrule(case, xs)
     np.testing.assert_array_equal(y, want)
-    assert y.dtype.newbyteorder("=") == want.dtype.newbyteorder("=")
+    assert y.dtype == want.dtype  # byte order included
     dy = values(y.shape)
     for tangent, expected, x in zip(case.tangents(back(dy), len(xs)), reference_pullback(case, xs, dy), xs):
         assert_tangent(tangent, expected, x)
@@ -722,8 +722,8 @@ def test_repeat_loop_nests_deeper_than_python_allows_are_refused() -> None:
     # Each count that does not merge with a neighbour is one more nested loop in the
     # generated kernel; Python refuses more than 20 nested blocks (a SyntaxError, before).
     x = np.ones((2,) * 11)
-    expect_error(ValueError, r"loop nest of 22 levels.*at most 20", lambda: sr.repeat(x, inner=Val((2,) * 11)))
-    expect_error(ValueError, r"loop nest of 22 levels", lambda: sr.tile(x, Val((3,) * 11)))
+    expect_error(ValueError, r"^repeat: inner=\(2, 2, .*loop nest would have 22 levels.*at most 20", lambda: sr.repeat(x, inner=Val((2,) * 11)))
+    expect_error(ValueError, r"^tile: reps=\(3, 3, .*loop nest would have 22 levels", lambda: sr.tile(x, Val((3,) * 11)))
     # 20 levels still compile and are right (the forward kernel nests deepest: one more loop
     # for the copies of each element; a deep compile takes seconds, so only that one).
     x = values((1, 2) * 5)
@@ -868,13 +868,13 @@ def test_cotangent_on_another_device_is_a_type_error(fake_cupy: type[_FakeCupyAr
 # Each line: label | expected exception | message pattern | expression (evaluated in the child).
 # ``huge(n)`` is np.broadcast_to(0.0, (n,)): an n-element input that costs nothing. The
 # MemoryError cases ask for at least 8 TiB, more than any machine these tests run on.
-HUGE_CALLS = """
-repeat 2**62           | ValueError  | too large to index          | sr.repeat(np.ones(4), Val(2**62))
+HUGE_CALLS = r"""
+repeat 2**62           | ValueError  | ^repeat: repeats=4611686018427387904 for x of shape \(4,\): each element would be copied .* too large to index | sr.repeat(np.ones(4), Val(2**62))
 repeat 2**61           | ValueError  | too large to allocate       | sr.repeat(np.ones(4), Val(2**61))
 repeat 2**40           | MemoryError | more than this machine      | sr.repeat(np.ones(4), Val(2**40))
 repeat 2**40 axis      | MemoryError | more than this machine      | sr.repeat(np.ones((4, 2)), Val(2**40), axis=Val(0))
 rrule repeat 2**40     | MemoryError | more than this machine      | sr.rrule(sr.repeat, np.ones(4), Val(2**40))
-repeat inner product   | ValueError  | multiply to                 | sr.repeat(np.ones(4), inner=Val((2**31, 2**31, 4)))
+repeat inner product   | ValueError  | ^repeat: inner=\(2147483648, 2147483648, 4\) for x of shape \(4,\): each element would be copied | sr.repeat(np.ones(4), inner=Val((2**31, 2**31, 4)))
 repeat outer huge      | MemoryError | more than this machine      | sr.repeat(np.ones(3), outer=Val((2**20, 2**20)))
 repeat counts 2**62    | ValueError  | too large to allocate       | sr.repeat(np.ones(4), np.array([2**62, 1, 1, 1]))
 repeat counts sum      | ValueError  | too large to allocate       | sr.repeat(np.ones(4), np.array([2**61] * 4))
@@ -885,7 +885,7 @@ repeat huge x count 0  | MemoryError | counts and their offsets    | sr.repeat(h
 repeat huge x Val(0)   | MemoryError | C-ordered copy              | sr.repeat(huge(2**40), Val(0))
 repeat huge x Val(2)   | MemoryError | more than this machine      | sr.repeat(huge(2**40), Val(2))
 repeat huge x Val big  | ValueError  | too large to allocate       | sr.repeat(huge(2**40), Val(2**30))
-tile huge reps         | ValueError  | multiply to                 | sr.tile(np.ones(4), Val((2**31, 2**31)))
+tile huge reps         | ValueError  | ^tile: reps=\(2147483648, 2147483648\) for x of shape \(4,\): each element would be copied | sr.tile(np.ones(4), Val((2**31, 2**31)))
 tile huge memory       | MemoryError | more than this machine      | sr.tile(np.ones(4), Val((2**20, 2**20)))
 tile huge x            | ValueError  | too large to allocate       | sr.tile(huge(2**40), Val((2**22,)))
 concatenate huge       | MemoryError | more than this machine      | sr.concatenate((huge(2**40), huge(2**40)))
@@ -1057,3 +1057,203 @@ def test_invalid_rendered_source_is_raised_not_reported_as_a_damaged_cache_entry
             cache.get(signature, render)
     assert not [w for w in caught if "could not be loaded" in str(w.message)], [str(w.message) for w in caught]
     assert not list((tmp_path / "cache" / "kernels").glob("*.py"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The density rule: a dense cotangent gives dense tangents, for every op and every extent; the
+# one exception is a full reduction (sum/mean over every axis, no keepdims), whose 0-d
+# cotangent pulls back to a Fill. Before, sum(x(1, 1), axis=Val(0)), a one-element output,
+# pulled a dense dy back to a Fill although its types promise an ndarray.
+# ---------------------------------------------------------------------------------------------
+
+
+def _extent_variants(shapes: tuple[Shape, ...]) -> list[tuple[Shape, ...]]:
+    """The case's shapes, every extent 1, and each axis alone set to 1 (where NumPy takes it)."""
+    variants = [shapes, tuple(tuple(1 for _ in shape) for shape in shapes)]
+    for axis in range(max((len(shape) for shape in shapes), default=0)):
+        variants.append(tuple(tuple(1 if d == axis else n for d, n in enumerate(shape)) for shape in shapes))
+    return variants
+
+
+def _assert_dense(tangents: Sequence[object], xs: Sequence[Array], what: str) -> None:
+    for tangent, x in zip(tangents, xs):
+        assert isinstance(tangent, np.ndarray), f"{what}: a dense dy gave {tangent!r}"
+        assert tangent.shape == x.shape and tangent.dtype == x.dtype, what
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_a_dense_cotangent_gives_dense_tangents_for_every_extent(case: Case) -> None:
+    variants = _extent_variants(case.shapes) + [case.empty_shapes]
+    if case.scalar_shapes is not None:
+        variants.append(case.scalar_shapes)
+    checked = 0
+    for shapes in variants:
+        xs = [values(shape) for shape in shapes]
+        try:
+            case.numpy(xs)
+        except ValueError:
+            continue  # not a valid call for NumPy either (reshape of one element to (-1, 2))
+        y, back = rrule(case, xs)
+        dy = values(y.shape)
+        tangents = case.tangents(back(dy), len(xs))
+        _assert_dense(tangents, xs, f"{case} of {shapes}")
+        for tangent, expected, x in zip(tangents, reference_pullback(case, xs, dy), xs):
+            assert_tangent(tangent, expected, x)
+        checked += 1
+    assert checked >= 3
+
+
+REDUCTION_SHAPES: list[Shape] = [(), (1,), (5,), (1, 1), (3, 1), (1, 4), (3, 4), (2, 1, 3), (0, 3), (1, 0)]
+
+
+def _reduction_axes(ndim: int) -> list[tuple[int, ...] | None]:
+    axes: list[tuple[int, ...] | None] = [None, ()]
+    axes += [(axis,) for axis in range(ndim)]
+    axes += [(a, b) for a in range(ndim) for b in range(a + 1, ndim)]
+    if ndim > 2:
+        axes.append(tuple(range(ndim)))
+    return axes
+
+
+@pytest.mark.parametrize("op", [sr.sum, sr.mean], ids=["sum", "mean"])
+@pytest.mark.parametrize("shape", REDUCTION_SHAPES, ids=str)
+def test_only_a_full_reductions_zero_d_cotangent_pulls_back_to_a_fill(op: object, shape: Shape) -> None:
+    reference = np.sum if op is sr.sum else np.mean
+    for axis in _reduction_axes(len(shape)):
+        for keepdims in (False, True):
+            x = values(shape)
+            static = None if axis is None else Val(axis)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # the mean of an empty slice
+                y, back = rrule_call(op, x, axis=static, keepdims=Val(keepdims))
+                expect_shape = np.shape(reference(x, axis=axis, keepdims=keepdims))
+            assert isinstance(y, np.ndarray)
+            dy = values(y.shape)
+            (dx,) = cast(tuple[Any], back(dy))
+            assert y.shape == expect_shape
+            count = x.size // max(y.size, 1) if x.size else 0
+            scale = 1.0 / count if op is sr.mean and count else 1.0
+            kept = dy.reshape([1 if axis is None or d in axis else n for d, n in enumerate(shape)]) if x.size else dy
+            expected = np.broadcast_to(kept * scale, shape) if x.size else np.zeros(shape)
+            what = f"{op}(x{shape}, axis={axis}, keepdims={keepdims})"
+            if y.shape == ():  # a full reduction: the one Fill (typed so)
+                assert isinstance(dx, Fill), what
+                np.testing.assert_allclose(np.asarray(dx), expected, rtol=1e-12)
+            else:
+                _assert_dense([dx], [x], what)
+                assert dx.flags.writeable, what
+                np.testing.assert_allclose(dx, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (2, 1), (2,), (4, 0)], ids=str)
+def test_split_dense_cotangents_give_a_dense_tangent(shape: Shape) -> None:
+    x = values(shape)
+    parts, back = rrule_call(sr.split, x, Val(2), axis=Val(0))
+    assert isinstance(parts, tuple)
+    dys = tuple(values(part.shape) for part in parts)
+    (dx, _) = back(dys)
+    _assert_dense([dx], [x], f"split(x{shape})")
+    np.testing.assert_array_equal(dx, np.concatenate(dys, axis=0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors name the op the user called, the argument and the shapes
+# ---------------------------------------------------------------------------------------------
+
+
+def test_tile_errors_name_tile_and_reps() -> None:
+    x = values((2, 2))
+    with pytest.raises(ValueError) as caught:
+        sr.tile(x, Val((10**10, 10**10)))
+    message = str(caught.value)
+    # Before: "repeat: the repeat counts inner=(1, 1), outer=(10000000000, 10000000000) multiply
+    # to 100000000000000000000, too large to index an array" (an op and arguments never written)
+    assert not message.startswith("repeat"), message
+    assert "inner=" not in message and "outer=" not in message, message
+    assert message.startswith("tile: reps=(10000000000, 10000000000) for x of shape (2, 2): "), message
+    with pytest.raises(ValueError, match=r"^repeat: outer=\(10000000000, 10000000000\) for x of shape \(2, 2\): "):
+        sr.repeat(x, outer=Val((10**10, 10**10)))
+
+
+def test_pullback_errors_name_the_op() -> None:
+    _, back = rrule_call(sr.repeat, values((3,)), Val(2), axis=Val(0))
+    # Before: "pullback: cotangent dy has shape (5,) but the output has shape (6,)"
+    with pytest.raises(ValueError, match=r"^repeat pullback: the cotangent dy has shape \(5,\) but the output has shape \(6,\)$"):
+        back(np.ones(5))
+    with pytest.raises(TypeError, match=r"^repeat pullback: got NoTangent\(\) as the cotangent dy"):
+        back(NoTangent())
+    with pytest.raises(TypeError, match=r"^repeat pullback: argument 'dy' has dtype float16"):
+        back(np.ones(6, np.float16))
+    _, back = rrule_call(sr.kron, values((2, 2)), values((3,)))
+    with pytest.raises(ValueError, match=r"^kron pullback: the cotangent dy has shape \(7,\) but the output has shape \(2, 6\)"):
+        back(np.ones(7))
+    _, back = rrule_call(sr.split, values((4, 3)), Val(2))
+    with pytest.raises(ValueError, match=r"^split pullback: the cotangent dy\[1\] has shape \(3, 3\) but the output y\[1\] has shape \(2, 3\)"):
+        back((np.ones((2, 3)), np.ones((3, 3))))
+    with pytest.raises(TypeError, match=r"^kron pullback: it reads the primal values"):
+        cast(Callable[..., object], sr.pullback)(sr.kron, sr.ArraySpec((2,), np.float64), sr.ArraySpec((2,), np.float64))
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "pattern"),
+    [
+        (sr.repeat, (np.array([1.0], dtype=object), Val(2)), r"^repeat: argument 'x' has dtype object"),
+        (sr.tile, (np.array([1.0], dtype=object), Val(2)), r"^tile: argument 'x' has dtype object"),
+        (sr.kron, ("a", np.ones(2)), r"^kron: argument 'a' must be an array"),
+        (sr.sum, (np.array([1.0], dtype=object),), r"^sum: argument 'x' has dtype object"),
+        (sr.repeat, (np.ones(2), Val(2), Val(True)), r"^repeat: argument 'axis' must be Val\(int\)"),
+        (sr.tile, (np.ones(2), "a"), r"^tile: argument 'reps' must be Val"),
+        (sr.mean, (np.ones(2), None, Val(3)), r"^mean: argument 'keepdims' must be Val\(True\)"),
+    ],
+)
+def test_shared_argument_readers_errors_name_the_op(op: object, args: tuple[object, ...], pattern: str) -> None:
+    # Before: the shared readers' messages alone ("argument 'x' has dtype object, ..."), no op
+    expect_error(TypeError, pattern, lambda: call(op, *args))
+
+
+# ---------------------------------------------------------------------------------------------
+# NumPy parity: byte order, and broadcast_to of any size
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [">f8", ">f4", ">c16", ">i4", "<f8"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_non_native_byte_order_gives_numpys_result_dtype(case: Case, dtype: str) -> None:
+    """Before, ``sr.repeat(x_big_endian, ...)`` came back native-endian (float64 where NumPy
+    gives '>f8'); the kernels compute on native copies, the result has NumPy's dtype."""
+    resolved = np.dtype(dtype)
+    xs = [values(shape, resolved.newbyteorder("=")).astype(resolved) for shape in case.shapes]
+    want = case.numpy(xs)
+    args, kwargs = case.call(xs)
+    for y in (call(case.op, *args, **kwargs), rrule_call(case.op, *args, **kwargs)[0]):
+        assert isinstance(y, np.ndarray)
+        assert y.dtype == want.dtype, (case.name, y.dtype.str, want.dtype.str)
+        # kron's complex products may round differently from NumPy's (in native order too)
+        np.testing.assert_allclose(y, want, rtol=1e-14 if case.bilinear else 0, atol=0)
+
+
+def test_split_and_mean_keep_numpys_byte_order() -> None:
+    x = values((4, 3)).astype(">f8")
+    for part, expected in zip(cast(tuple[Array, ...], call(sr.split, x, Val(2))), np.split(x, 2)):
+        assert part.dtype == expected.dtype
+    assert cast(Array, call(sr.mean, x, Val(0))).dtype == np.mean(x, axis=0).dtype
+
+
+def test_broadcast_to_of_any_size_is_a_view_as_numpys() -> None:
+    """Before: ``MemoryError: broadcast_to: an array of shape (1000000000000, 2, 3) needs
+    48000000000000 bytes, more than this machine's ...``; NumPy returns a stride-0 view."""
+    x = values((2, 3))
+    shape = (10**12, 2, 3)
+    want = np.broadcast_to(x, shape)
+    for y in (sr.broadcast_to(x, Val(shape)), rrule_call(sr.broadcast_to, x, Val(shape))[0]):
+        assert isinstance(y, np.ndarray)
+        assert y.shape == shape and y.strides == want.strides and y.dtype == want.dtype
+        assert not y.flags.writeable and np.shares_memory(y, x)
+        np.testing.assert_array_equal(y[-1], x)
+    _, back = rrule_call(sr.broadcast_to, x, Val(shape))
+    (dx, _) = back(Fill(1.0, shape))  # the lazy cotangent of a sum: no memory either
+    assert dx == Fill(1e12, (2, 3), np.float64)
+    _, ydot = sr.frule(sr.broadcast_to, (np.ones((2, 3)), NoTangent()), x, Val(shape))
+    assert isinstance(ydot, np.ndarray) and ydot.strides == want.strides
+    # Beyond what NumPy can describe, NumPy's error kind, naming the op and the shape
+    expect_error(ValueError, r"^broadcast_to: a view of shape \(2305843009213693952, 2, 3\)", lambda: sr.broadcast_to(x, Val((2**61, 2, 3))))

@@ -9,10 +9,11 @@ result on ``np.asarray(fill)``, dtype and scalar type included.
 
 from __future__ import annotations
 
+import re
 import tracemalloc
 import warnings
 from collections.abc import Callable
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -542,3 +543,106 @@ def test_rules_project_bool_and_integer_fills_like_dense_cotangents() -> None:
         (dense, _) = back(np.asarray(fill))
         assert isinstance(lazy, Fill) and lazy.dtype == np.float32
         np.testing.assert_array_equal(np.asarray(lazy), dense)
+
+
+# ---------------------------------------------------------------------------------------------
+# No tangent type recurses in a NumPy call: each call works or raises a TypeError that names
+# sr.materialize. Before, ``np.add(d, 1.0, out=d)`` with ``d`` a Fill (what ``back(dy)`` of a
+# full ``sum`` returns) raised "RecursionError: maximum recursion depth exceeded" in unthunk.
+# ---------------------------------------------------------------------------------------------
+
+
+def _lazy_tangents() -> dict[str, Callable[[], object]]:
+    return {
+        "Fill": lambda: Fill(2.0, (2, 3)),
+        "ZeroTangent": ZeroTangent,
+        "NoTangent": NoTangent,
+        "Thunk(Fill)": lambda: Thunk(lambda: Fill(2.0, (2, 3))),
+        "Thunk(array)": lambda: Thunk(lambda: np.full((2, 3), 2.0)),
+        "Thunk(ZeroTangent)": lambda: Thunk(ZeroTangent),
+    }
+
+
+def _numpy_calls() -> dict[str, Callable[[Any], object]]:
+    mask = np.array([[True, False, True], [False, True, True]])
+
+    def iadd_into_array(t: Any) -> object:
+        x = np.ones((2, 3))
+        x += t
+        return x
+
+    def iadd_into_tangent(t: Any) -> object:
+        t += np.ones((2, 3))
+        return t
+
+    def imul_tangent(t: Any) -> object:
+        t *= 2.0
+        return t
+
+    def setitem(t: Any) -> object:
+        t[0, 0] = 5.0
+        return t
+
+    return {
+        "np.add(t, 1.0, out=t)": lambda t: np.add(t, 1.0, out=t),
+        "np.add(x, t, out=t)": lambda t: np.add(np.ones((2, 3)), t, out=t),
+        "np.add(x, 1.0, out=t)": lambda t: np.add(np.ones((2, 3)), 1.0, out=t),
+        "np.add(x, t, out=x)": lambda t: np.add(np.ones((2, 3)), t, out=np.ones((2, 3))),
+        "np.negative(t, out=t)": lambda t: np.negative(t, out=t),
+        "np.exp(t, out=(t,))": lambda t: np.exp(t, out=(t,)),
+        "np.add(t, 1.0, where=mask)": lambda t: np.add(t, 1.0, where=mask, out=np.zeros((2, 3))),
+        "np.add(x, 1.0, where=t)": lambda t: np.add(np.ones((2, 3)), 1.0, where=t, out=np.zeros((2, 3))),
+        "np.add(t, x, out=t, where=mask)": lambda t: np.add(t, np.ones((2, 3)), out=t, where=mask),
+        "np.add.at(t, 0, 1.0)": lambda t: np.add.at(t, 0, 1.0),
+        "np.add.reduce(t)": lambda t: np.add.reduce(t),
+        "np.add.reduce(t, out=t)": lambda t: np.add.reduce(t, axis=None, out=t),
+        "np.add.accumulate(t)": lambda t: np.add.accumulate(t),
+        "np.add.outer(t, t)": lambda t: np.add.outer(t, t),
+        "np.matmul(t, x.T, out=t)": lambda t: np.matmul(t, np.ones((3, 3)), out=t),
+        "np.copyto(x, t)": lambda t: np.copyto(np.zeros((2, 3)), t),
+        "x += t": iadd_into_array,
+        "t += x": iadd_into_tangent,
+        "t *= 2": imul_tangent,
+        "t[0, 0] = 5": setitem,
+    }
+
+
+@pytest.mark.parametrize("call_name", list(_numpy_calls()))
+@pytest.mark.parametrize("tangent_name", list(_lazy_tangents()))
+def test_no_tangent_type_recurses_in_a_numpy_call(tangent_name: str, call_name: str) -> None:
+    tangent = _lazy_tangents()[tangent_name]()
+    call = _numpy_calls()[call_name]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # NumPy's "where without out" and the like
+            call(tangent)
+    except TypeError as error:
+        if "sr.materialize" not in str(error):
+            # NumPy's own refusal, the same as for the dense equivalent (a float mask)
+            dense = np.full((2, 3), 2.0)
+            with pytest.raises(TypeError, match=re.escape(str(error))), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                call(dense)
+    except RecursionError as error:  # what np.add(fill, 1.0, out=fill) raised before
+        pytest.fail(f"{call_name} with {tangent_name} recursed: {error}")
+    except ValueError as error:
+        # NumPy's own refusals (shapes that do not broadcast): allowed, but not for a tangent
+        # type's own reasons, which must be TypeErrors naming sr.materialize
+        assert type(tangent).__name__ not in str(error), f"{call_name} with {tangent_name}: {error}"
+
+
+def test_writing_into_a_fill_is_a_type_error_naming_materialize() -> None:
+    """What a user does with ``back(dy)`` of a full reduction: the verbatim cases."""
+    tangent: object = sr.rrule(sr.sum, np.ones((3, 4)))[1](np.ones(()))[0]
+    assert isinstance(tangent, Fill)  # the full reduction: a Fill, as its types say
+    d: Any = tangent  # what follows is what the types forbid: the run-time answers
+    with pytest.raises(TypeError, match=r"out=.*sr\.materialize"):
+        np.add(d, 1.0, out=d)
+    with pytest.raises(TypeError, match=r"immutable.*sr\.materialize"):
+        d[0, 0] = 5
+    dense = sr.materialize(d, np.empty((3, 4)))
+    np.add(dense, 1.0, out=dense)
+    np.testing.assert_array_equal(dense, np.full((3, 4), 2.0))
+    x = np.ones((3, 4))
+    x += d  # a dense array absorbs a Fill in place
+    np.testing.assert_array_equal(x, np.full((3, 4), 2.0))

@@ -393,10 +393,15 @@ def test_public_names() -> None:
         assert getattr(srt, name) is not None
 
 
+# Not adapted yet: the indexing family, whose indices are tensor data (not statics) that the
+# torch adapter's calls do not carry yet. Listed here so that adding one is a visible change.
+NOT_YET_ADAPTED = {"getindex", "take", "take_along_axis", "index_add"}
+
+
 def test_every_op_of_stablerules_is_adapted() -> None:
     ops = {name for name in sr.__all__ if isinstance(getattr(sr, name), RuleOp)}
     adapted = {name for name in srt.__all__ if isinstance(getattr(srt, name), srt.TorchOp)}
-    assert ops == adapted
+    assert ops - NOT_YET_ADAPTED == adapted and not NOT_YET_ADAPTED & adapted
     for name in adapted:
         assert getattr(srt, name).entry.op is getattr(sr, name)
 

@@ -37,8 +37,12 @@ Decisions
 ---------
 - ``sum``/``mean`` of every axis without ``keepdims`` return a 0-d array where NumPy returns a
   NumPy scalar (the same value and dtype), as ``kron`` does for 0-d operands.
-- A cotangent of one element (a full reduction) gives a ``Fill`` (its value read on the host,
-  a device synchronization for CuPy); a ``Fill`` cotangent of any shape gives a ``Fill``.
+- The density rule: a dense cotangent gives a dense ``dx`` for every extent, with one
+  exception, a full reduction (``axis=None`` or every axis, without ``keepdims``): its 0-d
+  cotangent gives a ``Fill`` in O(1) (its value read on the host, a device synchronization
+  for CuPy), and the types say so. A one-element cotangent of any other shape (``keepdims``,
+  or a sum over axes of extent 1) gives a dense, writable ``dx``. A ``Fill`` cotangent of any
+  shape gives a ``Fill``.
 - ``broadcast_to`` to ``x``'s own shape (nothing reduced) has ``dx`` = ``dy`` itself (a view
   of the cotangent, projected); so has ``sum`` over no axis of extent > 1.
 - ``broadcast_to``'s ``shape`` may be ``Val(int)`` (a 1-D shape), as NumPy's; ``sum``'s
@@ -366,7 +370,7 @@ def _tangent_dtype(dtype: DType) -> DType | None:
     return np.dtype(dtype.name) if is_differentiable(dtype) else None
 
 
-def _check_broadcast_to(x_shape: tuple[int, ...], shape: tuple[int, ...]) -> _IndexMap:
+def _check_broadcast_to(x_shape: tuple[int, ...], shape: tuple[int, ...], itemsize: int) -> _IndexMap:
     if any(extent < 0 for extent in shape):
         raise ValueError(f"broadcast_to: shape {shape_text(shape)} has a negative extent")
     if len(shape) < len(x_shape):
@@ -382,7 +386,8 @@ def _check_broadcast_to(x_shape: tuple[int, ...], shape: tuple[int, ...]) -> _In
                 f"{shape_text(shape)}: axis {axis} of x has extent {extent} but the target has "
                 f"{shape[lead + axis]} (an extent must match or be 1)"
             )
-    checked_size(shape, 1, "broadcast_to")
+    # The result is a zero-strided view, as NumPy's: any size costs no memory.
+    checked_size(shape, itemsize, "broadcast_to", allocates=False)
     reduced = tuple(axis < lead or x_shape[axis - lead] == 1 for axis in range(len(shape)))
     pattern, extents = _groups(shape, reduced)
     if len(pattern) > _MAX_GROUPS:
@@ -585,25 +590,40 @@ class SumPlan(_IndexPlan):
     def pullback(self, saved: object) -> DensePullback | KernelPullback:
         index_map, dtype, xp = self.index_map, self.out_dtype, self.namespace
         x_shape = index_map.x_shape
-        if index_map.full_size == 0:
-
-            def sum_pullback_empty(dy: ArrayLike) -> tuple[object, ...]:
-                return (xp.zeros(x_shape, dtype=dtype),)
-
-            return sum_pullback_empty
-        if math.prod(self.out_shape) == 1:
+        if self.out_shape == ():
+            # A full reduction, the one case where a dense cotangent gives a Fill (typed so):
+            # its 0-d cotangent is one number, and dx is that number everywhere.
             constant = self._constant
 
             def sum_pullback_scalar(dy: ArrayLike) -> tuple[object, ...]:
                 return (constant(complex(dy.reshape(-1)[0].item())),)  # O(1): a Fill
 
             return sum_pullback_scalar
-        if self.request is None:
+        if index_map.full_size == 0:
+
+            def sum_pullback_empty(dy: ArrayLike) -> tuple[object, ...]:
+                return (xp.zeros(x_shape, dtype=dtype),)
+
+            return sum_pullback_empty
+        if "r" not in index_map.pattern:
 
             def sum_pullback_view(dy: ArrayLike) -> tuple[object, ...]:
                 return (dy.reshape(x_shape),)  # nothing of extent > 1 summed: dy itself, a view
 
             return sum_pullback_view
+        if "k" not in index_map.pattern:
+            # Every axis of extent > 1 reduced, with keepdims or beside axes of extent 1: dy
+            # has one element, and dx is dense (only a 0-d cotangent gives a Fill). The one
+            # element is broadcast on the device, with no host read.
+            scale = max(index_map.count, 1) if self.mean else 1
+
+            def sum_pullback_one(dy: ArrayLike) -> tuple[object, ...]:
+                dx: ArrayLike = xp.empty(x_shape, dtype=dtype)
+                one: ArrayLike = dy.reshape(())
+                dx[...] = one / scale if scale != 1 else one  # type: ignore[operator]
+                return (dx,)
+
+            return sum_pullback_one
 
         size = index_map.full_size
         if self.target == "cpu":
@@ -646,7 +666,9 @@ _KeepdimsArgument = Val[bool] | bool
 
 class BroadcastTo(RuleOp):
     """``np.broadcast_to(x, shape)``: a read-only view of ``x`` with the given shape
-    (``Val(tuple)``, static; a plain tuple is accepted and counted as dynamic).
+    (``Val(tuple)``, static; a plain tuple is accepted and counted as dynamic). As NumPy's, the
+    view costs no memory whatever its size (zero strides along the broadcast axes); only a
+    shape NumPy cannot describe (2**63 bytes or more) is a ``ValueError``.
 
     Rules: ``back(dy)`` returns ``(dx,)`` (plus ``NoTangent()`` for a positional ``shape``),
     ``dx`` the sum of ``dy`` over the broadcast axes: one compiled pass over ``dy``
@@ -676,7 +698,7 @@ class BroadcastTo(RuleOp):
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         x_shape, dtype, target, namespace = _input(arrays[0])
         shape = static_ints(statics[0], "shape")
-        return BroadcastPlan(_check_broadcast_to(x_shape, shape), shape, dtype, target, namespace)
+        return BroadcastPlan(_check_broadcast_to(x_shape, shape, dtype.itemsize), shape, dtype, target, namespace)
 
 
 class _Reduction(RuleOp):
@@ -704,8 +726,8 @@ class Sum(_Reduction):
 
     Rules: ``back(dy)`` returns ``(dx, NoTangent(), ...)``, one entry per positional argument:
     ``dx`` is ``dy`` copied along the summed axes, one compiled pass, a fresh writable array;
-    a cotangent of one element (a full reduction) or a ``Fill`` gives a ``Fill`` in O(1);
-    with no axis of extent > 1 summed ``dx`` is ``dy`` itself (a view of the cotangent). The
+    a full reduction's 0-d cotangent (``axis=None`` or every axis, without ``keepdims``) or a
+    ``Fill`` gives a ``Fill`` in O(1), any other dense ``dy`` a dense ``dx``; with no axis of extent > 1 summed ``dx`` is ``dy`` itself (a view of the cotangent). The
     pushforward is the sum of the tangent (a ``Fill`` times the count for a ``Fill``).
     """
 
@@ -745,8 +767,8 @@ class Sum(_Reduction):
 class Mean(_Reduction):
     """``np.mean(x, axis, keepdims)``, arguments as ``sum``'s (integers and bools average to
     float64). Rules as ``sum``'s, divided by the number of entries averaged: ``dx`` is ``dy /
-    count`` copied along the averaged axes (a ``Fill`` for one-element or ``Fill`` cotangents;
-    ``dy`` itself when the count is 1).
+    count`` copied along the averaged axes (a ``Fill`` for a full reduction's 0-d cotangent
+    and for ``Fill`` cotangents, as ``sum``'s; ``dy`` itself when the count is 1).
     """
 
     name = "mean"

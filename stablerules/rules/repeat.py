@@ -201,15 +201,18 @@ class _Nest:
         )
 
 
+class _NestLimit(ValueError):
+    """A static repeat beyond what the kernels index or nest. Its message is the reason alone:
+    :class:`NestPlan` words it as the user's call (``tile: reps=...``), since one layout serves
+    ``repeat``'s two forms and ``tile``."""
+
+
 @memoized(maxsize=1024)
 def _nest(layout: _Layout) -> _Nest:
     total = math.prod(layout.inner) * math.prod(layout.outer)
     empty = total == 0
     if not empty and total >= _COUNT_LIMIT:
-        raise ValueError(
-            f"repeat: the repeat counts inner={layout.inner}, outer={layout.outer} multiply to "
-            f"{total}, too large to index an array"
-        )
+        raise _NestLimit(f"each element would be copied {total} times, a count too large to index an array")
     merged: list[NestItem] = []
     groups: list[tuple[int, ...]] = []
     for axes, inner, outer in zip(layout.axes, layout.inner, layout.outer):
@@ -232,10 +235,9 @@ def _nest(layout: _Layout) -> _Nest:
         merged.insert(0, _INPUT_AXIS)
         groups.append(())
     if len(merged) > _MAX_NEST_LEVELS:
-        raise ValueError(
-            f"repeat: inner={layout.inner}, outer={layout.outer} make a loop nest of "
-            f"{len(merged)} levels (counts and axes that do not merge); compiled kernels nest at "
-            f"most {_MAX_NEST_LEVELS} loops: repeat along fewer axes per call"
+        raise _NestLimit(
+            f"the loop nest would have {len(merged)} levels (counts and axes that do not merge); "
+            f"compiled kernels nest at most {_MAX_NEST_LEVELS} loops: repeat along fewer axes per call"
         )
     return _Nest(layout, tuple(merged), tuple(groups), total, empty)
 
@@ -763,13 +765,15 @@ def _flat_input(x: object, dtype: np.dtype[np.generic]) -> ArrayLike:
 
 @dataclass(frozen=True, slots=True)
 class _Input:
-    """``x`` as a plan sees it: shape, native dtype, namespace and kernel target. Kernels
-    compute in native byte order: ``'>f8'`` computes (and returns) as float64."""
+    """``x`` as a plan sees it: shape, native dtype, namespace, kernel target and the dtype as
+    given. Kernels compute in native byte order: a ``'>f8'`` input computes as float64, and its
+    result is given NumPy's dtype (``'>f8'``, one byte-swapping copy); its tangents are native."""
 
     shape: tuple[int, ...]
     dtype: np.dtype[np.generic]
     namespace: ModuleType
     target: str
+    given: np.dtype[np.generic]
 
 
 def _input(x: object) -> _Input:
@@ -783,7 +787,7 @@ def _input(x: object) -> _Input:
         array = as_array(x, "x")
         shape, dtype, namespace = tuple(array.shape), array.dtype, array_namespace(array)
     native = dtype if dtype.isnative else dtype.newbyteorder("=")
-    return _Input(shape, native, namespace, kernel_target(device_of(x)))
+    return _Input(shape, native, namespace, kernel_target(device_of(x)), dtype)
 
 
 def _check_counts_value(values: tuple[int, ...], name: str) -> None:
@@ -806,6 +810,12 @@ class _RepeatPlan(Plan):
         self.input_dtypes = (dtype,) * inputs
         self.namespace = x.namespace
         self.target = x.target
+        # NumPy's result keeps a non-native byte order (np.repeat of '>f8' is '>f8')
+        self.result_dtype = None if x.given == x.dtype else x.given
+
+    def _result(self, y: ArrayLike) -> ArrayLike:
+        """The kernels' native-order result in NumPy's result dtype."""
+        return y if self.result_dtype is None else y.astype(self.result_dtype)
 
     def _kinds(self) -> list[str]:
         return ["forward", "pullback"] if self.differentiable else ["forward"]
@@ -815,9 +825,14 @@ class NestPlan(_RepeatPlan):
     """A call with static counts (``repeat`` either form, ``tile``): the loop nest, this
     input's extents and the output's shape. The pushforward runs the forward kernel."""
 
-    def __init__(self, op: str, layout: _Layout, x: _Input) -> None:
+    def __init__(self, op: str, layout: _Layout, x: _Input, arguments: str) -> None:
+        """``arguments``: the static arguments as the user wrote them (``"reps=(2, 3)"``), for
+        messages."""
         self._set(op, x, 1)
-        self.nest = nest = _nest(layout)
+        try:
+            self.nest = nest = _nest(layout)
+        except _NestLimit as error:
+            raise ValueError(f"{op}: {arguments} for x of shape {shape_text(x.shape)}: {error}") from None
         self.out_shape = nest.output_shape(x.shape)
         for extent in self.out_shape:
             if extent >= _COUNT_LIMIT:
@@ -847,7 +862,7 @@ class NestPlan(_RepeatPlan):
         return cpu_launcher(kernel, 2, self.extents, extent=self.extents[0], work=self.out_size)
 
     def forward(self, arrays: tuple[object, ...]) -> ArrayLike:
-        return self._apply(arrays[0])  # type: ignore[arg-type]
+        return self._result(self._apply(arrays[0]))  # type: ignore[arg-type]
 
     def _apply(self, x: ArrayLike) -> ArrayLike:
         dtype = self.out_dtype
@@ -1007,7 +1022,7 @@ class CountsPlan(_RepeatPlan):
         counts = self.save(arrays)
         y: ArrayLike = self.namespace.empty(counts.out_shape, dtype=self.out_dtype)
         self._launch("forward", counts, _flat_input(arrays[0], self.out_dtype), y.reshape(-1))
-        return y
+        return self._result(y)
 
     def pullback(self, saved: object) -> DensePullback:
         assert isinstance(saved, _Counts)
@@ -1149,7 +1164,12 @@ class Repeat(RuleOp):
             outer_counts = () if outer is None else static_ints(outer, "outer")
             _check_counts_value(inner_counts, "inner")
             _check_counts_value(outer_counts, "outer")
-            return NestPlan("repeat", _julia_layout(ndim, inner_counts, outer_counts), x)
+            given = ", ".join(
+                f"{name}={value.value if isinstance(value, Val) else value!r}"
+                for name, value in (("inner", inner), ("outer", outer))
+                if value is not None
+            )
+            return NestPlan("repeat", _julia_layout(ndim, inner_counts, outer_counts), x, given)
         if inner is not None or outer is not None:
             raise TypeError(
                 "repeat: pass either repeats (and axis), as np.repeat, or inner=/outer=, as Julia's "
@@ -1166,7 +1186,7 @@ class Repeat(RuleOp):
                 )
             count = static_int(repeats, "repeats")
             _check_counts_value((count,), "repeats")
-            return NestPlan("repeat", _numpy_layout(ndim, count, axis_index), x)
+            return NestPlan("repeat", _numpy_layout(ndim, count, axis_index), x, f"repeats={count}")
         common_device(arrays, ("x", "repeats"))
         return CountsPlan(x, axis_index, arrays[1])
 
@@ -1210,7 +1230,8 @@ class Tile(RuleOp):
         counts = static_ints(statics[0], "reps")
         if any(count < 0 for count in counts):
             raise ValueError(f"tile: reps={counts} has a negative count")
-        return NestPlan("tile", _tile_layout(len(x.shape), counts), x)
+        given = statics[0].value if isinstance(statics[0], Val) else statics[0]
+        return NestPlan("tile", _tile_layout(len(x.shape), counts), x, f"reps={given!r}")
 
 
 tile = Tile()

@@ -747,3 +747,142 @@ def test_pad_and_split_stay_on_the_device(namespace: str, on_cpu: Callable[[Call
     dys = [integers(part.shape, "float64") for part in parts_cpu]
     cotangents = (device(dys[0], namespace), ZeroTangent(), device(dys[2], namespace))
     assert_same(split_back(cotangents)[0], split_back_cpu((dys[0], ZeroTangent(), dys[2]))[0], namespace, "split pullback")
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+@pytest.mark.parametrize(
+    ("shape", "axis", "keepdims"),
+    [((3, 1), None, True), ((1, 4), Val(0), False), ((2, 1, 3), Val((0, 2)), True), ((1, 1), Val(0), False)],
+)
+def test_sum_mean_one_element_dy_gives_a_dense_dx_on_the_device(
+    namespace: str, shape: tuple[int, ...], axis: Val[Any] | None, keepdims: bool, on_cpu: Callable[[Callable[[], Any]], Any]
+) -> None:
+    """The density rule on CUDA: only a full reduction's 0-d cotangent gives a Fill."""
+    x_host = integers(shape, "float64")
+    for op in (sr.sum, sr.mean):
+        y, back = sr.rrule(op, device(x_host, namespace), axis=axis, keepdims=Val(keepdims))
+        y_cpu, back_cpu = on_cpu(lambda: sr.rrule(op, x_host, axis=axis, keepdims=Val(keepdims)))
+        dy = integers(y_cpu.shape, "float64")
+        (got,), (want,) = back(device(dy, namespace)), back_cpu(dy)
+        assert isinstance(want, np.ndarray)
+        assert_same(got, want, namespace, f"{op} pullback of x{shape}")
+
+
+# ------------------------------------------------------------------------------- indexing
+# getindex's forward and pushforward are NumPy's views on every device; its pullback is a
+# CUDA gather (each thread writes one element of dx). take's forward is a gather; its pullback
+# is a one-thread counting sort and a gather over buckets (deterministic), or, with
+# deterministic=Val(False), atomics into zeros. take_along_axis's pullback is a gather over
+# the taken positions; index_add's forward is take's bucketed accumulation onto x.
+
+GETINDEX_CUDA_CASES = [
+    ((5, 6), sr.ix[1:-1, ::2]),
+    ((4, 7), sr.ix[::-1, 2]),
+    ((3, 4, 5), sr.ix[None, 1, ::-2, 1:4]),
+    ((9,), sr.ix[7:1:-3]),
+]
+
+
+@pytest.mark.parametrize(("shape", "index"), GETINDEX_CUDA_CASES, ids=[str(i) for _, i in GETINDEX_CUDA_CASES])
+@pytest.mark.parametrize("dtype", ["float64", "complex64"])
+def test_getindex_pullback_is_a_cuda_gather(
+    shape: tuple[int, ...], index: Any, dtype: str, on_cpu: Callable[[Callable[[], Any]], Any]
+) -> None:
+    x = integers(shape, dtype)
+    y, back = sr.rrule(sr.getindex, x, index)
+    np.testing.assert_array_equal(host(y), x[index.entries])
+    dy = integers(tuple(host(y).shape), dtype)
+    with cuda_kernel_runs("getindex", "pullback"):
+        dx = back(dy)[0]
+    expected = np.zeros(shape, dtype)
+    expected[index.entries] = dy
+    np.testing.assert_array_equal(host(dx), expected)
+    cpu = on_cpu(lambda: sr.rrule(sr.getindex, x, index)[1](dy)[0])
+    assert_same(dx, cpu, "numpy", "getindex pullback")
+
+
+TAKE_CUDA_CASES = [
+    ((6, 3), (7,), 0),
+    ((4, 5), (2, 3), 1),
+    ((3, 4), (5,), None),
+    ((2, 3, 4), (6,), -1),
+]
+
+
+@pytest.mark.parametrize(("shape", "ishape", "axis"), TAKE_CUDA_CASES)
+@pytest.mark.parametrize("deterministic", [True, False])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "complex128"])
+def test_take_forward_pullback_pushforward_on_cuda(
+    shape: tuple[int, ...], ishape: tuple[int, ...], axis: int | None, deterministic: bool, dtype: str,
+    on_cpu: Callable[[Callable[[], Any]], Any],
+) -> None:
+    x = integers(shape, dtype)
+    n = int(np.prod(shape)) if axis is None else shape[axis]
+    indices = RNG.integers(-n, n, ishape)
+    static = None if axis is None else Val(axis)
+    kwargs = {"deterministic": Val(deterministic)}
+    with cuda_kernel_runs("take", "gather"):
+        y, back = sr.rrule(sr.take, x, indices, static, **kwargs)
+    np.testing.assert_array_equal(host(y), np.take(x, indices, axis=axis))
+    dy = integers(tuple(host(y).shape), dtype)
+    with cuda_kernel_runs("take", "atomic" if not deterministic else "accumulate"):
+        dx = back(dy)[0]
+    wrapped = np.where(indices < 0, indices + n, indices)
+    expected = np.zeros(int(np.prod(shape)) if axis is None else shape, dtype)
+    where: Any = wrapped.reshape(-1) if axis is None else (slice(None),) * (axis % len(shape)) + (wrapped,)
+    np.add.at(expected, where, dy.reshape(-1) if axis is None else dy)
+    np.testing.assert_array_equal(host(dx), expected.reshape(shape))
+    cpu = on_cpu(lambda: sr.rrule(sr.take, x, indices, static)[1](dy)[0])
+    assert_same(dx, cpu, "numpy", "take pullback")
+    tangent = integers(shape, dtype)
+    with cuda_kernel_runs("take", "gather"):
+        _, ydot = sr.frule(sr.take, (tangent, NoTangent(), NoTangent()), x, indices, static, **kwargs)
+    np.testing.assert_array_equal(host(ydot), np.take(tangent, indices, axis=axis))
+
+
+def test_take_along_axis_and_index_add_on_cuda(on_cpu: Callable[[Callable[[], Any]], Any]) -> None:
+    x = integers((4, 6), "float64")
+    indices = RNG.integers(-6, 6, (4, 3))
+    with cuda_kernel_runs("take_along_axis", "gather-along"):
+        y, back = sr.rrule(sr.take_along_axis, x, indices, Val(1))
+    np.testing.assert_array_equal(host(y), np.take_along_axis(x, indices, axis=1))
+    dy = integers((4, 3), "float64")
+    with cuda_kernel_runs("take_along_axis", "scatter-along"):
+        dx = back(dy)[0]
+    expected = np.zeros((4, 6))
+    np.add.at(expected, (np.arange(4)[:, None], np.where(indices < 0, indices + 6, indices)), dy)
+    np.testing.assert_array_equal(host(dx), expected)
+    assert_same(dx, on_cpu(lambda: sr.rrule(sr.take_along_axis, x, indices, Val(1))[1](dy)[0]), "numpy", "take_along_axis pullback")
+    z = integers((2, 4, 6), "complex128")  # 16-byte elements: two units per element
+    k = RNG.integers(0, 4, (2, 2, 6))
+    np.testing.assert_array_equal(host(sr.take_along_axis(z, k, Val(1))), np.take_along_axis(z, k, axis=1))
+
+    rows = np.array([4, 0, 4, -1, 2])
+    values = integers((5, 3), "float32")
+    base = integers((5, 3), "float32")
+    with cuda_kernel_runs("index_add", "accumulate"):
+        y, add_back = sr.rrule(sr.index_add, base, rows, values)
+    expected = base.copy()
+    np.add.at(expected, rows, values)
+    np.testing.assert_array_equal(host(y), expected)
+    dy = integers((5, 3), "float32")
+    added, _, dvalues = add_back(dy)
+    np.testing.assert_array_equal(host(added), dy)
+    np.testing.assert_array_equal(host(dvalues), np.take(dy, rows, axis=0))
+
+
+def test_indexing_cuda_kernels_compile_once_for_every_shape() -> None:
+    x = integers((6, 3), "float64")
+    y, back = sr.rrule(sr.take, x, np.array([1, 1, 5]), Val(0))
+    back(integers((3, 3), "float64"))
+    y, slice_back = sr.rrule(sr.getindex, x, sr.ix[1:, ::2])
+    slice_back(integers(tuple(y.shape), "float64"))
+    with sr.no_compile(), sr.no_fallback():
+        v = integers((9, 2), "float64")
+        y, back = sr.rrule(sr.take, v, np.array([8, 0, 8, 8]), Val(0))
+        expected = np.zeros((9, 2))
+        dy = integers((4, 2), "float64")
+        np.add.at(expected, np.array([8, 0, 8, 8]), dy)
+        np.testing.assert_array_equal(host(back(dy)[0]), expected)
+        y, slice_back = sr.rrule(sr.getindex, v, sr.ix[2:, 1::3])
+        slice_back(integers(tuple(y.shape), "float64"))

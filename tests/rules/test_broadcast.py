@@ -217,13 +217,17 @@ def test_sum_mean_rules_against_finite_differences(op: Any, x_shape: tuple[int, 
     test_frule(op, x.astype(np.float32), axis_argument, Val(False))
 
 
-def test_sum_pullback_of_one_element_or_a_fill_is_a_fill() -> None:
+def test_sum_pullback_of_a_full_reduction_or_a_fill_is_a_fill() -> None:
     x = integers((200, 3, 40))
     _, back = rrule(sr.sum, x)
     assert back(np.asarray(2.5)) == (Fill(2.5, (200, 3, 40), np.float64),)
     assert back(2.5) == (Fill(2.5, (200, 3, 40), np.float64),)
+    # keepdims: a one-element dy that is not 0-d gives a dense dx (only a 0-d one gives a Fill)
     _, back = rrule(sr.mean, x, keepdims=Val(True))
-    assert back(np.full((1, 1, 1), 24000.0)) == (Fill(1.0, (200, 3, 40), np.float64),)
+    (dx,) = back(np.full((1, 1, 1), 24000.0))
+    assert isinstance(dx, np.ndarray)
+    np.testing.assert_array_equal(dx, np.ones((200, 3, 40)))
+    assert back(Fill(24000.0, (1, 1, 1))) == (Fill(1.0, (200, 3, 40), np.float64),)
     _, back = rrule(sr.sum, x, axis=Val((0, 2)))
     assert back(Fill(3.0, (3,))) == (Fill(3.0, (200, 3, 40), np.float64),)
     assert back(ZeroTangent()) == (ZeroTangent(),)

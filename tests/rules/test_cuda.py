@@ -163,6 +163,13 @@ PTX_CALLS: list[tuple[str, object, tuple[object, ...], dict[str, object]]] = [
     ("sum-W9", sr.sum, (cuda_spec((200, 3, 40), "float64"), Val((0, 2))), {}),
     ("mean-c128", sr.mean, (cuda_spec((4, 5, 6), "complex128"), Val((1, 2))), {}),
     ("mean-f32-keepdims", sr.mean, (cuda_spec((4, 5), "float32"), Val(0), Val(True)), {}),
+    ("getindex-W11-f32", sr.getindex, (cuda_spec((2048, 2048), "float32"), sr.ix[1:-1, ::2]), {}),
+    ("getindex-c64", sr.getindex, (cuda_spec((3, 4, 5), "complex64"), sr.ix[None, 1, ::-2, 1:4]), {}),
+    ("take-W10-f32", sr.take, (cuda_spec((50000, 128), "float32"), cuda_spec((16384,), "int64"), Val(0)), {}),
+    ("take-atomic-c128", sr.take, (cuda_spec((6, 3), "complex128"), cuda_spec((4,), "int64"), Val(0)), {"deterministic": Val(False)}),
+    ("take-atomic-f32", sr.take, (cuda_spec((6, 3), "float32"), cuda_spec((4,), "int64"), None), {"deterministic": Val(False)}),
+    ("take_along_axis-W12-f32", sr.take_along_axis, (cuda_spec((4096, 1024), "float32"), cuda_spec((4096, 8), "int64"), Val(1)), {}),
+    ("index_add-f64", sr.index_add, (cuda_spec((5, 3), "float64"), cuda_spec((4,), "int64"), cuda_spec((4, 3), "float64")), {}),
 ]
 
 

@@ -1,0 +1,319 @@
+"""The indexing workloads W10-W12: pullbacks of ``take``, ``getindex`` and
+``take_along_axis`` against PyTorch's own backward, JAX's jitted vjp, the best NumPy
+formulation and the memory-traffic bound, all measured in the same process.
+
+- W10 embedding: ``take(f32(50000, 128), idx(16384), axis=Val(0))``, the indices drawn
+  zipf-skewed (many repeats); also with the indices sorted and ``sorted=Val(True)``.
+- W11 strided slice: ``getindex(f32(2048, 2048), sr.ix[1:-1, ::2])``.
+- W12 ``take_along_axis(f32(4096, 1024), idx(4096, 8), axis=Val(1))``.
+
+Each round times every contender back to back (``timing.measure``: medians of adaptive
+samples); a ratio is ``theirs / ours`` within one round (above 1: ours is faster), and the
+reported figure is the median over ``--rounds`` rounds. The bound is the time to read ``dy``
+once (``np.add.reduce``) plus the time to write all of ``dx`` once (``ndarray.fill`` into a
+preallocated buffer), each the faster of one thread and a split over the cores; "of bound"
+is ``bound / ours``. The promise check's cost is the forward's extra time with the promise
+(``sorted``/``unique``) against the same call without it.
+
+Run: ``python bench/indexing.py [--quick] [--rounds 3] [--no-peers]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+import stablerules as sr
+from stablerules import Val
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import Budget, format_seconds, measure, table  # noqa: E402
+
+Array = npt.NDArray[Any]
+Step = Callable[[], object]
+
+
+@dataclass
+class Case:
+    """One workload: our pullback, the peers' and NumPy's, and what the bound moves."""
+
+    id: str
+    call: str
+    ours: Step
+    numpy: dict[str, Step]
+    torch: dict[str, Step] = field(default_factory=dict)
+    jax: dict[str, Step] = field(default_factory=dict)
+    dy: Array | None = None
+    dx_shape: tuple[int, ...] = ()
+    goals: dict[str, float] = field(default_factory=dict)
+    extra: dict[str, Step] = field(default_factory=dict)  # timed and reported, no goal
+
+
+def _threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def bound_steps(dy: Array, dx_shape: tuple[int, ...], dtype: npt.DTypeLike) -> dict[str, Step]:
+    """Reading ``dy`` once and writing all of ``dx`` once, one thread and split."""
+    flat = np.ascontiguousarray(dy).reshape(-1)
+    out = np.empty(int(np.prod(dx_shape)), dtype)
+    threads = _threads()
+    pool = concurrent.futures.ThreadPoolExecutor(threads)
+    read_chunks = np.array_split(flat, threads)
+    write_chunks = np.array_split(out, threads)
+
+    def write(chunk: Array) -> None:
+        chunk.fill(0)
+
+    return {
+        "read": lambda: np.add.reduce(flat),
+        "read-split": lambda: list(pool.map(np.add.reduce, read_chunks)),
+        "write": lambda: out.fill(0),
+        "write-split": lambda: list(pool.map(write, write_chunks)),
+    }
+
+
+def _zipf_indices(rng: np.random.Generator, rows: int, count: int) -> Array:
+    return ((rng.zipf(1.2, count) - 1) % rows).astype(np.int64)
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _jax() -> Any:
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    return jax, jnp
+
+
+def w10(quick: bool, peers: bool) -> Case:
+    rng = np.random.default_rng(10)
+    rows, width, count = (50000, 128, 16384)
+    x = rng.standard_normal((rows, width)).astype(np.float32)
+    idx = _zipf_indices(rng, rows, count)
+    dy = rng.standard_normal((count, width)).astype(np.float32)
+    _, back = sr.rrule(sr.take, x, idx, Val(0))
+    idx_sorted = np.sort(idx)
+    _, back_sorted = sr.rrule(sr.take, x, idx_sorted, Val(0), sorted=Val(True))
+    unique_idx = rng.permutation(rows)[:count]
+    expected = np.zeros_like(x)
+    np.add.at(expected, idx, dy)
+    got: Any = back(dy)[0]
+    assert np.array_equal(got, expected)
+
+    def add_at() -> Array:
+        out = np.zeros_like(x)
+        np.add.at(out, idx, dy)
+        return out
+
+    def sort_reduceat() -> Array:
+        order = np.argsort(idx, kind="stable")
+        keys = idx[order]
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        out = np.zeros_like(x)
+        out[keys[starts]] = np.add.reduceat(dy[order], starts, axis=0)
+        return out
+
+    case = Case(
+        "W10", "take(f32(50000, 128), idx(16384) zipf, axis=Val(0))", lambda: back(dy),
+        {"np.add.at": add_at, "argsort+reduceat": sort_reduceat}, dy=dy, dx_shape=x.shape,
+        goals={"torch": 2.0, "jax": 2.0, "np.add.at": 3.0, "bound": 0.6},
+    )
+    case.extra = {
+        "ours, sorted=Val(True) on sorted indices": lambda: back_sorted(dy),
+        "forward take (no promise), sorted indices": lambda: sr.take(x, idx_sorted, Val(0)),
+        "forward take, sorted=Val(True) (check included)": lambda: sr.take(x, idx_sorted, Val(0), sorted=Val(True)),
+        "forward take (no promise), unique indices": lambda: sr.take(x, unique_idx, Val(0)),
+        "forward take, unique=Val(True) (check included)": lambda: sr.take(x, unique_idx, Val(0), unique=Val(True)),
+    }
+    if peers:
+        torch = _torch()
+        if torch is not None:
+            xt = torch.from_numpy(x).requires_grad_()
+            it = torch.from_numpy(idx)
+            dyt = torch.from_numpy(dy)
+            y_select = xt.index_select(0, it)
+            y_embed = torch.nn.functional.embedding(it, xt)
+            case.torch = {
+                "index_select backward": lambda: torch.autograd.grad(y_select, xt, dyt, retain_graph=True),
+                "embedding backward": lambda: torch.autograd.grad(y_embed, xt, dyt, retain_graph=True),
+            }
+        jx = _jax()
+        if jx is not None:
+            jax, jnp = jx
+            xj, ij, dyj = jnp.asarray(x), jnp.asarray(idx), jnp.asarray(dy)
+            vjp = jax.jit(lambda x_, dy_: jax.vjp(lambda v: jnp.take(v, ij, axis=0), x_)[1](dy_))
+            case.jax = {"jit(vjp(take))": lambda: jax.block_until_ready(vjp(xj, dyj))}
+    return case
+
+
+def w11(quick: bool, peers: bool) -> Case:
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2048, 2048)).astype(np.float32)
+    index = sr.ix[1:-1, ::2]
+    y, back = sr.rrule(sr.getindex, x, index)
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    expected = np.zeros_like(x)
+    expected[1:-1, ::2] = dy
+    got: Any = back(dy)[0]
+    assert np.array_equal(got, expected)
+
+    def zeros_assign() -> Array:
+        out = np.zeros_like(x)
+        out[1:-1, ::2] = dy
+        return out
+
+    def empty_assign() -> Array:
+        out = np.empty_like(x)
+        out[0] = 0
+        out[-1] = 0
+        out[1:-1, 1::2] = 0
+        out[1:-1, ::2] = dy
+        return out
+
+    case = Case(
+        "W11", "getindex(f32(2048, 2048), sr.ix[1:-1, ::2])", lambda: back(dy),
+        {"zeros + slice assignment": zeros_assign, "empty + four slice assignments": empty_assign},
+        dy=dy, dx_shape=x.shape, goals={"torch": 1.5, "jax": 1.5, "numpy": 1.5, "bound": 0.7},
+    )
+    if peers:
+        torch = _torch()
+        if torch is not None:
+            xt = torch.from_numpy(x).requires_grad_()
+            yt = xt[1:-1, ::2]
+            dyt = torch.from_numpy(dy)
+            case.torch = {"slice backward": lambda: torch.autograd.grad(yt, xt, dyt, retain_graph=True)}
+        jx = _jax()
+        if jx is not None:
+            jax, jnp = jx
+            xj, dyj = jnp.asarray(x), jnp.asarray(dy)
+            vjp = jax.jit(lambda x_, dy_: jax.vjp(lambda v: v[1:-1, ::2], x_)[1](dy_))
+            case.jax = {"jit(vjp(slice))": lambda: jax.block_until_ready(vjp(xj, dyj))}
+    return case
+
+
+def w12(quick: bool, peers: bool) -> Case:
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((4096, 1024)).astype(np.float32)
+    idx = rng.integers(0, 1024, (4096, 8))
+    _, back = sr.rrule(sr.take_along_axis, x, idx, Val(1))
+    dy = rng.standard_normal((4096, 8)).astype(np.float32)
+    rows = np.arange(4096)[:, None]
+    expected = np.zeros_like(x)
+    np.add.at(expected, (rows, idx), dy)
+    got: Any = back(dy)[0]
+    assert np.array_equal(got, expected)
+    linear = (rows * 1024 + idx).reshape(-1)
+
+    def add_at() -> Array:
+        out = np.zeros_like(x)
+        np.add.at(out, (rows, idx), dy)
+        return out
+
+    def bincount() -> Array:
+        return np.bincount(linear, weights=dy.reshape(-1), minlength=x.size).astype(np.float32).reshape(x.shape)
+
+    case = Case(
+        "W12", "take_along_axis(f32(4096, 1024), idx(4096, 8), axis=Val(1))", lambda: back(dy),
+        {"np.add.at": add_at, "bincount": bincount}, dy=dy, dx_shape=x.shape,
+        goals={"torch": 2.0, "jax": 2.0, "numpy": 2.0, "bound": 0.7},
+    )
+    if peers:
+        torch = _torch()
+        if torch is not None:
+            xt = torch.from_numpy(x).requires_grad_()
+            yt = torch.take_along_dim(xt, torch.from_numpy(idx), dim=1)
+            dyt = torch.from_numpy(dy)
+            case.torch = {"take_along_dim backward": lambda: torch.autograd.grad(yt, xt, dyt, retain_graph=True)}
+        jx = _jax()
+        if jx is not None:
+            jax, jnp = jx
+            xj, ij, dyj = jnp.asarray(x), jnp.asarray(idx), jnp.asarray(dy)
+            vjp = jax.jit(lambda x_, dy_: jax.vjp(lambda v: jnp.take_along_axis(v, ij, axis=1), x_)[1](dy_))
+            case.jax = {"jit(vjp(take_along_axis))": lambda: jax.block_until_ready(vjp(xj, dyj))}
+    return case
+
+
+def run(quick: bool, rounds: int, peers: bool) -> str:
+    budget = Budget.for_mode("quick" if quick else "full")
+    cases = [w10(quick, peers), w11(quick, peers), w12(quick, peers)]
+    lines = []
+    for case in cases:
+        assert case.dy is not None
+        bounds = bound_steps(case.dy, case.dx_shape, case.dy.dtype)
+        per_round: dict[str, list[float]] = {}
+
+        def record(name: str, seconds: float) -> None:
+            per_round.setdefault(name, []).append(seconds)
+
+        for _ in range(rounds):
+            ours = measure(case.ours, budget).median_s
+            record("ours", ours)
+            for group, steps in (("numpy", case.numpy), ("torch", case.torch), ("jax", case.jax)):
+                for name, step in steps.items():
+                    record(f"{group}: {name}", measure(step, budget).median_s)
+            timings = {name: measure(step, budget).median_s for name, step in bounds.items()}
+            record("bound", min(timings["read"], timings["read-split"]) + min(timings["write"], timings["write-split"]))
+            for name, step in case.extra.items():
+                record(name, measure(step, budget).median_s)
+        ours_times = per_round["ours"]
+        rows = []
+        verdicts = []
+
+        def ratio_of(names: list[str]) -> float:
+            """Median over rounds of (best of ``names`` in the round) / ours."""
+            return statistics.median(
+                min(per_round[name][r] for name in names) / ours_times[r] for r in range(rounds)
+            )
+
+        for name, times in per_round.items():
+            ratio = statistics.median(times[r] / ours_times[r] for r in range(rounds))
+            rows.append([name, format_seconds(statistics.median(times)), f"{ratio:.2f}"])
+        for goal_name, goal in case.goals.items():
+            if goal_name == "bound":
+                names = ["bound"]
+            elif goal_name in ("torch", "jax", "numpy"):
+                names = [name for name in per_round if name.startswith(f"{goal_name}: ")]
+            else:
+                names = [f"numpy: {goal_name}"]
+            if not names or any(name not in per_round for name in names):
+                verdicts.append(f"{goal_name}: not measured")
+                continue
+            value = ratio_of(names)
+            verdicts.append(f"{goal_name} {value:.2f} (goal >= {goal:g}: {'pass' if value >= goal else 'MISS'})")
+        lines.append(f"{case.id}: {case.call}   [{rounds} rounds, medians]")
+        lines.append(table(["contender", "median time", "time / ours (median of rounds)"], rows))
+        lines.append("goals: " + "; ".join(verdicts))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-peers", action="store_true")
+    args = parser.parse_args(argv)
+    print(run(args.quick, args.rounds, not args.no_peers))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1961 @@
+"""The indexing family: ``getindex`` (a static basic index, ``sr.ix``), ``take``,
+``take_along_axis`` and ``index_add``.
+
+getindex: NumPy's view, and a one-pass pullback
+-----------------------------------------------
+``sr.ix[...]`` is a :class:`StaticIndex`: ints (negative allowed), slices with any step,
+``None`` and ``...``, validated when it is written and hashable, so it keys plans and kernels
+as a ``Val`` does. ``getindex(x, sr.ix[...])`` is ``x[...]``: NumPy's own view (no kernel).
+Its pullback writes ``dx`` in one pass over ``dx``'s memory: each element is either the
+cotangent entry it was selected as or zero. There is no zero fill followed by a scatter, and
+no atomics on any device: the selection is a product of per-axis arithmetic progressions,
+known when the plan is built. The kernel's static signature is the *pattern* of the loop nest
+(per axis of ``x``: ``full``, ``point`` or ``range``, the trailing run of fully selected axes
+merged into one contiguous level); extents, positions, starts, steps and counts are run-time
+arguments, so shapes share kernels (one kernel per pattern and floating dtype; the innermost
+copies use unsigned indices, so LLVM emits no negative-index wraparound code in them). When
+the selection covers all of ``x`` (``sr.ix[...]``,
+``sr.ix[::-1]``, an int on an axis of length 1) the pullback is a view of the cotangent and a
+``Fill`` cotangent gives a ``Fill``.
+
+take, take_along_axis, index_add: deterministic scatter-adds
+-------------------------------------------------------------
+``x`` is read as ``(outer, n, inner)`` around the indexed axis (``axis=None``: the flattened
+array, ``outer = inner = 1``). The gathers (``take``'s forward and pushforward, the ``values``
+tangent of ``index_add``) copy rows of ``inner`` elements, as unsigned integers of the dtype's
+size. The scatter-adds (``take``'s pullback and ``index_add``'s forward) are written as
+*gathers over buckets*: a serial counting sort (``bucket`` kernel, O(n + m) integers) lists,
+for every row ``i`` of ``x``, the positions ``t`` with ``indices[t] == i`` in increasing
+order; then each output row is owned by one thread, which writes ``base[o, i] + src[o, t0] +
+src[o, t1] + ...`` in that order (``base`` is zero for a pullback, ``x`` for ``index_add``).
+Every output element is written once, by one thread, with its terms in a fixed order: the
+bits are the same on every run and for every thread count, and equal those of ``np.add.at``
+(which adds in index order) on zeros or on a copy of ``x``. The static promises
+``sorted=Val(True)`` (indices non-decreasing after wrapping) and ``unique=Val(True)`` choose
+simpler kernels: sorted indices are their own bucket order (an ``offsets`` pass replaces the
+sort and the sum reads ``src`` directly), unique ones map each row to at most one position
+(a ``positions`` pass, then each row gets its one term, or none). Promises are checked on every call before any kernel
+runs (``ValueError`` naming the first offending position); the check costs an O(m) pass
+(``sorted``) or an O(n + m) count (``unique`` alone).
+
+``take_along_axis``'s pullback needs no sort: ``indices`` has the output's shape, so the
+pullback walks ``dx`` by its outer rows (one thread each): it zeroes the row's ``n * inner``
+elements and adds the row's ``m * inner`` cotangent entries in ``t`` order, in cache.
+
+On CUDA the bucket order is built by one thread (serial, deterministic) and each ``dx``
+element is summed by the one thread that owns it; ``take(..., deterministic=Val(False))``
+instead adds the cotangent with atomics into zeros (faster on a GPU, not bitwise
+reproducible). ``take_along_axis``'s CUDA pullback is a gather over ``t``.
+
+Decisions where NumPy is silent or where we differ
+--------------------------------------------------
+- ``getindex`` returns a 0-d view where NumPy returns a scalar (an int on every axis), as
+  ``flip`` does. ``sr.ix`` refuses arrays, lists and bools (advanced indexing is ``take``),
+  a zero step (``ValueError``, as Python's ``slice.indices``) and two ellipses (``IndexError``,
+  as NumPy); an int out of range or too many indices are ``IndexError``s, as NumPy's.
+- Indices: any integer dtype (``uint64`` too); float indices raise NumPy's exception
+  (``TypeError`` for ``take``/``index_add``, ``IndexError`` for ``take_along_axis``); *bool*
+  indices, which ``np.take`` silently reads as 0 and 1, are a ``TypeError`` (a mask is not a
+  list of positions). Out of range is an ``IndexError`` naming the index, the axis and its
+  length. Integer ``indices`` get ``NoTangent()``.
+- ``take_along_axis`` broadcasts ``indices`` against ``x`` (an extent 1 of ``indices``
+  repeats), but not ``x`` against ``indices``: a non-indexed axis of ``x`` must have the
+  output's extent. Promises are ``take``'s only (``take_along_axis``'s pullback has no sort).
+- ``index_add`` keeps ``x``'s dtype (``values`` cast as ``np.add.at`` casts, ``same_kind``);
+  a bool ``x`` is a ``TypeError``. ``dx`` is ``dy`` itself (no copy); ``dvalues`` is
+  ``take(dy, indices, axis)`` summed over the axes along which ``values`` was broadcast.
+- ``take``'s and ``index_add``'s pullbacks read the indices (``saves_primals``): their
+  ``sr.pullback`` needs arrays, not ``ArraySpec``s.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import types as pytypes
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Generic, TypeAlias, TypeVar, final, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import _parallel, _pool
+from .._arrays import (
+    ArrayLike,
+    ArraySpec,
+    InputFacts,
+    as_array,
+    checked_size,
+    input_facts,
+    normalize_axis,
+    shape_text,
+    static_bool,
+    static_int,
+)
+from .._cache import CACHE, Kernel, KernelSource, ShapeSignature
+from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
+from .._cuda import cuda_array_type, cuda_kernel
+from .._registry import KernelRequest
+from .._rule import NO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp, cpu_launch, cuda_launch, empty_launch
+from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
+from .._typing import deprecated
+from .._val import Val
+
+_DT = TypeVar("_DT", bound=np.generic)
+_ShapeT = TypeVar("_ShapeT", bound=tuple[int, ...])
+
+Shape: TypeAlias = tuple[int, ...]
+DType: TypeAlias = np.dtype[np.generic]
+_Slice: TypeAlias = "slice[int | None, int | None, int | None]"
+Entry: TypeAlias = "int | _Slice | None | pytypes.EllipsisType"
+
+_UNITS: dict[int, DType] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+_INTP: DType = np.dtype(np.intp)
+_NOTHING = ZeroTangent()
+
+
+def _unit_of(dtype: DType) -> tuple[DType, int]:
+    """The unsigned integer type a copy moves ``dtype``'s bits as, and units per element."""
+    return _UNITS[min(dtype.itemsize, 8)], max(dtype.itemsize // 8, 1)
+
+
+def _units(array: ArrayLike, unit: DType) -> ArrayLike:
+    """The C-ordered bits of ``array`` as a flat array of ``unit`` (one copy when strided)."""
+    if not array.flags.c_contiguous:
+        checked_size(array.shape, array.dtype.itemsize, "a C-ordered copy of an input")
+        array = array.copy(order="C")
+    flat: ArrayLike = array.reshape(-1).view(unit)
+    return flat
+
+
+def _flat(array: ArrayLike, dtype: DType) -> ArrayLike:
+    """``array`` as a flat C-contiguous array of ``dtype`` (a view when it already is one)."""
+    xp = np if isinstance(array, np.ndarray) else _namespace_of(array)
+    flat: ArrayLike = xp.ascontiguousarray(array, dtype=dtype).reshape(-1)
+    return flat
+
+
+def _namespace_of(array: object) -> pytypes.ModuleType:
+    import sys  # noqa: PLC0415
+
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(array, cupy.ndarray):
+        return cupy
+    return np
+
+
+def _emit_copy(writer: SourceWriter, target: str, source: str, count: str) -> None:
+    """``dst[target + t] = src[source + t]`` for ``t < count``, with unsigned indices (no
+    negative-index wraparound code, so LLVM vectorizes the loop)."""
+    writer.line(f"into = np.uintp({target})")
+    writer.line(f"fro = np.uintp({source})")
+    with writer.block(f"for t in range(np.uintp({count})):"):
+        writer.line("dst[into + t] = src[fro + t]")
+
+
+def _emit_zero(writer: SourceWriter, target: str, count: str) -> None:
+    writer.line(f"into = np.uintp({target})")
+    with writer.block(f"for t in range(np.uintp({count})):"):
+        writer.line("dst[into + t] = 0")
+
+
+# ======================================================================================
+# sr.ix: the static basic index
+# ======================================================================================
+
+# Entry codes in a StaticIndex's key: (kind, ...) flattened into one tuple of ints.
+_INT, _SLICE, _NEWAXIS, _ELLIPSIS = 0, 1, 2, 3
+
+
+def _check_entry(entry: object, position: int) -> Entry:
+    if entry is None or entry is Ellipsis:
+        return entry
+    if isinstance(entry, (bool, np.bool_)):
+        raise TypeError(
+            f"index: entry {position} is a bool ({entry!r}); a static index takes ints, slices, "
+            f"None and ...; a boolean mask is advanced indexing"
+        )
+    if isinstance(entry, (int, np.integer)):
+        return int(entry)
+    if isinstance(entry, slice):
+        parts = []
+        for name in ("start", "stop", "step"):
+            value = getattr(entry, name)
+            if value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))):
+                raise TypeError(
+                    f"index: entry {position} is a slice whose {name} is {type(value).__name__} "
+                    f"({value!r}); slice bounds must be ints or None"
+                )
+            parts.append(None if value is None else int(value))
+        if parts[2] == 0:
+            raise ValueError(f"index: entry {position} is a slice with step 0 (slice step cannot be zero)")
+        return slice(*parts)
+    kind = type(entry).__name__
+    raise TypeError(
+        f"index: entry {position} is {kind} ({entry!r}); only integers, slices (`:`), ellipsis "
+        f"(`...`) and None (numpy.newaxis) are valid static indices (for an array of indices use "
+        f"sr.take or sr.take_along_axis)"
+    )
+
+
+class Slices:
+    """To the type checker: a ``StaticIndex`` whose entries are all slices (it keeps the rank)."""
+
+
+class Basic:
+    """To the type checker: a ``StaticIndex`` of any basic entries (ints, slices, ``None``, ``...``)."""
+
+
+_Kind = TypeVar("_Kind", covariant=True)
+
+
+@final
+class StaticIndex(Generic[_Kind]):
+    """A static basic index, written ``sr.ix[...]``: ints (negative allowed), slices with any
+    step, ``None`` and ``...``. Frozen and hashable; part of a plan's key as a ``Val`` is.
+    ``entries`` holds the index as a tuple (slices with Python-int bounds). Its type parameter
+    is for the type checker only: ``Slices`` when every entry is a slice (the result keeps
+    ``x``'s rank), else ``Basic``."""
+
+    __slots__ = ("entries", "key")
+
+    entries: tuple[Entry, ...]
+    key: Val[tuple[int, ...]]
+
+    def __init__(self, entries: object) -> None:
+        given = entries if isinstance(entries, tuple) else (entries,)
+        checked = tuple(_check_entry(entry, position) for position, entry in enumerate(given))
+        if sum(entry is Ellipsis for entry in checked) > 1:
+            raise IndexError("index: an index can only have a single ellipsis ('...')")
+        code: list[int] = []
+        for entry in checked:
+            if entry is None:
+                code.append(_NEWAXIS)
+            elif entry is Ellipsis:
+                code.append(_ELLIPSIS)
+            elif isinstance(entry, int):
+                code += [_INT, entry]
+            else:
+                assert isinstance(entry, slice)
+                bounds = (entry.start, entry.stop, entry.step)
+                flags = sum(1 << k for k, value in enumerate(bounds) if value is not None)
+                code += [_SLICE, flags, *(0 if value is None else value for value in bounds)]
+        object.__setattr__(self, "entries", checked)
+        object.__setattr__(self, "key", Val(tuple(code)))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("StaticIndex is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("StaticIndex is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StaticIndex):
+            return NotImplemented
+        return self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash((StaticIndex, self.key))
+
+    def __reduce__(self) -> tuple[type[StaticIndex[object]], tuple[tuple[Entry, ...]]]:
+        return (StaticIndex, (self.entries,))
+
+    def __repr__(self) -> str:
+        def text(entry: Entry) -> str:
+            if entry is None:
+                return "None"
+            if entry is Ellipsis:
+                return "..."
+            if isinstance(entry, int):
+                return str(entry)
+            assert isinstance(entry, slice)
+            start = "" if entry.start is None else str(entry.start)
+            stop = "" if entry.stop is None else str(entry.stop)
+            return f"{start}:{stop}" + ("" if entry.step is None else f":{entry.step}")
+
+        inner = ", ".join(text(entry) for entry in self.entries)
+        return f"ix[{inner or '()'}]"
+
+
+def _decode(code: tuple[int, ...]) -> tuple[Entry, ...]:
+    entries: list[Entry] = []
+    position = 0
+    while position < len(code):
+        kind = code[position]
+        if kind == _NEWAXIS:
+            entries.append(None)
+            position += 1
+        elif kind == _ELLIPSIS:
+            entries.append(Ellipsis)
+            position += 1
+        elif kind == _INT:
+            entries.append(code[position + 1])
+            position += 2
+        else:
+            flags = code[position + 1]
+            values = [code[position + 2 + k] if flags & (1 << k) else None for k in range(3)]
+            entries.append(slice(*values))
+            position += 5
+    return tuple(entries)
+
+
+@final
+class _IndexMaker:
+    """``sr.ix``: ``sr.ix[2:5, ::2]`` is a :class:`StaticIndex`."""
+
+    __slots__ = ()
+
+    @overload
+    def __getitem__(self, entries: _Slice | tuple[_Slice, ...]) -> StaticIndex[Slices]: ...  # type: ignore[overload-overlap]
+
+    @overload
+    def __getitem__(self, entries: object) -> StaticIndex[Basic]: ...
+
+    def __getitem__(self, entries: object) -> StaticIndex[Any]:
+        return StaticIndex(entries)
+
+    def __repr__(self) -> str:
+        return "stablerules.ix"
+
+
+ix: Final = _IndexMaker()
+
+
+def _static_index(value: object) -> Val[tuple[int, ...]]:
+    """The key of getindex's ``index``: a ``StaticIndex``'s own, or, for a plain tuple (or a
+    single int, slice, ``None``, ``...``), the same counted as a dynamic argument."""
+    if type(value) is StaticIndex:
+        return value.key
+    if isinstance(value, (tuple, slice, int, np.integer)) or value is None or value is Ellipsis:
+        index: StaticIndex[Basic] = StaticIndex(value)
+        CACHE.note_dynamic_argument("index", value)
+        return index.key
+    raise TypeError(
+        f"getindex: index must be a static index sr.ix[...] (or a plain tuple of ints, slices, None "
+        f"and ..., counted as dynamic), got {type(value).__name__}: {value!r}"
+    )
+
+
+# ======================================================================================
+# getindex
+# ======================================================================================
+
+_FULL, _POINT, _RANGE = "full", "point", "range"
+
+
+class _Selection:
+    """``index`` applied to a shape: per axis of ``x``, ``(kind, extent, first, step, count,
+    reversed)`` (a ``point`` has ``first`` its position and count 1), the output's shape, and
+    NumPy's index for the view (``...`` appended so that every-int indexing is a 0-d view)."""
+
+    def __init__(self, entries: tuple[Entry, ...], shape: Shape) -> None:
+        ndim = len(shape)
+        consumed = sum(1 for entry in entries if entry is not None and entry is not Ellipsis)
+        if consumed > ndim:
+            raise IndexError(
+                f"getindex: too many indices for array: array is {ndim}-dimensional, but {consumed} were indexed"
+            )
+        if Ellipsis in entries:
+            at = entries.index(Ellipsis)
+            expanded = entries[:at] + (slice(None),) * (ndim - consumed) + entries[at + 1 :]
+        else:
+            expanded = entries + (slice(None),) * (ndim - consumed)
+        self.view_index: tuple[Entry, ...] = entries + (() if Ellipsis in entries else (Ellipsis,))
+        axes: list[tuple[str, int, int, int, int, bool]] = []
+        out: list[int] = []
+        y_axis_of: list[int] = []  # per x axis kept as an output axis: its position in out
+        axis = 0
+        for entry in expanded:
+            if entry is None:
+                out.append(1)
+                continue
+            extent = shape[axis]
+            if isinstance(entry, int):
+                if not -extent <= entry < extent:
+                    raise IndexError(
+                        f"getindex: index {entry} is out of bounds for axis {axis} with size {extent}"
+                    )
+                axes.append((_POINT, extent, entry % extent, 1, 1, False))
+                y_axis_of.append(-1)
+            else:
+                assert isinstance(entry, slice)
+                start, stop, step = entry.indices(extent)
+                count = len(range(start, stop, step))
+                first = start if step > 0 else start + (count - 1) * step
+                reversed_ = step < 0 and count > 1
+                kind = _FULL if (count == extent and abs(step) == 1 and not reversed_) else _RANGE
+                axes.append((kind, extent, first if count else 0, abs(step), count, reversed_))
+                y_axis_of.append(len(out))
+                out.append(count)
+            axis += 1
+        self.axes = axes
+        self.out_shape: Shape = tuple(out)
+        self.y_axis_of = y_axis_of
+        # Covering: every element of x is selected (a view of dy is dx).
+        self.covering = all(count == extent for _, extent, _, _, count, _ in axes)
+        self.reversed_axes = tuple(a for a, spec in enumerate(axes) if spec[5])
+
+
+def _getindex_layout(selection: _Selection, factor: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The kernel's pattern and its run-time arguments: per level ``e`` and, for a point,
+    ``p``; for a range ``f, s, c, ys, yb``; for a full level ``ys`` (the cotangent's step).
+    Units are the copy's units (``factor`` per element: the extra axis of a 16-byte dtype)."""
+    y_shape = selection.out_shape
+    y_strides = [math.prod(y_shape[k + 1 :]) * factor for k in range(len(y_shape))]
+    levels: list[tuple[str, int, int, int, int, int, int]] = []  # kind, e, p/f, s, c, ys, yb
+    for (kind, extent, first, step, count, reversed_), y_axis in zip(selection.axes, selection.y_axis_of):
+        if kind == _POINT:
+            levels.append((_POINT, extent, first, 0, 0, 0, 0))
+            continue
+        stride = y_strides[y_axis]
+        if reversed_:
+            levels.append((_RANGE, extent, first, step, count, -stride, (count - 1) * stride))
+        else:
+            levels.append((kind, extent, first, step, count, stride, 0))
+    if factor > 1:
+        levels.append((_FULL, factor, 0, 1, factor, 1, 0))
+    if not levels:
+        levels.append((_FULL, 1, 0, 1, 1, 1, 0))
+    # The trailing run of full levels is one contiguous level.
+    while len(levels) >= 2 and levels[-1][0] == _FULL and levels[-2][0] == _FULL:
+        (_, e1, _, _, _, _, _), (_, e2, _, _, _, _, _) = levels[-2], levels[-1]
+        levels[-2:] = [(_FULL, e1 * e2, 0, 1, e1 * e2, 1, 0)]
+    pattern = tuple(level[0] for level in levels)
+    arguments: list[int] = []
+    for kind, extent, first, step, count, ys, yb in levels:
+        arguments.append(extent)
+        if kind == _POINT:
+            arguments.append(first)
+        elif kind == _RANGE:
+            arguments += [first, step, count, ys, yb]
+        else:
+            arguments.append(ys)
+    return pattern, tuple(arguments)
+
+
+def _getindex_parameters(pattern: tuple[str, ...]) -> list[str]:
+    names: list[str] = []
+    for level, kind in enumerate(pattern):
+        names.append(f"e{level}")
+        if kind == _POINT:
+            names.append(f"p{level}")
+        elif kind == _RANGE:
+            names += [f"f{level}", f"s{level}", f"c{level}", f"ys{level}", f"yb{level}"]
+        else:
+            names.append(f"ys{level}")
+    return names
+
+
+def _render_getindex_pullback(signature: ShapeSignature, pattern: tuple[str, ...], unit: str) -> KernelSource:
+    """The CPU pullback of a basic index: ``dst`` (dx) written once, in its memory order;
+    each element is the ``src`` (dy) entry selected there, or zero."""
+    names = _getindex_parameters(pattern)
+    last = len(pattern) - 1
+    writer = SourceWriter()
+    writer.line(f"# dx is a C array (e0, ..., e{last}) read flat; per level: full (every index), point")
+    writer.line("# (only p), range (f + j*s for j < c, dy offset yb + j*ys); dx is zero where nothing is selected.")
+    writer.line("# Loop i0 runs over [lo, hi) of dx's first level: each thread owns that range of dx.")
+    for level in range(last):
+        writer.line(f"xs{level} = {' * '.join(f'e{k}' for k in range(level + 1, last + 1))}")
+
+    def emit_last(x_base: str, y_base: str) -> None:
+        kind = pattern[last]
+        e = f"e{last}"
+        if kind == _FULL:
+            _emit_copy(writer, x_base, y_base, e)
+        elif kind == _POINT:
+            _emit_zero(writer, x_base, e)
+            writer.line(f"dst[{x_base} + p{last}] = src[{y_base}]")
+        else:
+            with writer.block(f"if s{last} == 1 and ys{last} == 1:"):
+                _emit_zero(writer, x_base, f"f{last}")
+                _emit_copy(writer, f"{x_base} + f{last}", y_base, f"c{last}")
+                _emit_zero(writer, f"{x_base} + f{last} + c{last}", f"{e} - f{last} - c{last}")
+            with writer.block("else:"):
+                _emit_zero(writer, x_base, e)
+                # Unsigned indices (no negative-index wraparound code in the loop): a reversed
+                # axis walks dy down from its offset for j = 0.
+                writer.line(f"into = np.uintp({x_base} + f{last})")
+                writer.line(f"fro = np.uintp({y_base} + yb{last})")
+                writer.line(f"step = np.uintp(s{last})")
+                with writer.block(f"if ys{last} > 0:"):
+                    writer.line(f"ystep = np.uintp(ys{last})")
+                    with writer.block(f"for j in range(np.uintp(c{last})):"):
+                        writer.line("dst[into + j * step] = src[fro + j * ystep]")
+                with writer.block("else:"):
+                    writer.line(f"ystep = np.uintp(-ys{last})")
+                    with writer.block(f"for j in range(np.uintp(c{last})):"):
+                        writer.line("dst[into + j * step] = src[fro - j * ystep]")
+
+    def emit(level: int, x_base: str, y_base: str) -> None:
+        if level == last:
+            emit_last(x_base, y_base)
+            return
+        kind = pattern[level]
+        index = f"i{level}"
+        loop = f"range(lo, hi)" if level == 0 else f"range(e{level})"
+        with writer.block(f"for {index} in {loop}:"):
+            x_here = f"x{level}"
+            writer.line(f"{x_here} = {x_base} + {index} * xs{level}" if x_base != "0" else f"{x_here} = {index} * xs{level}")
+            if kind == _FULL:
+                writer.line(f"y{level} = {y_base} + {index} * ys{level}")
+                emit(level + 1, x_here, f"y{level}")
+            elif kind == _POINT:
+                with writer.block(f"if {index} == p{level}:"):
+                    emit(level + 1, x_here, y_base)
+                with writer.block("else:"):
+                    _emit_zero(writer, x_here, f"xs{level}")
+            else:
+                writer.line(f"d{level} = {index} - f{level}")
+                with writer.block(
+                    f"if d{level} >= 0 and d{level} < c{level} * s{level} and d{level} % s{level} == 0:"
+                ):
+                    writer.line(f"y{level} = {y_base} + yb{level} + (d{level} // s{level}) * ys{level}")
+                    emit(level + 1, x_here, f"y{level}")
+                with writer.block("else:"):
+                    _emit_zero(writer, x_here, f"xs{level}")
+
+    if last == 0:  # one level: [lo, hi) of it
+        kind = pattern[0]
+        if kind == _FULL:
+            _emit_copy(writer, "lo", "lo", "hi - lo")
+        elif kind == _POINT:
+            _emit_zero(writer, "lo", "hi - lo")
+            with writer.block("if lo <= p0 and p0 < hi:"):
+                writer.line("dst[p0] = src[0]")
+        else:
+            _emit_zero(writer, "lo", "hi - lo")
+            writer.line("jlo = 0 if lo <= f0 else (lo - f0 + s0 - 1) // s0")
+            writer.line("jhi = 0 if hi <= f0 else min(c0, (hi - f0 + s0 - 1) // s0)")
+            with writer.block("for j in range(jlo, jhi):"):
+                writer.line("dst[f0 + j * s0] = src[yb0 + j * ys0]")
+    else:
+        emit(0, "0", "0")
+    parameters = [
+        ("src", readonly_array(unit)),
+        ("dst", writable_array(unit)),
+        *((name, INDEX) for name in names),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    return cpu_kernel(signature, parameters, writer, f"getindex pullback {pattern}: dx from dy in one pass", numpy=True)
+
+
+def _render_getindex_pullback_cuda(signature: ShapeSignature, pattern: tuple[str, ...], unit: str) -> KernelSource:
+    """The CUDA pullback of a basic index: thread ``t`` writes ``dx[t]``, the ``dy`` entry
+    selected there or zero (a gather: no atomics)."""
+    names = _getindex_parameters(pattern)
+    last = len(pattern) - 1
+    writer = SourceWriter()
+    writer.line("# thread t writes dx[t]: its level indices by division, then dy's offset or zero")
+    writer.line("rest = t")
+    writer.line("offset = 0")
+    writer.line("selected = True")
+    for level in range(last, -1, -1):
+        kind = pattern[level]
+        writer.line(f"i{level} = rest % e{level}")
+        writer.line(f"rest = rest // e{level}")
+        if kind == _FULL:
+            writer.line(f"offset += i{level} * ys{level}")
+        elif kind == _POINT:
+            with writer.block(f"if i{level} != p{level}:"):
+                writer.line("selected = False")
+        else:
+            writer.line(f"d{level} = i{level} - f{level}")
+            with writer.block(f"if d{level} >= 0 and d{level} < c{level} * s{level} and d{level} % s{level} == 0:"):
+                writer.line(f"offset += yb{level} + (d{level} // s{level}) * ys{level}")
+            with writer.block("else:"):
+                writer.line("selected = False")
+    with writer.block("if selected:"):
+        writer.line("dst[t] = src[offset]")
+    with writer.block("else:"):
+        writer.line("dst[t] = 0")
+    parameters = [
+        ("src", cuda_array_type(unit)),
+        ("dst", cuda_array_type(unit)),
+        *((name, INDEX) for name in names),
+        ("total", INDEX),
+    ]
+    return cuda_kernel(signature, parameters, writer, f"getindex pullback {pattern}: dx[t] from dy")
+
+
+@functools.lru_cache(maxsize=256)
+def _getindex_request(pattern: tuple[str, ...], unit: str, target: str) -> KernelRequest:
+    signature = ShapeSignature("getindex", "pullback", pattern, (unit,), (len(pattern),), target)
+    render = _render_getindex_pullback_cuda if target == "cuda" else _render_getindex_pullback
+    return KernelRequest(signature, lambda: render(signature, pattern, unit))
+
+
+class GetindexPlan(Plan):
+    """``x[index]`` for one shape: NumPy's view forward and pushforward, and a one-pass
+    pullback kernel (a view of ``dy`` when the selection covers ``x``)."""
+
+    def __init__(self, facts: InputFacts, index: tuple[Entry, ...]) -> None:
+        selection = _Selection(index, facts.shape)
+        self.op = "getindex"
+        self.selection = selection
+        self.view_index = selection.view_index
+        self.in_shape = facts.shape
+        self.out_shape = selection.out_shape
+        self.take_input(facts)
+        self.target = facts.target
+        self.size = math.prod(facts.shape)
+        self.covering = selection.covering
+        self.any_layout = self.covering
+        self.request: KernelRequest | None = None
+        if self.differentiable and not self.covering and self.size and math.prod(self.out_shape):
+            pattern, self.arguments = _getindex_layout(selection, 1)
+            self.request = _getindex_request(pattern, self.out_dtype.name, facts.target)
+            self.first_extent = self.arguments[0]
+            self.kernel_entries = frozenset({"pullback"})
+        flip = [slice(None)] * len(facts.shape)
+        for axis in selection.reversed_axes:
+            flip[axis] = slice(None, None, -1)
+        self.flip_index = (*flip, Ellipsis)
+
+    def requests(self) -> list[KernelRequest]:
+        return [] if self.request is None else [self.request]
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        (x,) = arrays
+        if type(x) is not type(self.like):
+            x = input_facts(x, "x", "getindex").need_array("getindex")
+        return x[self.view_index]
+
+    def pullback(self, saved: object) -> DensePullback | KernelPullback:
+        in_shape, dtype = self.in_shape, self.out_dtype
+        if self.covering:
+            flip_index = self.flip_index
+
+            def covering_pullback(dy: ArrayLike) -> tuple[object, ...]:
+                return (dy.reshape(in_shape)[flip_index],)  # type: ignore[index]
+
+            return covering_pullback
+        if self.request is None:  # nothing selected, or nothing to write
+
+            def zero_pullback(dy: ArrayLike) -> tuple[object, ...]:
+                return (self.namespace.zeros(in_shape, dtype=dtype),)
+
+            return zero_pullback
+        kernel = self.request.get()
+        arguments = self.arguments
+        if self.target == "cuda":
+            total, namespace = self.size, self.namespace
+
+            def cuda_pullback(dy: ArrayLike) -> tuple[object, ...]:
+                dx: ArrayLike = namespace.empty(in_shape, dtype=dtype)
+                cuda_launch(kernel, total, dy.reshape(-1), dx.reshape(-1), *arguments, total)
+                return (dx,)
+
+            return cuda_pullback
+        return KernelPullback(kernel, arguments, self.first_extent, self.size, self.size, dtype, in_shape)
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        if self.covering:
+            return (Fill(fill.value, self.in_shape, self.out_dtype),)
+        return super().fill_pullback(saved, dense, fill)
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        (tangent,) = tangents
+        if isinstance(tangent, DenseCotangent):
+            return tangent.array[self.view_index]
+        if isinstance(tangent, Fill):
+            return Fill(tangent.value, self.out_shape, self.out_dtype)
+        return tangent
+
+
+class Getindex(RuleOp):
+    name = "getindex"
+    static_names = ("index",)
+    input_names = ("x",)
+
+    @overload
+    def __call__(self, x: np.ndarray[_ShapeT, np.dtype[_DT]], index: StaticIndex[Slices]) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
+
+    @overload
+    def __call__(self, x: npt.NDArray[_DT], index: StaticIndex[Basic]) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static indices are sr.ix[...]: write sr.ix[1:3], not a plain tuple (a dynamic argument)")
+    def __call__(self, x: npt.NDArray[_DT], index: tuple[object, ...] | _Slice | int) -> npt.NDArray[_DT]: ...
+
+    def __call__(self, x: npt.NDArray[_DT], index: object) -> npt.NDArray[_DT]:
+        """``x[index]`` for a static basic index ``index = sr.ix[...]`` (ints, slices with any
+        step, ``None``, ``...``): NumPy's view (a 0-d view where NumPy gives a scalar).
+
+        Rules: ``back(dy)`` returns ``(dx, NoTangent())`` (the index given positionally):
+        ``dx`` has ``x``'s shape, ``dy`` where selected and zeros elsewhere, written in one
+        pass by a compiled kernel (no scatter, no atomics); a view of ``dy`` when the index
+        selects every element. A ``Fill`` cotangent gives a ``Fill`` when the selection
+        covers ``x``; ``ZeroTangent`` gives ``ZeroTangent``. The pushforward is the
+        tangent's view. A plain tuple works too, counted as a dynamic argument.
+        """
+        return self.forward(x, index)  # type: ignore[return-value]
+
+    def bind(self, x: object, index: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return (x,), (_static_index(index),)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        facts = input_facts(arrays[0], "x", "getindex")
+        key = statics[0]
+        assert isinstance(key, Val)
+        return GetindexPlan(facts, _decode(key.value))
+
+
+getindex = Getindex()
+
+
+# ======================================================================================
+# Indices: validation (data, per call), wrapping and promises
+# ======================================================================================
+
+
+def _axis_text(axis: int | None, n: int) -> str:
+    return f"axis {axis} with size {n}" if axis is not None else f"the flattened array with size {n}"
+
+
+def _check_indices_dtype(op: str, dtype: DType, numpy_error: type[Exception]) -> None:
+    """Integer dtypes pass; others raise what NumPy raises (``numpy_error``), bool a
+    ``TypeError`` (a mask is not a list of positions)."""
+    if dtype.kind in "iu":
+        return
+    if dtype.kind == "b":
+        raise TypeError(
+            f"{op}: indices has dtype bool; indices must be integers (a boolean mask is not a "
+            f"list of positions: np.flatnonzero(mask) gives them)"
+        )
+    if numpy_error is IndexError:
+        raise IndexError(f"{op}: `indices` must be an integer array, got dtype {dtype}")
+    raise TypeError(
+        f"{op}: indices must be an integer array: cannot cast array data from dtype({str(dtype)!r}) "
+        f"to dtype('int64') according to the rule 'same_kind'"
+    )
+
+
+def _wrapped_indices(op: str, indices: ArrayLike, n: int, axis: int | None, copy: bool = True) -> ArrayLike:
+    """``indices`` as a C-contiguous ``intp`` array with negative entries wrapped, after the
+    range check (``IndexError`` naming the index, the axis and its length). With ``copy`` it
+    never is the caller's array: a pullback keeps it, and its kernels trust its range."""
+    xp = _namespace_of(indices)
+    if indices.size == 0:
+        empty: ArrayLike = xp.zeros(indices.shape, dtype=_INTP)
+        return empty
+    if n == 0:
+        raise IndexError(f"{op}: cannot take from an empty axis ({_axis_text(axis, n)}): every index is out of bounds")
+    low, high = indices.min(), indices.max()
+    if int(high) >= n or int(low) < -n:
+        bad = int(high) if int(high) >= n else int(low)
+        raise IndexError(f"{op}: index {bad} is out of bounds for {_axis_text(axis, n)}")
+    if int(low) < 0:
+        wrapped: npt.NDArray[np.intp] = xp.ascontiguousarray(indices, dtype=_INTP)
+        shifted: ArrayLike = wrapped + (wrapped < 0) * n
+        return shifted
+    result: ArrayLike = (
+        xp.array(indices, dtype=_INTP, order="C", copy=True) if copy else xp.ascontiguousarray(indices, dtype=_INTP)
+    )
+    return result
+
+
+def _check_promises(op: str, w: ArrayLike, n: int, unique: bool, sorted_: bool) -> None:
+    """``ValueError`` for a broken ``unique``/``sorted`` promise, naming the first position
+    where it breaks (the indices already wrapped)."""
+    if not (unique or sorted_) or w.size < 2:
+        return
+    flat: npt.NDArray[np.intp] = w.reshape(-1)  # type: ignore[assignment]
+    xp = _namespace_of(flat)
+    if sorted_:
+        bad = flat[1:] <= flat[:-1] if unique else flat[1:] < flat[:-1]
+        if bool(bad.any()):
+            t = int(xp.argmax(bad)) + 1
+            what = "increasing (sorted and unique)" if unique else "non-decreasing"
+            raise ValueError(
+                f"{op}: sorted=Val(True) promises {what} indices (after negative ones are wrapped), "
+                f"but indices[{t}] = {int(flat[t])} follows indices[{t - 1}] = {int(flat[t - 1])}"
+            )
+        return
+    counts = xp.bincount(flat, minlength=n)
+    if int(counts.max()) > 1:
+        value = int(xp.argmax(counts > 1))
+        positions = [int(p) for p in xp.flatnonzero(flat == value)[:2]]
+        raise ValueError(
+            f"{op}: unique=Val(True) promises distinct indices (after negative ones are wrapped), "
+            f"but positions {positions[0]} and {positions[1]} both hold {value}"
+        )
+
+
+# ======================================================================================
+# Kernels shared by take, take_along_axis and index_add
+# ======================================================================================
+
+
+def _signature(op: str, kind: str, static: tuple[object, ...], dtype: str, target: str) -> ShapeSignature:
+    return ShapeSignature(op, kind, static, (dtype,), (1,), target)
+
+
+def _render_gather(signature: ShapeSignature, unit: str) -> KernelSource:
+    """``y[o, t, :] = x[o, w[t], :]`` over rows ``r = o * m + t`` in ``[lo, hi)``."""
+    writer = SourceWriter()
+    writer.line("# x is (outer, n, inner), y is (outer, m, inner), read flat; rows r = o * m + t in [lo, hi).")
+    writer.line("o = lo // m")
+    writer.line("t = lo - o * m")
+    with writer.block("for r in range(lo, hi):"):
+        writer.line("src_row = (o * n + w[t]) * inner")
+        writer.line("into = np.uintp(r * inner)")
+        writer.line("fro = np.uintp(src_row)")
+        with writer.block("for c in range(np.uintp(inner)):"):
+            writer.line("y[into + c] = x[fro + c]")
+        writer.line("t += 1")
+        with writer.block("if t == m:"):
+            writer.line("t = 0")
+            writer.line("o += 1")
+    parameters = [
+        ("x", readonly_array(unit)),
+        ("w", readonly_array("intp")),
+        ("y", writable_array(unit)),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    return cpu_kernel(signature, parameters, writer, "take gather: rows of x at the indices", numpy=True)
+
+
+def _render_bucket(signature: ShapeSignature) -> KernelSource:
+    """Stable counting sort of positions by index: ``order[offsets[i]:offsets[i + 1]]`` are the
+    ``t`` with ``w[t] == i``, increasing. Serial (O(n + m) integers)."""
+    writer = SourceWriter()
+    writer.line("# offsets has n + 1 entries; order has m.")
+    with writer.block("for i in range(n + 1):"):
+        writer.line("offsets[i] = 0")
+    with writer.block("for t in range(m):"):
+        writer.line("offsets[w[t] + 1] += 1")
+    with writer.block("for i in range(n):"):
+        writer.line("offsets[i + 1] += offsets[i]")
+    with writer.block("for t in range(m):"):
+        writer.line("i = w[t]")
+        writer.line("order[offsets[i]] = t")
+        writer.line("offsets[i] += 1")
+    writer.line("# offsets[i] is now where bucket i ends: shift back by one bucket")
+    with writer.block("for i in range(n, 0, -1):"):
+        writer.line("offsets[i] = offsets[i - 1]")
+    writer.line("offsets[0] = 0")
+    parameters = [
+        ("w", readonly_array("intp")),
+        ("offsets", writable_array("intp")),
+        ("order", writable_array("intp")),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    return cpu_kernel(signature, parameters, writer, "bucket: stable counting sort of positions by index")
+
+
+def _render_offsets(signature: ShapeSignature) -> KernelSource:
+    """Bucket starts of sorted indices: ``offsets[i]`` is the first ``t`` with ``w[t] >= i``."""
+    writer = SourceWriter()
+    writer.line("t = 0")
+    with writer.block("for i in range(n + 1):"):
+        with writer.block("while t < m and w[t] < i:"):
+            writer.line("t += 1")
+        writer.line("offsets[i] = t")
+    parameters = [
+        ("w", readonly_array("intp")),
+        ("offsets", writable_array("intp")),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    return cpu_kernel(signature, parameters, writer, "offsets: bucket starts of sorted indices")
+
+
+def _render_positions(signature: ShapeSignature) -> KernelSource:
+    """For unique indices: ``positions[i]`` is the ``t`` with ``w[t] == i``, or -1."""
+    writer = SourceWriter()
+    with writer.block("for i in range(n):"):
+        writer.line("positions[i] = -1")
+    with writer.block("for t in range(m):"):
+        writer.line("positions[w[t]] = t")
+    parameters = [
+        ("w", readonly_array("intp")),
+        ("positions", writable_array("intp")),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    return cpu_kernel(signature, parameters, writer, "positions: where each row's one index is")
+
+
+def _render_accumulate(signature: ShapeSignature, dtype: str, mode: str, based: bool) -> KernelSource:
+    """``dst[o, i, :] = base[o, i, :] + sum(src[o, t, :] for t in bucket i)`` (``base`` zero
+    unless ``based``), over rows ``r = o * n + i`` in ``[lo, hi)``, each written once by its
+    thread, terms in increasing ``t``. ``mode``: ``order`` (buckets from the counting sort),
+    ``sorted`` (bucket ``i`` is ``t`` in ``[offsets[i], offsets[i + 1])``) or ``unique``
+    (``positions[i]`` or none)."""
+    writer = SourceWriter()
+    writer.line("# src is (outer, m, inner), dst (and base) (outer, n, inner), read flat. Part p owns")
+    writer.line("# rows r = o * n + i in [bounds[p], bounds[p + 1]); this call runs parts [lo, hi).")
+    with writer.block("for part in range(lo, hi):"):
+        writer.line("first = bounds[part]")
+        writer.line("o = first // n")
+        writer.line("i = first - o * n")
+        with writer.block("for r in range(first, bounds[part + 1]):"):
+            _emit_accumulate_row(writer, mode, based)
+    parameters = [("src", readonly_array(dtype))]
+    if based:
+        parameters.append(("base", readonly_array(dtype)))
+    if mode == "unique":
+        parameters.append(("positions", readonly_array("intp")))
+    else:
+        parameters.append(("offsets", readonly_array("intp")))
+        if mode == "order":
+            parameters.append(("order", readonly_array("intp")))
+    parameters += [
+        ("dst", writable_array(dtype)),
+        ("bounds", readonly_array("intp")),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    return cpu_kernel(
+        signature, parameters, writer, f"accumulate ({mode}{', onto base' if based else ''}): a deterministic scatter-add", numpy=True
+    )
+
+
+def _emit_accumulate_row(writer: SourceWriter, mode: str, based: bool) -> None:
+    """One output row ``r`` (at ``o``, ``i``): its base, then its bucket's terms in order."""
+    writer.line("into = np.uintp(r * inner)")
+    if based:
+        with writer.block("for c in range(np.uintp(inner)):"):
+            writer.line("dst[into + c] = base[into + c]")
+    else:
+        with writer.block("for c in range(np.uintp(inner)):"):
+            writer.line("dst[into + c] = 0")
+    if mode == "unique":
+        writer.line("t = positions[i]")
+        with writer.block("if t >= 0:"):
+            writer.line("fro = np.uintp((o * m + t) * inner)")
+            with writer.block("for c in range(np.uintp(inner)):"):
+                writer.line("dst[into + c] += src[fro + c]")
+    else:
+        with writer.block("for k in range(offsets[i], offsets[i + 1]):"):
+            writer.line("t = order[k]" if mode == "order" else "t = k")
+            writer.line("fro = np.uintp((o * m + t) * inner)")
+            with writer.block("for c in range(np.uintp(inner)):"):
+                writer.line("dst[into + c] += src[fro + c]")
+    writer.line("i += 1")
+    with writer.block("if i == n:"):
+        writer.line("i = 0")
+        writer.line("o += 1")
+
+
+def _render_balance(signature: ShapeSignature) -> KernelSource:
+    """Row bounds of ``parts`` parts of about equal cost (a row written plus its bucket's
+    terms added, from the bucket offsets), for one outer slab (``outer == 1``). Serial."""
+    writer = SourceWriter()
+    writer.line("total = n + m  # cost in rows: every row is written, every term added once")
+    writer.line("bounds[0] = 0")
+    writer.line("p = 1")
+    with writer.block("for i in range(n + 1):"):
+        writer.line("cost = i + offsets[i]")
+        with writer.block("while p < parts and cost * parts >= total * p:"):
+            writer.line("bounds[p] = i")
+            writer.line("p += 1")
+    with writer.block("while p < parts:"):
+        writer.line("bounds[p] = n")
+        writer.line("p += 1")
+    writer.line("bounds[parts] = n")
+    parameters = [
+        ("offsets", readonly_array("intp")),
+        ("bounds", writable_array("intp")),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("parts", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    return cpu_kernel(signature, parameters, writer, "balance: row bounds of parts of equal cost")
+
+
+def _render_gather_along(signature: ShapeSignature, unit: str) -> KernelSource:
+    """``y[o, t, c] = x[o, w[o, t, c], c]`` over outer rows ``o`` in ``[lo, hi)``."""
+    writer = SourceWriter()
+    writer.line("# x is (outer, n, inner), w and y (outer, m, inner), read flat.")
+    with writer.block("for o in range(lo, hi):"):
+        writer.line("base = o * n * inner")
+        with writer.block("for k in range(o * m * inner, (o + 1) * m * inner):"):
+            writer.line("c = k % inner")
+            writer.line("y[k] = x[base + w[k] * inner + c]")
+    parameters = [
+        ("x", readonly_array(unit)),
+        ("w", readonly_array("intp")),
+        ("y", writable_array(unit)),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    return cpu_kernel(signature, parameters, writer, "take_along_axis gather")
+
+
+def _render_scatter_along(signature: ShapeSignature, dtype: str) -> KernelSource:
+    """``dx[o, :, :] = 0`` then ``dx[o, w[o, t, c], c] += dy[o, t, c]`` in ``(t, c)`` order,
+    per outer row ``o`` in ``[lo, hi)``: each row of dx is written by one thread, in cache."""
+    writer = SourceWriter()
+    writer.line("# dy and w are (outer, m, inner), dx (outer, n, inner), read flat.")
+    with writer.block("for o in range(lo, hi):"):
+        writer.line("base = o * n * inner")
+        writer.line("into = np.uintp(base)")
+        with writer.block("for c in range(np.uintp(n * inner)):"):
+            writer.line("dx[into + c] = 0")
+        with writer.block("for k in range(o * m * inner, (o + 1) * m * inner):"):
+            writer.line("c = k % inner")
+            writer.line("dx[base + w[k] * inner + c] += dy[k]")
+    parameters = [
+        ("dy", readonly_array(dtype)),
+        ("w", readonly_array("intp")),
+        ("dx", writable_array(dtype)),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    return cpu_kernel(signature, parameters, writer, "take_along_axis pullback: a deterministic scatter-add per row", numpy=True)
+
+
+# --- CUDA -------------------------------------------------------------------------------
+
+
+def _render_gather_cuda(signature: ShapeSignature, unit: str) -> KernelSource:
+    writer = SourceWriter()
+    writer.line("# thread t writes y[t], y (outer, m, inner) flat, from x (outer, n, inner)")
+    writer.line("c = t % inner")
+    writer.line("r = t // inner")
+    writer.line("k = r % m")
+    writer.line("o = r // m")
+    writer.line("y[t] = x[(o * n + w[k]) * inner + c]")
+    parameters = [
+        ("x", cuda_array_type(unit)),
+        ("w", cuda_array_type("intp")),
+        ("y", cuda_array_type(unit)),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("total", INDEX),
+    ]
+    return cuda_kernel(signature, parameters, writer, "take gather: y[t] = x[row of w]")
+
+
+def _render_bucket_cuda(signature: ShapeSignature) -> KernelSource:
+    """The counting sort by one thread (serial, so the order is the CPU's)."""
+    writer = SourceWriter()
+    with writer.block("for i in range(n + 1):"):
+        writer.line("offsets[i] = 0")
+    with writer.block("for j in range(m):"):
+        writer.line("offsets[w[j] + 1] += 1")
+    with writer.block("for i in range(n):"):
+        writer.line("offsets[i + 1] += offsets[i]")
+    with writer.block("for j in range(m):"):
+        writer.line("i = w[j]")
+        writer.line("order[offsets[i]] = j")
+        writer.line("offsets[i] += 1")
+    with writer.block("for i in range(n, 0, -1):"):
+        writer.line("offsets[i] = offsets[i - 1]")
+    writer.line("offsets[0] = 0")
+    parameters = [
+        ("w", cuda_array_type("intp")),
+        ("offsets", cuda_array_type("intp")),
+        ("order", cuda_array_type("intp")),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("total", INDEX),
+    ]
+    return cuda_kernel(signature, parameters, writer, "bucket: stable counting sort (one thread)")
+
+
+def _render_accumulate_cuda(signature: ShapeSignature, dtype: str, based: bool) -> KernelSource:
+    writer = SourceWriter()
+    writer.line("# thread t owns dst[t], dst (outer, n, inner) flat: base plus its bucket's terms in order")
+    writer.line("c = t % inner")
+    writer.line("r = t // inner")
+    writer.line("i = r % n")
+    writer.line("o = r // n")
+    writer.line("acc = base[t]" if based else "acc = zero[0]")
+    with writer.block("for k in range(offsets[i], offsets[i + 1]):"):
+        writer.line("acc += src[(o * m + order[k]) * inner + c]")
+    writer.line("dst[t] = acc")
+    parameters = [("src", cuda_array_type(dtype))]
+    parameters.append(("base", cuda_array_type(dtype)) if based else ("zero", cuda_array_type(dtype)))
+    parameters += [
+        ("offsets", cuda_array_type("intp")),
+        ("order", cuda_array_type("intp")),
+        ("dst", cuda_array_type(dtype)),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("total", INDEX),
+    ]
+    return cuda_kernel(signature, parameters, writer, "accumulate: each dst element sums its bucket (no atomics)")
+
+
+def _render_atomic_cuda(signature: ShapeSignature, dtype: str) -> KernelSource:
+    writer = SourceWriter()
+    writer.line("# thread t adds src[t], src (outer, m, inner) flat, into dst's row w[k] with an atomic")
+    writer.line("c = t % inner")
+    writer.line("r = t // inner")
+    writer.line("k = r % m")
+    writer.line("o = r // m")
+    if np.dtype(dtype).kind == "c":  # atomics are real: the two channels separately
+        writer.line("cuda.atomic.add(dst_real, 2 * ((o * n + w[k]) * inner + c), src[t].real)")
+        writer.line("cuda.atomic.add(dst_real, 2 * ((o * n + w[k]) * inner + c) + 1, src[t].imag)")
+    else:
+        writer.line("cuda.atomic.add(dst_real, (o * n + w[k]) * inner + c, src[t])")
+    real = "float32" if dtype in ("float32", "complex64") else "float64"
+    parameters = [
+        ("src", cuda_array_type(dtype)),
+        ("w", cuda_array_type("intp")),
+        ("dst_real", cuda_array_type(real)),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("total", INDEX),
+    ]
+    return cuda_kernel(signature, parameters, writer, "scatter-add with atomics (not bitwise reproducible)")
+
+
+def _render_gather_along_cuda(signature: ShapeSignature, unit: str) -> KernelSource:
+    writer = SourceWriter()
+    writer.line("c = t % inner")
+    writer.line("o = t // (m * inner)")
+    writer.line("y[t] = x[(o * n + w[t]) * inner + c]")
+    parameters = [
+        ("x", cuda_array_type(unit)),
+        ("w", cuda_array_type("intp")),
+        ("y", cuda_array_type(unit)),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("total", INDEX),
+    ]
+    return cuda_kernel(signature, parameters, writer, "take_along_axis gather")
+
+
+def _render_scatter_along_cuda(signature: ShapeSignature, dtype: str) -> KernelSource:
+    writer = SourceWriter()
+    writer.line("# thread t owns dx[t], dx (outer, n, inner) flat: the sum over k of dy where w == its row")
+    writer.line("c = t % inner")
+    writer.line("r = t // inner")
+    writer.line("i = r % n")
+    writer.line("o = r // n")
+    writer.line("acc = zero[0]")
+    with writer.block("for k in range(m):"):
+        writer.line("at = (o * m + k) * inner + c")
+        with writer.block("if w[at] == i:"):
+            writer.line("acc += dy[at]")
+    writer.line("dx[t] = acc")
+    parameters = [
+        ("dy", cuda_array_type(dtype)),
+        ("zero", cuda_array_type(dtype)),
+        ("w", cuda_array_type("intp")),
+        ("dx", cuda_array_type(dtype)),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("total", INDEX),
+    ]
+    return cuda_kernel(signature, parameters, writer, "take_along_axis pullback: a gather over k (no atomics)")
+
+
+_CPU_RENDERERS: dict[str, Callable[..., KernelSource]] = {
+    "gather": _render_gather,
+    "bucket": _render_bucket,
+    "offsets": _render_offsets,
+    "positions": _render_positions,
+    "balance": _render_balance,
+    "accumulate": _render_accumulate,
+    "gather-along": _render_gather_along,
+    "scatter-along": _render_scatter_along,
+}
+_CUDA_RENDERERS: dict[str, Callable[..., KernelSource]] = {
+    "gather": _render_gather_cuda,
+    "bucket": _render_bucket_cuda,
+    "accumulate": _render_accumulate_cuda,
+    "atomic": _render_atomic_cuda,
+    "gather-along": _render_gather_along_cuda,
+    "scatter-along": _render_scatter_along_cuda,
+}
+
+
+@functools.lru_cache(maxsize=512)
+def _request(op: str, kind: str, dtype: str, target: str, options: tuple[object, ...] = ()) -> KernelRequest:
+    """A kernel of the family: ``kind`` names its template, ``options`` its static choices."""
+    signature = _signature(op, kind, options, dtype, target)
+    renderers = _CUDA_RENDERERS if target == "cuda" else _CPU_RENDERERS
+    render = renderers[kind]
+    if kind in ("bucket", "offsets", "positions", "balance"):
+        return KernelRequest(signature, lambda: render(signature))
+    return KernelRequest(signature, lambda: render(signature, dtype, *options))
+
+
+def _run_serial(kernel: Kernel, target: str, *args: object) -> None:
+    """A serial helper kernel (bucket, offsets, positions): one call, one CUDA thread."""
+    if target == "cuda":
+        cuda_launch(kernel, 1, *args, 1)
+    else:
+        cpu_launch(kernel, *args, extent=1, work=0)
+
+
+class _Bucketing:
+    """How a scatter-add finds each output row's terms, chosen by the promises: the kernels
+    it runs before the accumulation and the arguments the accumulation then takes."""
+
+    def __init__(self, op: str, n: int, m: int, unique: bool, sorted_: bool, target: str) -> None:
+        self.n, self.m, self.target = n, m, target
+        if target == "cuda":
+            self.mode = "order"
+        elif sorted_:
+            self.mode = "sorted"
+        elif unique:
+            self.mode = "unique"
+        else:
+            self.mode = "order"
+        prepare = {"order": "bucket", "sorted": "offsets", "unique": "positions"}[self.mode]
+        self.prepare_request = _request(op, prepare, "intp", target)
+        self.balance_request = _request(op, "balance", "intp", target) if target == "cpu" and self.mode != "unique" else None
+
+    def requests(self) -> list[KernelRequest]:
+        return [self.prepare_request] + ([self.balance_request] if self.balance_request is not None else [])
+
+    def bounds(self, buckets: tuple[ArrayLike, ...], outer: int, work: int) -> ArrayLike:
+        """The CPU accumulation's parts: one per thread where the work is split (``_parallel``'s
+        policy), of about equal cost where the bucket offsets say it (one outer slab), else of
+        equal rows. Each row is still written by one thread, terms in order, so the bits do
+        not depend on the split."""
+        rows = outer * self.n
+        parts = _parallel.thread_count() if work >= _parallel.PARALLEL_THRESHOLD and rows >= 2 else 1
+        parts = max(1, min(parts, rows))
+        bounds = np.empty(parts + 1, dtype=_INTP)
+        if parts > 1 and outer == 1 and self.balance_request is not None:
+            cpu_launch(self.balance_request.get(), buckets[0], bounds, self.n, self.m, parts, extent=1, work=0)
+        else:
+            bounds[:] = [rows * part // parts for part in range(parts + 1)]
+        return bounds
+
+    def prepare(self, w: ArrayLike, namespace: pytypes.ModuleType) -> tuple[ArrayLike, ...]:
+        """The bucket arrays for indices ``w`` (flat, wrapped): what ``accumulate`` reads."""
+        kernel = self.prepare_request.get()
+        n, m = self.n, self.m
+        if self.mode == "order":
+            offsets = namespace.empty(n + 1, dtype=_INTP)
+            order = namespace.empty(max(m, 1), dtype=_INTP)
+            _run_serial(kernel, self.target, w, offsets, order, n, m)
+            return (offsets, order)
+        if self.mode == "sorted":
+            offsets = namespace.empty(n + 1, dtype=_INTP)
+            _run_serial(kernel, self.target, w, offsets, n, m)
+            return (offsets,)
+        positions = namespace.empty(max(n, 1), dtype=_INTP)
+        _run_serial(kernel, self.target, w, positions, n, m)
+        return (positions,)
+
+
+def _layout(shape: Shape, axis: int | None) -> tuple[int, int, int]:
+    """``(outer, n, inner)`` around ``axis`` (``None``: the flattened array)."""
+    if axis is None:
+        return 1, math.prod(shape), 1
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+
+
+def _axis_of(op: str, axis: object, ndim: int) -> int | None:
+    if axis is None:
+        return None
+    value = static_int(axis, "axis")
+    try:
+        return normalize_axis(value, ndim)
+    except ValueError:
+        raise np.exceptions.AxisError(f"{op}: axis {value} is out of bounds for an array of dimension {ndim}") from None
+
+
+def _index_facts(op: str, indices: object, numpy_error: type[Exception]) -> InputFacts:
+    facts = input_facts(indices, "indices", op)
+    _check_indices_dtype(op, facts.dtype, numpy_error)
+    return facts
+
+
+# ======================================================================================
+# take
+# ======================================================================================
+
+
+class TakePlan(Plan):
+    """``np.take(x, indices, axis)`` for one signature (shapes, dtypes, statics): the gather
+    kernel (forward, pushforward) and the deterministic scatter-add (pullback)."""
+
+    saves_primals = True
+
+    def __init__(
+        self, facts: InputFacts, index_facts: InputFacts, axis: int | None, unique: bool, sorted_: bool, deterministic: bool
+    ) -> None:
+        self.op = "take"
+        outer, n, inner = _layout(facts.shape, axis)
+        m = math.prod(index_facts.shape)
+        self.axis, self.outer, self.n, self.inner, self.m = axis, outer, n, inner, m
+        self.unique, self.sorted = unique, sorted_
+        self.out_shape = index_facts.shape if axis is None else facts.shape[:axis] + index_facts.shape + facts.shape[axis + 1 :]
+        self.y_dtype = facts.dtype
+        self.take_input(facts)
+        self.input_tangents = (facts.differentiable, False)
+        self.input_shapes = (facts.shape, index_facts.shape)
+        self.input_dtypes = (facts.native, index_facts.native)
+        self.target = facts.target
+        self.in_shape = facts.shape
+        self.size = math.prod(facts.shape)
+        self.y_size = checked_size(self.out_shape, facts.dtype.itemsize, "take")
+        unit, factor = _unit_of(facts.dtype)
+        self.unit, self.factor = unit, factor
+        self.gather_request = _request("take", "gather", unit.name, facts.target)
+        dtype = facts.native.name
+        self.bucketing = _Bucketing("take", n, m, unique, sorted_, facts.target)
+        self.atomic = facts.target == "cuda" and not deterministic
+        options: tuple[object, ...]
+        if facts.target == "cuda":
+            kind, options = ("atomic", ()) if self.atomic else ("accumulate", (False,))
+        else:
+            kind, options = "accumulate", (self.bucketing.mode, False)
+        self.scatter_request = _request("take", kind, dtype, facts.target, options)
+        entries = set()
+        if self.y_size:
+            entries |= {"forward", "pushforward"}
+            if self.size:
+                entries.add("pullback")
+        self.kernel_entries = frozenset(entries)
+        self.allocate = _pool.allocator(self.size * facts.native.itemsize) if facts.namespace is np else None
+
+    def requests(self) -> list[KernelRequest]:
+        if not self.y_size:
+            return []
+        requests = [self.gather_request]
+        if self.differentiable:
+            if not self.atomic:
+                requests += self.bucketing.requests()
+            requests.append(self.scatter_request)
+        return requests
+
+    # --- data -----------------------------------------------------------------------------
+
+    def save(self, arrays: tuple[object, ...]) -> object:
+        return self._indices(arrays, copy=True)
+
+    def _indices(self, arrays: tuple[object, ...], copy: bool) -> ArrayLike:
+        facts = input_facts(arrays[1], "indices", "take")
+        indices = facts.need_array("take")
+        w = _wrapped_indices("take", indices, self.n, self.axis, copy).reshape(-1)
+        _check_promises("take", w, self.n, self.unique, self.sorted)
+        return w
+
+    def _gather(self, source: ArrayLike, w: ArrayLike, dtype: DType) -> ArrayLike:
+        namespace = self.namespace
+        y: ArrayLike = namespace.empty(self.out_shape, dtype=dtype)
+        if not self.y_size:
+            return y
+        kernel = self.gather_request.get()
+        src = _units(source, self.unit)
+        out = y.reshape(-1).view(self.unit)
+        inner = self.inner * self.factor
+        if self.target == "cuda":
+            cuda_launch(kernel, out.size, src, w, out, self.n, self.m, inner, out.size)
+        else:
+            cpu_launch(kernel, src, w, out, self.n, self.m, inner, extent=self.outer * self.m, work=out.size)
+        return y
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        return self._forward(arrays, copy=False)[0]
+
+    def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
+        return self._forward(arrays, copy=True)
+
+    def _forward(self, arrays: tuple[object, ...], copy: bool) -> tuple[ArrayLike, ArrayLike]:
+        x = arrays[0]
+        if type(x) is not type(self.like):
+            x = input_facts(x, "x", "take").need_array("take")
+        w = self._indices(arrays, copy)
+        return self._gather(x, w, self.y_dtype), w
+
+    def pullback(self, saved: object) -> DensePullback:
+        w: ArrayLike = saved  # type: ignore[assignment]
+        in_shape, dtype, namespace = self.in_shape, self.out_dtype, self.namespace
+        if not self.size or not self.y_size:
+
+            def empty_pullback(dy: ArrayLike) -> tuple[object, ...]:
+                return (namespace.zeros(in_shape, dtype=dtype), NO_TANGENT)
+
+            return empty_pullback
+        kernel = self.scatter_request.get()
+        n, m, inner, outer = self.n, self.m, self.inner, self.outer
+        if self.atomic:
+            real = np.dtype(np.float32) if dtype.name in ("float32", "complex64") else np.dtype(np.float64)
+
+            def atomic_pullback(dy: ArrayLike) -> tuple[object, ...]:
+                dx = namespace.zeros(in_shape, dtype=dtype)
+                total = dy.size
+                cuda_launch(kernel, total, dy.reshape(-1), w, dx.reshape(-1).view(real), n, m, inner, total)
+                return (dx, NO_TANGENT)
+
+            return atomic_pullback
+        bucketing, target, allocate = self.bucketing, self.target, self.allocate
+
+        def take_pullback(dy: ArrayLike) -> tuple[object, ...]:
+            buckets = bucketing.prepare(w, namespace)
+            dx: ArrayLike = allocate(in_shape, dtype) if allocate is not None else namespace.empty(in_shape, dtype=dtype)
+            flat = dx.reshape(-1)
+            if target == "cuda":
+                zero = namespace.zeros(1, dtype=dtype)
+                cuda_launch(kernel, flat.size, dy.reshape(-1), zero, *buckets, flat, n, m, inner, flat.size, work=max(m // max(n, 1), 1))
+            else:
+                work = flat.size + dy.size
+                bounds = bucketing.bounds(buckets, outer, work)
+                cpu_launch(kernel, dy.reshape(-1), *buckets, flat, bounds, n, m, inner, extent=len(bounds) - 1, work=work)
+            return (dx, NO_TANGENT)
+
+        return take_pullback
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        """A constant cotangent: each row of ``dx`` is the constant times its index count."""
+        w: ArrayLike = saved  # type: ignore[assignment]
+        namespace = self.namespace
+        counts = namespace.bincount(w, minlength=self.n).astype(self.out_dtype) if w.size else namespace.zeros(self.n, dtype=self.out_dtype)
+        rows = counts * namespace.asarray(fill.value, dtype=self.out_dtype)
+        dx = namespace.broadcast_to(rows.reshape(1, self.n, 1), (self.outer, self.n, self.inner))
+        return (namespace.ascontiguousarray(dx).reshape(self.in_shape), NO_TANGENT)
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        tangent = tangents[0]
+        if isinstance(tangent, DenseCotangent):
+            return self._gather(tangent.array, self._indices(arrays, copy=False), self.out_dtype)
+        if isinstance(tangent, Fill):
+            self._indices(arrays, copy=False)  # the indices are checked whatever the tangent
+            return Fill(tangent.value, self.out_shape, self.out_dtype)
+        return tangent
+
+
+class Take(RuleOp):
+    name = "take"
+    static_names = ("axis", "unique", "sorted", "deterministic")
+    input_names = ("x", "indices")
+
+    @overload
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        indices: npt.NDArray[np.integer] | Sequence[int],
+        axis: Val[int] | None = None,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(0), not 0 (a plain int is a dynamic argument)")
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        indices: npt.NDArray[np.integer] | Sequence[int],
+        axis: int | Val[int] | None = None,
+        *,
+        unique: Val[bool] | bool = ...,
+        sorted: Val[bool] | bool = ...,
+        deterministic: Val[bool] | bool = ...,
+    ) -> npt.NDArray[_DT]: ...
+
+    def __call__(
+        self,
+        x: npt.NDArray[_DT],
+        indices: npt.NDArray[np.integer] | Sequence[int],
+        axis: int | Val[int] | None = None,
+        *,
+        unique: Val[bool] | bool = Val(False),
+        sorted: Val[bool] | bool = Val(False),
+        deterministic: Val[bool] | bool = Val(True),
+    ) -> npt.NDArray[_DT]:
+        """``np.take(x, indices, axis)``: elements (``axis=None``: of the flattened ``x``) or
+        slices along ``axis`` (``Val(int)``, static) at ``indices`` (an integer array of any
+        shape, data; negative entries count from the end; out of range is an ``IndexError``).
+
+        ``unique=Val(True)``/``sorted=Val(True)`` promise distinct / non-decreasing indices
+        (after wrapping) and select simpler pullback kernels; a broken promise is a
+        ``ValueError``. ``deterministic=Val(False)`` lets the CUDA pullback use atomics.
+
+        Rules: ``back(dy)`` returns ``(dx, NoTangent())`` (plus ``NoTangent()`` for an axis
+        given positionally): ``dx`` is ``dy`` scatter-added at the indices, deterministic (the
+        same bits on every run and thread count, those of ``np.add.at`` on zeros). A ``Fill``
+        cotangent gives each row the constant times its index count; the pushforward is the
+        tangent taken at the same indices (a ``Fill`` stays one).
+        """
+        return self.forward(x, indices, axis, unique=unique, sorted=sorted, deterministic=deterministic)  # type: ignore[return-value]
+
+    def bind(  # type: ignore[override]
+        self,
+        x: object,
+        indices: object,
+        axis: object = None,
+        *,
+        unique: object = Val(False),
+        sorted: object = Val(False),
+        deterministic: object = Val(True),
+    ) -> tuple[tuple[object, ...], tuple[object, ...]]:
+        return (x, indices), (axis, unique, sorted, deterministic)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        facts = input_facts(arrays[0], "x", "take")
+        index_facts = _index_facts("take", arrays[1], TypeError)
+        axis, unique, sorted_, deterministic = statics
+        return TakePlan(
+            facts,
+            index_facts,
+            _axis_of("take", axis, len(facts.shape)),
+            static_bool(unique, "unique"),
+            static_bool(sorted_, "sorted"),
+            static_bool(deterministic, "deterministic"),
+        )
+
+
+take = Take()
+
+
+# ======================================================================================
+# take_along_axis
+# ======================================================================================
+
+
+class TakeAlongAxisPlan(Plan):
+    """``np.take_along_axis(x, indices, axis)`` for one signature: gathers (forward,
+    pushforward) and the per-row deterministic scatter-add (pullback)."""
+
+    saves_primals = True
+
+    def __init__(self, facts: InputFacts, index_facts: InputFacts, axis: int | None) -> None:
+        self.op = "take_along_axis"
+        shape, ishape = facts.shape, index_facts.shape
+        if axis is None:
+            if len(ishape) != 1:
+                raise ValueError(
+                    f"take_along_axis: when axis=None, indices must have a single dimension, got shape {shape_text(ishape)}"
+                )
+            out_shape: Shape = ishape
+        else:
+            if len(ishape) != len(shape):
+                raise ValueError(
+                    f"take_along_axis: indices and x must have the same number of dimensions, got "
+                    f"indices of shape {shape_text(ishape)} and x of shape {shape_text(shape)}"
+                )
+            out = []
+            for d, (a, b) in enumerate(zip(shape, ishape)):
+                if d == axis:
+                    out.append(b)
+                elif b == a or b == 1:
+                    out.append(a)
+                else:
+                    raise ValueError(
+                        f"take_along_axis: indices of shape {shape_text(ishape)} do not match x of shape "
+                        f"{shape_text(shape)} on axis {d} (indices broadcast against x, not x against indices)"
+                    )
+            out_shape = tuple(out)
+        self.axis = axis
+        self.out_shape = out_shape
+        self.index_shape = ishape
+        outer, n, inner = _layout(shape, axis)
+        m = 1 if axis is None else out_shape[axis]
+        if axis is None:
+            m = math.prod(ishape)
+        self.outer, self.n, self.inner, self.m = outer, n, inner, m
+        self.y_dtype = facts.dtype
+        self.take_input(facts)
+        self.input_tangents = (facts.differentiable, False)
+        self.input_shapes = (facts.shape, ishape)
+        self.input_dtypes = (facts.native, index_facts.native)
+        self.target = facts.target
+        self.in_shape = shape
+        self.size = math.prod(shape)
+        self.y_size = checked_size(out_shape, facts.dtype.itemsize, "take_along_axis")
+        self.unit, self.factor = _unit_of(facts.dtype)
+        # A 16-byte element is two units: the gather reads the units of the index's element.
+        self.gather_request = _request("take_along_axis", "gather-along", self.unit.name, facts.target)
+        self.scatter_request = _request("take_along_axis", "scatter-along", facts.native.name, facts.target)
+        entries = set()
+        if self.y_size:
+            entries |= {"forward", "pushforward"}
+            if self.size:
+                entries.add("pullback")
+        self.kernel_entries = frozenset(entries)
+
+    def requests(self) -> list[KernelRequest]:
+        if not self.y_size:
+            return []
+        return [self.gather_request] + ([self.scatter_request] if self.differentiable else [])
+
+    def save(self, arrays: tuple[object, ...]) -> object:
+        return self._indices(arrays, copy=True)
+
+    def _indices(self, arrays: tuple[object, ...], copy: bool) -> ArrayLike:
+        indices = input_facts(arrays[1], "indices", "take_along_axis").need_array("take_along_axis")
+        w = _wrapped_indices("take_along_axis", indices, self.n, self.axis, copy)
+        namespace = _namespace_of(w)
+        if w.shape != self.out_shape:
+            w = namespace.ascontiguousarray(namespace.broadcast_to(w, self.out_shape))
+        flat: ArrayLike = w.reshape(-1)
+        return flat
+
+    def _gather(self, source: ArrayLike, w: ArrayLike, dtype: DType) -> ArrayLike:
+        y: ArrayLike = self.namespace.empty(self.out_shape, dtype=dtype)
+        if not self.y_size:
+            return y
+        kernel = self.gather_request.get()
+        unit, factor = self.unit, self.factor
+        src = _units(source, unit)
+        out = y.reshape(-1).view(unit)
+        n, m, inner = self.n, self.m, self.inner
+        if factor > 1:  # an element is `factor` units: each unit of (outer, m, inner, factor) takes its element's index
+            w = self.namespace.repeat(w, factor)
+            inner *= factor
+        if self.target == "cuda":
+            cuda_launch(kernel, out.size, src, w, out, n, m, inner, out.size)
+        else:
+            cpu_launch(kernel, src, w, out, n, m, inner, extent=self.outer, work=out.size)
+        return y
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        return self._forward(arrays, copy=False)[0]
+
+    def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
+        return self._forward(arrays, copy=True)
+
+    def _forward(self, arrays: tuple[object, ...], copy: bool) -> tuple[ArrayLike, ArrayLike]:
+        x = arrays[0]
+        if type(x) is not type(self.like):
+            x = input_facts(x, "x", "take_along_axis").need_array("take_along_axis")
+        w = self._indices(arrays, copy)
+        return self._gather(x, w, self.y_dtype), w
+
+    def pullback(self, saved: object) -> DensePullback:
+        w: ArrayLike = saved  # type: ignore[assignment]
+        in_shape, dtype, namespace = self.in_shape, self.out_dtype, self.namespace
+        if not self.size or not self.y_size:
+
+            def empty_pullback(dy: ArrayLike) -> tuple[object, ...]:
+                return (namespace.zeros(in_shape, dtype=dtype), NO_TANGENT)
+
+            return empty_pullback
+        kernel = self.scatter_request.get()
+        n, m, inner, outer, target = self.n, self.m, self.inner, self.outer, self.target
+        allocate = _pool.allocator(self.size * dtype.itemsize) if namespace is np else None
+
+        def take_along_axis_pullback(dy: ArrayLike) -> tuple[object, ...]:
+            dx: ArrayLike = allocate(in_shape, dtype) if allocate is not None else namespace.empty(in_shape, dtype=dtype)
+            flat = dx.reshape(-1)
+            if target == "cuda":
+                zero = namespace.zeros(1, dtype=dtype)
+                cuda_launch(kernel, flat.size, dy.reshape(-1), zero, w, flat, n, m, inner, flat.size, work=m)
+            else:
+                cpu_launch(kernel, dy.reshape(-1), w, flat, n, m, inner, extent=outer, work=flat.size + dy.size)
+            return (dx, NO_TANGENT)
+
+        return take_along_axis_pullback
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        tangent = tangents[0]
+        w = self._indices(arrays, copy=False)
+        if isinstance(tangent, DenseCotangent):
+            return self._gather(tangent.array, w, self.out_dtype)
+        if isinstance(tangent, Fill):
+            return Fill(tangent.value, self.out_shape, self.out_dtype)
+        return tangent
+
+
+class TakeAlongAxis(RuleOp):
+    name = "take_along_axis"
+    static_names = ("axis",)
+    input_names = ("x", "indices")
+
+    @overload
+    def __call__(self, x: np.ndarray[_ShapeT, np.dtype[_DT]], indices: npt.NDArray[np.integer], axis: Val[int]) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
+
+    @overload
+    def __call__(self, x: npt.NDArray[_DT], indices: npt.NDArray[np.integer], axis: Val[int] | None) -> npt.NDArray[_DT]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(0), not 0 (a plain int is a dynamic argument)")
+    def __call__(self, x: np.ndarray[_ShapeT, np.dtype[_DT]], indices: npt.NDArray[np.integer], axis: int) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
+
+    def __call__(self, x: npt.NDArray[_DT], indices: npt.NDArray[np.integer], axis: object) -> Any:
+        """``np.take_along_axis(x, indices, axis)``: ``y[..., t, ...] = x[..., indices[..., t,
+        ...], ...]`` along ``axis`` (``Val(int)``, static; ``None``: ``x`` flattened and
+        ``indices`` 1-D). ``indices`` (data, integers, negative wrapped) broadcasts against
+        ``x`` on the other axes.
+
+        Rules: ``back(dy)`` returns ``(dx, NoTangent())`` (plus one for an axis given
+        positionally): ``dy`` scatter-added along ``axis``, deterministic (each row of
+        ``dx`` is written by one thread, terms in order: the bits of ``np.add.at`` on
+        zeros). The pushforward is the tangent taken along the axis.
+        """
+        return self.forward(x, indices, axis)
+
+    def bind(self, x: object, indices: object, axis: object = "missing") -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        if axis == "missing":
+            raise TypeError("take_along_axis: axis is required (Val(int), or None for the flattened array)")
+        return (x, indices), (axis,)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        facts = input_facts(arrays[0], "x", "take_along_axis")
+        index_facts = _index_facts("take_along_axis", arrays[1], IndexError)
+        axis = _axis_of("take_along_axis", statics[0], len(facts.shape))
+        return TakeAlongAxisPlan(facts, index_facts, axis)
+
+
+take_along_axis = TakeAlongAxis()
+
+
+# ======================================================================================
+# index_add
+# ======================================================================================
+
+
+class IndexAddPlan(Plan):
+    """``x`` with ``values`` added at ``indices`` along ``axis``: the deterministic
+    accumulation onto ``x`` (forward, pushforward), and the pullback ``(dy, take(dy))``."""
+
+    saves_primals = True
+
+    def __init__(self, facts: InputFacts, index_facts: InputFacts, value_facts: InputFacts, axis: int) -> None:
+        self.op = "index_add"
+        if facts.dtype.kind == "b":
+            raise TypeError("index_add: x has dtype bool; index_add adds, so x must be numeric")
+        if len(index_facts.shape) != 1:
+            raise ValueError(f"index_add: indices must be 1-D, got shape {shape_text(index_facts.shape)}")
+        if not np.can_cast(value_facts.native, facts.native, casting="same_kind"):
+            raise TypeError(
+                f"index_add: values of dtype {value_facts.native} cannot be added into x of dtype "
+                f"{facts.native} (casting rule 'same_kind')"
+            )
+        shape = facts.shape
+        m = index_facts.shape[0]
+        target_shape = shape[:axis] + (m,) + shape[axis + 1 :]
+        try:
+            broadcast = np.broadcast_shapes(value_facts.shape, target_shape)
+        except ValueError:
+            broadcast = None
+        if broadcast != target_shape:
+            raise ValueError(
+                f"index_add: values of shape {shape_text(value_facts.shape)} do not broadcast to "
+                f"{shape_text(target_shape)} (x of shape {shape_text(shape)} with axis {axis} "
+                f"replaced by len(indices) = {m})"
+            )
+        self.axis = axis
+        self.out_shape = shape
+        self.values_shape = value_facts.shape
+        self.target_shape = target_shape
+        outer, n, inner = _layout(shape, axis)
+        self.outer, self.n, self.inner, self.m = outer, n, inner, m
+        self.take_input(facts)
+        self.y_dtype = facts.native
+        values_diff = value_facts.differentiable and facts.differentiable
+        self.input_tangents = (facts.differentiable, False, values_diff)
+        self.input_shapes = (shape, index_facts.shape, value_facts.shape)
+        self.input_dtypes = (facts.native, index_facts.native, value_facts.native)
+        self.values_dtype = value_facts.native
+        self.target = facts.target
+        self.size = checked_size(shape, facts.dtype.itemsize, "index_add")
+        # Axes along which values was broadcast: summed in dvalues.
+        lead = len(target_shape) - len(value_facts.shape)
+        self.reduce_axes = tuple(range(lead)) + tuple(
+            lead + d for d, extent in enumerate(value_facts.shape) if extent == 1 and target_shape[lead + d] != 1
+        )
+        self.bucketing = _Bucketing("index_add", n, m, False, False, facts.target)
+        mode = self.bucketing.mode
+        options: tuple[object, ...] = (True,) if facts.target == "cuda" else (mode, True)
+        self.accumulate_request = _request("index_add", "accumulate", facts.native.name, facts.target, options)
+        self.unit, self.factor = _unit_of(facts.native)
+        self.gather_request = _request("index_add", "gather", self.unit.name, facts.target)
+        entries = {"forward", "pushforward"} if self.size else set()
+        if self.size and values_diff and m:
+            entries.add("pullback")
+        self.kernel_entries = frozenset(entries)
+
+    def requests(self) -> list[KernelRequest]:
+        if not self.size:
+            return []
+        requests = [*self.bucketing.requests(), self.accumulate_request]
+        if self.input_tangents[2]:
+            requests.append(self.gather_request)
+        return requests
+
+    def save(self, arrays: tuple[object, ...]) -> object:
+        return self._indices(arrays, copy=True)
+
+    def _indices(self, arrays: tuple[object, ...], copy: bool) -> ArrayLike:
+        indices = input_facts(arrays[1], "indices", "index_add").need_array("index_add")
+        flat: ArrayLike = _wrapped_indices("index_add", indices, self.n, self.axis, copy).reshape(-1)
+        return flat
+
+    def _accumulate(self, base: ArrayLike, values: ArrayLike, w: ArrayLike) -> ArrayLike:
+        namespace, dtype = self.namespace, self.y_dtype
+        y: ArrayLike = namespace.empty(self.out_shape, dtype=dtype)
+        if not self.size:
+            return y
+        src = namespace.ascontiguousarray(namespace.broadcast_to(values.astype(dtype, copy=False), self.target_shape)).reshape(-1)
+        if not src.size:
+            src = namespace.zeros(1, dtype=dtype)
+        elif namespace is np and not src.flags.writeable:  # a broadcast view: Numba's CUDA copies arguments back
+            src = src.copy()
+        base_flat = _flat(base, dtype)
+        kernel = self.accumulate_request.get()
+        buckets = self.bucketing.prepare(w, namespace)
+        flat = y.reshape(-1)
+        if self.target == "cuda":
+            cuda_launch(kernel, flat.size, src, base_flat, *buckets, flat, self.n, self.m, self.inner, flat.size)
+        else:
+            work = flat.size + src.size
+            bounds = self.bucketing.bounds(buckets, self.outer, work)
+            cpu_launch(kernel, src, base_flat, *buckets, flat, bounds, self.n, self.m, self.inner, extent=len(bounds) - 1, work=work)
+        return y
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        return self._forward(arrays, copy=False)[0]
+
+    def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
+        return self._forward(arrays, copy=True)
+
+    def _forward(self, arrays: tuple[object, ...], copy: bool) -> tuple[ArrayLike, ArrayLike]:
+        x, _, values = arrays
+        x_array = input_facts(x, "x", "index_add").need_array("index_add")
+        values_array = input_facts(values, "values", "index_add").need_array("index_add")
+        w = self._indices(arrays, copy)
+        return self._accumulate(x_array, values_array, w), w
+
+    def _take(self, dy: ArrayLike, w: ArrayLike) -> ArrayLike:
+        """``take(dy, w, axis)`` as ``values``' tangent: summed over broadcast axes, cast."""
+        namespace = self.namespace
+        taken: ArrayLike = namespace.empty(self.target_shape, dtype=self.out_dtype)
+        if taken.size:
+            kernel = self.gather_request.get()
+            src, out = _units(dy, self.unit), taken.reshape(-1).view(self.unit)
+            inner = self.inner * self.factor
+            if self.target == "cuda":
+                cuda_launch(kernel, out.size, src, w, out, self.n, self.m, inner, out.size)
+            else:
+                cpu_launch(kernel, src, w, out, self.n, self.m, inner, extent=self.outer * self.m, work=out.size)
+        if self.reduce_axes:
+            taken = namespace.asarray(taken.sum(axis=self.reduce_axes)).reshape(self.values_shape)
+        if self.values_dtype != self.out_dtype:
+            taken = taken.real.astype(self.values_dtype) if self.values_dtype.kind == "f" else taken.astype(self.values_dtype)
+        return taken
+
+    def pullback(self, saved: object) -> DensePullback:
+        w: ArrayLike = saved  # type: ignore[assignment]
+        values_diff = self.input_tangents[2]
+        values_shape, values_dtype, namespace = self.values_shape, self.values_dtype, self.namespace
+        take_dy = self._take
+
+        def index_add_pullback(dy: ArrayLike) -> tuple[object, ...]:
+            if not values_diff:
+                return (dy, NO_TANGENT, NO_TANGENT)
+            if not w.size:
+                return (dy, NO_TANGENT, namespace.zeros(values_shape, dtype=values_dtype))
+            return (dy, NO_TANGENT, take_dy(dy, w))
+
+        return index_add_pullback
+
+    def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
+        factor = math.prod(self.target_shape) // max(math.prod(self.values_shape), 1) if self.values_shape else math.prod(self.target_shape)
+        dvalues: object = NO_TANGENT
+        if self.input_tangents[2]:
+            value = np.asarray(fill.value, dtype=self.out_dtype) * factor
+            if self.values_dtype.kind == "f":
+                value = value.real
+            dvalues = Fill(value.astype(self.values_dtype).item(), self.values_shape, self.values_dtype)
+        return (fill, NO_TANGENT, dvalues)
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        x_tangent, _, v_tangent = tangents
+        w = self._indices(arrays, copy=False)
+        namespace, dtype = self.namespace, self.out_dtype
+        if isinstance(v_tangent, ZeroTangent):  # nothing is added: the tangent of x passes through
+            empty_launch()
+            return x_tangent.array if isinstance(x_tangent, DenseCotangent) else x_tangent
+        base = x_tangent.array if isinstance(x_tangent, DenseCotangent) else namespace.asarray(
+            namespace.zeros(self.out_shape, dtype=dtype) if isinstance(x_tangent, ZeroTangent) else np.asarray(x_tangent)
+        )
+        values = v_tangent.array if isinstance(v_tangent, DenseCotangent) else namespace.asarray(np.asarray(v_tangent))
+        return self._accumulate(base, values, w)
+
+
+class IndexAdd(RuleOp):
+    name = "index_add"
+    static_names = ("axis",)
+    input_names = ("x", "indices", "values")
+
+    @overload
+    def __call__(
+        self, x: np.ndarray[_ShapeT, np.dtype[_DT]], indices: npt.NDArray[np.integer] | Sequence[int], values: npt.NDArray[np.generic] | complex, axis: Val[int] = ...
+    ) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
+
+    @overload
+    @deprecated("static arguments are Val: write Val(0), not 0 (a plain int is a dynamic argument)")
+    def __call__(
+        self, x: np.ndarray[_ShapeT, np.dtype[_DT]], indices: npt.NDArray[np.integer] | Sequence[int], values: npt.NDArray[np.generic] | complex, axis: int = ...
+    ) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
+
+    def __call__(self, x: npt.NDArray[_DT], indices: object, values: object, axis: object = Val(0)) -> Any:
+        """Out of place ``index_add``: a copy of ``x`` with ``values`` added at ``indices``
+        (1-D integers, data, negative wrapped) along ``axis`` (``Val(int)``, static), repeats
+        accumulated in index order (``np.add.at`` on a copy; torch's ``index_add``; JAX's
+        ``x.at[...].add``). ``values`` has ``x``'s shape with ``axis`` replaced by
+        ``len(indices)``, or broadcasts to it.
+
+        Rules: ``back(dy)`` returns ``(dy, NoTangent(), dvalues)`` (plus one for an axis given
+        positionally) with ``dvalues = take(dy, indices, axis)`` (summed over the axes along
+        which ``values`` was broadcast). A ``Fill`` cotangent gives ``Fill``s. The
+        pushforward is ``index_add(dx, indices, dvalues)``, deterministic as the forward.
+        """
+        return self.forward(x, indices, values, axis)
+
+    def bind(self, x: object, indices: object, values: object, axis: object = Val(0)) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
+        return (x, indices, values), (axis,)
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        facts = input_facts(arrays[0], "x", "index_add")
+        index_facts = _index_facts("index_add", arrays[1], IndexError)
+        value_facts = input_facts(arrays[2], "values", "index_add")
+        axis = _axis_of("index_add", statics[0], len(facts.shape))
+        if axis is None:
+            raise TypeError("index_add: axis must be Val(int)")
+        return IndexAddPlan(facts, index_facts, value_facts, axis)
+
+
+index_add = IndexAdd()
+
+
+__all__ = [
+    "Getindex",
+    "GetindexPlan",
+    "IndexAdd",
+    "IndexAddPlan",
+    "StaticIndex",
+    "Take",
+    "TakeAlongAxis",
+    "TakeAlongAxisPlan",
+    "TakePlan",
+    "getindex",
+    "index_add",
+    "ix",
+    "take",
+    "take_along_axis",
+]

@@ -1,0 +1,174 @@
+"""``stablerules.jax`` inside JAX's distributed modes, on two CPU devices.
+
+- ``jax.shard_map`` over a ``Mesh`` (explicit axes, JAX's default, and auto axes): every
+  ``srj`` op's forward, ``jax.grad`` (``check_vma=True``, the default) and ``jax.jit`` equal
+  the unsharded results (float64, to rounding), our FFI kernels running on shard-sized
+  buffers (read from the compiled HLO), with no host callback anywhere.
+- A plain ``jax.jit`` over ``NamedSharding`` inputs: correct; XLA all-gathers the input of
+  our custom call first (it has no partitioning rule) and every device computes the whole
+  result, which is replicated. Under ``shard_map`` nothing is gathered.
+- JAX's persistent compilation cache hits, in a second process, for a jitted ``grad``
+  through ``srj`` ops (a host callback or ``custom_partitioning`` would prevent that).
+
+The mesh checks run in a child process (``tests/jax_mesh_checks.py``): XLA fixes its host
+device count when JAX starts, and the other JAX tests of this session run on one device.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+TOLERANCE = 1e-12  # float64; the references are the same ops on one device
+MESHES = ("explicit", "auto")
+KERNEL_CASES = ("repeat", "repeat inner/outer", "tile", "kron")
+OTHER_CASES = (
+    "concatenate", "stack", "hstack", "vstack", "cat", "cat block-diagonal", "flip", "roll",
+    "permute_dims", "transpose", "reshape", "broadcast_to", "sum", "mean", "pad", "split",
+)  # fmt: skip
+QUANTITIES = ("forward", "jit forward", "grad", "jit grad", "plain jit forward", "plain jit grad")
+
+# (operand types, result types) of each kernel op's custom calls in the compiled HLO of
+# ``jit(shard_map(op))`` and ``jit(grad(... shard_map(op) ...))``: forward and pullback, on
+# shards of 2 rows of the 4-row inputs (kron's second operand is replicated, 2 x 5).
+SHARD_CALLS = {
+    "repeat": {(("f64[2,3]",), ("f64[2,9]",)), (("f64[2,9]",), ("f64[2,3]",))},
+    "repeat inner/outer": {(("f64[2,3]",), ("f64[2,18]",)), (("f64[2,18]",), ("f64[2,3]",))},
+    "tile": {(("f64[2,3]",), ("f64[2,6]",)), (("f64[2,6]",), ("f64[2,3]",))},
+    "kron": {
+        (("f64[2,3]", "f64[2,5]"), ("f64[4,15]",)),
+        (("f64[4,15]", "f64[2,3]", "f64[2,5]"), ("f64[2,3]", "f64[2,5]")),
+    },
+}
+# The same ops under a plain jit of sharded inputs: one call on the gathered (whole) arrays.
+PLAIN_JIT_CALLS = {
+    "repeat": {(("f64[4,3]",), ("f64[4,9]",))},
+    "repeat inner/outer": {(("f64[4,3]",), ("f64[4,18]",))},
+    "tile": {(("f64[4,3]",), ("f64[4,6]",))},
+    "kron": {(("f64[4,3]", "f64[2,5]"), ("f64[8,15]",))},
+}
+
+
+def _child_environment(**extra: str) -> dict[str, str]:
+    environment = {**os.environ, "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1", **extra}
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(HERE.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
+    return environment
+
+
+@pytest.fixture(scope="module")
+def report() -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, str(HERE / "jax_mesh_checks.py")],
+        capture_output=True,
+        text=True,
+        env=_child_environment(),
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _calls(entry: list[dict[str, Any]]) -> set[tuple[tuple[str, ...], tuple[str, ...]]]:
+    return {(tuple(call["operands"]), tuple(call["results"])) for call in entry}
+
+
+def test_the_default_mesh_has_explicit_axes(report: dict[str, Any]) -> None:
+    # What jax.make_mesh gives a user who names no axis types; the "explicit" runs are it.
+    assert report["default axis types"] == ["AxisType.Explicit"]
+
+
+@pytest.mark.parametrize("mesh", MESHES)
+@pytest.mark.parametrize("case", KERNEL_CASES + OTHER_CASES)
+def test_sharded_results_equal_the_unsharded_ones(report: dict[str, Any], mesh: str, case: str) -> None:
+    entry = report[f"{mesh}: {case}"]
+    assert "error" not in entry, entry.get("error")
+    differences = {quantity: entry[quantity] for quantity in QUANTITIES}
+    assert max(differences.values()) <= TOLERANCE, differences
+    assert entry["shard shape"] != entry["input shape"]  # the first input really is split
+    assert not entry["callbacks"]
+
+
+@pytest.mark.parametrize("mesh", MESHES)
+@pytest.mark.parametrize("case", KERNEL_CASES)
+def test_our_kernels_run_on_each_shard_under_shard_map(report: dict[str, Any], mesh: str, case: str) -> None:
+    entry = report[f"{mesh}: {case}"]
+    assert _calls(entry["shard_map calls"]) == SHARD_CALLS[case]
+    assert all(call["target"].startswith("stablerules_") for call in entry["shard_map calls"])
+
+
+@pytest.mark.parametrize("mesh", MESHES)
+@pytest.mark.parametrize("case", KERNEL_CASES)
+def test_a_plain_jit_of_sharded_inputs_gathers_them_first(report: dict[str, Any], mesh: str, case: str) -> None:
+    entry = report[f"{mesh}: {case}"]
+    assert _calls(entry["plain jit calls"]) == PLAIN_JIT_CALLS[case]
+    assert entry["plain jit all-gathers"]
+
+
+@pytest.mark.parametrize("case", OTHER_CASES)
+def test_the_other_ops_are_xlas_own(report: dict[str, Any], case: str) -> None:
+    for mesh in MESHES:
+        entry = report[f"{mesh}: {case}"]
+        assert entry["shard_map calls"] == [] and entry["plain jit calls"] == []
+
+
+_CACHED_PROCESS = r"""
+import json, os, sys
+import jax, jax.numpy as jnp
+import jax.monitoring
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+events = []
+jax.monitoring.register_event_listener(lambda name, **_: events.append(name))
+import stablerules.jax as srj
+from stablerules import Val
+
+def loss(x, b):
+    y = srj.kron(srj.repeat(x, Val(2), axis=Val(1)), b)
+    return jnp.sum(srj.tile(y, Val((1, 2))) ** 2)
+
+x = jnp.arange(6.0).reshape(2, 3)
+b = jnp.arange(4.0).reshape(2, 2) / 3
+step = jax.jit(jax.grad(loss, (0, 1)))
+before = (events.count("/jax/compilation_cache/cache_hits"), events.count("/jax/compilation_cache/cache_misses"))
+grads = jax.block_until_ready(step(x, b))
+hits = events.count("/jax/compilation_cache/cache_hits") - before[0]
+misses = events.count("/jax/compilation_cache/cache_misses") - before[1]
+text = step.lower(x, b).as_text()
+print(json.dumps({"hits": hits, "misses": misses, "grads": [g.tolist() for g in grads],
+                  "custom_calls": text.count("stablerules_"), "callback": "callback" in text}))
+"""
+
+
+@pytest.mark.slow
+def test_jaxs_persistent_compilation_cache_hits_in_a_second_process(tmp_path: Path) -> None:
+    cache = tmp_path / "jax-cache"
+
+    def run() -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-c", _CACHED_PROCESS, str(cache)],
+            capture_output=True,
+            text=True,
+            env=_child_environment(STABLERULES_CACHE_DIR=str(tmp_path / "stablerules")),
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return result
+
+    first, second = run(), run()
+    assert first["custom_calls"] > 0 and not first["callback"]
+    assert first["misses"] == 1 and first["hits"] == 0
+    assert second["hits"] == 1 and second["misses"] == 0
+    assert first["grads"] == second["grads"]
