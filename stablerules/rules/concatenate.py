@@ -391,7 +391,7 @@ def _names(count: int) -> list[str]:
     return [f"arrays[{position}]" for position in range(count)]
 
 
-def _check_concatenate(values: Sequence[object], axis: int | None) -> ConcatenationPlan:
+def _plan_concatenate(values: Sequence[object], axis: int | None) -> ConcatenationPlan:
     inputs = _inputs(values, _names(len(values)), "concatenate", allow_scalars=False)
     if axis is None:
         return _flat_plan("concatenate", inputs)
@@ -415,7 +415,7 @@ def _check_concatenate(values: Sequence[object], axis: int | None) -> Concatenat
     return _block_plan("concatenate", inputs, shapes, kept, (normalized,), f"along axis {normalized}")
 
 
-def _check_stack(values: Sequence[object], axis: int) -> ConcatenationPlan:
+def _plan_stack(values: Sequence[object], axis: int) -> ConcatenationPlan:
     inputs = _inputs(values, _names(len(values)), "stack", allow_scalars=False)
     first = inputs[0]
     for item in inputs:
@@ -434,7 +434,7 @@ def _check_stack(values: Sequence[object], axis: int) -> ConcatenationPlan:
     )
 
 
-def _check_hstack(values: Sequence[object]) -> ConcatenationPlan:
+def _plan_hstack(values: Sequence[object]) -> ConcatenationPlan:
     inputs = _inputs(values, _names(len(values)), "hstack", allow_scalars=False)
     blocks = [item.shape if item.shape else (1,) for item in inputs]  # np.atleast_1d
     kept = [tuple(range(len(item.shape))) for item in inputs]
@@ -443,7 +443,7 @@ def _check_hstack(values: Sequence[object]) -> ConcatenationPlan:
     return _block_plan("hstack", inputs, blocks, kept, (axis,), f"along axis {axis}")
 
 
-def _check_vstack(values: Sequence[object]) -> ConcatenationPlan:
+def _plan_vstack(values: Sequence[object]) -> ConcatenationPlan:
     inputs = _inputs(values, _names(len(values)), "vstack", allow_scalars=False)
     blocks: list[Shape] = []
     kept: list[tuple[int, ...]] = []
@@ -471,7 +471,7 @@ def _check_same_ndim(op: str, inputs: Sequence[_Input], blocks: Sequence[Shape],
             )
 
 
-def _check_cat(values: Sequence[object], dims: tuple[int, ...]) -> ConcatenationPlan:
+def _plan_cat(values: Sequence[object], dims: tuple[int, ...]) -> ConcatenationPlan:
     if not values:
         raise ValueError("cat: need at least one array or scalar")
     if not dims:
@@ -555,7 +555,7 @@ class Concatenate(RuleOp):
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         axis = statics[0]
-        return _check_concatenate(arrays, None if axis is None else static_int(axis, "axis"))
+        return _plan_concatenate(arrays, None if axis is None else static_int(axis, "axis"))
 
 
 class Stack(RuleOp):
@@ -584,7 +584,7 @@ class Stack(RuleOp):
         return _sequence(arrays, "stack"), (axis,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_stack(arrays, static_int(statics[0], "axis"))
+        return _plan_stack(arrays, static_int(statics[0], "axis"))
 
 
 class Hstack(RuleOp):
@@ -604,7 +604,7 @@ class Hstack(RuleOp):
         return _sequence(arrays, "hstack"), ()
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_hstack(arrays)
+        return _plan_hstack(arrays)
 
 
 class Vstack(RuleOp):
@@ -624,7 +624,7 @@ class Vstack(RuleOp):
         return _sequence(arrays, "vstack"), ()
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_vstack(arrays)
+        return _plan_vstack(arrays)
 
 
 class Cat(RuleOp):
@@ -683,7 +683,7 @@ class Cat(RuleOp):
         return values, (dims,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_cat(arrays, static_ints(statics[0], "dims"))
+        return _plan_cat(arrays, static_ints(statics[0], "dims"))
 
     def _input_names(self, count: int) -> list[str]:
         return _names(count)

@@ -123,7 +123,7 @@ class FlipPlan(ViewPlan):
         return array[self.index]
 
 
-def _check_flip(x: object, axis: object) -> FlipPlan:
+def _plan_flip(x: object, axis: object) -> FlipPlan:
     """Validate ``flip(x, axis)``: ``TypeError`` for a bad ``x`` or ``axis``, ``ValueError``
     for an axis out of bounds or named twice; nothing runs before this."""
     facts = input_facts(x, "x", "flip")
@@ -165,7 +165,7 @@ class Flip(RuleOp):
         return (x,), (axis,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_flip(arrays[0], statics[0])
+        return _plan_flip(arrays[0], statics[0])
 
 
 flip = Flip()
@@ -550,7 +550,7 @@ class RollPlan(Plan):
         return tangent
 
 
-def _check_roll(x: object, shift: object, axis: object) -> RollPlan:
+def _plan_roll(x: object, shift: object, axis: object) -> RollPlan:
     """Validate ``roll(x, shift, axis)`` and plan it for ``x``'s shape; nothing runs before."""
     facts = input_facts(x, "x", "roll")
     ndim = len(facts.shape)
@@ -592,7 +592,7 @@ class Roll(RuleOp):
         return (x,), (shift, axis)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_roll(arrays[0], *statics)
+        return _plan_roll(arrays[0], *statics)
 
 
 roll = Roll()

@@ -76,7 +76,7 @@ def _permutation(op: str, axes: tuple[int, ...], shape: Shape) -> tuple[tuple[in
     return normalized, inverse, tuple(shape[axis] for axis in normalized)
 
 
-def _check_permutation(op: str, x: object, axes: object) -> PermutationPlan:
+def _plan_permutation(op: str, x: object, axes: object) -> PermutationPlan:
     """Validate ``permute_dims(x, axes)`` / ``transpose(x, axes)`` (``None``: reversed)."""
     facts = input_facts(x, "x", op)
     if axes is None:
@@ -118,7 +118,7 @@ class PermuteDims(RuleOp):
         return (x,), (axes,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_permutation("permute_dims", arrays[0], statics[0])
+        return _plan_permutation("permute_dims", arrays[0], statics[0])
 
 
 class Transpose(RuleOp):
@@ -142,7 +142,7 @@ class Transpose(RuleOp):
         return (x,), (axes,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_permutation("transpose", arrays[0], statics[0])
+        return _plan_permutation("transpose", arrays[0], statics[0])
 
 
 permute_dims = PermuteDims()
@@ -180,7 +180,7 @@ def _reshaped(shape: Shape, wanted: tuple[int, ...]) -> Shape:
     return wanted
 
 
-def _check_reshape(x: object, shape: object) -> ReshapePlan:
+def _plan_reshape(x: object, shape: object) -> ReshapePlan:
     """Validate ``reshape(x, shape)``: ``ValueError`` naming both shapes when the sizes
     differ, for two inferred entries, or for more than NumPy's 64 axes."""
     facts = input_facts(x, "x", "reshape")
@@ -219,7 +219,7 @@ class Reshape(RuleOp):
         return (x,), (shape,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_reshape(arrays[0], statics[0])
+        return _plan_reshape(arrays[0], statics[0])
 
 
 reshape = Reshape()
