@@ -6,7 +6,6 @@ CuPy is optional and never imported here unless an argument already is a CuPy ar
 
 from __future__ import annotations
 
-import functools
 import importlib
 import math
 import os
@@ -19,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._cache import CACHE
+from ._memo import memoized
 from ._val import Val
 
 ArrayLike: TypeAlias = npt.NDArray[np.generic]
@@ -142,7 +142,7 @@ def common_device(values: Sequence[object], names: Sequence[str]) -> str:
 
 
 # ``kernel_target`` runs on every call and reads the environment each time (tests switch
-# STABLERULES_DEVICE within a process). ``os.environ.get`` costs ~0.55 us for an unset variable
+# STABLERULES_DEVICE within a process). ``os.environ.get`` is slow for an unset variable
 # (Mapping.get raises and catches a KeyError), so it reads the dict behind ``os.environ``
 # (CPython's ``_Environ._data``, which setenv and monkeypatch update) where there is one, and
 # remembers what each raw value means.
@@ -193,7 +193,7 @@ _DTYPE_NAMES: dict[np.dtype[np.generic], str] = {}
 
 
 def dtype_name(dtype: np.dtype[np.generic]) -> str:
-    """``dtype.name``, memoized: NumPy computes it in Python on each access (~0.5 us)."""
+    """``dtype.name``, memoized: NumPy computes it in Python on each access."""
     name = _DTYPE_NAMES.get(dtype)
     if name is None:
         name = _DTYPE_NAMES[dtype] = dtype.name
@@ -333,7 +333,7 @@ def normalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
 MAX_NDIM = 64
 
 
-@functools.cache
+@memoized(None)
 def host_memory_bytes() -> int:
     """Physical memory plus swap of this machine (0 when unknown): no host allocation can be
     larger. Read once."""

@@ -43,7 +43,7 @@ from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
-from . import _objectcode
+from . import _memo, _objectcode
 from ._errors import DynamicFallbackError, RecompileError
 from ._version import __version__
 
@@ -125,7 +125,7 @@ class Kernel:
     @staticmethod
     def entry_of(function: KernelFunction) -> KernelFunction:
         """The compiled entry point of a dispatcher's one signature, without Numba's type
-        dispatch (~0.13 us a call less: an eighth of a small pullback).
+        dispatch (a measurable share of a small pullback's call; see ``bench/README.md``).
 
         It checks dtypes but not layouts or writability, so callers use it only with arrays
         they made C-contiguous themselves (fresh allocations, ``contiguous``, ``ravel`` of
@@ -459,10 +459,10 @@ class KernelCache:
         loaded = store.load(name, source)
         if loaded.function is not None and not self._paid_numba_start_up:
             # The first kernel that goes through Numba starts it up, which roughly doubles the
-            # number of objects the cyclic GC tracks (~57k here). Left alone, that debt is paid
-            # by a full collection (11-26 ms) at some later, unrelated first call; paying it
-            # here keeps it inside the one-time start-up it comes from. A kernel loaded from
-            # object code starts nothing and owes nothing.
+            # number of objects the cyclic GC tracks. Left alone, that debt is paid by a full
+            # collection (milliseconds, see ``bench/README.md``) at some later, unrelated
+            # first call; paying it here keeps it inside the one-time start-up it comes from.
+            # A kernel loaded from object code starts nothing and owes nothing.
             self._paid_numba_start_up = True
             gc.collect()
         elapsed = time.perf_counter() - started
@@ -502,7 +502,8 @@ class KernelCache:
         )
 
     def register_dependent(self, clear: Callable[[], None]) -> None:
-        """Have ``clear_caches()`` also call ``clear`` (for per-signature plans kept elsewhere)."""
+        """Have this cache's ``clear`` also call ``clear`` (state built on its kernels). A table
+        of the package registers with ``_memo`` instead, which also counts what it holds."""
         self._dependents.append(clear)
 
     def clear(self, disk: bool = False) -> None:
@@ -553,7 +554,7 @@ class PlanCache(Generic[_Plan]):
         self._plans: dict[Hashable, _Plan] = {}
         self._limit = limit
         self._cache = cache
-        cache.register_dependent(self._plans.clear)
+        _memo.register(f"{__name__}.PlanCache", self._plans.clear, self.__len__)
 
     def get(self, key: Hashable) -> _Plan | None:
         plan = self._plans.get(key)
@@ -581,7 +582,10 @@ def cache_info() -> CacheInfo:
 
 
 def clear_caches(disk: bool = False) -> None:
-    """Empty the in-memory kernel cache; with ``disk=True`` also delete the disk cache."""
+    """Empty the in-memory kernel cache and every other cache of the package (per-signature
+    plans, memoized layouts, the output pool); with ``disk=True`` also delete the disk cache."""
+    # Plans hold kernels: they go first, so none outlives the kernels it holds.
+    _memo.clear_registered()
     CACHE.clear(disk=disk)
 
 

@@ -19,13 +19,13 @@ CuPy arrays (CuPy and Numba share the primary context, so device 0 by default).
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
 
 from ._cache import Kernel, KernelSource, ShapeSignature
 from ._codegen import SourceWriter
+from ._memo import memoized
 
 THREADS_PER_BLOCK = 256
 # Grid-stride kernels need no more blocks than the device keeps resident a few times over.
@@ -45,7 +45,7 @@ def simulator_enabled() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0").strip() not in {"", "0"}
 
 
-@functools.cache
+@memoized(None)
 def cuda_available() -> bool:
     """True where CUDA kernels can run: a working GPU, or Numba's simulator."""
     try:
@@ -70,7 +70,7 @@ def require_cuda(what: str) -> None:
         )
 
 
-@functools.cache
+@memoized(None)
 def multiprocessor_count() -> int:
     """The current device's streaming multiprocessors (a small stand-in under the simulator)."""
     if simulator_enabled():

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
-# Below this many elements of work a pool round trip (~20-50 us) costs more than it saves.
+# Below this many elements of work a pool round trip (tens of microseconds) costs more than it saves.
 PARALLEL_THRESHOLD = int(os.environ.get("STABLERULES_PARALLEL_THRESHOLD", 1 << 18))
 
 _pool: ThreadPoolExecutor | None = None

@@ -1,9 +1,10 @@
 """A small caching pool for large NumPy outputs (as PyTorch's and XLA's caching allocators).
 
 A fresh multi-megabyte ``np.empty`` is new memory from the OS: the first write to each page
-faults and the kernel zeroes it, a whole extra write pass over the output (W7's 51 MB roll
-pullback spent 8-12 ms of its time there, more than its copy kernel). In a steady loop the
-previous call's output has usually been dropped by then; this pool hands its memory out again.
+faults and the kernel zeroes it, a whole extra write pass over the output (for a copy-bound
+pullback of tens of megabytes, more time than its copy kernel; see ``bench/README.md``). In a
+steady loop the previous call's output has usually been dropped by then; this pool hands its
+memory out again.
 
 - ``empty(shape, dtype)`` is ``np.empty(shape, dtype)``. From ``MIN_BYTES`` (1 MiB) up, the
   array is a view of a pooled block, a 1-D ``uint8`` array: ``block.view(dtype).reshape(shape)``,
@@ -42,7 +43,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from ._cache import CACHE
+from ._memo import register
 
 MIN_BYTES = 1 << 20
 PER_SIZE = 2
@@ -146,6 +147,6 @@ def clear() -> None:
         _held[0] = 0
 
 
-CACHE.register_dependent(clear)
+register(f"{__name__}.blocks", clear, lambda: sum(len(blocks) for blocks in _blocks.values()))
 
 __all__ = ["CAP_BYTES", "ENABLED", "MIN_BYTES", "PER_SIZE", "allocator", "clear", "empty", "held_bytes"]

@@ -208,7 +208,7 @@ def context_launches() -> int:
     return 0 if record is None else record[0]
 
 
-# A launcher is generated per arity (a fixed parameter list calls ~0.1 us faster than *args).
+# A launcher is generated per arity (a fixed parameter list calls faster than *args).
 # The split path is a call, not a comprehension in the launcher: a comprehension would make
 # the arrays cell variables, which slows every call (the common one-call path too).
 _LAUNCHER_TEMPLATE = """

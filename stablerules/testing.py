@@ -1,11 +1,11 @@
-"""Checks for differentiation rules: ``test_rrule`` and ``test_frule`` (SPEC section 6).
+"""Checks for differentiation rules: ``test_rrule`` and ``test_frule``.
 
 ``test_rrule(op, *args, **kwargs)`` and ``test_frule(op, *args, **kwargs)`` work the same way
 for the library's ops and for rules registered with ``sr.register_rrule`` /
 ``sr.register_frule``. They raise ``AssertionError`` naming the check, the argument, the shapes
 and dtypes and the size of the error; they return ``None`` when every check holds.
 
-Decisions (where SPEC is silent):
+Decisions:
 
 * **Argument structure.** A positional argument is one of: a *differentiable leaf* (an array of
   a floating or complex dtype, a NumPy floating scalar, or a Python ``float``/``complex``, which
@@ -22,13 +22,14 @@ Decisions (where SPEC is silent):
   fixed precision (NEP 50 weak scalars), so its tangent may be a 0-d real value of any
   floating precision; a Python ``complex`` needs a complex one.
 * **Primal.** The rule's primal must equal ``op(*args, **kwargs)`` exactly: same type, shape,
-  dtype and values (NaN equal to NaN), as SPEC section 3 says.
+  dtype and values (NaN equal to NaN): an ``rrule``'s primal is the op's own result.
 * **Finite differences** are central differences of ``op`` evaluated with every differentiable
   input promoted to float64/complex128 (so a float32 rule is checked against 64-bit
   derivatives). If ``op`` raises on promoted inputs, or still returns 32-bit outputs, the
   differences are taken in the primal precision instead, with a larger step, and the default
   ``rtol`` is raised to at least ``1e-3`` (an explicit ``rtol`` is used as given).
-  The reverse check is the adjoint identity ``Re<dx, v> == Re<dy, J v>`` (SPEC section 4).
+  The reverse check is the adjoint identity ``Re<dx, v> == Re<dy, J v>`` (``<a, b>`` is
+  ``vdot(a, b)``, so one identity covers real and complex arrays).
   ``v`` runs over every real basis direction (and ``i`` times it for complex arguments), which
   compares ``dx`` element by element with a finite-difference gradient (the step is relative
   to each element); an argument with more than 1024 real directions is checked on a random
@@ -57,7 +58,7 @@ Decisions (where SPEC is silent):
   ``Fill`` of a random constant for every array argument (checked against finite differences
   along that constant direction) and with every differentiable argument's tangent
   ``ZeroTangent()``. A rule written with plain arithmetic on its tangents handles all of these
-  through the tangent algebra (SPEC section 8).
+  through the tangent algebra (``ZeroTangent``, ``Fill`` and ``Thunk`` take part in arithmetic).
 
 Options are keyword-only: ``rtol``, ``atol``, ``check_compile``, ``rng`` (a seed or
 ``numpy.random.Generator``; default a fixed seed so failures reproduce) and ``fkwargs``. Every
@@ -633,6 +634,29 @@ class _FiniteDifferences:
         plus = self._outputs(self._call(self.compute, {path: h * v for path, v in direction.items()}))
         minus = self._outputs(self._call(self.compute, {path: -h * v for path, v in direction.items()}))
         return {path: (plus[path] - minus[path]) / (2.0 * h) for path in plus}
+
+
+def _central_jvp(
+    op: Callable[..., object],
+    args: Sequence[object],
+    directions: Sequence[object],
+    *,
+    h: float | None = None,
+    **kwargs: object,
+) -> npt.NDArray[np.generic]:
+    """``J v`` of ``op`` (one array or NumPy scalar output) at ``args`` by the checkers' own central
+    differences: ``directions`` has one entry per argument (``None``: it does not move), ``h``
+    is the step (default: relative to the largest input and direction entries). The result is
+    an array of the output's dtype (the differences are taken in 64-bit where ``op`` allows it)."""
+    output = op(*args, **kwargs)
+    output_leaves = _output_leaves(output)
+    if [leaf.path for leaf in output_leaves] != [()] or output_leaves[0].form == "python":
+        raise TypeError(f"_central_jvp: op must return one floating array, got {_describe(output)}")
+    differences = _FiniteDifferences(op, args, kwargs, _argument_leaves(args), output, output_leaves)
+    moved: dict[_Path, _Values] = {(index,): _values(direction) for index, direction in enumerate(directions) if direction is not None}
+    jv = differences.jvp(moved, h)[()]
+    dtype = output_leaves[0].dtype
+    return np.asarray(jv if dtype.kind == "c" else jv.real, dtype=dtype)
 
 
 def _inner(dy: Mapping[_Path, _Values], jv: Mapping[_Path, _Values]) -> float:

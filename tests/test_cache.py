@@ -6,22 +6,29 @@ carries a unique salt, so tests never share compiled state with each other or th
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib
 import json
 import os
+import pkgutil
 import stat
 import subprocess
 import sys
 import textwrap
 import threading
+import types as pytypes
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pytest
 
 import stablerules as sr
+from stablerules import Val, _memo
 from stablerules._cache import (
     CACHE,
     DiskStore,
@@ -422,3 +429,143 @@ def test_loading_a_kernel_may_load_another_in_the_same_thread() -> None:
     worker.start()
     worker.join(timeout=30)
     assert done == [len], "nested kernel loads deadlocked"
+
+
+# --------------------------------------------------------------------------------------------
+# Every cache of the package is reachable from clear_caches()
+# --------------------------------------------------------------------------------------------
+
+# Memo tables of modules that register through ``_memo`` once they are converted; until then
+# they are listed here, by name, so the scan below still fails on any other.
+_NOT_YET_REGISTERED = frozenset({
+    "stablerules._objectcode.numba_version",
+    "stablerules._objectcode.host_key",
+    "stablerules._jax.installed_api_version",
+    "stablerules.rules.indexing._getindex_request",
+    "stablerules.rules.indexing._request",
+})
+# Tables made inside a function, by file and the module-level function that holds them.
+_HIDDEN_NOT_YET_REGISTERED = frozenset({"stablerules/_jax.py:_primitive"})
+
+
+def _package_modules() -> list[pytypes.ModuleType]:
+    """Every module of the package (the engine adapters too, where their engine is installed)."""
+    import stablerules
+
+    modules = [stablerules]
+    for found in pkgutil.walk_packages(stablerules.__path__, "stablerules."):
+        try:
+            modules.append(importlib.import_module(found.name))
+        except ImportError as error:  # an adapter whose engine is missing here
+            assert "stablerules" not in str(error), error
+    return modules
+
+
+def _memo_tables(module: pytypes.ModuleType) -> Iterator[tuple[str, functools._lru_cache_wrapper[object]]]:
+    """The ``lru_cache`` tables a module defines, at module level or in a class body."""
+    for value in list(vars(module).values()):
+        owners = [value] if isinstance(value, type) and value.__module__ == module.__name__ else []
+        for candidate in [value, *(item for owner in owners for item in vars(owner).values())]:
+            if isinstance(candidate, (staticmethod, classmethod)):
+                candidate = candidate.__func__
+            if isinstance(candidate, functools._lru_cache_wrapper) and candidate.__module__ == module.__name__:
+                yield f"{module.__name__}.{candidate.__qualname__}", candidate
+
+
+def test_every_lru_cache_in_the_package_is_registered() -> None:
+    """A ``functools.lru_cache``/``functools.cache`` table is out of ``clear_caches()``'s
+    reach unless it registers (``_memo.memoized`` does): none may be missed."""
+    tables = {name: table for module in _package_modules() for name, table in _memo_tables(module)}
+    registered = {id(getattr(entry.clear, "__self__", None)) for entry in _memo.registered()}
+    assert len(tables) >= 15  # the scan sees the tables (the rule modules' layouts and more)
+    missing = sorted(name for name, table in tables.items() if id(table) not in registered)
+    assert missing == sorted(_NOT_YET_REGISTERED), f"memoize these with stablerules._memo.memoized: {missing}"
+
+
+def test_no_lru_cache_hides_inside_a_function() -> None:
+    """The runtime scan sees module- and class-level tables; one made inside a function (or
+    by calling ``lru_cache`` on a function) would escape it, so the source may hold none."""
+    makers = {("functools", "lru_cache"), ("functools", "cache"), ("_memo", "memoized")}
+    hidden = []
+    for path in sorted((REPO / "stablerules").rglob("*.py")):
+        if path.name == "_memo.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        # Bare names bound to a maker by ``from functools import lru_cache`` (or ``_memo``'s).
+        bare = {
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+            if ((node.module or "").rpartition(".")[2], alias.name) in makers
+        }
+        allowed: set[int] = set()  # the decorators of module- and class-level functions
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef)):
+                for statement in node.body:
+                    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        allowed.update(id(part) for decorator in statement.decorator_list for part in ast.walk(decorator))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                uses_maker = isinstance(node.ctx, ast.Load) and node.id in bare
+            elif isinstance(node, ast.Attribute):
+                uses_maker = isinstance(node.value, ast.Name) and (node.value.id, node.attr) in makers
+            else:
+                continue
+            if uses_maker and id(node) not in allowed:
+                holder = next(
+                    (
+                        statement.name
+                        for statement in tree.body
+                        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                        and statement.lineno <= node.lineno <= (statement.end_lineno or statement.lineno)
+                    ),
+                    "<module>",
+                )
+                hidden.append(f"{path.relative_to(REPO)}:{holder}")
+    assert sorted(set(hidden)) == sorted(_HIDDEN_NOT_YET_REGISTERED), hidden
+
+
+def test_clear_caches_empties_every_registered_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fill every registered table through the calls that use it, clear, and see each empty."""
+    from stablerules import _arrays, _cuda, _pool
+    from stablerules.rules import kron as kron_rules
+
+    _package_modules()  # every module imported: every table registered
+    x, m = np.ones((2, 3)), np.ones((2, 3, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # plain ints where Val is wanted
+        calls: list[tuple[object, tuple[object, ...], dict[str, object]]] = [
+            (sr.flip, (x, Val(0)), {}),
+            (sr.roll, (x, Val(1)), {"axis": Val(1)}),
+            (sr.repeat, (x, Val(2)), {"axis": Val(0)}),
+            (sr.repeat, (x,), {"inner": Val((1, 2))}),
+            (sr.tile, (x, Val((2, 1))), {}),
+            (sr.permute_dims, (m, Val((2, 0, 1))), {}),
+            (sr.reshape, (m, Val((6, -1))), {}),
+            (sr.broadcast_to, (np.ones(3), Val((2, 3))), {}),
+            (sr.sum, (m,), {"axis": Val(1)}),
+            (sr.kron, (x, x), {}),
+        ]
+        for op, args, kwargs in calls:
+            rule = cast(Any, op)
+            rule.lookup(*rule.bind(*args, **kwargs))  # plans only: nothing compiles
+    sr.cat(np.ones(2), 1, dims=Val(0))  # a Python int's range is checked on each call (no kernel)
+    kron_rules._cuda_kernels(kron_rules._layout((2, 3), x.dtype, (2, 3), x.dtype))
+    _cuda.cuda_available()
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # the simulator's count, no device asked
+    _cuda.multiprocessor_count()
+    _arrays.host_memory_bytes()
+    held = _pool.empty((_pool.MIN_BYTES // 8,), np.dtype(np.float64))
+    del held
+    try:
+        entries = _memo.registered()
+        names = {entry.name for entry in entries}
+        assert {"stablerules._cache.PlanCache", "stablerules._pool.blocks", "stablerules.rules.repeat._nest"} <= names
+        unfilled = [entry.name for entry in entries if entry.size() == 0]
+        if not _pool.ENABLED:
+            unfilled.remove("stablerules._pool.blocks")  # STABLERULES_POOL=0: the pool holds nothing
+        assert unfilled == [], f"the calls above leave these empty: extend them to fill {unfilled}"
+    finally:
+        sr.clear_caches()
+    assert {entry.name: entry.size() for entry in _memo.registered() if entry.size()} == {}

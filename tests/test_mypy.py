@@ -10,6 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # a full, non-incremental mypy --strict run: minutes
 def test_mypy_strict_passes_on_package_tests_and_bench() -> None:
     api = pytest.importorskip("mypy.api")
     previous = os.getcwd()

@@ -23,6 +23,7 @@ from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array
 from stablerules._registry import FRULES, RRULES, Pullback
 from stablerules._tangents import DenseCotangent, prepare_cotangent, project
 from stablerules.testing import test_frule, test_rrule
+from tests.references import random_array
 
 Array = npt.NDArray[Any]  # the rules below do arithmetic on any dtype
 Register = Callable[..., None]
@@ -53,11 +54,8 @@ def register() -> Iterator[Register]:
 
 
 def _random(shape: tuple[int, ...], dtype: npt.DTypeLike, seed: int = 0) -> Array:
-    rng = np.random.default_rng(seed)
-    values = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        values = values + 1j * rng.standard_normal(shape)
-    return np.asarray(values.astype(dtype))
+    """The shared factory's values from a generator of their own (each test names its seed)."""
+    return random_array(np.random.default_rng(seed), shape, dtype)
 
 
 def _dense(dy: object, shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> Array | None:

@@ -25,7 +25,7 @@ across threads (the scaffold's ``cpu_launcher``): an outer kept group gives each
 range of the output, an outer reduced group gives each thread after the first its own zeroed
 accumulator, added at the end. The CUDA kernels are gathers, one thread per output element (a
 kept element summing its reduced entries, or a full element reading its kept one), with no
-atomics; adjacent threads read adjacent entries when the last group is kept (W8), and each
+atomics; adjacent threads read adjacent entries when the last group is kept, and each
 thread reads a contiguous run when it is reduced (not coalesced: a block-per-row reduction
 would be the next step there).
 
@@ -33,8 +33,8 @@ No kernel where none pays: the forwards are NumPy's (or CuPy's) own ``broadcast_
 read-only view), ``sum`` and ``mean`` (so results and dtypes are NumPy's exactly);
 ``broadcast_to``'s pushforward is a broadcast view of the tangent and ``sum``'s is a sum of it.
 
-Decisions where SPEC is silent
-------------------------------
+Decisions
+---------
 - ``sum``/``mean`` of every axis without ``keepdims`` return a 0-d array where NumPy returns a
   NumPy scalar (the same value and dtype), as ``kron`` does for 0-d operands.
 - The density rule: a dense cotangent gives a dense ``dx`` for every extent, with one
@@ -83,6 +83,7 @@ from .._arrays import (
 from .._cache import KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
+from .._memo import memoized
 from .._registry import KernelRequest
 from .._rule import ZERO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp, cpu_launcher, cuda_launch
 from .._tangents import Cotangent, DenseCotangent, Fill
@@ -111,7 +112,7 @@ _REAL = {"float32": "float32", "float64": "float64", "complex64": "float32", "co
 # ---------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _groups(full: tuple[int, ...], reduced: tuple[bool, ...]) -> tuple[str, tuple[int, ...]]:
     """``(pattern, extents)``: axes of extent 1 dropped, adjacent axes of one kind merged."""
     kinds: list[str] = []
@@ -804,7 +805,7 @@ class Mean(_Reduction):
 
 
 broadcast_to = BroadcastTo()
-sum = Sum()  # noqa: A001 - NumPy's name, as SPEC section 9 writes it
+sum = Sum()  # noqa: A001 - NumPy's name (``sr.sum``), the builtin's shadowing is meant
 mean = Mean()
 
 

@@ -25,8 +25,8 @@ the output's array type, shape and dtype is sliced as it is, whatever its layout
 form (another dtype, ``Fill``, ``ZeroTangent``, ``Thunk``) is prepared first. Both give the
 same tangents; which one runs depends on the cotangent's type, never on the data.
 
-Decisions where SPEC is silent
-------------------------------
+Decisions
+---------
 - ``concatenate``/``stack``/``hstack``/``vstack`` take a tuple or list of arrays (NumPy or
   CuPy); Python scalars, nested lists and a single array standing for a sequence are refused
   with a ``TypeError``. ``cat`` also takes Python scalars and NumPy scalars.
@@ -50,7 +50,7 @@ import math
 import types as pytypes
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache, reduce
+from functools import reduce
 from typing import TypeAlias, TypeVar, cast, overload
 
 import numpy as np
@@ -72,6 +72,7 @@ from .._arrays import (
     static_int,
     static_ints,
 )
+from .._memo import memoized
 from .._rule import NO_TANGENT, DensePullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, NoTangent, ZeroTangent, project
 from .._typing import deprecated
@@ -390,7 +391,7 @@ def _names(count: int) -> list[str]:
     return [f"arrays[{position}]" for position in range(count)]
 
 
-def _check_concatenate(values: Sequence[object], axis: int | None) -> ConcatenationPlan:
+def _plan_concatenate(values: Sequence[object], axis: int | None) -> ConcatenationPlan:
     inputs = _inputs(values, _names(len(values)), "concatenate", allow_scalars=False)
     if axis is None:
         return _flat_plan("concatenate", inputs)
@@ -414,7 +415,7 @@ def _check_concatenate(values: Sequence[object], axis: int | None) -> Concatenat
     return _block_plan("concatenate", inputs, shapes, kept, (normalized,), f"along axis {normalized}")
 
 
-def _check_stack(values: Sequence[object], axis: int) -> ConcatenationPlan:
+def _plan_stack(values: Sequence[object], axis: int) -> ConcatenationPlan:
     inputs = _inputs(values, _names(len(values)), "stack", allow_scalars=False)
     first = inputs[0]
     for item in inputs:
@@ -433,7 +434,7 @@ def _check_stack(values: Sequence[object], axis: int) -> ConcatenationPlan:
     )
 
 
-def _check_hstack(values: Sequence[object]) -> ConcatenationPlan:
+def _plan_hstack(values: Sequence[object]) -> ConcatenationPlan:
     inputs = _inputs(values, _names(len(values)), "hstack", allow_scalars=False)
     blocks = [item.shape if item.shape else (1,) for item in inputs]  # np.atleast_1d
     kept = [tuple(range(len(item.shape))) for item in inputs]
@@ -442,7 +443,7 @@ def _check_hstack(values: Sequence[object]) -> ConcatenationPlan:
     return _block_plan("hstack", inputs, blocks, kept, (axis,), f"along axis {axis}")
 
 
-def _check_vstack(values: Sequence[object]) -> ConcatenationPlan:
+def _plan_vstack(values: Sequence[object]) -> ConcatenationPlan:
     inputs = _inputs(values, _names(len(values)), "vstack", allow_scalars=False)
     blocks: list[Shape] = []
     kept: list[tuple[int, ...]] = []
@@ -470,7 +471,7 @@ def _check_same_ndim(op: str, inputs: Sequence[_Input], blocks: Sequence[Shape],
             )
 
 
-def _check_cat(values: Sequence[object], dims: tuple[int, ...]) -> ConcatenationPlan:
+def _plan_cat(values: Sequence[object], dims: tuple[int, ...]) -> ConcatenationPlan:
     if not values:
         raise ValueError("cat: need at least one array or scalar")
     if not dims:
@@ -511,7 +512,7 @@ def _check_python_ints(values: Sequence[object], out_dtype: DType) -> None:
                 )
 
 
-@lru_cache(maxsize=64)
+@memoized(maxsize=64)
 def _int_bounds(dtype: DType) -> tuple[int, int]:
     """The Python ints a dtype holds (a float dtype: those below float64's overflow)."""
     if dtype.kind in "iu":
@@ -554,7 +555,7 @@ class Concatenate(RuleOp):
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         axis = statics[0]
-        return _check_concatenate(arrays, None if axis is None else static_int(axis, "axis"))
+        return _plan_concatenate(arrays, None if axis is None else static_int(axis, "axis"))
 
 
 class Stack(RuleOp):
@@ -583,7 +584,7 @@ class Stack(RuleOp):
         return _sequence(arrays, "stack"), (axis,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_stack(arrays, static_int(statics[0], "axis"))
+        return _plan_stack(arrays, static_int(statics[0], "axis"))
 
 
 class Hstack(RuleOp):
@@ -603,7 +604,7 @@ class Hstack(RuleOp):
         return _sequence(arrays, "hstack"), ()
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_hstack(arrays)
+        return _plan_hstack(arrays)
 
 
 class Vstack(RuleOp):
@@ -623,7 +624,7 @@ class Vstack(RuleOp):
         return _sequence(arrays, "vstack"), ()
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_vstack(arrays)
+        return _plan_vstack(arrays)
 
 
 class Cat(RuleOp):
@@ -682,7 +683,7 @@ class Cat(RuleOp):
         return values, (dims,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_cat(arrays, static_ints(statics[0], "dims"))
+        return _plan_cat(arrays, static_ints(statics[0], "dims"))
 
     def _input_names(self, count: int) -> list[str]:
         return _names(count)

@@ -25,7 +25,7 @@ shift of one pattern share one compiled kernel, and the pullback, which is the r
 (the op is linear). Shifts that are statically 0 make their axis plain. The kernel walks the
 *output* (each thread owns a range of the outermost loop, so writes never overlap): a rolled
 level maps its output index ``j`` to the source ``j - s`` (wrapped once). The last group's
-rows are not copied one by one (W7's 56-unit rows would be two runs of 5 and 51 each): under
+rows are not copied one by one (56-unit rows rolled by 5 would be two runs of 5 and 51): under
 their parent level, the output rows fall into at most two runs whose source rows are
 contiguous, and each run is copied as one flat copy of the source shifted by the last
 group's shift, in chunks of ~16 kB, then the chunk's wrapped columns (the ``min(s, n - s)``
@@ -34,8 +34,8 @@ columns of the row's shorter side) are rewritten while the chunk is in L1 (see
 for them, so LLVM turns the loops into vector copies). The CUDA kernel is a gather: thread
 ``t`` writes ``y[t]``, its source found by one division per rolled group.
 
-Decisions where SPEC is silent
-------------------------------
+Decisions
+---------
 - ``flip(x)`` of a 0-d array is a 0-d array (NumPy returns a scalar); ``flip``'s result is,
   as NumPy's, a view of ``x`` (writable when ``x`` is).
 - ``roll``'s ``shift`` and ``axis`` broadcast as in NumPy: ``Val(int)`` with ``Val(tuple)``
@@ -62,6 +62,7 @@ from .._arrays import ArrayLike, InputFacts, checked_size, input_facts, normaliz
 from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
+from .._memo import memoized
 from .._registry import KernelRequest
 from .._rule import DensePullback, Plan, RuleOp, cpu_launcher, cuda_launch
 from .._tangents import Cotangent, DenseCotangent, Fill
@@ -101,7 +102,7 @@ def _axes(value: object, ndim: int, op: str, name: str = "axis") -> tuple[tuple[
 # ======================================================================================
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _flip_index(ndim: int, axes: tuple[int, ...]) -> tuple[slice | pytypes.EllipsisType, ...]:
     # The trailing Ellipsis keeps a 0-d view 0-d (``x[()]`` would be a scalar).
     return (*(slice(None, None, -1) if axis in axes else slice(None) for axis in range(ndim)), Ellipsis)
@@ -122,7 +123,7 @@ class FlipPlan(ViewPlan):
         return array[self.index]
 
 
-def _check_flip(x: object, axis: object) -> FlipPlan:
+def _plan_flip(x: object, axis: object) -> FlipPlan:
     """Validate ``flip(x, axis)``: ``TypeError`` for a bad ``x`` or ``axis``, ``ValueError``
     for an axis out of bounds or named twice; nothing runs before this."""
     facts = input_facts(x, "x", "flip")
@@ -164,7 +165,7 @@ class Flip(RuleOp):
         return (x,), (axis,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_flip(arrays[0], statics[0])
+        return _plan_flip(arrays[0], statics[0])
 
 
 flip = Flip()
@@ -192,7 +193,7 @@ class RollLayout:
     factor: int
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _roll_layout(ndim: int, itemsize: int, net: tuple[tuple[int, int], ...] | None, flat_shift: int) -> RollLayout:
     """``net``: (axis, summed shift) per rolled axis, or ``None`` for ``axis=None`` (the
     flattened array rolled by ``flat_shift``)."""
@@ -288,7 +289,7 @@ def _steps(extents: Sequence[str]) -> list[str]:
 def _emit_copy(writer: SourceWriter, target: str, source: str, count: str) -> None:
     """``y[target:target + count] = x[source:source + count]`` with unsigned indices: Numba
     emits no negative-index wraparound for them, so LLVM turns the loop into vector copies
-    (1.3-1.6x faster than slices of the arrays, measured on W7's rows)."""
+    (faster than slices of the arrays; see ``bench/README.md``)."""
     writer.line(f"into = np.uintp({target})")
     writer.line(f"fro = np.uintp({source})")
     with writer.block(f"for t in range(np.uintp({count})):"):
@@ -549,7 +550,7 @@ class RollPlan(Plan):
         return tangent
 
 
-def _check_roll(x: object, shift: object, axis: object) -> RollPlan:
+def _plan_roll(x: object, shift: object, axis: object) -> RollPlan:
     """Validate ``roll(x, shift, axis)`` and plan it for ``x``'s shape; nothing runs before."""
     facts = input_facts(x, "x", "roll")
     ndim = len(facts.shape)
@@ -591,7 +592,7 @@ class Roll(RuleOp):
         return (x,), (shift, axis)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_roll(arrays[0], *statics)
+        return _plan_roll(arrays[0], *statics)
 
 
 roll = Roll()

@@ -16,8 +16,8 @@ type, a 0-d array by its dtype; a NumPy scalar is not a key the scaffold takes, 
 builds its plan anew (microseconds). The border sum that is the constant's tangent runs only
 when the constant was given positionally.
 
-Decisions where SPEC is silent
-------------------------------
+Decisions
+---------
 - ``pad_width``: ``Val(k)`` pads every side of every axis by ``k``; ``Val((b0, a0, b1, a1,
   ...))`` (``2 * ndim`` ints) pads axis ``d`` by ``b_d`` before and ``a_d`` after. Negative
   widths are a ``ValueError``. A 0-d ``x`` is returned as a 0-d copy (as ``np.pad``).
@@ -28,7 +28,8 @@ Decisions where SPEC is silent
 - The constant is differentiable when passed positionally: its tangent is the sum of ``dy``
   over the border, a 0-d array of float64/complex128 for a Python float/complex, of its own
   dtype for a floating NumPy scalar or 0-d array; an integer constant (or any constant when
-  ``x`` is an integer array) gets ``NoTangent()``. A keyword argument gets no tangent (SPEC).
+  ``x`` is an integer array) gets ``NoTangent()``. A keyword argument gets no tangent (a
+  pullback returns one tangent per positional argument).
 - ``split`` returns a tuple (``np.split`` returns a list) of views of ``x``; indices follow
   Python's slicing as ``np.split``'s do (negative counts from the end, past the end is empty,
   out of order gives empty or overlapping parts: overlapping parts' cotangents are added).

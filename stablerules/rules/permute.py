@@ -8,8 +8,8 @@ inverse permutation, ``dy`` reshaped to ``x``'s shape. A ``Fill`` cotangent is a
 So no kernel is ever compiled: ``precompile`` validates the signature, ``explain`` has nothing
 to print, and the same code serves NumPy and CuPy arrays (the namespace is the input's).
 
-Decisions where SPEC is silent
-------------------------------
+Decisions
+---------
 - The result is NumPy's: a view of ``x`` (``reshape``: a view when NumPy's is, else a copy).
 - ``permute_dims``/``transpose`` accept negative axes, as NumPy does; ``transpose(x)``
   reverses the axes. ``reshape``'s shape is ``Val(tuple)`` or ``Val(int)`` (a 1-D shape); as in
@@ -22,7 +22,6 @@ Decisions where SPEC is silent
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import TypeAlias, TypeVar, overload
 
@@ -30,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._arrays import MAX_NDIM, ArrayLike, InputFacts, input_facts, normalize_axis, shape_text, static_ints
+from .._memo import memoized
 from .._rule import Plan, RuleOp
 from .._typing import deprecated
 from .._val import Val
@@ -61,7 +61,7 @@ class PermutationPlan(ViewPlan):
         return array.transpose(self.inverse)
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _permutation(op: str, axes: tuple[int, ...], shape: Shape) -> tuple[tuple[int, ...], tuple[int, ...], Shape]:
     ndim = len(shape)
     if len(axes) != ndim:
@@ -76,7 +76,7 @@ def _permutation(op: str, axes: tuple[int, ...], shape: Shape) -> tuple[tuple[in
     return normalized, inverse, tuple(shape[axis] for axis in normalized)
 
 
-def _check_permutation(op: str, x: object, axes: object) -> PermutationPlan:
+def _plan_permutation(op: str, x: object, axes: object) -> PermutationPlan:
     """Validate ``permute_dims(x, axes)`` / ``transpose(x, axes)`` (``None``: reversed)."""
     facts = input_facts(x, "x", op)
     if axes is None:
@@ -118,7 +118,7 @@ class PermuteDims(RuleOp):
         return (x,), (axes,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_permutation("permute_dims", arrays[0], statics[0])
+        return _plan_permutation("permute_dims", arrays[0], statics[0])
 
 
 class Transpose(RuleOp):
@@ -142,7 +142,7 @@ class Transpose(RuleOp):
         return (x,), (axes,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_permutation("transpose", arrays[0], statics[0])
+        return _plan_permutation("transpose", arrays[0], statics[0])
 
 
 permute_dims = PermuteDims()
@@ -164,7 +164,7 @@ class ReshapePlan(ViewPlan):
         return array.reshape(self.in_shape)
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _reshaped(shape: Shape, wanted: tuple[int, ...]) -> Shape:
     size = math.prod(shape)
     unknown = [position for position, extent in enumerate(wanted) if extent < 0]
@@ -180,7 +180,7 @@ def _reshaped(shape: Shape, wanted: tuple[int, ...]) -> Shape:
     return wanted
 
 
-def _check_reshape(x: object, shape: object) -> ReshapePlan:
+def _plan_reshape(x: object, shape: object) -> ReshapePlan:
     """Validate ``reshape(x, shape)``: ``ValueError`` naming both shapes when the sizes
     differ, for two inferred entries, or for more than NumPy's 64 axes."""
     facts = input_facts(x, "x", "reshape")
@@ -219,7 +219,7 @@ class Reshape(RuleOp):
         return (x,), (shape,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        return _check_reshape(arrays[0], statics[0])
+        return _plan_reshape(arrays[0], statics[0])
 
 
 reshape = Reshape()

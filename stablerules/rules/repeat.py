@@ -75,6 +75,7 @@ from .._arrays import (
 from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
+from .._memo import memoized
 from .._registry import KernelRequest
 from .._rule import (
     NO_TANGENT,
@@ -169,7 +170,7 @@ class _Nest:
         then reads its part of each copy after the other and adds into its ``dx`` range that
         many times. Fused, the kernel runs the input loop outermost and each innermost run sum
         adds the same run of every copy (``step0`` apart): one pass over ``dx``, the copies
-        read as concurrent streams (W3's pullback: ~300 -> ~260 us with 2 threads). Only for
+        read as concurrent streams (faster with 2 threads; see ``bench/README.md``). Only for
         at most ``_FUSED_OUTER`` copies, runs up to ``_UNROLL_LIMIT`` and no summed copies
         before the block (``copies_level``, which already sums adjacent copies elementwise)."""
         items = self.items
@@ -206,7 +207,7 @@ class _NestLimit(ValueError):
     ``repeat``'s two forms and ``tile``."""
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _nest(layout: _Layout) -> _Nest:
     total = math.prod(layout.inner) * math.prod(layout.outer)
     empty = total == 0
@@ -241,7 +242,7 @@ def _nest(layout: _Layout) -> _Nest:
     return _Nest(layout, tuple(merged), tuple(groups), total, empty)
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _numpy_layout(ndim: int, count: int, axis: int | None) -> _Layout:
     if axis is None:
         return _Layout((tuple(range(ndim)),), (count,), (1,))
@@ -249,14 +250,14 @@ def _numpy_layout(ndim: int, count: int, axis: int | None) -> _Layout:
     return _Layout(tuple((d,) for d in range(ndim)), inner, (1,) * ndim)
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _julia_layout(ndim: int, inner: tuple[int, ...], outer: tuple[int, ...]) -> _Layout:
     n = max(ndim, len(inner), len(outer))
     axes = tuple((d,) if d < ndim else () for d in range(n))
     return _Layout(axes, inner + (1,) * (n - len(inner)), outer + (1,) * (n - len(outer)))
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(maxsize=1024)
 def _tile_layout(ndim: int, reps: tuple[int, ...]) -> _Layout:
     n = max(ndim, len(reps))
     lead = n - ndim
@@ -358,7 +359,7 @@ class _NestWriter:
     Outer loops carry flat offsets; the innermost input loop (with the count after it, if
     any) works on slices of both arrays indexed from 0 by its loop variable. Such indices
     are provably non-negative, so Numba emits no negative-index wraparound and LLVM
-    vectorizes the loop (the run sums with gathers): about 1.6x faster than flat indexing.
+    vectorizes the loop (the run sums with gathers), which flat indexing does not.
     """
 
     def __init__(self, nest: _Nest, dtype: str, pullback: bool) -> None:

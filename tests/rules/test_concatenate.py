@@ -16,7 +16,7 @@ import pytest
 
 import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
-from tests.references import array_rrule as rrule, dense
+from tests.references import array_rrule as rrule, dense, random_array
 
 Array = npt.NDArray[Any]
 Leaf = Array | float | complex | int | bool
@@ -35,19 +35,6 @@ def only(result: tuple[object, ...]) -> tuple[object, ...]:
     """The tangent tuple of a one-argument sequence op: ``back(dy) == ((da, db, ...),)``."""
     assert len(result) == 1 and isinstance(result[0], tuple)
     return result[0]
-
-
-def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike) -> Array:
-    resolved = np.dtype(dtype)
-    if resolved.kind == "c":
-        values = RNG.uniform(-1, 1, shape) + 1j * RNG.uniform(-1, 1, shape)
-    elif resolved.kind == "f":
-        values = RNG.uniform(-1, 1, shape)
-    elif resolved.kind == "b":
-        values = RNG.integers(0, 2, shape)
-    else:
-        values = RNG.integers(-5, 6, shape)
-    return np.asarray(values).astype(resolved)
 
 
 def differentiable(leaf: Leaf) -> bool:
@@ -124,7 +111,7 @@ def random_tangent(leaf: Leaf) -> Leaf | None:
     if not differentiable(leaf):
         return None
     if isinstance(leaf, np.ndarray):
-        return random_array(leaf.shape, leaf.dtype)
+        return random_array(RNG, leaf.shape, leaf.dtype)
     return complex(RNG.uniform(-1, 1), RNG.uniform(-1, 1)) if isinstance(leaf, complex) else float(RNG.uniform(-1, 1))
 
 
@@ -140,7 +127,7 @@ def check_rules(
     y, back = rrule_call(leaves)
     assert isinstance(y, np.ndarray)
     assert y.dtype == expected_y.dtype and np.array_equal(y, expected_y)
-    dy = random_array(y.shape, y.dtype if y.dtype.kind in "fc" else np.float64)
+    dy = random_array(RNG, y.shape, y.dtype if y.dtype.kind in "fc" else np.float64)
     tangents = flatten(back(dy))
     assert len(tangents) == len(leaves)
     for tangent, leaf, reference in zip(tangents, leaves, fd_pullback(call, leaves, dy)):
@@ -222,32 +209,32 @@ CONCATENATE_CASES = [
 def test_concatenate_matches_numpy_and_finite_differences(
     shapes: list[tuple[int, ...]], axis: int | None, dtypes: list[str]
 ) -> None:
-    leaves = [random_array(shape, dtype) for shape, dtype in zip(shapes, dtypes)]
+    leaves = [random_array(RNG, shape, dtype) for shape, dtype in zip(shapes, dtypes)]
     check_sequence_op(sr.concatenate, np.concatenate, leaves, axis=None if axis is None else Val(axis))
 
 
 def test_concatenate_default_axis_and_list_input() -> None:
-    a, b = random_array((2, 3), np.float64), random_array((1, 3), np.float64)
+    a, b = random_array(RNG, (2, 3), np.float64), random_array(RNG, (1, 3), np.float64)
     np.testing.assert_array_equal(sr.concatenate([a, b]), np.concatenate([a, b]))
 
 
 def test_concatenate_of_strided_inputs() -> None:
-    base = random_array((4, 6), np.float64)
+    base = random_array(RNG, (4, 6), np.float64)
     a, b = base[::2, ::-1], np.asfortranarray(base[1::2])
     y, back = rrule(sr.concatenate, (a, b), axis=Val(0))
     np.testing.assert_array_equal(y, np.concatenate((a, b), axis=0))
-    dy = random_array(y.shape, np.float64)
+    dy = random_array(RNG, y.shape, np.float64)
     da, db = arrays(only(back(dy)))
     np.testing.assert_array_equal(da, dy[:2])
     np.testing.assert_array_equal(db, dy[2:])
 
 
 def test_concatenate_flattens_strided_inputs() -> None:
-    base = random_array((3, 4), np.float32)
+    base = random_array(RNG, (3, 4), np.float32)
     a, b = base.T, base[::2, 1:3]
     y, back = rrule(sr.concatenate, (a, b), axis=None)
     np.testing.assert_array_equal(y, np.concatenate((a, b), axis=None))
-    dy = random_array(y.shape, np.float32)
+    dy = random_array(RNG, y.shape, np.float32)
     da, db = arrays(only(back(dy)))
     assert da.shape == (4, 3) and db.shape == (2, 2)
     assert np.shares_memory(da, dy) and np.shares_memory(db, dy)
@@ -272,7 +259,7 @@ def test_concatenate_flattens_strided_inputs() -> None:
     ],
 )
 def test_stack(shape: tuple[int, ...], axis: int, dtypes: list[str]) -> None:
-    leaves = [random_array(shape, dtype) for dtype in dtypes]
+    leaves = [random_array(RNG, shape, dtype) for dtype in dtypes]
     check_sequence_op(sr.stack, np.stack, leaves, axis=Val(axis))
 
 
@@ -287,7 +274,7 @@ def test_stack(shape: tuple[int, ...], axis: int, dtypes: list[str]) -> None:
     ],
 )
 def test_hstack(shapes: list[tuple[int, ...]], dtypes: list[str]) -> None:
-    leaves = [random_array(shape, dtype) for shape, dtype in zip(shapes, dtypes)]
+    leaves = [random_array(RNG, shape, dtype) for shape, dtype in zip(shapes, dtypes)]
     check_sequence_op(sr.hstack, np.hstack, leaves)
 
 
@@ -302,19 +289,19 @@ def test_hstack(shapes: list[tuple[int, ...]], dtypes: list[str]) -> None:
     ],
 )
 def test_vstack(shapes: list[tuple[int, ...]], dtypes: list[str]) -> None:
-    leaves = [random_array(shape, dtype) for shape, dtype in zip(shapes, dtypes)]
+    leaves = [random_array(RNG, shape, dtype) for shape, dtype in zip(shapes, dtypes)]
     check_sequence_op(sr.vstack, np.vstack, leaves)
 
 
 def test_stack_family_views_have_input_shapes() -> None:
-    a, b = random_array((3,), np.float64), random_array((3,), np.float64)
+    a, b = random_array(RNG, (3,), np.float64), random_array(RNG, (3,), np.float64)
     for op in (sr.stack, sr.vstack):
         y, back = rrule(op, (a, b))
-        dy = random_array(y.shape, np.float64)
+        dy = random_array(RNG, y.shape, np.float64)
         da, db = arrays(only(back(dy)))
         assert da.shape == (3,) and np.shares_memory(da, dy) and np.shares_memory(db, dy)
     y, back = rrule(sr.hstack, (np.array(1.0), a))
-    dy = random_array(y.shape, np.float64)
+    dy = random_array(RNG, y.shape, np.float64)
     ds, da = arrays(only(back(dy)))
     assert ds.shape == () and ds.shape == () and np.shares_memory(ds, dy)
     assert ds == dy[0]
@@ -387,19 +374,19 @@ def test_cat(shapes: list[tuple[int, ...] | str], dims: int | tuple[int, ...], d
             leaves.append(3)
         else:
             assert isinstance(shape, tuple)
-            leaves.append(random_array(shape, dtype))
+            leaves.append(random_array(RNG, shape, dtype))
     check_cat(leaves, dims)
 
 
 def test_cat_known_values() -> None:
     np.testing.assert_array_equal(sr.cat(1.0, 2.0, 3.0, dims=Val((0, 1))), np.diag([1.0, 2.0, 3.0]))
-    a, b = random_array((2, 3), np.float64), random_array((2, 3), np.float64)
+    a, b = random_array(RNG, (2, 3), np.float64), random_array(RNG, (2, 3), np.float64)
     np.testing.assert_array_equal(sr.cat(a, b, dims=Val(2)), np.stack((a, b), axis=2))
     np.testing.assert_array_equal(sr.cat(a, b, dims=Val((0,))), np.concatenate((a, b), axis=0))
     block = sr.cat(a, b, dims=Val((0, 1)))
     np.testing.assert_array_equal(block, np.block([[a, np.zeros((2, 3))], [np.zeros((2, 3)), b]]))
     assert sr.cat(np.float32(1.0), 2.0, dims=Val(0)).dtype == np.float32  # NumPy scalar: strong
-    assert sr.cat(random_array((2,), np.float32), 2.0, dims=Val(0)).dtype == np.float32  # Python: weak
+    assert sr.cat(random_array(RNG, (2,), np.float32), 2.0, dims=Val(0)).dtype == np.float32  # Python: weak
     assert sr.cat(1, True, dims=Val(0)).dtype == np.int64
     y, back = rrule(sr.cat, 1, 2, dims=Val((0, 1)))
     np.testing.assert_array_equal(y, np.diag([1, 2]))
@@ -409,10 +396,10 @@ def test_cat_known_values() -> None:
 
 
 def test_cat_scalar_tangents() -> None:
-    x = random_array((2,), np.float32)
+    x = random_array(RNG, (2,), np.float32)
     y, back = rrule(sr.cat, x, 2.5, 3, 1j, dims=Val(0))
     assert y.dtype == np.complex64
-    dy = random_array(y.shape, np.complex64)
+    dy = random_array(RNG, y.shape, np.complex64)
     dx, dfloat, dint, dcomplex = back(dy)
     dx, dfloat, dcomplex = dense(dx), dense(dfloat), dense(dcomplex)
     assert dx.dtype == np.float32 and np.shares_memory(dx, dy)
@@ -425,9 +412,9 @@ def test_cat_scalar_tangents() -> None:
 
 
 def test_cat_block_diagonal_reads_only_blocks() -> None:
-    a, b = random_array((2, 2), np.float64), random_array((1, 3), np.float64)
+    a, b = random_array(RNG, (2, 2), np.float64), random_array(RNG, (1, 3), np.float64)
     y, back = rrule(sr.cat, a, b, dims=Val((0, 1)))
-    dy = random_array(y.shape, np.float64)
+    dy = random_array(RNG, y.shape, np.float64)
     da, db = arrays(back(dy))
     np.testing.assert_array_equal(da, dy[:2, :2])
     np.testing.assert_array_equal(db, dy[2:, 2:])
@@ -448,37 +435,37 @@ def test_cat_block_diagonal_reads_only_blocks() -> None:
 
 
 def test_pullback_views_are_zero_copy_and_casts_copy_once() -> None:
-    a, b = random_array((2, 3), np.float32), random_array((2, 2), np.float32)
+    a, b = random_array(RNG, (2, 3), np.float32), random_array(RNG, (2, 2), np.float32)
     y, back = rrule(sr.concatenate, (a, b), axis=Val(1))
-    dy = random_array(y.shape, np.float32)
+    dy = random_array(RNG, y.shape, np.float32)
     da, db = arrays(only(back(dy)))
     assert np.shares_memory(da, dy) and np.shares_memory(db, dy)
     # A float64 cotangent is projected onto float32 once; the tangents are views of that copy.
     da64, _ = arrays(only(back(dy.astype(np.float64))))
     assert da64.dtype == np.float32 and not np.shares_memory(da64, dy)
     # A non-contiguous cotangent is still sliced, not copied.
-    wide = random_array((2, 10), np.float32)[:, ::2]
+    wide = random_array(RNG, (2, 10), np.float32)[:, ::2]
     dw, _ = arrays(only(back(wide)))
     assert np.shares_memory(dw, wide)
     np.testing.assert_array_equal(dw, wide[:, :3])
 
-    c = random_array((2, 2), np.float64)
+    c = random_array(RNG, (2, 2), np.float64)
     y, back = rrule(sr.concatenate, (a, c), axis=Val(1))
-    dy = random_array(y.shape, np.float64)
+    dy = random_array(RNG, y.shape, np.float64)
     da, dc = arrays(only(back(dy)))
     assert da.dtype == np.float32 and not np.shares_memory(da, dy)
     assert dc.dtype == np.float64 and np.shares_memory(dc, dy)
 
-    z = random_array((2, 2), np.complex64)
+    z = random_array(RNG, (2, 2), np.complex64)
     y, back = rrule(sr.concatenate, (a, z), axis=Val(1))
-    dy = random_array(y.shape, np.complex64)
+    dy = random_array(RNG, y.shape, np.complex64)
     da, dz = arrays(only(back(dy)))
     assert da.dtype == np.float32 and np.array_equal(da, dy[:, :3].real)
     assert dz.dtype == np.complex64 and np.shares_memory(dz, dy)
 
 
 def test_fill_cotangent_from_sum() -> None:
-    a, b = random_array((2, 3), np.float32), random_array((2, 2), np.float64)
+    a, b = random_array(RNG, (2, 3), np.float32), random_array(RNG, (2, 2), np.float64)
     y, back = rrule(sr.concatenate, (a, b), axis=Val(1))
     # The pullback of s = sum(y) is a Fill of y's shape.
     sum_cotangent = Fill(1.0, y.shape, y.dtype)
@@ -487,12 +474,12 @@ def test_fill_cotangent_from_sum() -> None:
     assert db == Fill(1.0, (2, 2), np.float64)
     np.testing.assert_array_equal(np.asarray(da), np.ones((2, 3), np.float32))
     # A complex Fill onto a real input keeps the real part.
-    z = random_array((2, 2), np.complex128)
+    z = random_array(RNG, (2, 2), np.complex128)
     y, back = rrule(sr.concatenate, (a, z), axis=Val(1))
     da, dz = only(back(Fill(2.0 + 3.0j, y.shape, np.complex128)))
     assert da == Fill(2.0, (2, 3), np.float32) and dz == Fill(2.0 + 3.0j, (2, 2), np.complex128)
     # Integer inputs stay NoTangent.
-    i = random_array((2, 1), np.int64)
+    i = random_array(RNG, (2, 1), np.int64)
     y, back = rrule(sr.stack, (b, b.astype(np.int64)), axis=Val(0))
     db1, di = only(back(Fill(1.0, y.shape, y.dtype)))
     assert db1 == Fill(1.0, (2, 2), np.float64) and di == NoTangent()
@@ -500,10 +487,10 @@ def test_fill_cotangent_from_sum() -> None:
 
 
 def test_zero_and_thunk_cotangents() -> None:
-    a, i = random_array((2,), np.float64), random_array((3,), np.int64)
+    a, i = random_array(RNG, (2,), np.float64), random_array(RNG, (3,), np.int64)
     y, back = rrule(sr.concatenate, (a, i))
     assert back(ZeroTangent()) == ((ZeroTangent(), NoTangent()),)
-    dy = random_array(y.shape, np.float64)
+    dy = random_array(RNG, y.shape, np.float64)
     da, di = only(back(Thunk(lambda: dy)))
     assert di == NoTangent() and np.array_equal(dense(da), dy[:2])
     da, _ = only(back(Thunk(lambda: Fill(1.0, y.shape))))
@@ -516,7 +503,7 @@ def test_zero_and_thunk_cotangents() -> None:
 
 
 def test_wrong_cotangent_shape_names_both_shapes() -> None:
-    a = random_array((2, 3), np.float64)
+    a = random_array(RNG, (2, 3), np.float64)
     _, back = rrule(sr.concatenate, (a, a), axis=Val(0))
     with pytest.raises(ValueError, match=r"\(4, 4\).*\(4, 3\)"):
         back(np.zeros((4, 4)))
@@ -525,7 +512,7 @@ def test_wrong_cotangent_shape_names_both_shapes() -> None:
 
 
 def test_tangent_structure() -> None:
-    a, b, c = (random_array((2,), np.float64) for _ in range(3))
+    a, b, c = (random_array(RNG, (2,), np.float64) for _ in range(3))
     _, back = rrule(sr.concatenate, (a, b), Val(0))  # axis passed positionally
     result = back(np.ones(4))
     assert len(result) == 2 and len(arrays(result[0])) == 2 and result[1] == NoTangent()
@@ -542,7 +529,7 @@ def test_tangent_structure() -> None:
 
 
 def test_frule_checks_tangents() -> None:
-    a = random_array((2,), np.float64)
+    a = random_array(RNG, (2,), np.float64)
     with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
         sr.frule(sr.concatenate, ((a, np.ones(3)),), (a, a))
     with pytest.raises(ValueError, match="one entry per positional"):
@@ -569,8 +556,8 @@ def test_densenet_chain() -> None:
     dense cotangent and for the Fill that sum's pullback produces.
     """
     growth, steps = 2, 4
-    x0 = random_array((1, 3, 2, 2), np.float64)
-    weights = [random_array((growth, 3 + growth * k), np.float64) for k in range(steps)]
+    x0 = random_array(RNG, (1, 3, 2, 2), np.float64)
+    weights = [random_array(RNG, (growth, 3 + growth * k), np.float64) for k in range(steps)]
 
     def dense_block(features: Array, weight: Array) -> tuple[Array, Callable[[object], Array]]:
         new: Array = np.tanh(np.einsum("oc,nchw->nohw", weight, features))
@@ -598,7 +585,7 @@ def test_densenet_chain() -> None:
 
     out, pullbacks = forward(x0)
     assert out.shape == (1, 3 + growth * steps, 2, 2)
-    for dy in (random_array(out.shape, np.float64), Fill(1.0, out.shape)):
+    for dy in (random_array(RNG, out.shape, np.float64), Fill(1.0, out.shape)):
         gradient: object = dy
         for pullback in reversed(pullbacks):
             gradient = pullback(gradient)
@@ -662,8 +649,8 @@ def test_errors_quote_shapes() -> None:
 
 
 def test_repeated_calls_compile_nothing_and_take_no_fallback() -> None:
-    a, b = random_array((2, 3), np.float32), random_array((2, 1), np.float32)
-    c = random_array((1, 3), np.float32)
+    a, b = random_array(RNG, (2, 3), np.float32), random_array(RNG, (2, 1), np.float32)
+    c = random_array(RNG, (1, 3), np.float32)
 
     def everything() -> None:
         for op in (sr.concatenate, sr.stack):
@@ -690,7 +677,7 @@ def test_repeated_calls_compile_nothing_and_take_no_fallback() -> None:
 
 
 def test_plain_int_axis_is_a_dynamic_argument() -> None:
-    a = random_array((2,), np.float64)
+    a = random_array(RNG, (2,), np.float64)
     before = sr.cache_info().dynamic_arguments
     np.testing.assert_array_equal(sr.concatenate((a, a), axis=0), np.concatenate((a, a)))
     assert sr.cache_info().dynamic_arguments == before + 1
@@ -717,7 +704,7 @@ def _concatenate_plan(arrays: object, axis: object) -> tuple[object, object]:
 
 
 def test_plans_are_reused_per_signature() -> None:
-    a = random_array((2, 3), np.float32)
+    a = random_array(RNG, (2, 3), np.float32)
     _, first = _concatenate_plan((a, a), Val(1))
     _, second = _concatenate_plan([a.copy(), a.copy()], Val(1))
     assert first is second
@@ -725,7 +712,7 @@ def test_plans_are_reused_per_signature() -> None:
     assert other is not first
     spec = sr.ArraySpec((5, 3), np.float32)
     sr.precompile(sr.concatenate, (spec, spec), axis=Val(0))  # warms the plan
-    _, warmed = _concatenate_plan((random_array((5, 3), np.float32),) * 2, Val(0))
+    _, warmed = _concatenate_plan((random_array(RNG, (5, 3), np.float32),) * 2, Val(0))
     _, again = _concatenate_plan((spec, spec), Val(0))
     assert warmed is again
 
@@ -737,7 +724,7 @@ from stablerules.testing import test_rrule as check_rrule  # noqa: E402
 
 
 def _r(shape: tuple[int, ...], dtype: str = "float64") -> Array:
-    return random_array(shape, dtype)
+    return random_array(RNG, shape, dtype)
 
 
 @pytest.mark.parametrize(

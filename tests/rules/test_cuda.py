@@ -45,6 +45,7 @@ def _simulator_importable() -> bool:
         return False
 
 
+@pytest.mark.slow  # every CUDA case, in a subprocess under the simulator: ~25 s
 def test_cuda_cases_pass_in_the_simulator(tmp_path: Path) -> None:
     if not _simulator_importable():
         skip_unless_ci("numba.cuda (and so its simulator) is not installed")

@@ -22,8 +22,7 @@ from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules import _parallel
 from stablerules.testing import test_frule as check_frule
 from stablerules.testing import test_rrule as check_rrule
-from tests import references
-from tests.references import array_rrule as rrule, dense
+from tests.references import array_rrule as rrule, dense, random_array
 
 Array = npt.NDArray[Any]
 Back = Callable[[object], tuple[object, ...]]
@@ -31,10 +30,6 @@ Static = Val[int] | Val[tuple[int, ...]]
 
 RNG = np.random.default_rng(2024)
 DTYPES = [np.float64, np.float32, np.complex128, np.complex64, np.int64, np.int8, np.uint16, np.bool_]
-
-
-def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
-    return references.random_array(RNG, shape, dtype)
 
 
 def static(value: int | tuple[int, ...]) -> Static:
@@ -74,7 +69,7 @@ FLIP_CASES: list[tuple[tuple[int, ...], int | tuple[int, ...] | None]] = [
 @pytest.mark.parametrize(("shape", "axis"), FLIP_CASES)
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64, np.int8, np.bool_])
 def test_flip_forward_is_numpys(shape: tuple[int, ...], axis: int | tuple[int, ...] | None, dtype: npt.DTypeLike) -> None:
-    x = random_array(shape, dtype)
+    x = random_array(RNG, shape, dtype)
     y = sr.flip(x, val(axis))
     expected = np.asarray(np.flip(x, axis))
     assert isinstance(y, np.ndarray) and y.shape == expected.shape and y.dtype == expected.dtype
@@ -84,12 +79,12 @@ def test_flip_forward_is_numpys(shape: tuple[int, ...], axis: int | tuple[int, .
 
 @pytest.mark.parametrize(("shape", "axis"), FLIP_CASES)
 def test_flip_pullback_and_pushforward_are_flips(shape: tuple[int, ...], axis: int | tuple[int, ...] | None) -> None:
-    x = random_array(shape, np.complex128)
+    x = random_array(RNG, shape, np.complex128)
     y, back = rrule(sr.flip, x, axis=val(axis))
-    dy = random_array(y.shape, np.complex128)
+    dy = random_array(RNG, y.shape, np.complex128)
     (dx,) = back(dy)
     np.testing.assert_array_equal(dense(dx), np.flip(dy, axis))
-    v = random_array(shape, np.complex128)
+    v = random_array(RNG, shape, np.complex128)
     # The adjoint identity against NumPy's forward.
     np.testing.assert_allclose(np.vdot(dense(dx), v), np.vdot(dy, np.flip(v, axis)), rtol=1e-12, atol=1e-12)
     _, tangent = sr.frule(sr.flip, (v,), x, axis=val(axis))
@@ -102,7 +97,7 @@ def test_flip_pullback_and_pushforward_are_flips(shape: tuple[int, ...], axis: i
      ((0, 3), 1, np.float64), ((3, 2), -1, np.complex64)],
 )
 def test_flip_passes_the_shared_checker(shape: tuple[int, ...], axis: int | tuple[int, ...] | None, dtype: npt.DTypeLike) -> None:
-    x = random_array(shape, dtype)
+    x = random_array(RNG, shape, dtype)
     check_rrule(sr.flip, x, axis=val(axis))
     check_frule(sr.flip, x, axis=val(axis))
     check_rrule(sr.flip, x, val(axis))
@@ -110,9 +105,9 @@ def test_flip_passes_the_shared_checker(shape: tuple[int, ...], axis: int | tupl
 
 
 def test_flip_pullback_is_a_view_of_the_cotangent() -> None:
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     _, back = rrule(sr.flip, x, axis=Val(1))
-    dy = random_array((3, 4))
+    dy = random_array(RNG, (3, 4))
     dx = dense(back(dy)[0])
     assert np.shares_memory(dx, dy) and dx.flags.writeable
     readonly = dy.copy()
@@ -125,15 +120,15 @@ def test_flip_pullback_is_a_view_of_the_cotangent() -> None:
 
 
 def test_flip_tangents_are_projected_and_keep_the_primals_dtype() -> None:
-    x = random_array((4, 3), np.float32)
+    x = random_array(RNG, (4, 3), np.float32)
     y, back = rrule(sr.flip, x)
-    dy = random_array(y.shape, np.complex128)
+    dy = random_array(RNG, y.shape, np.complex128)
     dx = dense(back(dy)[0])
     assert dx.dtype == np.float32
     np.testing.assert_allclose(dx, np.flip(dy.real), rtol=1e-6)
     fill = back(Fill(2.0 - 1.0j, y.shape, np.complex128))[0]
     assert fill == Fill(2.0, x.shape, np.float32)
-    big = random_array((3,)).astype(">f8")
+    big = random_array(RNG, (3,)).astype(">f8")
     y_big, back_big = rrule(sr.flip, big, Val(0))
     assert y_big.dtype == np.dtype(">f8")  # NumPy's view keeps the byte order
     dx_big = dense(back_big(np.ones(3))[0])
@@ -141,11 +136,11 @@ def test_flip_tangents_are_projected_and_keep_the_primals_dtype() -> None:
 
 
 def test_flip_lazy_cotangents_and_tangents() -> None:
-    x = random_array((3, 4), np.complex128)
+    x = random_array(RNG, (3, 4), np.complex128)
     y, back = rrule(sr.flip, x, Val((0, 1)))
     assert back(ZeroTangent()) == (ZeroTangent(), NoTangent())
     assert back(Fill(1.5 + 1j, y.shape, np.complex128)) == (Fill(1.5 + 1j, x.shape, np.complex128), NoTangent())
-    dy = random_array(y.shape, np.complex128)
+    dy = random_array(RNG, y.shape, np.complex128)
     calls: list[int] = []
 
     def make() -> Array:
@@ -156,12 +151,12 @@ def test_flip_lazy_cotangents_and_tangents() -> None:
     assert calls == [1]
     assert sr.frule(sr.flip, (ZeroTangent(), NoTangent()), x, Val(0))[1] == ZeroTangent()
     assert sr.frule(sr.flip, (Fill(2.0, x.shape, np.complex128),), x)[1] == Fill(2.0, x.shape, np.complex128)
-    v = random_array(x.shape, np.complex128)
+    v = random_array(RNG, x.shape, np.complex128)
     np.testing.assert_array_equal(dense(sr.frule(sr.flip, (Thunk(lambda: v),), x)[1]), np.flip(v))
 
 
 def test_flip_of_integers_gets_no_tangent_and_checks_the_cotangent() -> None:
-    x = random_array((3, 2), np.int64)
+    x = random_array(RNG, (3, 2), np.int64)
     y, back = rrule(sr.flip, x, Val(0))
     np.testing.assert_array_equal(y, np.flip(x, 0))
     assert back(np.ones(y.shape)) == (NoTangent(), NoTangent())
@@ -171,7 +166,7 @@ def test_flip_of_integers_gets_no_tangent_and_checks_the_cotangent() -> None:
 
 
 def test_flip_errors_are_clear_and_come_first() -> None:
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     compiles = sr.cache_info().compiles
     with pytest.raises(ValueError, match=r"flip: axis 2 is out of bounds for an array of dimension 2"):
         sr.flip(x, Val(2))
@@ -199,7 +194,7 @@ def test_flip_errors_are_clear_and_come_first() -> None:
 
 
 def test_flip_plain_axis_counts_as_dynamic() -> None:
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     before = sr.cache_info().dynamic_arguments
     np.testing.assert_array_equal(sr.flip(x, 1), np.flip(x, 1))
     np.testing.assert_array_equal(sr.flip(x, (0, 1)), np.flip(x, (0, 1)))
@@ -256,7 +251,7 @@ ROLL_CASES: list[tuple[tuple[int, ...], int | tuple[int, ...], int | tuple[int, 
 @pytest.mark.parametrize(("shape", "shift", "axis"), ROLL_CASES)
 def test_roll_forward_is_numpys(shape: tuple[int, ...], shift: int | tuple[int, ...], axis: int | tuple[int, ...] | None) -> None:
     for dtype in DTYPES + [">f8", "<c16", ">i2"]:
-        x = random_array(shape, dtype)
+        x = random_array(RNG, shape, dtype)
         y = sr.roll(x, static(shift), axis=val(axis))
         expected = np.roll(x, shift, axis=axis)
         assert y.shape == expected.shape and y.dtype == expected.dtype, (dtype, y.dtype)
@@ -283,13 +278,13 @@ def test_roll_copies_bits_exactly() -> None:
 def test_roll_pullback_and_pushforward_are_rolls(
     shape: tuple[int, ...], shift: int | tuple[int, ...], axis: int | tuple[int, ...] | None
 ) -> None:
-    x = random_array(shape, np.complex128)
+    x = random_array(RNG, shape, np.complex128)
     y, back = rrule(sr.roll, x, static(shift), axis=val(axis))
-    dy = random_array(y.shape, np.complex128)
+    dy = random_array(RNG, y.shape, np.complex128)
     dx, dshift = back(dy)
     assert dshift == NoTangent()
     np.testing.assert_array_equal(dense(dx), np.roll(dy, negated(shift), axis=axis))
-    v = random_array(shape, np.complex128)
+    v = random_array(RNG, shape, np.complex128)
     np.testing.assert_allclose(np.vdot(dense(dx), v), np.vdot(dy, np.roll(v, shift, axis=axis)), rtol=1e-12, atol=1e-12)
     _, tangent = sr.frule(sr.roll, (v, NoTangent()), x, static(shift), axis=val(axis))
     np.testing.assert_array_equal(dense(tangent), np.roll(v, shift, axis=axis))
@@ -309,20 +304,20 @@ def test_roll_pullback_and_pushforward_are_rolls(
 def test_roll_passes_the_shared_checker(
     shape: tuple[int, ...], shift: int | tuple[int, ...], axis: int | tuple[int, ...] | None, dtype: npt.DTypeLike
 ) -> None:
-    x = random_array(shape, dtype)
+    x = random_array(RNG, shape, dtype)
     check_rrule(sr.roll, x, static(shift), axis=val(axis))
     check_frule(sr.roll, x, static(shift), axis=val(axis))
     check_rrule(sr.roll, x, static(shift), val(axis))
 
 
 def test_roll_tangents_are_fresh_projected_and_of_the_primals_dtype() -> None:
-    x = random_array((4, 3), np.float32)
+    x = random_array(RNG, (4, 3), np.float32)
     y, back = rrule(sr.roll, x, Val(1), axis=Val(0))
-    dy = random_array(y.shape, np.complex128)
+    dy = random_array(RNG, y.shape, np.complex128)
     dx = dense(back(dy)[0])
     assert dx.dtype == np.float32 and dx.flags.writeable and not np.shares_memory(dx, dy)
     np.testing.assert_allclose(dx, np.roll(dy.real, -1, axis=0), rtol=1e-6)
-    big = random_array((5,)).astype(">f8")
+    big = random_array(RNG, (5,)).astype(">f8")
     y_big, back_big = rrule(sr.roll, big, Val(2))
     assert y_big.dtype == np.dtype(">f8")
     np.testing.assert_array_equal(y_big, np.roll(big, 2))
@@ -332,11 +327,11 @@ def test_roll_tangents_are_fresh_projected_and_of_the_primals_dtype() -> None:
 
 
 def test_roll_lazy_cotangents_and_tangents() -> None:
-    x = random_array((3, 4), np.complex64)
+    x = random_array(RNG, (3, 4), np.complex64)
     y, back = rrule(sr.roll, x, Val((1, 2)), Val((0, 1)))
     assert back(ZeroTangent()) == (ZeroTangent(), NoTangent(), NoTangent())
     assert back(Fill(1.5, y.shape, np.float64))[0] == Fill(1.5, x.shape, np.complex64)
-    dy = random_array(y.shape, np.complex64)
+    dy = random_array(RNG, y.shape, np.complex64)
     np.testing.assert_array_equal(dense(back(Thunk(lambda: dy))[0]), np.roll(dy, (-1, -2), axis=(0, 1)))
     tangents: tuple[object, object, object] = (Fill(2.0, x.shape, np.complex64), NoTangent(), NoTangent())
     assert sr.frule(sr.roll, tangents, x, Val((1, 2)), Val((0, 1)))[1] == Fill(2.0, x.shape, np.complex64)
@@ -344,7 +339,7 @@ def test_roll_lazy_cotangents_and_tangents() -> None:
 
 
 def test_roll_of_integers_gets_no_tangent() -> None:
-    x = random_array((3, 2), np.int8)
+    x = random_array(RNG, (3, 2), np.int8)
     y, back = rrule(sr.roll, x, Val(1), axis=Val(0))
     np.testing.assert_array_equal(y, np.roll(x, 1, axis=0))
     assert back(np.ones(y.shape)) == (NoTangent(), NoTangent())
@@ -364,9 +359,9 @@ def layouts(array: Array) -> list[Array]:
 
 
 def test_roll_layouts_of_inputs_and_cotangents() -> None:
-    x = random_array((4, 5))
+    x = random_array(RNG, (4, 5))
     y, back = rrule(sr.roll, x, Val((1, -2)), axis=Val((0, 1)))
-    dy = random_array(y.shape)
+    dy = random_array(RNG, y.shape)
     dx = dense(back(dy)[0])
     for variant in layouts(x):
         np.testing.assert_array_equal(sr.roll(variant, Val((1, -2)), axis=Val((0, 1))), np.roll(x, (1, -2), axis=(0, 1)))
@@ -384,10 +379,10 @@ def test_roll_thread_split_matches_numpy(monkeypatch: pytest.MonkeyPatch, thread
     monkeypatch.setattr(_parallel, "PARALLEL_THRESHOLD", 16)
     monkeypatch.setenv("STABLERULES_NUM_THREADS", str(threads))
     for shape, shift, axis in (((7, 5, 3), (2, -1), (0, 2)), ((41,), 17, 0), ((5, 8), 3, 0), ((6, 4), (2, 1), (1, 1))):
-        x = random_array(shape)
+        x = random_array(RNG, shape)
         y, back = rrule(sr.roll, x, static(shift), axis=static(axis))
         np.testing.assert_array_equal(y, np.roll(x, shift, axis=axis))
-        dy = random_array(shape)
+        dy = random_array(RNG, shape)
         np.testing.assert_array_equal(dense(back(dy)[0]), np.roll(dy, negated(shift), axis=axis))
 
 
@@ -414,16 +409,16 @@ def test_roll_rows_copied_as_runs_match_numpy(monkeypatch: pytest.MonkeyPatch, t
         ((4, 3, 5, n), (1, -2, 9), (0, 2, 3)),  # rolled levels above the rows' parent
     ]
     for shape, shift, axis in cases:
-        x = random_array(shape, dtype)
+        x = random_array(RNG, shape, dtype)
         y, back = rrule(sr.roll, x, Val(shift), axis=Val(axis))
         np.testing.assert_array_equal(y, np.roll(x, shift, axis=axis))
         if np.issubdtype(dtype, np.inexact):
-            dy = random_array(shape, dtype)
+            dy = random_array(RNG, shape, dtype)
             np.testing.assert_array_equal(dense(back(dy)[0]), np.roll(dy, negated(shift), axis=axis))
 
 
 def test_roll_errors_are_clear_and_come_first() -> None:
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     compiles = sr.cache_info().compiles
     with pytest.raises(ValueError, match=r"roll: axis 2 is out of bounds for an array of dimension 2"):
         sr.roll(x, Val(1), axis=Val(2))
@@ -450,7 +445,7 @@ def test_roll_errors_are_clear_and_come_first() -> None:
 
 
 def test_roll_plain_statics_count_as_dynamic() -> None:
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     before = sr.cache_info().dynamic_arguments
     np.testing.assert_array_equal(sr.roll(x, 1, axis=0), np.roll(x, 1, axis=0))
     np.testing.assert_array_equal(sr.roll(x, (1, 2), axis=(0, 1)), np.roll(x, (1, 2), axis=(0, 1)))
@@ -463,18 +458,18 @@ def test_roll_plain_statics_count_as_dynamic() -> None:
 
 
 def test_roll_kernels_are_shared_by_shapes_shifts_and_dtypes_of_one_size() -> None:
-    x = random_array((6, 5, 4), np.float32)
+    x = random_array(RNG, (6, 5, 4), np.float32)
     y, back = rrule(sr.roll, x, Val(2), axis=Val(1))
-    back(random_array(y.shape, np.float32))
+    back(random_array(RNG, y.shape, np.float32))
     sr.frule(sr.roll, (x, NoTangent(), NoTangent()), x, Val(2), Val(1))
     with sr.no_compile(), sr.no_fallback():
         # Other shapes, other shifts, another dtype of 4 bytes: the same kernel.
         for shape, shift, dtype in (((2, 9, 3), -4, np.int32), ((1, 1, 1), 7, np.float32), ((3, 2, 8), 1, np.uint32)):
-            v = random_array(shape, dtype)
+            v = random_array(RNG, shape, dtype)
             np.testing.assert_array_equal(sr.roll(v, static(shift), axis=Val(1)), np.roll(v, shift, axis=1))
-        w = random_array((4, 3, 2), np.float32)
+        w = random_array(RNG, (4, 3, 2), np.float32)
         y, back = rrule(sr.roll, w, Val(5), axis=Val(1))
-        dy = random_array(y.shape, np.float32)
+        dy = random_array(RNG, y.shape, np.float32)
         np.testing.assert_array_equal(dense(back(dy)[0]), np.roll(dy, -5, axis=1))
 
 
@@ -484,7 +479,7 @@ def test_roll_forward_and_pullback_are_one_kernel() -> None:
     assert len(signatures) == 1 and signatures[0].op == "roll" and signatures[0].dtypes == ("uint32",)
     text = sr.explain(sr.roll, spec, Val((3, -5)), axis=Val((2, 3)))
     assert "def kernel(x, y, e0, e1, e2, s1, s2, lo, hi)" in text
-    x = random_array((3, 2, 5, 4), np.float32)
+    x = random_array(RNG, (3, 2, 5, 4), np.float32)
     with sr.no_compile():
         y, back = rrule(sr.roll, x, Val((3, -5)), axis=Val((2, 3)))
         np.testing.assert_array_equal(dense(back(y)[0]), x)
@@ -506,11 +501,11 @@ def test_flip_and_roll_random(shape: tuple[int, ...], data: st.DataObject) -> No
     axes = st.integers(-ndim, ndim - 1) if ndim else st.nothing()
     axis = data.draw(st.one_of(st.none(), st.lists(axes, max_size=3).map(tuple), axes) if ndim else st.none())
     shift = data.draw(st.integers(-9, 9))
-    x = random_array(shape)
-    v = random_array(shape)
+    x = random_array(RNG, shape)
+    v = random_array(RNG, shape)
     y, back = rrule(sr.roll, x, static(shift), axis=val(axis))
     np.testing.assert_array_equal(y, np.roll(x, shift, axis=axis))
-    dy = random_array(y.shape)
+    dy = random_array(RNG, y.shape)
     dx = dense(back(dy)[0])
     np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, np.roll(v, shift, axis=axis)), rtol=1e-9, atol=1e-12)
     flip_axis = axis if not isinstance(axis, tuple) or len(set(a % ndim for a in axis)) == len(axis) else None
@@ -527,7 +522,7 @@ def test_flip_and_roll_random(shape: tuple[int, ...], data: st.DataObject) -> No
 def test_pullbacks_without_a_forward_take_specs() -> None:
     from stablerules._registry import PULLBACKS
 
-    dy = random_array((3, 4))
+    dy = random_array(RNG, (3, 4))
     build = cast(Callable[..., Back], PULLBACKS.lookup(sr.roll))
     back = build(sr.ArraySpec((3, 4), np.float64), Val((1, 2)), axis=Val((0, 1)))
     dx, dshift = back(dy)
@@ -541,12 +536,12 @@ def test_pullbacks_without_a_forward_take_specs() -> None:
 def test_roll_rules_launch_the_kernel_once_each() -> None:
     from stablerules._rule import count_launches, kernel_launches
 
-    x = random_array((5, 6), np.float32)
+    x = random_array(RNG, (5, 6), np.float32)
     (signature,) = sr.precompile(sr.roll, x, Val(2), axis=Val(1))
     with count_launches():  # launches are counted only inside a guard or count_launches()
         before = kernel_launches(signature)
         y, back = rrule(sr.roll, x, Val(2), axis=Val(1))
-        back(random_array(y.shape, np.float32))
+        back(random_array(RNG, y.shape, np.float32))
         sr.frule(sr.roll, (x, NoTangent()), x, Val(2), axis=Val(1))
         assert kernel_launches(signature) == before + 4  # forward, pullback, frule's forward and pushforward
         back(Fill(1.0, y.shape, np.float32))
@@ -566,13 +561,13 @@ def test_a_numpy_pullback_in_place_of_rolls_kernel_is_caught(monkeypatch: pytest
 
         return rolled_back
 
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     check_rrule(sr.roll, x, Val((1, 2)), axis=Val((0, 1)))  # the real kernel passes
     sr.clear_caches()
     try:
         monkeypatch.setattr(RollPlan, "pullback", numpy_pullback)
         y, back = rrule(sr.roll, x, Val((1, 2)), axis=Val((0, 1)))
-        dy = random_array(y.shape)
+        dy = random_array(RNG, y.shape)
         np.testing.assert_array_equal(dense(back(dy)[0]), np.roll(dy, (-1, -2), axis=(0, 1)))  # the mutant is right
         with pytest.raises(AssertionError, match="roll pullback: no compiled kernel of its signature ran"):
             check_rrule(sr.roll, x, Val((1, 2)), axis=Val((0, 1)))
@@ -584,12 +579,12 @@ def test_a_numpy_pullback_in_place_of_rolls_kernel_is_caught(monkeypatch: pytest
 def test_flip_runs_its_view_plan_and_no_kernel() -> None:
     from stablerules._rule import kernel_launches
 
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     plan = sr.flip.lookup(*sr.flip.bind(x, Val(1)))
     assert plan.requests() == [] and plan.kernel_entries == frozenset()
     launches = kernel_launches()
     with sr.no_compile(), sr.no_fallback():
         y, back = rrule(sr.flip, x, Val(1))
-        back(random_array((3, 4)))
+        back(random_array(RNG, (3, 4)))
         sr.frule(sr.flip, (x, NoTangent()), x, Val(1))
     assert kernel_launches() == launches

@@ -17,6 +17,8 @@ import pytest
 
 import stablerules as sr
 import stablerules._parallel as parallel
+from stablerules.testing import _central_jvp
+from tests.references import random_array
 
 A_SHAPES = [(), (3,), (2, 3), (3, 1), (1, 3), (2, 3, 2)]
 B_SHAPES = [(), (2,), (2, 2), (1, 3), (3, 1), (2, 2, 3)]
@@ -46,23 +48,15 @@ def _frule(tangents: tuple[object, object], a: Array, b: Array) -> tuple[Array, 
     return y, dy
 
 
-def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: npt.DTypeLike) -> Array:
-    values = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        values = values + 1j * rng.standard_normal(shape)
-    return np.asarray(values, dtype=dtype)
-
-
 def _inner(x: object, v: Array) -> float:
     """``Re(vdot(x, v))``: the real inner product the complex convention is stated in."""
     return float(np.vdot(np.asarray(x), v).real)
 
 
-def _jvp_fd(a: Array, b: Array, va: Array, vb: Array, step: float = 1e-3) -> Array:
-    """``J (va, vb)`` of ``np.kron`` at ``(a, b)`` by central differences."""
-    plus = np.kron(a + step * va, b + step * vb)
-    minus = np.kron(a - step * va, b - step * vb)
-    return np.asarray((plus - minus) / (2 * step))
+def _jvp_fd(a: Array, b: Array, va: Array | None, vb: Array | None, step: float = 1e-3) -> Array:
+    """``J (va, vb)`` of ``np.kron`` at ``(a, b)`` by central differences (``None``: that
+    operand does not move)."""
+    return _central_jvp(np.kron, (a, b), (va, vb), h=step)
 
 
 def _check_rrule(a: Array, b: Array, rng: np.random.Generator, rtol: float = 1e-9) -> None:
@@ -70,30 +64,30 @@ def _check_rrule(a: Array, b: Array, rng: np.random.Generator, rtol: float = 1e-
     expected = np.kron(a, b)
     assert y.shape == np.shape(expected) and y.dtype == expected.dtype
     _assert_same_product(y, expected, a, b)
-    dy = _random(rng, y.shape, y.dtype)
+    dy = random_array(rng, y.shape, y.dtype)
     da, db = back(dy)
     assert isinstance(da, np.ndarray) and da.shape == a.shape and da.dtype == a.dtype
     assert isinstance(db, np.ndarray) and db.shape == b.shape and db.dtype == b.dtype
     for _ in range(2):
-        va, vb = _random(rng, a.shape, a.dtype), _random(rng, b.shape, b.dtype)
-        jva = _jvp_fd(a, b, va, np.zeros_like(b))
-        jvb = _jvp_fd(a, b, np.zeros_like(a), vb)
+        va, vb = random_array(rng, a.shape, a.dtype), random_array(rng, b.shape, b.dtype)
+        jva = _jvp_fd(a, b, va, None)
+        jvb = _jvp_fd(a, b, None, vb)
         scale = 1 + np.abs(dy).sum() * (1 + np.abs(jva).max(initial=0) + np.abs(jvb).max(initial=0))
         assert abs(_inner(da, va) - _inner(dy, jva)) <= rtol * scale
         assert abs(_inner(db, vb) - _inner(dy, jvb)) <= rtol * scale
 
 
 def _check_frule(a: Array, b: Array, rng: np.random.Generator, rtol: float = 1e-9) -> None:
-    va, vb = _random(rng, a.shape, a.dtype), _random(rng, b.shape, b.dtype)
+    va, vb = random_array(rng, a.shape, a.dtype), random_array(rng, b.shape, b.dtype)
     y, dy = _frule((va, vb), a, b)
     _assert_same_product(y, np.kron(a, b), a, b)
     expected = _jvp_fd(a, b, va, vb)
     assert isinstance(dy, np.ndarray) and dy.shape == expected.shape and dy.dtype == expected.dtype
     np.testing.assert_allclose(dy, expected, rtol=rtol, atol=rtol * (1 + np.abs(expected).max(initial=0)))
     _, only_a = _frule((va, sr.ZeroTangent()), a, b)
-    np.testing.assert_allclose(only_a, _jvp_fd(a, b, va, np.zeros_like(b)), rtol=rtol, atol=rtol * 10)
+    np.testing.assert_allclose(only_a, _jvp_fd(a, b, va, None), rtol=rtol, atol=rtol * 10)
     _, only_b = _frule((sr.NoTangent(), vb), a, b)
-    np.testing.assert_allclose(only_b, _jvp_fd(a, b, np.zeros_like(a), vb), rtol=rtol, atol=rtol * 10)
+    np.testing.assert_allclose(only_b, _jvp_fd(a, b, None, vb), rtol=rtol, atol=rtol * 10)
     assert _frule((sr.ZeroTangent(), sr.ZeroTangent()), a, b)[1] == sr.ZeroTangent()
 
 
@@ -117,7 +111,7 @@ def _operand(rng: np.random.Generator, shape: tuple[int, ...], dtype: type) -> A
     """Random values; integers up to +-100 (so int8 products wrap, as NumPy's do)."""
     if np.dtype(dtype).kind in "iub":
         return np.asarray(rng.integers(-100, 100, size=shape)).astype(dtype)
-    return _random(rng, shape, dtype)
+    return random_array(rng, shape, dtype)
 
 
 def _assert_same_product(y: Array, expected: object, a: npt.ArrayLike, b: npt.ArrayLike) -> None:
@@ -134,8 +128,8 @@ def _assert_same_product(y: Array, expected: object, a: npt.ArrayLike, b: npt.Ar
 
 def test_forward_layouts_and_scalars() -> None:
     rng = np.random.default_rng(1)
-    a = _random(rng, (4, 6), np.float64)[:, ::2]  # strided
-    b = _random(rng, (3, 2), np.complex128).T  # Fortran order
+    a = random_array(rng, (4, 6), np.float64)[:, ::2]  # strided
+    b = random_array(rng, (3, 2), np.complex128).T  # Fortran order
     _assert_same_product(sr.kron(a, b), np.kron(a, b), a, b)
     _assert_same_product(sr.kron(a[::-1], b), np.kron(a[::-1], b), a[::-1], b)
     _assert_same_product(sr.kron(2.5, b), np.kron(2.5, b), 2.5, b)
@@ -159,14 +153,14 @@ def test_forward_layouts_and_scalars() -> None:
 def test_rrule_against_finite_differences(a_dtype: type, b_dtype: type) -> None:
     rng = np.random.default_rng(2)
     for a_shape, b_shape in SHAPE_PAIRS:
-        _check_rrule(_random(rng, a_shape, a_dtype), _random(rng, b_shape, b_dtype), rng)
+        _check_rrule(random_array(rng, a_shape, a_dtype), random_array(rng, b_shape, b_dtype), rng)
 
 
 @pytest.mark.parametrize(("a_dtype", "b_dtype"), DTYPE_PAIRS)
 def test_frule_against_finite_differences(a_dtype: type, b_dtype: type) -> None:
     rng = np.random.default_rng(3)
     for a_shape, b_shape in SHAPE_PAIRS:
-        _check_frule(_random(rng, a_shape, a_dtype), _random(rng, b_shape, b_dtype), rng)
+        _check_frule(random_array(rng, a_shape, a_dtype), random_array(rng, b_shape, b_dtype), rng)
 
 
 @pytest.mark.parametrize(
@@ -179,7 +173,7 @@ def test_rows_in_groups(a_dtype: type, b_dtype: type) -> None:
     single = max(np.finfo(a_dtype).eps, np.finfo(b_dtype).eps) > 1e-10
     rtol = 1e-4 if single else 1e-9
     for a_shape, b_shape in [((9,), (5,)), ((2, 7), (3, 4)), ((2, 6, 5), (2,))]:
-        _check_rrule(_random(rng, a_shape, a_dtype), _random(rng, b_shape, b_dtype), rng, rtol=rtol)
+        _check_rrule(random_array(rng, a_shape, a_dtype), random_array(rng, b_shape, b_dtype), rng, rtol=rtol)
 
 
 @pytest.mark.parametrize(("a_dtype", "b_dtype"), [(np.int16, np.complex128), (np.complex128, np.int64), (np.int32, np.float32)])
@@ -188,7 +182,7 @@ def test_integer_and_complex_operands(a_dtype: type, b_dtype: type) -> None:
     a, b = _operand(rng, (2, 5), a_dtype), _operand(rng, (3, 2), b_dtype)
     y, back = _rrule(a, b)
     np.testing.assert_array_equal(y, np.kron(a, b))
-    dy = _random(rng, y.shape, y.dtype)
+    dy = random_array(rng, y.shape, y.dtype)
     da, db = back(dy)
     dy4 = dy.reshape(2, 3, 5, 2)
     if np.dtype(a_dtype).kind == "i":
@@ -204,18 +198,18 @@ def test_integer_and_complex_operands(a_dtype: type, b_dtype: type) -> None:
 def test_larger_shapes_and_long_rows() -> None:
     # Rows longer than a tile (2048 float64 accumulators) and blocks of many rows.
     rng = np.random.default_rng(4)
-    _check_rrule(_random(rng, (3, 5), np.float64), _random(rng, (2, 2500), np.float64), rng)
-    _check_rrule(_random(rng, (7,), np.complex128), _random(rng, (1100,), np.complex128), rng)
-    _check_frule(_random(rng, (3, 5), np.float64), _random(rng, (2, 2500), np.float64), rng)
+    _check_rrule(random_array(rng, (3, 5), np.float64), random_array(rng, (2, 2500), np.float64), rng)
+    _check_rrule(random_array(rng, (7,), np.complex128), random_array(rng, (1100,), np.complex128), rng)
+    _check_frule(random_array(rng, (3, 5), np.float64), random_array(rng, (2, 2500), np.float64), rng)
 
 
 def test_float32_stays_float32_and_accumulates_wide() -> None:
     rng = np.random.default_rng(5)
-    a = _random(rng, (3, 4), np.float32)
-    b = _random(rng, (50, 60), np.float32)
+    a = random_array(rng, (3, 4), np.float32)
+    b = random_array(rng, (50, 60), np.float32)
     y, back = _rrule(a, b)
     assert y.dtype == np.float32
-    dy = _random(rng, y.shape, np.float32)
+    dy = random_array(rng, y.shape, np.float32)
     da, db = back(dy)
     assert da.dtype == np.float32 and db.dtype == np.float32
     dy4 = dy.astype(np.float64).reshape(3, 50, 4, 60)
@@ -224,17 +218,17 @@ def test_float32_stays_float32_and_accumulates_wide() -> None:
     np.testing.assert_allclose(db, np.einsum("ikjl,ij->kl", dy4, a.astype(np.float64)), rtol=1e-6, atol=1e-6)
     y64, dy64 = _frule((a, b), a, b)
     assert dy64.dtype == np.float32
-    c64 = _random(rng, (2,), np.complex64)
+    c64 = random_array(rng, (2,), np.complex64)
     _, back_c = _rrule(a, c64)
-    da_c, db_c = back_c(_random(rng, (3, 8), np.complex64))
+    da_c, db_c = back_c(random_array(rng, (3, 8), np.complex64))
     assert da_c.dtype == np.float32 and db_c.dtype == np.complex64
 
 
 def test_cotangent_of_other_dtype_is_projected() -> None:
     rng = np.random.default_rng(6)
-    a, b = _random(rng, (2, 3), np.float64), _random(rng, (2, 2), np.float64)
+    a, b = random_array(rng, (2, 3), np.float64), random_array(rng, (2, 2), np.float64)
     y, back = _rrule(a, b)
-    dy = _random(rng, y.shape, np.complex128)
+    dy = random_array(rng, y.shape, np.complex128)
     da, db = back(dy)
     da_real, db_real = back(dy.real.copy())
     np.testing.assert_array_equal(da, da_real)
@@ -251,7 +245,7 @@ def test_cotangent_of_other_dtype_is_projected() -> None:
 @pytest.mark.parametrize(("a_dtype", "b_dtype"), DTYPE_PAIRS)
 def test_lazy_cotangents_equal_their_dense_equivalents(a_dtype: type, b_dtype: type) -> None:
     rng = np.random.default_rng(7)
-    a, b = _random(rng, (2, 3), a_dtype), _random(rng, (3, 1, 2), b_dtype)
+    a, b = random_array(rng, (2, 3), a_dtype), random_array(rng, (3, 1, 2), b_dtype)
     y, back = _rrule(a, b)
     value = 0.5 - 1.5j if y.dtype.kind == "c" else 0.5
     fill = sr.Fill(value, y.shape, y.dtype)
@@ -262,7 +256,7 @@ def test_lazy_cotangents_equal_their_dense_equivalents(a_dtype: type, b_dtype: t
         assert tangent.shape == primal.shape and tangent.dtype == primal.dtype
         np.testing.assert_allclose(np.asarray(tangent), reference, rtol=1e-12)
     assert back(sr.ZeroTangent()) == (sr.ZeroTangent(), sr.ZeroTangent())
-    dy = _random(rng, y.shape, y.dtype)
+    dy = random_array(rng, y.shape, y.dtype)
     calls: list[int] = []
 
     def evaluate() -> Array:
@@ -277,7 +271,7 @@ def test_lazy_cotangents_equal_their_dense_equivalents(a_dtype: type, b_dtype: t
 
 def test_lazy_tangents_in_frule() -> None:
     rng = np.random.default_rng(8)
-    a, b = _random(rng, (2, 3), np.float64), _random(rng, (2, 2), np.complex128)
+    a, b = random_array(rng, (2, 3), np.float64), random_array(rng, (2, 2), np.complex128)
     fill = sr.Fill(2.0, a.shape, np.float64)
     _, lazy = _frule((fill, sr.Thunk(lambda: b)), a, b)
     _, dense = _frule((np.full(a.shape, 2.0), b), a, b)
@@ -295,10 +289,10 @@ def test_lazy_tangents_in_frule() -> None:
 def test_integer_operands_get_no_tangent() -> None:
     rng = np.random.default_rng(9)
     ints = np.arange(6, dtype=np.int32).reshape(2, 3)
-    b = _random(rng, (2, 2), np.float64)
+    b = random_array(rng, (2, 2), np.float64)
     y, back = _rrule(ints, b)
     np.testing.assert_array_equal(y, np.kron(ints, b))
-    dy = _random(rng, y.shape, np.float64)
+    dy = random_array(rng, y.shape, np.float64)
     da, db = back(dy)
     assert da == sr.NoTangent()
     dy4 = dy.reshape(2, 2, 3, 2)
@@ -353,11 +347,11 @@ def test_threaded_path_matches(
     monkeypatch: pytest.MonkeyPatch, a_shape: tuple[int, ...], b_shape: tuple[int, ...], a_dtype: type[np.generic]
 ) -> None:
     rng = np.random.default_rng(10)
-    a, b = _random(rng, a_shape, a_dtype), _random(rng, b_shape, np.float64)
+    a, b = random_array(rng, a_shape, a_dtype), random_array(rng, b_shape, np.float64)
     y, back = _rrule(a, b)
-    dy = _random(rng, y.shape, y.dtype)
+    dy = random_array(rng, y.shape, y.dtype)
     serial = back(dy)
-    va, vb = _random(rng, a.shape, a.dtype), _random(rng, b.shape, b.dtype)
+    va, vb = random_array(rng, a.shape, a.dtype), random_array(rng, b.shape, b.dtype)
     serial_forward = _frule((va, vb), a, b)[1]
     monkeypatch.setattr(parallel, "PARALLEL_THRESHOLD", 0)
     monkeypatch.setenv("STABLERULES_NUM_THREADS", "3")
@@ -373,22 +367,22 @@ def test_prepared_signature_serves_new_data_and_layouts() -> None:
     # After the first call a signature (dtypes and shapes) is served from its prepared plan:
     # each later call must still read its own operands, whatever their layout.
     rng = np.random.default_rng(12)
-    base_a, base_b = _random(rng, (4, 3), np.float64), _random(rng, (2, 5), np.complex128)
+    base_a, base_b = random_array(rng, (4, 3), np.float64), random_array(rng, (2, 5), np.complex128)
     sr.kron(base_a, base_b)
     _rrule(base_a, base_b)
     hits = sr.cache_info().plan_hits
     operands = [
-        (_random(rng, (4, 3), np.float64), _random(rng, (2, 5), np.complex128)),
-        (np.asfortranarray(_random(rng, (4, 3), np.float64)), _random(rng, (2, 10), np.complex128)[:, ::2]),
-        (_random(rng, (4, 3), np.float64).astype(">f8"), _random(rng, (5, 2), np.complex128).T),
+        (random_array(rng, (4, 3), np.float64), random_array(rng, (2, 5), np.complex128)),
+        (np.asfortranarray(random_array(rng, (4, 3), np.float64)), random_array(rng, (2, 10), np.complex128)[:, ::2]),
+        (random_array(rng, (4, 3), np.float64).astype(">f8"), random_array(rng, (5, 2), np.complex128).T),
     ]
     with sr.no_compile():
         for a, b in operands:
             np.testing.assert_array_equal(sr.kron(a, b), np.kron(a, b))
             y, back = _rrule(a, b)
             np.testing.assert_array_equal(y, np.kron(a, b))
-            dy = _random(rng, y.shape, y.dtype)
-            va, vb = _random(rng, a.shape, np.float64), _random(rng, b.shape, np.complex128)
+            dy = random_array(rng, y.shape, y.dtype)
+            va, vb = random_array(rng, a.shape, np.float64), random_array(rng, b.shape, np.complex128)
             da, db = back(dy)
             # The adjoint identity against NumPy's kron, which is bilinear: J(va, vb) is
             # kron(va, b) + kron(a, vb).
@@ -401,12 +395,12 @@ def test_prepared_signature_serves_new_data_and_layouts() -> None:
 
 def test_second_call_compiles_nothing() -> None:
     rng = np.random.default_rng(11)
-    a, b = _random(rng, (2, 3), np.float64), _random(rng, (3, 2), np.complex128)
+    a, b = random_array(rng, (2, 3), np.float64), random_array(rng, (3, 2), np.complex128)
     sr.precompile(sr.kron, sr.ArraySpec((5, 1), np.float64), sr.ArraySpec((1, 4), np.complex128))
     # Same ndims and dtypes, other extents: every kernel is already there.
     with sr.no_compile(), sr.no_fallback():
         y, back = _rrule(a, b)
-        back(_random(rng, y.shape, y.dtype))
+        back(random_array(rng, y.shape, y.dtype))
         _frule((a, b), a, b)
         _frule((sr.ZeroTangent(), b), a, b)
         sr.kron(a, b)
@@ -428,6 +422,6 @@ def test_kron_passes_the_shared_checker(
     a_shape: tuple[int, ...], b_shape: tuple[int, ...], a_dtype: type, b_dtype: type
 ) -> None:
     rng = np.random.default_rng(hash((a_shape, b_shape)) % 2**32)
-    a, b = _random(rng, a_shape, a_dtype), _random(rng, b_shape, b_dtype)
+    a, b = random_array(rng, a_shape, a_dtype), random_array(rng, b_shape, b_dtype)
     check_rrule(sr.kron, a, b)
     check_frule(sr.kron, a, b)

@@ -22,17 +22,13 @@ import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules import _parallel
 from stablerules._rule import count_launches, kernel_launches
-from tests.references import array_rrule as rrule, dense
+from tests.references import array_rrule as rrule, dense, random_array
 
 # Any keeps NumPy's operator overloads usable in the tests; the library's API has none.
 Array = npt.NDArray[Any]
 Forward = Callable[[Array], Array]
 
 RNG = np.random.default_rng(1234)
-
-
-def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
-    return references.random_array(RNG, shape, dtype)
 
 
 def static(value: Val[int] | Val[tuple[int, ...]]) -> tuple[int, ...]:
@@ -85,7 +81,7 @@ def assert_pullback_matches_fd(
     op: Callable[..., Array], x: Array, *args: object, **kwargs: object
 ) -> None:
     y, back = rrule(op, x, *args, **kwargs)
-    dy = random_array(np.shape(y), np.asarray(y).dtype)
+    dy = random_array(RNG, np.shape(y), np.asarray(y).dtype)
     tangents = back(dy)
     assert len(tangents) == 1 + len(args)
     assert all(isinstance(t, NoTangent) for t in tangents[1:])
@@ -103,7 +99,7 @@ def assert_pullback_matches_fd(
 def assert_pushforward_matches_fd(
     op: Callable[..., Array], x: Array, *args: object, **kwargs: object
 ) -> None:
-    dx = random_array(x.shape, x.dtype)
+    dx = random_array(RNG, x.shape, x.dtype)
     tangents = (dx,) + (NoTangent(),) * len(args)
     y, dy = sr.frule(op, tangents, x, *args, **kwargs)
     assert isinstance(dy, np.ndarray)
@@ -138,7 +134,7 @@ NUMPY_CASES = [
 
 @pytest.mark.parametrize(("shape", "count", "axis"), NUMPY_CASES)
 def test_numpy_form_forward(shape: tuple[int, ...], count: int, axis: int | None) -> None:
-    x = random_array(shape)
+    x = random_array(RNG, shape)
     y = sr.repeat(x, Val(count), axis=None if axis is None else Val(axis))
     expected = np.repeat(x, count, axis=axis)
     assert y.dtype == expected.dtype and y.shape == expected.shape
@@ -168,7 +164,7 @@ JULIA_CASES: list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = [
 
 @pytest.mark.parametrize(("shape", "inner", "outer"), JULIA_CASES)
 def test_julia_form_forward(shape: tuple[int, ...], inner: tuple[int, ...], outer: tuple[int, ...]) -> None:
-    x = random_array(shape)
+    x = random_array(RNG, shape)
     y = sr.repeat(
         x, inner=Val(inner) if inner else None, outer=Val(outer) if outer else None
     )
@@ -178,7 +174,7 @@ def test_julia_form_forward(shape: tuple[int, ...], inner: tuple[int, ...], oute
 
 
 def test_julia_form_int_counts_mean_first_axis() -> None:
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     np.testing.assert_array_equal(sr.repeat(x, inner=Val(2), outer=Val(3)), julia_reference(x, (2,), (3,)))
 
 
@@ -199,7 +195,7 @@ TILE_CASES: list[tuple[tuple[int, ...], tuple[int, ...]]] = [
 
 @pytest.mark.parametrize(("shape", "reps"), TILE_CASES)
 def test_tile_forward(shape: tuple[int, ...], reps: tuple[int, ...]) -> None:
-    x = random_array(shape)
+    x = random_array(RNG, shape)
     y = sr.tile(x, Val(reps))
     expected = np.tile(x, reps)
     assert y.shape == expected.shape and y.dtype == expected.dtype
@@ -207,7 +203,7 @@ def test_tile_forward(shape: tuple[int, ...], reps: tuple[int, ...]) -> None:
 
 
 def test_tile_int_reps() -> None:
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     np.testing.assert_array_equal(sr.tile(x, Val(3)), np.tile(x, 3))
 
 
@@ -229,7 +225,7 @@ COUNTS_CASES: list[tuple[tuple[int, ...], list[int], int | None]] = [
 
 @pytest.mark.parametrize(("shape", "counts", "axis"), COUNTS_CASES)
 def test_counts_array_forward(shape: tuple[int, ...], counts: list[int], axis: int | None) -> None:
-    x = random_array(shape)
+    x = random_array(RNG, shape)
     counts_array = np.array(counts, dtype=np.int64)
     y = sr.repeat(x, counts_array, axis=None if axis is None else Val(axis))
     expected = np.repeat(x, counts_array, axis=axis)
@@ -238,7 +234,7 @@ def test_counts_array_forward(shape: tuple[int, ...], counts: list[int], axis: i
 
 
 def test_counts_as_list_and_other_integer_dtypes() -> None:
-    x = random_array((3, 2))
+    x = random_array(RNG, (3, 2))
     expected = np.repeat(x, [2, 0, 1], axis=0)
     np.testing.assert_array_equal(sr.repeat(x, [2, 0, 1], Val(0)), expected)
     np.testing.assert_array_equal(sr.repeat(x, np.array([2, 0, 1], dtype=np.uint8), Val(0)), expected)
@@ -246,7 +242,7 @@ def test_counts_as_list_and_other_integer_dtypes() -> None:
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.bool_, np.uint8, np.float32, np.complex64, np.complex128])
 def test_forward_keeps_dtype(dtype: npt.DTypeLike) -> None:
-    x = random_array((3, 4), dtype)
+    x = random_array(RNG, (3, 4), dtype)
     for y, expected in [
         (sr.repeat(x, Val(2), axis=Val(1)), np.repeat(x, 2, axis=1)),
         (sr.repeat(x, inner=Val((2, 1)), outer=Val((1, 2))), julia_reference(x, (2, 1), (1, 2))),
@@ -262,7 +258,7 @@ def test_python_scalar_input() -> None:
 
 
 def test_non_native_byte_order_gives_numpys_result_dtype() -> None:
-    x = random_array((3, 4)).astype(">f8")
+    x = random_array(RNG, (3, 4)).astype(">f8")
     y = sr.repeat(x, Val(2), axis=Val(0))
     np.testing.assert_array_equal(y, np.repeat(x, 2, axis=0))
     assert y.dtype == np.dtype(">f8")  # NumPy's (the kernels compute on a native copy)
@@ -311,7 +307,7 @@ def test_pullback_matches_finite_differences(
     case: tuple[str, tuple[int, ...], tuple[object, ...], dict[str, object]],
 ) -> None:
     name, shape, args, kwargs = case
-    assert_pullback_matches_fd(op_named(name), random_array(shape), *args, **kwargs)
+    assert_pullback_matches_fd(op_named(name), random_array(RNG, shape), *args, **kwargs)
 
 
 @pytest.mark.parametrize("case", PULLBACK_CASES, ids=case_id)
@@ -319,7 +315,7 @@ def test_pushforward_matches_finite_differences(
     case: tuple[str, tuple[int, ...], tuple[object, ...], dict[str, object]],
 ) -> None:
     name, shape, args, kwargs = case
-    assert_pushforward_matches_fd(op_named(name), random_array(shape), *args, **kwargs)
+    assert_pushforward_matches_fd(op_named(name), random_array(RNG, shape), *args, **kwargs)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.complex128])
@@ -332,13 +328,13 @@ def test_pushforward_matches_finite_differences(
     ],
 )
 def test_rules_other_dtypes(dtype: npt.DTypeLike, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
-    x = random_array((3, 2), dtype)
+    x = random_array(RNG, (3, 2), dtype)
     assert_pullback_matches_fd(sr.repeat, x, *args, **kwargs)
     assert_pushforward_matches_fd(sr.repeat, x, *args, **kwargs)
 
 
 def test_tile_rules_complex() -> None:
-    x = random_array((2, 3), np.complex128)
+    x = random_array(RNG, (2, 3), np.complex128)
     assert_pullback_matches_fd(sr.tile, x, Val((2, 2)))
     assert_pushforward_matches_fd(sr.tile, x, Val((2, 2)))
 
@@ -356,9 +352,9 @@ def test_tile_rules_complex() -> None:
 def test_pullback_larger_arrays_against_numpy_reduction(args: tuple[object, ...], kwargs: dict[str, object]) -> None:
     # Too large for finite differences; the adjoint identity against NumPy's forward instead:
     # vdot(dx, v) == vdot(dy, repeat(v)) for every v.
-    x = random_array((200, 3, 4))
+    x = random_array(RNG, (200, 3, 4))
     y, back = rrule(sr.repeat, x, *args, **kwargs)
-    dy = random_array(y.shape)
+    dy = random_array(RNG, y.shape)
     dx = back(dy)[0]
     assert isinstance(dx, np.ndarray)
 
@@ -373,7 +369,7 @@ def test_pullback_larger_arrays_against_numpy_reduction(args: tuple[object, ...]
         return np.repeat(v, dense(count), axis=axis.value)
 
     for _ in range(3):
-        v = random_array(x.shape)
+        v = random_array(RNG, x.shape)
         np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, reference(v)), rtol=1e-10)
 
 
@@ -397,9 +393,9 @@ def test_pullback_copy_sums_against_numpy_reduction(
     if threads > 1:
         monkeypatch.setattr(_parallel, "PARALLEL_THRESHOLD", 1)
         monkeypatch.setenv("STABLERULES_NUM_THREADS", str(threads))
-    x = random_array(shape)
+    x = random_array(RNG, shape)
     y, back = rrule(sr.repeat, x, inner=Val(inner), outer=Val(outer))
-    dy = random_array(y.shape)
+    dy = random_array(RNG, y.shape)
     flat = dy.reshape(-1)
     flat[:: max(flat.size // 5, 1)] = np.inf
     flat[3] = -np.inf
@@ -410,14 +406,14 @@ def test_pullback_copy_sums_against_numpy_reduction(
 
 
 def test_parallel_partition_matches_serial(monkeypatch: pytest.MonkeyPatch) -> None:
-    x = random_array((40, 3, 5))
+    x = random_array(RNG, (40, 3, 5))
     kwargs: dict[str, object] = {"inner": Val((3, 1, 2)), "outer": Val((2, 1, 2))}
     y, back = rrule(sr.repeat, x, **kwargs)
-    dy = random_array(y.shape)
+    dy = random_array(RNG, y.shape)
     serial = dense(back(dy)[0])
     counts = np.array([2, 0, 3])
     yc, backc = rrule(sr.repeat, x, counts, Val(1))
-    dyc = random_array(yc.shape)
+    dyc = random_array(RNG, yc.shape)
     serial_counts = dense(backc(dyc)[0])
     monkeypatch.setattr(_parallel, "PARALLEL_THRESHOLD", 1)
     monkeypatch.setenv("STABLERULES_NUM_THREADS", "3")
@@ -433,7 +429,7 @@ def test_parallel_partition_matches_serial(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_tangent_arity_follows_positional_arguments() -> None:
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     _, back = rrule(sr.repeat, x, Val(2), Val(0))
     assert len(back(np.ones((6, 4)))) == 3
     _, back = rrule(sr.repeat, x, Val(2), axis=Val(0))
@@ -449,10 +445,10 @@ def test_tangent_arity_follows_positional_arguments() -> None:
 
 
 def test_float32_stays_float32_and_cotangents_are_projected() -> None:
-    x = random_array((4, 3), np.float32)
+    x = random_array(RNG, (4, 3), np.float32)
     y, back = rrule(sr.repeat, x, Val(2), axis=Val(0))
     assert y.dtype == np.float32
-    dy = random_array(y.shape, np.complex128)
+    dy = random_array(RNG, y.shape, np.complex128)
     dx = back(dy)[0]
     assert isinstance(dx, np.ndarray) and dx.dtype == np.float32
     np.testing.assert_allclose(dx, dy.real.reshape(4, 2, 3).sum(axis=1), rtol=1e-5)
@@ -464,7 +460,7 @@ def test_float32_stays_float32_and_cotangents_are_projected() -> None:
 
 def test_integer_and_bool_inputs_get_no_tangent() -> None:
     for dtype in (np.int64, np.bool_):
-        x = random_array((3, 2), dtype)
+        x = random_array(RNG, (3, 2), dtype)
         y, back = rrule(sr.repeat, x, Val(2), axis=Val(0))
         np.testing.assert_array_equal(y, np.repeat(x, 2, axis=0))
         assert back(np.ones(y.shape)) == (NoTangent(), NoTangent())
@@ -486,7 +482,7 @@ def test_integer_and_bool_inputs_get_no_tangent() -> None:
 def test_fill_cotangent_gives_scaled_fill(
     name: str, args: tuple[object, ...], kwargs: dict[str, object], scale: int
 ) -> None:
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     y, back = rrule(op_named(name), x, *args, **kwargs)
     dx = back(Fill(0.5, y.shape))[0]
     assert dx == Fill(0.5 * scale, x.shape, np.float64)
@@ -494,22 +490,22 @@ def test_fill_cotangent_gives_scaled_fill(
 
 
 def test_fill_cotangent_with_counts_array_is_dense_and_exact() -> None:
-    x = random_array((3, 4), np.complex128)
+    x = random_array(RNG, (3, 4), np.complex128)
     counts = np.array([1, 0, 3, 2])
     y, back = rrule(sr.repeat, x, counts, Val(1))
     dx = back(Fill(0.5 - 1j, y.shape, np.complex128))[0]
     assert isinstance(dx, np.ndarray) and dx.flags.writeable and dx.dtype == np.complex128
     np.testing.assert_allclose(dx, dense(back(np.full(y.shape, 0.5 - 1j))[0]))
-    _, back_flat = rrule(sr.repeat, random_array((2, 2)), np.array([1, 2, 0, 4]))
+    _, back_flat = rrule(sr.repeat, random_array(RNG, (2, 2)), np.array([1, 2, 0, 4]))
     dx_flat = back_flat(Fill(2.0, (7,)))[0]
     np.testing.assert_array_equal(dense(dx_flat), [[2.0, 4.0], [0.0, 8.0]])
 
 
 def test_zero_and_thunk_cotangents_and_tangents() -> None:
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     y, back = rrule(sr.repeat, x, inner=Val((2, 1)))
     assert back(ZeroTangent()) == (ZeroTangent(),)
-    dy = random_array(y.shape)
+    dy = random_array(RNG, y.shape)
     calls = []
 
     def make() -> Array:
@@ -522,7 +518,7 @@ def test_zero_and_thunk_cotangents_and_tangents() -> None:
     assert dy_zero == ZeroTangent()
     _, dy_fill = sr.frule(sr.repeat, (Fill(2.0, x.shape),), x, inner=Val((2, 1)))
     assert dy_fill == Fill(2.0, y.shape, np.float64)
-    dx = random_array(x.shape)
+    dx = random_array(RNG, x.shape)
     _, dy_thunk = sr.frule(sr.repeat, (Thunk(lambda: dx),), x, inner=Val((2, 1)))
     np.testing.assert_array_equal(dense(dy_thunk), julia_reference(dx, (2, 1), ()))
 
@@ -539,10 +535,10 @@ def layouts(array: Array) -> list[Array]:
 
 
 def test_layouts_of_inputs_and_cotangents() -> None:
-    x = random_array((4, 3))
+    x = random_array(RNG, (4, 3))
     kwargs: dict[str, Val[tuple[int, ...]]] = {"inner": Val((2, 3)), "outer": Val((1, 2))}
     y, back = rrule(sr.repeat, x, **kwargs)
-    dy = random_array(y.shape)
+    dy = random_array(RNG, y.shape)
     dx = back(dy)[0]
     for variant in layouts(x):
         y2, back2 = rrule(sr.repeat, variant, **kwargs)
@@ -559,15 +555,15 @@ def test_one_axis_cotangents_of_every_layout_dtype_and_shape() -> None:
     # A 1-D output's pullback passes a contiguous dy of its dtype to the kernel as it is:
     # every other layout or dtype must still give the right sums (one copy, or a
     # projection), and every other shape a ValueError naming both shapes, before any kernel.
-    x = random_array((50,))
+    x = random_array(RNG, (50,))
     _, back = rrule(sr.repeat, x, Val(3), axis=Val(0))
-    dy = random_array((150,))
+    dy = random_array(RNG, (150,))
     for variant in [dy, *layouts(dy), dy.astype(">f8"), dy.astype(np.float32)]:
         expected = np.asarray(variant, dtype=np.float64).reshape(50, 3).sum(axis=1)
         dx = back(variant)[0]
         assert isinstance(dx, np.ndarray) and dx.dtype == np.float64 and dx.shape == (50,)
         np.testing.assert_allclose(dx, expected, rtol=1e-12)
-    _, back_one = rrule(sr.repeat, random_array((1,)), Val(1), axis=Val(0))
+    _, back_one = rrule(sr.repeat, random_array(RNG, (1,)), Val(1), axis=Val(0))
     np.testing.assert_array_equal(back_one(np.array([5.0, 7.0])[::2])[0], [5.0])  # one element, stride 16
     with count_launches():
         before = kernel_launches(op="repeat", kind="pullback")
@@ -581,9 +577,9 @@ def test_one_axis_cotangents_of_every_layout_dtype_and_shape() -> None:
 
 
 def test_returned_tangents_are_fresh_writable_arrays() -> None:
-    x = random_array((5,))
+    x = random_array(RNG, (5,))
     _, back = rrule(sr.repeat, x, Val(1), axis=Val(0))
-    dy = random_array((5,))
+    dy = random_array(RNG, (5,))
     dx = back(dy)[0]
     assert isinstance(dx, np.ndarray) and dx.flags.writeable
     assert not np.shares_memory(dx, dy)
@@ -593,7 +589,7 @@ def test_returned_tangents_are_fresh_writable_arrays() -> None:
 
 
 def test_invalid_arguments() -> None:
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     pair: object = Val((2, 3))
     with pytest.raises(ValueError, match="negative"):
         sr.repeat(x, Val(-1), axis=Val(0))
@@ -646,7 +642,7 @@ def test_huge_counts_are_value_errors_not_crashes() -> None:
 
 
 def test_wrong_cotangent_and_tangent_shapes() -> None:
-    x = random_array((3, 4))
+    x = random_array(RNG, (3, 4))
     _, back = rrule(sr.repeat, x, Val(2), axis=Val(0))
     with pytest.raises(ValueError, match=r"\(6, 5\).*\(6, 4\)"):
         back(np.ones((6, 5)))
@@ -662,7 +658,7 @@ def test_wrong_cotangent_and_tangent_shapes() -> None:
 
 
 def test_second_call_compiles_nothing_and_takes_no_fallback() -> None:
-    x = random_array((6, 5))
+    x = random_array(RNG, (6, 5))
     counts = np.array([1, 2, 0, 1, 3, 1])
     # (op, args, kwargs, NumPy's forward for an input v with the same static arguments)
     calls: list[tuple[Callable[..., object], tuple[object, ...], dict[str, object], Forward]] = [
@@ -675,7 +671,7 @@ def test_second_call_compiles_nothing_and_takes_no_fallback() -> None:
         y, back = rrule(op, *args, **kwargs)
         back(np.ones(np.shape(y)))
         sr.frule(op, (x,) + (NoTangent(),) * (len(args) - 1), *args, **kwargs)
-    other = random_array((9, 2))  # another shape, same signatures
+    other = random_array(RNG, (9, 2))  # another shape, same signatures
     before = sr.cache_info()
     with sr.no_compile(), sr.no_fallback():
         for op, args, kwargs, reference in calls:
@@ -688,15 +684,15 @@ def test_second_call_compiles_nothing_and_takes_no_fallback() -> None:
                 y, back = rrule(op, *call_args, **kwargs)
                 expected = reference(value)
                 np.testing.assert_array_equal(np.asarray(y), expected)
-                dy = random_array(expected.shape)
-                v = random_array(value.shape)
+                dy = random_array(RNG, expected.shape)
+                v = random_array(RNG, value.shape)
                 dx = dense(back(dy)[0])
                 np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, reference(v)), rtol=1e-12)
                 _, dy_forward = sr.frule(op, (v,) + (NoTangent(),) * (len(args) - 1), *call_args, **kwargs)
                 np.testing.assert_array_equal(dense(dy_forward), reference(v))
         # The guards are on: a signature not seen before is refused inside the block.
         with pytest.raises(sr.RecompileError):
-            sr.tile(random_array((2, 1, 1, 2), np.int16), Val((1, 7, 1, 1, 3)))  # used nowhere else
+            sr.tile(random_array(RNG, (2, 1, 1, 2), np.int16), Val((1, 7, 1, 1, 3)))  # used nowhere else
     after = sr.cache_info()
     assert (after.compiles, after.disk_hits, after.dynamic_arguments) == (
         before.compiles, before.disk_hits, before.dynamic_arguments
@@ -704,7 +700,7 @@ def test_second_call_compiles_nothing_and_takes_no_fallback() -> None:
 
 
 def test_plain_static_arguments_count_as_dynamic() -> None:
-    x = random_array((3,))
+    x = random_array(RNG, (3,))
     before = sr.cache_info().dynamic_arguments
     np.testing.assert_array_equal(sr.repeat(x, 2, axis=0), np.repeat(x, 2, axis=0))
     assert sr.cache_info().dynamic_arguments == before + 2
@@ -715,7 +711,7 @@ def test_plain_static_arguments_count_as_dynamic() -> None:
 def test_plain_static_arguments_are_counted_on_every_call() -> None:
     # Val calls are served from a prepared signature after the first; a plain int is dynamic
     # and is counted (and refused inside no_fallback) every time, however warm its signature.
-    x = random_array((3, 2))
+    x = random_array(RNG, (3, 2))
     calls: list[Callable[[], object]] = [
         lambda: sr.repeat(x, 2, axis=0),
         lambda: sr.rrule(sr.repeat, x, 2, 0),  # plain ints, on purpose
@@ -738,9 +734,9 @@ def test_plain_static_arguments_are_counted_on_every_call() -> None:
 
 
 def test_prepared_signatures_are_counted_and_cleared() -> None:
-    x = random_array((4, 3))
+    x = random_array(RNG, (4, 3))
     y, back = rrule(sr.repeat, x, Val(3), axis=Val(1))
-    dy = random_array(y.shape)
+    dy = random_array(RNG, y.shape)
     expected = dense(back(dy)[0])
     sr.repeat(x, Val(3), axis=Val(1))  # the forward map's own entry (it builds no pullback)
     hits = sr.cache_info().plan_hits
@@ -759,7 +755,7 @@ def test_prepared_signatures_are_counted_and_cleared() -> None:
 
 @pytest.mark.parametrize("make", ["strided", "transposed", "fortran", "swapped", "readonly"])
 def test_prepared_signature_serves_every_layout(make: str) -> None:
-    base = random_array((6, 4))
+    base = random_array(RNG, (6, 4))
     layouts = {
         "strided": base[::2],
         "transposed": base.T,
@@ -775,8 +771,8 @@ def test_prepared_signature_serves_every_layout(make: str) -> None:
         np.testing.assert_array_equal(sr.tile(x, Val((2, 3))), np.tile(x, (2, 3)))
         y, back = rrule(sr.repeat, x, inner=Val((1, 3)), outer=Val((2, 1)))
         np.testing.assert_array_equal(y, julia_reference(contiguous_x, (1, 3), (2, 1)))
-        dy = random_array(y.shape)
-        v = random_array(x.shape)
+        dy = random_array(RNG, y.shape)
+        v = random_array(RNG, x.shape)
         dx = dense(back(dy)[0])
         assert dx.shape == x.shape and dx.dtype == np.float64
         np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, julia_reference(v, (1, 3), (2, 1))), rtol=1e-12)
@@ -786,15 +782,15 @@ def test_prepared_signature_serves_every_layout(make: str) -> None:
 
 def test_counts_arrays_are_data_not_signature() -> None:
     # Same shapes, dtypes and axis, other counts: each call reads its own counts.
-    x = random_array((4, 2))
+    x = random_array(RNG, (4, 2))
     for counts in ([1, 2, 0, 3], [3, 0, 0, 1], [0, 0, 0, 0], [2, 2, 2, 2]):
         array = np.array(counts)
         for _ in range(2):
             y, back = rrule(sr.repeat, x, array, Val(0))
             np.testing.assert_array_equal(y, np.repeat(x, counts, axis=0))
             np.testing.assert_array_equal(sr.repeat(x, array, axis=Val(0)), y)
-            dy = random_array(y.shape)
-            v = random_array(x.shape)
+            dy = random_array(RNG, y.shape)
+            v = random_array(RNG, x.shape)
             dx = dense(back(dy)[0])
             np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, np.repeat(v, counts, axis=0)), rtol=1e-12, atol=1e-12)
 
@@ -803,7 +799,7 @@ def test_precompile_and_explain_with_specs() -> None:
     spec = sr.ArraySpec((17, 3, 4), np.float32)
     signatures = sr.precompile(sr.repeat, spec, inner=Val((5, 1, 3)), outer=Val((2,)))
     assert [signature.kind for signature in signatures] == ["forward", "pullback"]
-    x = random_array((5, 3, 4), np.float32)
+    x = random_array(RNG, (5, 3, 4), np.float32)
     with sr.no_compile():
         y, back = rrule(sr.repeat, x, inner=Val((5, 1, 3)), outer=Val((2,)))
         back(np.ones(y.shape, np.float32))
@@ -817,7 +813,7 @@ def test_precompile_and_explain_with_specs() -> None:
 
 def test_static_forms_share_kernels() -> None:
     # np.repeat along the last axis, Julia's inner on it and nothing else, are one nest.
-    x = random_array((4, 5))
+    x = random_array(RNG, (4, 5))
     sr.repeat(x, Val(6), axis=Val(1))
     with sr.no_compile():
         np.testing.assert_array_equal(sr.repeat(x, inner=Val((1, 6))), np.repeat(x, 6, axis=1))
@@ -834,14 +830,14 @@ def test_static_forms_share_kernels() -> None:
     outer=st.lists(st.integers(0, 2), min_size=0, max_size=4).map(tuple),
 )
 def test_julia_form_random(shape: tuple[int, ...], inner: tuple[int, ...], outer: tuple[int, ...]) -> None:
-    x = random_array(shape)
+    x = random_array(RNG, shape)
     kwargs = {"inner": Val(inner) if inner else None, "outer": Val(outer) if outer else None}
     y, back = rrule(sr.repeat, x, **kwargs)
     expected = julia_reference(x, inner, outer)
     np.testing.assert_array_equal(y, expected)
-    dy = random_array(y.shape)
+    dy = random_array(RNG, y.shape)
     dx = back(dy)[0]
-    v = random_array(shape)
+    v = random_array(RNG, shape)
     # The adjoint identity against NumPy's forward: vdot(dx, v) == vdot(dy, repeat(v)).
     np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, julia_reference(v, inner, outer)), rtol=1e-9, atol=1e-12)
     _, tangent = sr.frule(sr.repeat, (v,), x, **kwargs)
@@ -857,12 +853,12 @@ def test_counts_array_random(shape: tuple[int, ...], data: st.DataObject) -> Non
     axis = data.draw(st.one_of(st.none(), st.integers(0, len(shape) - 1)))
     length = math.prod(shape) if axis is None else shape[axis]
     counts = np.array(data.draw(st.lists(st.integers(0, 3), min_size=length, max_size=length)), dtype=np.int64)
-    x = random_array(shape)
+    x = random_array(RNG, shape)
     y, back = rrule(sr.repeat, x, counts, None if axis is None else Val(axis))
     np.testing.assert_array_equal(y, np.repeat(x, counts, axis=axis))
-    dy = random_array(y.shape)
+    dy = random_array(RNG, y.shape)
     dx = back(dy)[0]
-    v = random_array(shape)
+    v = random_array(RNG, shape)
     np.testing.assert_allclose(np.vdot(dx, v), np.vdot(dy, np.repeat(v, counts, axis=axis)), rtol=1e-9, atol=1e-12)
 
 
@@ -870,21 +866,20 @@ def test_counts_array_random(shape: tuple[int, ...], data: st.DataObject) -> Non
 
 from stablerules.testing import test_frule as check_frule  # noqa: E402
 from stablerules.testing import test_rrule as check_rrule  # noqa: E402
-from tests import references
 
 
 @pytest.mark.parametrize(
     ("args", "kwargs"),
     [
-        ((random_array((5,)), Val(3)), {"axis": Val(0)}),
-        ((random_array((2, 3)), Val(2)), {"axis": Val(-1)}),
-        ((random_array((2, 3), np.float32), Val(2)), {"axis": None}),
-        ((random_array((2, 3), np.complex128), Val(0)), {"axis": Val(0)}),
-        ((random_array((3, 2)), np.array([1, 0, 2])), {"axis": Val(0)}),
-        ((random_array((4, 1, 3)),), {"inner": Val((2, 1, 3)), "outer": Val((1, 2, 1))}),
-        ((random_array(()),), {"inner": Val((2, 3))}),
-        ((random_array((2,), np.complex64),), {"outer": Val((2, 3))}),
-        ((random_array((0, 3)),), {"inner": Val((2, 2))}),
+        ((random_array(RNG, (5,)), Val(3)), {"axis": Val(0)}),
+        ((random_array(RNG, (2, 3)), Val(2)), {"axis": Val(-1)}),
+        ((random_array(RNG, (2, 3), np.float32), Val(2)), {"axis": None}),
+        ((random_array(RNG, (2, 3), np.complex128), Val(0)), {"axis": Val(0)}),
+        ((random_array(RNG, (3, 2)), np.array([1, 0, 2])), {"axis": Val(0)}),
+        ((random_array(RNG, (4, 1, 3)),), {"inner": Val((2, 1, 3)), "outer": Val((1, 2, 1))}),
+        ((random_array(RNG, ()),), {"inner": Val((2, 3))}),
+        ((random_array(RNG, (2,), np.complex64),), {"outer": Val((2, 3))}),
+        ((random_array(RNG, (0, 3)),), {"inner": Val((2, 2))}),
     ],
 )
 def test_repeat_passes_the_shared_checker(args: tuple[object, ...], kwargs: dict[str, object]) -> None:
@@ -896,6 +891,6 @@ def test_repeat_passes_the_shared_checker(args: tuple[object, ...], kwargs: dict
     ("shape", "reps"), [((2, 3), (2,)), ((3,), (2, 2)), ((2, 1, 2), (1, 3, 1)), ((), (3,))]
 )
 def test_tile_passes_the_shared_checker(shape: tuple[int, ...], reps: tuple[int, ...]) -> None:
-    x = random_array(shape)
+    x = random_array(RNG, shape)
     check_rrule(sr.tile, x, Val(reps))
     check_frule(sr.tile, x, Val(reps))
