@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -54,8 +55,31 @@ def test_readme_says_what_explain_does(capsys: pytest.CaptureFixture[str]) -> No
     assert capsys.readouterr().out == ""
 
 
+SCRIPT_MARK = "# run as a script"
+
+
 def _python_examples(readme: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    """The examples run in this process (a script's example, marked on its first line, runs in
+    its own: ``test_every_script_example_runs_as_a_script``)."""
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    return [block for block in blocks if not block.startswith(SCRIPT_MARK)]
+
+
+@pytest.mark.slow
+def test_every_script_example_runs_as_a_script(tmp_path: Path) -> None:
+    """The distributed examples (JAX on two CPU devices, PyTorch on two gloo processes) run as
+    written, each in a fresh interpreter with a time limit."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    scripts = [block for block in re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL) if block.startswith(SCRIPT_MARK)]
+    assert len(scripts) == 2
+    for index, script in enumerate(scripts):
+        path = tmp_path / f"example_{index}.py"
+        path.write_text(script, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)},
+        )
+        assert done.returncode == 0, f"README script {index}:\n{done.stdout}\n{done.stderr}"
 
 
 def test_every_python_example_runs_as_written() -> None:
