@@ -118,6 +118,7 @@ from jax.interpreters.mlir import ir
 from jax.interpreters import ad, batching, mlir
 
 from ._arrays import ArraySpec, check_dtype
+from ._memo import memoized
 from ._cache import CACHE, Kernel, KernelSource, ShapeSignature, source_hash
 from ._registry import KernelRequest
 from ._codegen import SourceWriter
@@ -177,7 +178,7 @@ class FFIVersionError(RuntimeError):
     """The installed jaxlib's XLA FFI API is not the version our handlers read (0.3)."""
 
 
-@functools.cache
+@memoized(maxsize=None)
 def installed_api_version() -> tuple[int, int]:
     """``(major, minor)`` of the XLA FFI API in the installed jaxlib, from its header."""
     header = Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h"

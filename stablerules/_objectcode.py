@@ -41,7 +41,6 @@ Decisions:
 from __future__ import annotations
 
 # Modules only a load or a save uses are imported there: `import stablerules` stays cheap.
-import functools
 import importlib
 import importlib.util
 import os
@@ -50,6 +49,8 @@ import sys
 import _thread
 import types as pytypes
 import warnings
+
+from ._memo import memoized
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -93,7 +94,7 @@ def _numba_root() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-@functools.cache
+@memoized(maxsize=None)
 def numba_version() -> str:
     """The installed Numba's version, read without importing Numba or, where the
     ``_version.py`` that versioneer generates says it, ``importlib.metadata`` (a noticeable
@@ -128,7 +129,7 @@ def import_from_spec(name: str, spec: ModuleSpec) -> pytypes.ModuleType:
     return module
 
 
-@functools.cache
+@memoized(maxsize=None)
 def host_key() -> HostKey:
     """What a stored kernel must have been built for to run here. CPU name and features are
     computed as Numba computes its cache key's (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``

@@ -70,7 +70,6 @@ Decisions where NumPy is silent or where we differ
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 import types as pytypes
@@ -80,6 +79,7 @@ from typing import Any, Final, Generic, TypeAlias, TypeVar, final, overload
 import numpy as np
 import numpy.typing as npt
 
+from .._memo import memoized
 from .. import _parallel, _pool
 from .._arrays import (
     ArrayLike,
@@ -580,7 +580,7 @@ def _render_getindex_pullback_cuda(signature: ShapeSignature, pattern: tuple[str
     return cuda_kernel(signature, parameters, writer, f"getindex pullback {pattern}: dx[t] from dy")
 
 
-@functools.lru_cache(maxsize=256)
+@memoized(maxsize=256)
 def _getindex_request(pattern: tuple[str, ...], unit: str, target: str) -> KernelRequest:
     signature = ShapeSignature("getindex", "pullback", pattern, (unit,), (len(pattern),), target)
     render = _render_getindex_pullback_cuda if target == "cuda" else _render_getindex_pullback
@@ -1194,7 +1194,7 @@ _CUDA_RENDERERS: dict[str, Callable[..., KernelSource]] = {
 }
 
 
-@functools.lru_cache(maxsize=512)
+@memoized(maxsize=512)
 def _request(op: str, kind: str, dtype: str, target: str, options: tuple[object, ...] = ()) -> KernelRequest:
     """A kernel of the family: ``kind`` names its template, ``options`` its static choices."""
     signature = _signature(op, kind, options, dtype, target)
