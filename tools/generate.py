@@ -718,6 +718,15 @@ def _write_scalars(w: Writer, function: str, op: OpSchema) -> None:
             w.overload("frule", [f"op: {op.cls}", f"tangents: {tangents}", *params], f"tuple[{y}, object]")
 
 
+# The rank variables and aliases both stubs import from ``_shapes.pyi`` (each adds its own few).
+_RANK_VARS = ('_R0', '_R1', '_R2', '_R3', '_R4', '_R5', '_R6', '_S', '_S2', '_S3', '_S4', '_SU', '_SU2')
+_ALIASES = ('_CatInput', '_CountsArray', '_Integral', '_KronOperand', '_PadConstant', '_Q1', '_Q2', '_Q3', '_Q4', '_Q5', '_Q6', '_Qle1', '_Qle2', '_Qle3', '_Qle4', '_Qle5', '_Qle6', '_Rge1', '_Rge2', '_Rge3', '_Rge4', '_Rge5', '_Rge6', '_Rle0', '_Rle1', '_Rle2', '_Rle3', '_Rle4', '_Rle5')
+
+
+def _shapes_import(*names: str) -> str:
+    return "from ._shapes import (\n" + "".join(f"    {name},\n" for name in names) + ")"
+
+
 SIGNATURES_HEAD = STUB_HEADER + '''"""The typing of ``rrule``, ``pullback`` and ``frule``: one overload per op, call layout,
 dtype kind and rank case (``tools/generate.py`` explains the scheme). Type checkers only.
 """
@@ -754,61 +763,14 @@ from ._ops import (
     Transpose,
     Vstack,
 )
-from ._shapes import (
-    _F,
-    _G,
-    _P,
-    _Q0,
-    _R,
-    _R0,
-    _R1,
-    _R2,
-    _R3,
-    _R4,
-    _R5,
-    _R6,
-    _S,
-    _S2,
-    _S3,
-    _S4,
-    _SU,
-    _SU2,
-    _AnyArray,
-    _CatInput,
-    _CountsArray,
-    _Integral,
-    _KronOperand,
-    _PadConstant,
-    _Q1,
-    _Q2,
-    _Q3,
-    _Q4,
-    _Q5,
-    _Q6,
-    _Qle1,
-    _Qle2,
-    _Qle3,
-    _Qle4,
-    _Qle5,
-    _Qle6,
-    _Rge1,
-    _Rge2,
-    _Rge3,
-    _Rge4,
-    _Rge5,
-    _Rge6,
-    _Rle0,
-    _Rle1,
-    _Rle2,
-    _Rle3,
-    _Rle4,
-    _Rle5,
-)
+{SHAPES_IMPORT}
 from ._tangents import Fill, NoTangent, ZeroTangent
 from .rules.indexing import Basic, Slices, StaticIndex
 from ._typing import Function, Pullback, RulePullback, ScalarTangent, TuplePullback
 from ._val import Val
 '''
+
+SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{SHAPES_IMPORT}\n", _shapes_import("_F", "_G", "_P", "_Q0", "_R", *_RANK_VARS, "_AnyArray", *_ALIASES) + "\n")
 
 OPS_HEAD = STUB_HEADER + '''"""The ops' classes as the type checkers see them: each op's ``__call__`` overloads (one per
 rank case; ``tools/generate.py`` explains the scheme). The run-time classes are in
@@ -823,56 +785,13 @@ import numpy.typing as npt
 from typing_extensions import deprecated, overload
 
 from ._rule import RuleOp
-from ._shapes import (
-    _DT,
-    _F,
-    _Q0,
-    _R0,
-    _R1,
-    _R2,
-    _R3,
-    _R4,
-    _R5,
-    _R6,
-    _S,
-    _S2,
-    _S3,
-    _S4,
-    _SU,
-    _SU2,
-    _CatInput,
-    _CountsArray,
-    _Integral,
-    _KronOperand,
-    _PadConstant,
-    _Q1,
-    _Q2,
-    _Q3,
-    _Q4,
-    _Q5,
-    _Q6,
-    _Qle1,
-    _Qle2,
-    _Qle3,
-    _Qle4,
-    _Qle5,
-    _Qle6,
-    _Rge1,
-    _Rge2,
-    _Rge3,
-    _Rge4,
-    _Rge5,
-    _Rge6,
-    _Rle0,
-    _Rle1,
-    _Rle2,
-    _Rle3,
-    _Rle4,
-    _Rle5,
-)
+{SHAPES_IMPORT}
 from .rules.indexing import Basic, Slices, StaticIndex
 from ._val import Val
 '''
+
+
+OPS_HEAD = OPS_HEAD.replace("{SHAPES_IMPORT}\n", _shapes_import("_DT", "_F", "_Q0", *_RANK_VARS, *_ALIASES) + "\n")
 
 
 def write_ops() -> tuple[str, int]:
