@@ -1063,7 +1063,7 @@ def _reduction(op: RuleOp, reduce: Callable[..., Array], x: Array, axis: object,
     return reduce(jnp.asarray(x), axis=plan.axes, keepdims=plan.keepdims)
 
 
-def sum(  # noqa: A001 - NumPy's name, as SPEC section 9 writes it
+def sum(  # noqa: A001 - NumPy's name, as stablerules.sum has it
     x: Array, axis: Val[int] | Val[tuple[int, ...]] | None = None, keepdims: Val[bool] = Val(False)
 ) -> Array:
     """``stablerules.sum`` (``np.sum``) on JAX arrays: XLA's reduction."""

@@ -1,4 +1,4 @@
-"""Tangent types and their algebra, projection and cotangent preparation (SPEC sections 4, 8).
+"""Tangent types and their algebra (ChainRulesCore's zeros, FillArrays' Fill), projection and cotangent preparation.
 
 The algebra is ChainRulesCore's zeros and FillArrays' ``Fill``, in NumPy's terms:
 

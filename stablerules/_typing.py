@@ -37,7 +37,7 @@ input's dtype, a subtype of the join, so the type is true but less precise than 
 Python scalars (``cat``'s inputs, ``kron``'s operands) make the result's dtype a run-time fact
 (NEP 50): those calls are typed ``NDArray[np.generic]``, with loose entries.
 
-Plain ints. SPEC accepts a plain ``int`` (or tuple) wherever a ``Val`` goes, as a convenience
+Plain ints. The ops accept a plain ``int`` (or tuple) wherever a ``Val`` goes, as a convenience
 that ``no_fallback()`` reports as a dynamic argument (and that compiles once per *value*). The
 ops, ``rrule``, ``frule`` and ``pullback`` all type-check such calls the same way, for every
 op: ``sr.repeat(x, 3, axis=0)`` and ``sr.rrule(sr.repeat, x, 3, axis=0)`` both pass, with the
