@@ -1,4 +1,4 @@
-"""Tangent types and their algebra (ChainRulesCore's zeros, FillArrays' Fill), projection and cotangent preparation.
+"""Tangent types and their algebra, projection and cotangent preparation.
 
 The algebra is ChainRulesCore's zeros and FillArrays' ``Fill``, in NumPy's terms:
 
