@@ -1295,7 +1295,34 @@ def _index_facts(op: str, indices: object, numpy_error: type[Exception]) -> Inpu
 # ======================================================================================
 
 
-class TakePlan(Plan):
+class _GatherPlan(Plan):
+    """What take's and take_along_axis's plans share: the forward gathers ``x`` at the checked
+    indices (``_indices``, a copy when the pullback keeps them) with the plan's ``_gather``."""
+
+    op: str
+    y_dtype: DType
+
+    def _indices(self, arrays: tuple[object, ...], copy: bool) -> ArrayLike:
+        raise NotImplementedError
+
+    def _gather(self, source: ArrayLike, w: ArrayLike, dtype: DType) -> ArrayLike:
+        raise NotImplementedError
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        return self._forward(arrays, copy=False)[0]
+
+    def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
+        return self._forward(arrays, copy=True)
+
+    def _forward(self, arrays: tuple[object, ...], copy: bool) -> tuple[ArrayLike, ArrayLike]:
+        x = arrays[0]
+        if type(x) is not type(self.like):
+            x = input_facts(x, "x", self.op).need_array(self.op)
+        w = self._indices(arrays, copy)
+        return self._gather(x, w, self.y_dtype), w
+
+
+class TakePlan(_GatherPlan):
     """``np.take(x, indices, axis)`` for one signature (shapes, dtypes, statics): the gather
     kernel (forward, pushforward) and the deterministic scatter-add (pullback)."""
 
@@ -1375,19 +1402,6 @@ class TakePlan(Plan):
         else:
             cpu_launch(kernel, src, w, out, self.n, self.m, inner, extent=self.outer * self.m, work=out.size)
         return y
-
-    def forward(self, arrays: tuple[object, ...]) -> object:
-        return self._forward(arrays, copy=False)[0]
-
-    def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
-        return self._forward(arrays, copy=True)
-
-    def _forward(self, arrays: tuple[object, ...], copy: bool) -> tuple[ArrayLike, ArrayLike]:
-        x = arrays[0]
-        if type(x) is not type(self.like):
-            x = input_facts(x, "x", "take").need_array("take")
-        w = self._indices(arrays, copy)
-        return self._gather(x, w, self.y_dtype), w
 
     def pullback(self, saved: object) -> DensePullback:
         w: ArrayLike = saved  # type: ignore[assignment]
@@ -1536,7 +1550,7 @@ take = Take()
 # ======================================================================================
 
 
-class TakeAlongAxisPlan(Plan):
+class TakeAlongAxisPlan(_GatherPlan):
     """``np.take_along_axis(x, indices, axis)`` for one signature: gathers (forward,
     pushforward) and the per-row deterministic scatter-add (pullback)."""
 
@@ -1631,19 +1645,6 @@ class TakeAlongAxisPlan(Plan):
         else:
             cpu_launch(kernel, src, w, out, n, m, inner, extent=self.outer, work=out.size)
         return y
-
-    def forward(self, arrays: tuple[object, ...]) -> object:
-        return self._forward(arrays, copy=False)[0]
-
-    def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
-        return self._forward(arrays, copy=True)
-
-    def _forward(self, arrays: tuple[object, ...], copy: bool) -> tuple[ArrayLike, ArrayLike]:
-        x = arrays[0]
-        if type(x) is not type(self.like):
-            x = input_facts(x, "x", "take_along_axis").need_array("take_along_axis")
-        w = self._indices(arrays, copy)
-        return self._gather(x, w, self.y_dtype), w
 
     def pullback(self, saved: object) -> DensePullback:
         w: ArrayLike = saved  # type: ignore[assignment]
