@@ -1305,7 +1305,16 @@ class TorchOp(Generic[_R]):
 
 
 def _with_data(entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[tuple[object, ...], dict[str, object]]:
+    """The arguments with data given as NumPy arrays or lists made tensors (as they are when
+    every data argument is a tensor already: the common case, checked first)."""
     data = entry.data
+    for name in data:
+        position = entry.order[name]
+        value = args[position] if position < len(args) else kwargs.get(name)
+        if type(value) is not torch.Tensor and value is not None:
+            break
+    else:
+        return args, kwargs
     parameters = entry.parameters
     args = tuple(as_data(entry, name, value) if name in data else value for name, value in zip(parameters, args)) + args[len(parameters) :]
     if kwargs:
