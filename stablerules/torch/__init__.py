@@ -14,7 +14,9 @@ from ._ops import broadcast_to as broadcast_to
 from ._ops import cat as cat
 from ._ops import concatenate as concatenate
 from ._ops import flip as flip
+from ._ops import getindex as getindex
 from ._ops import hstack as hstack
+from ._ops import index_add as index_add
 from ._ops import kron as kron
 from ._ops import mean as mean
 from ._ops import pad as pad
@@ -25,6 +27,8 @@ from ._ops import roll as roll
 from ._ops import split as split
 from ._ops import stack as stack
 from ._ops import sum as sum
+from ._ops import take as take
+from ._ops import take_along_axis as take_along_axis
 from ._ops import tile as tile
 from ._ops import transpose as transpose
 from ._ops import vstack as vstack
@@ -36,7 +40,9 @@ __all__ = [
     "cat",
     "concatenate",
     "flip",
+    "getindex",
     "hstack",
+    "index_add",
     "kron",
     "mean",
     "pad",
@@ -47,6 +53,8 @@ __all__ = [
     "split",
     "stack",
     "sum",
+    "take",
+    "take_along_axis",
     "tile",
     "transpose",
     "vstack",

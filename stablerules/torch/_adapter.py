@@ -55,6 +55,12 @@ Decisions where the issue is silent:
 - ``kron`` takes a Python scalar for either factor, as ``np.kron`` does: the scalar is a
   static of the signature (no gradient; a new value is a new signature), and the call is
   linear in the tensor.
+- Integer indices (``take``, ``take_along_axis``, ``index_add``) are tensor data, not statics:
+  a NumPy array or list is made a tensor; new values of the same shape and dtype reuse the
+  signature (and, under ``torch.compile``, the graph); they get no gradient, and a tensor of
+  them that requires grad is a ``TypeError``. ``getindex``'s ``sr.ix[...]`` index is a static
+  (part of the signature, as a ``Val`` is). These ops have no batching rule (``vmap`` raises
+  ``NotImplementedError``) and no sharding rule (a ``DTensor`` input raises ``TypeError``).
 - The signature cache holds at most ``_MAX_SIGNATURES`` signatures per op, then starts again.
 - The fake implementation learns a result's shape and dtype by running the NumPy op once per
   signature on stride-0 zero inputs (generic over ops; one transient output allocation at
@@ -125,7 +131,12 @@ class Entry:
 
     ``parameters`` are the op's parameter names in positional order (``"*name"`` for a
     variadic one, whose arguments are all tensors); ``arrays`` names those holding a tensor
-    or a sequence of tensors, every other parameter is static. A linear op (``second_order``
+    or a sequence of tensors, every other parameter is static. ``data`` names the arrays that
+    are integer data (``take``'s ``indices``): a tensor (a NumPy array or a list is made one)
+    that travels with the others to the kernels but is never differentiated, and whose values
+    are part of no signature (new indices, same shape and dtype: no new signature). A call
+    with data is linear in its other tensors, but its pullback reads the data: it is saved
+    for the backward, and no pullback closure is shared between calls. A linear op (``second_order``
     is ``None``) has a pullback that reads no primal values and is its own tangent map; a
     non-linear one supplies ``tangent`` (its jvp) and ``second_order``.
     """
@@ -139,6 +150,7 @@ class Entry:
     second_order: SecondOrderRule | None = None
     tuple_result: bool = False  # the op returns a tuple of arrays (split)
     scalars: bool = False  # a Python scalar may stand for an array argument (kron, as NumPy's)
+    data: frozenset[str] = frozenset()  # array parameters that are integer data (take's indices)
 
     variadic: bool = field(init=False)
     order: dict[str, int] = field(init=False)  # each parameter's position (without a ``*``)
@@ -166,6 +178,16 @@ class Call(NamedTuple):
         """Whether the call is linear in its tensors: a linear op, or a bilinear one with a
         Python scalar for one factor (``kron(t, 2.0)``)."""
         return self.entry.second_order is None or len(self.arrays) < len(self.entry.arrays)
+
+    @property
+    def primal_free(self) -> bool:
+        """Whether a linear call's pullback reads no tensor's values (no data among them)."""
+        return not self.entry.data
+
+    def data_mask(self) -> tuple[bool, ...]:
+        """For each tensor (in order): whether it is data (never differentiated)."""
+        data = self.entry.data
+        return tuple(name in data for name, count in self.arrays for _ in range(max(count, 1)))
 
     def static(self, name: str, default: object = None) -> object:
         for key, value in self.statics:
@@ -251,7 +273,10 @@ def _bind_array(
     layout: list[tuple[str, int]],
     statics: list[tuple[str, object]],
 ) -> None:
-    if isinstance(value, torch.Tensor):
+    if name in entry.data:
+        tensors.append(as_data(entry, name, value))
+        layout.append((name, -1))
+    elif isinstance(value, torch.Tensor):
         tensors.append(value)
         layout.append((name, -1))
     elif isinstance(value, (tuple, list)):
@@ -264,6 +289,25 @@ def _bind_array(
             f"stablerules.torch.{entry.name}: argument {name!r} must be a torch.Tensor "
             f"({'or a Python scalar' if entry.scalars else 'or a sequence of them'}), got {type(value).__name__}"
         )
+
+
+def as_data(entry: Entry, name: str, value: object) -> torch.Tensor:
+    """A data argument (integer indices) as a tensor: a NumPy array or a (nested) list of
+    ints is made one (a copy for a list, a view for an array); ``TypeError`` for anything
+    else, or for a tensor that requires grad (indices have no gradient)."""
+    if isinstance(value, torch.Tensor):
+        if value.requires_grad:
+            raise TypeError(
+                f"stablerules.torch.{entry.name}: argument {name!r} is integer data (no gradient), "
+                f"got a tensor that requires grad"
+            )
+        return value
+    if isinstance(value, (np.ndarray, list, tuple)) or type(value) is int:
+        return torch.as_tensor(np.asarray(value))
+    raise TypeError(
+        f"stablerules.torch.{entry.name}: argument {name!r} must be an integer torch.Tensor, NumPy array "
+        f"or list, got {type(value).__name__}"
+    )
 
 
 def _static(entry: Entry, name: str, value: object) -> object:
@@ -494,7 +538,7 @@ _LINEAR_PULLBACKS: dict[object, Callable[[object], tuple[object, ...]]] = {}
 def _closure(call: Call, tensors: Tensors) -> Callable[[object], tuple[object, ...]]:
     """The pullback closure of ``call`` on ``tensors``, from ``sr.pullback`` (no primal
     computed); one per signature for a linear op (its pullback reads shapes and dtypes only)."""
-    linear = call.linear
+    linear = call.linear and call.primal_free
     key: object = None
     if linear:
         key = (call, tuple((tuple(t.shape), t.dtype, t.device) for t in tensors))
@@ -612,6 +656,8 @@ def tangent_map(engine: Engine, call: Call, tangents: OptionalTensors, tensors: 
     rule = call.entry.tangent
     if rule is not None and (not call.linear or call.entry.second_order is None):  # pad's affine rule stays
         return rule(engine, call, tangents, tensors)
+    if call.entry.data:  # data (indices) as they were: the op is linear in the others only
+        tangents = tuple(p if data else t for t, p, data in zip(tangents, tensors, call.data_mask()))
     return engine.forward(call, filled(tangents, tensors))
 
 
@@ -810,17 +856,34 @@ class _Pullback(_Function):
 # ---------------------------------------------------------------------------------------------
 
 _CALLS: dict[str, Call] = {}
+_STATIC_INDEX = type(sr.ix[0])
 _OPS: dict[str, tuple[Callable[..., list[torch.Tensor]], Callable[..., list[torch.Tensor]]]] = {}
+
+
+def _encode_entry(entry: object) -> object:
+    if isinstance(entry, slice):
+        return ("slice", entry.start, entry.stop, entry.step)
+    return "..." if entry is Ellipsis else entry
+
+
+def _decode_entry(entry: object) -> object:
+    if isinstance(entry, tuple):
+        return slice(*entry[1:])
+    return Ellipsis if entry == "..." else entry
 
 
 def _encode_static(value: object) -> object:
     if isinstance(value, Val):
         return ("Val", value.value)
+    if isinstance(value, _STATIC_INDEX):
+        return ("ix", tuple(_encode_entry(entry) for entry in value.entries))
     return ("plain", value)
 
 
 def _decode_static(value: object) -> object:
     kind, inner = cast("tuple[str, object]", value)
+    if kind == "ix":
+        return sr.ix[tuple(_decode_entry(entry) for entry in cast("tuple[object, ...]", inner))]
     if kind != "Val":
         return inner
     return Val(inner) if isinstance(inner, int) else Val(cast("tuple[int, ...]", inner))
@@ -1034,7 +1097,12 @@ class Signature:
         self.order = order  # where each bound tensor sits among the arguments, when not in order
         self.plain = all(type(t) in _PLAIN_TENSORS for t in tensors)
         self.dtensor = not self.plain and any(is_dtensor(t) for t in tensors)
-        self.linear = call.linear
+        if self.dtensor and call.entry.name in _UNSHARDED:
+            raise TypeError(
+                f"stablerules.torch.{call.entry.name}: DTensor inputs are not supported yet (no sharding rule); "
+                f"call it on local tensors (DTensor.to_local, or full_tensor for the gathered array)"
+            )
+        self.linear = call.linear and call.primal_free  # saves no tensors, shares one pullback
         self.likes = tuple((tuple(t.shape), t.dtype, t.device) for t in tensors)
         self._placeholders: Tensors | None = None
         self._back: Callable[[object], tuple[object, ...]] | None = None
@@ -1128,7 +1196,7 @@ def _token(value: object, key: list[object], tensors: list[torch.Tensor]) -> boo
         tensors.append(value)  # type: ignore[arg-type]
         key.append(_TENSOR)
         return True
-    if kind is Val:
+    if kind is Val or kind is _STATIC_INDEX:
         key.append(value)
         return True
     if kind is tuple or kind is list:
@@ -1169,6 +1237,7 @@ def _order(entry: Entry, call: Call, args: tuple[object, ...], kwargs: dict[str,
 
 
 _CALL_SIGNATURES: dict[tuple[object, ...], Signature] = {}
+_UNSHARDED = frozenset({"getindex", "take", "take_along_axis", "index_add"})  # no sharding rule yet
 
 
 def signature_of(call: Call, tensors: Tensors) -> Signature:
@@ -1211,6 +1280,8 @@ class TorchOp(Generic[_R]):
 
     def signature(self, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[Signature, Tensors]:
         """The call's :class:`Signature` (cached) and its tensors in the order it binds them."""
+        if self.entry.data:  # data given as NumPy arrays or lists: tensors before the key is made
+            args, kwargs = _with_data(self.entry, args, kwargs)
         walked = _walk(self.entry, args, kwargs)
         if walked is not None:
             key, tensors = walked
@@ -1231,6 +1302,24 @@ class TorchOp(Generic[_R]):
 
     def __repr__(self) -> str:
         return f"<stablerules.torch op {self.entry.name}>"
+
+
+def _with_data(entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[tuple[object, ...], dict[str, object]]:
+    """The arguments with data given as NumPy arrays or lists made tensors (as they are when
+    every data argument is a tensor already: the common case, checked first)."""
+    data = entry.data
+    for name in data:
+        position = entry.order[name]
+        value = args[position] if position < len(args) else kwargs.get(name)
+        if type(value) is not torch.Tensor and value is not None:
+            break
+    else:
+        return args, kwargs
+    parameters = entry.parameters
+    args = tuple(as_data(entry, name, value) if name in data else value for name, value in zip(parameters, args)) + args[len(parameters) :]
+    if kwargs:
+        kwargs = {name: as_data(entry, name, value) if name in data else value for name, value in kwargs.items()}
+    return args, kwargs
 
 
 _IS_COMPILING = torch.compiler.is_compiling

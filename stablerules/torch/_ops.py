@@ -169,6 +169,14 @@ def _pad_tangent(engine: Engine, call: Call, tangents: OptionalTensors, tensors:
     return engine.forward(call.replace(constant_values=0), filled(tangents, tensors))
 
 
+def _no_batch(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    """The indexing ops have no batching rule yet: a clear error rather than torch's
+    per-sample loop."""
+    raise NotImplementedError(
+        f"stablerules.torch.{call.entry.name}: vmap (and other batching transforms) is not supported yet"
+    )
+
+
 # --- kron's rules beyond linearity -----------------------------------------------------------
 
 
@@ -217,9 +225,12 @@ def _entry(
     second_order: SecondOrderRule | None = None,
     tuple_result: bool = False,
     scalars: bool = False,
+    data: Sequence[str] = (),
 ) -> Entry:
     name = getattr(op, "name")
-    return Entry(name, op, tuple(parameters), frozenset(arrays), batch, tangent, second_order, tuple_result, scalars)  # type: ignore[arg-type]
+    return Entry(
+        name, op, tuple(parameters), frozenset((*arrays, *data)), batch, tangent, second_order, tuple_result, scalars, frozenset(data)  # type: ignore[arg-type]
+    )
 
 
 REPEAT = _entry(sr.repeat, ("x", "repeats", "axis", "inner", "outer"), ("x",), _batch_repeat)
@@ -239,6 +250,10 @@ BROADCAST_TO = _entry(sr.broadcast_to, ("x", "shape"), ("x",), _batch_broadcast_
 SUM = _entry(sr.sum, ("x", "axis", "keepdims"), ("x",), shift_axes("axis"))
 MEAN = _entry(sr.mean, ("x", "axis", "keepdims"), ("x",), shift_axes("axis"))
 PAD = _entry(sr.pad, ("x", "pad_width", "constant_values"), ("x",), _batch_pad, _pad_tangent)
+GETINDEX = _entry(sr.getindex, ("x", "index"), ("x",), _no_batch)
+TAKE = _entry(sr.take, ("x", "indices", "axis", "unique", "sorted", "deterministic"), ("x",), _no_batch, data=("indices",))
+TAKE_ALONG_AXIS = _entry(sr.take_along_axis, ("x", "indices", "axis"), ("x",), _no_batch, data=("indices",))
+INDEX_ADD = _entry(sr.index_add, ("x", "indices", "values", "axis"), ("x", "values"), _no_batch, data=("indices",))
 SPLIT = _entry(sr.split, ("x", "indices_or_sections", "axis"), ("x",), shift_axes("axis", Val(0)), tuple_result=True)
 
 repeat: TorchOp[torch.Tensor] = TorchOp(REPEAT)
@@ -259,3 +274,7 @@ sum: TorchOp[torch.Tensor] = TorchOp(SUM)  # noqa: A001 - NumPy's name
 mean: TorchOp[torch.Tensor] = TorchOp(MEAN)
 pad: TorchOp[torch.Tensor] = TorchOp(PAD)
 split: TorchOp[tuple[torch.Tensor, ...]] = TorchOp(SPLIT)
+getindex: TorchOp[torch.Tensor] = TorchOp(GETINDEX)
+take: TorchOp[torch.Tensor] = TorchOp(TAKE)
+take_along_axis: TorchOp[torch.Tensor] = TorchOp(TAKE_ALONG_AXIS)
+index_add: TorchOp[torch.Tensor] = TorchOp(INDEX_ADD)
