@@ -90,6 +90,17 @@ _INT = ("int",)
 _INTS = ("ints",)
 _COUNTS = ("int", "ints")
 
+
+def _reduction(name: Literal["sum", "mean"], cls: str) -> OpSchema:
+    """``sum`` and ``mean``: one signature, their dtype rule named as the op."""
+    params = (
+        _X,
+        Param("axis", "static", _COUNTS, none=True, default="None"),
+        Param("keepdims", "static", ("bool",), default="Val(False)"),
+    )
+    return OpSchema(name, cls, "broadcast", (Signature(params, "reduce", dtype=name),))
+
+
 OPS: tuple[OpSchema, ...] = (
     OpSchema(
         "repeat",
@@ -154,38 +165,8 @@ OPS: tuple[OpSchema, ...] = (
     OpSchema(
         "broadcast_to", "BroadcastTo", "broadcast", (Signature((_X, Param("shape", "static", _COUNTS)), "static_shape:shape"),)
     ),
-    OpSchema(
-        "sum",
-        "Sum",
-        "broadcast",
-        (
-            Signature(
-                (
-                    _X,
-                    Param("axis", "static", _COUNTS, none=True, default="None"),
-                    Param("keepdims", "static", ("bool",), default="Val(False)"),
-                ),
-                "reduce",
-                dtype="sum",
-            ),
-        ),
-    ),
-    OpSchema(
-        "mean",
-        "Mean",
-        "broadcast",
-        (
-            Signature(
-                (
-                    _X,
-                    Param("axis", "static", _COUNTS, none=True, default="None"),
-                    Param("keepdims", "static", ("bool",), default="Val(False)"),
-                ),
-                "reduce",
-                dtype="mean",
-            ),
-        ),
-    ),
+    _reduction("sum", "Sum"),
+    _reduction("mean", "Mean"),
     OpSchema(
         "pad",
         "Pad",
