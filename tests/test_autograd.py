@@ -24,6 +24,8 @@ import stablerules.autograd as sra
 from stablerules import Fill, Val, ZeroTangent
 from stablerules._adapters import dense
 
+from .rules import assert_every_op_has_a_row, collect, op_of
+
 Array = npt.NDArray[Any]
 RNG = np.random.default_rng(17)
 
@@ -33,72 +35,23 @@ def rand(*shape: int, complex_: bool = False) -> Array:
     return real + 1j * RNG.standard_normal(shape) if complex_ else real
 
 
-# (name, function of the arrays, arrays, autograd's own composition or None)
-CASES: list[tuple[str, Callable[..., Any], tuple[Array, ...], Callable[..., Any] | None]] = [
-    ("repeat numpy form", lambda x: sra.repeat(x, Val(3), axis=Val(1)), (rand(2, 3),), lambda x: anp.repeat(x, 3, axis=1)),
-    ("repeat axis=None", lambda x: sra.repeat(x, Val(2)), (rand(2, 3),), lambda x: anp.repeat(x, 2)),
-    (
-        "repeat inner/outer (W3-like)",
-        lambda x: sra.repeat(x, inner=Val((2, 1, 3)), outer=Val((2, 1, 2))),
-        (rand(3, 2, 2),),
-        lambda x: anp.tile(anp.repeat(anp.repeat(x, 2, axis=0), 3, axis=2), (2, 1, 2)),
-    ),
-    ("tile", lambda x: sra.tile(x, Val((2, 1, 3))), (rand(3, 2),), lambda x: anp.tile(x, (2, 1, 3))),
-    (
-        "concatenate",
-        lambda a, b: sra.concatenate((a, b), axis=Val(1)),
-        (rand(2, 3), rand(2, 4)),
-        lambda a, b: anp.concatenate((a, b), axis=1),
-    ),
-    ("concatenate axis=None", lambda a, b: sra.concatenate([a, b], axis=None), (rand(2, 3), rand(4)), None),
-    ("stack", lambda a, b: sra.stack((a, b), axis=Val(1)), (rand(2, 3), rand(2, 3)), lambda a, b: anp.stack((a, b), axis=1)),
-    ("hstack", lambda a, b: sra.hstack((a, b)), (rand(2, 3), rand(2, 1)), lambda a, b: anp.hstack((a, b))),
-    ("vstack", lambda a, b: sra.vstack((a, b)), (rand(3), rand(2, 3)), lambda a, b: anp.vstack((a, b))),
-    ("cat block-diagonal", lambda a, b: sra.cat(a, b, dims=Val((0, 1))), (rand(2, 3), rand(1, 2)), None),
-    ("cat new axis", lambda a, b: sra.cat(a, b, dims=Val(2)), (rand(2, 3), rand(2, 3)), None),
-    ("kron", lambda a, b: sra.kron(a, b), (rand(2, 3), rand(3, 2)), lambda a, b: anp.kron(a, b)),
-    ("kron 3-d by 1-d", lambda a, b: sra.kron(a, b), (rand(2, 1, 3), rand(2)), None),
-    (
-        "kron complex",
-        lambda a, b: sra.kron(a, b),
-        (rand(2, 2, complex_=True), rand(3, 2, complex_=True)),
-        lambda a, b: anp.kron(a, b),
-    ),
-    ("kron real by complex", lambda a, b: sra.kron(a, b), (rand(2, 2), rand(2, 3, complex_=True)), None),
-    ("flip", lambda x: sra.flip(x, Val((0, 2))), (rand(2, 3, 2),), lambda x: x[::-1, :, ::-1]),
-    ("flip all", lambda x: sra.flip(x), (rand(2, 3),), lambda x: x[::-1, ::-1]),
-    ("roll", lambda x: sra.roll(x, Val((1, -2)), axis=Val((0, 1))), (rand(3, 4),), lambda x: anp.roll(anp.roll(x, 1, 0), -2, 1)),
-    ("roll flat", lambda x: sra.roll(x, Val(2)), (rand(2, 3),), lambda x: anp.roll(x, 2)),
-    ("permute_dims", lambda x: sra.permute_dims(x, Val((2, 0, 1))), (rand(2, 3, 4),), lambda x: anp.transpose(x, (2, 0, 1))),
-    ("transpose", lambda x: sra.transpose(x), (rand(2, 3, 4),), lambda x: anp.transpose(x)),
-    ("reshape", lambda x: sra.reshape(x, Val((3, -1))), (rand(2, 3, 2),), lambda x: anp.reshape(x, (3, -1))),
-    ("broadcast_to", lambda x: sra.broadcast_to(x, Val((2, 3, 4))), (rand(3, 1),), lambda x: x * anp.ones((2, 3, 4))),
-    ("sum axis", lambda x: sra.sum(x, Val(1)), (rand(2, 3, 2),), lambda x: anp.sum(x, axis=1)),
-    ("sum all", lambda x: sra.sum(x), (rand(2, 3),), lambda x: anp.sum(x)),
-    ("sum keepdims", lambda x: sra.sum(x, Val((0, 2)), Val(True)), (rand(2, 3, 2),), lambda x: anp.sum(x, axis=(0, 2), keepdims=True)),
-    ("mean", lambda x: sra.mean(x, Val(-1), keepdims=Val(False)), (rand(2, 3),), lambda x: anp.mean(x, axis=-1)),
-    ("mean all keepdims", lambda x: sra.mean(x, keepdims=Val(True)), (rand(2, 3),), lambda x: anp.mean(x, keepdims=True)),
-    ("pad", lambda x: sra.pad(x, Val((1, 0, 2, 1))), (rand(2, 3),), lambda x: anp.pad(x, ((1, 0), (2, 1)), "constant")),
-    (
-        "pad nonzero constant (affine)",
-        lambda x: sra.pad(x, Val(1), constant_values=2.5),
-        (rand(2, 3),),
-        lambda x: anp.pad(x, 1, "constant", constant_values=2.5),
-    ),
-    ("pad positional integer constant (affine)", lambda x: sra.pad(x, Val(2), 3), (rand(2),), lambda x: anp.pad(x, 2, "constant", constant_values=3)),
-    ("pad differentiable constant", lambda x, c: sra.pad(x, Val(1), c), (rand(2, 2), rand()), None),
-    ("pad complex", lambda x: sra.pad(x, Val(1), constant_values=1j), (rand(2, complex_=True),), None),
-    # split's parts weighted differently, so that each part's cotangent matters
-    (
-        "split sections",
-        lambda x: anp.concatenate([p * (i + 1) for i, p in enumerate(sra.split(x, Val(3), axis=Val(1)))], axis=1),
-        (rand(2, 6),),
-        lambda x: anp.concatenate([p * (i + 1) for i, p in enumerate(anp.split(x, 3, axis=1))], axis=1),
-    ),
-    ("split indices, one part unused", lambda x: anp.multiply(sra.split(x, Val((1, 3)))[2], 2.0), (rand(5, 2),), lambda x: anp.multiply(x[3:], 2.0)),
-    ("split one part", lambda x: sra.split(x, Val(1))[0], (rand(3),), lambda x: x * 1.0),
-]
+# (name, function of the arrays, arrays, autograd's own composition or None): each family's
+# autograd_cases rows.
+CASES: list[tuple[str, Callable[..., Any], tuple[Array, ...], Callable[..., Any] | None]] = collect("autograd_cases", rand)
 IDS = [case[0] for case in CASES]
+
+# Ops without rows in CASES, and why; every other op of the schema must have one.
+NO_ROWS = {
+    "getindex": "indices are data (or sr.ix): test_indexing_ops_check_grads_to_second_order",
+    "take": "indices are data: test_indexing_ops_check_grads_to_second_order",
+    "take_along_axis": "indices are data: test_indexing_ops_check_grads_to_second_order",
+    "index_add": "indices are data: test_indexing_ops_check_grads_to_second_order",
+}
+
+
+def test_every_op_has_a_row() -> None:
+    assert_every_op_has_a_row("autograd_cases", (op_of(name) for name in IDS), NO_ROWS)
+    assert len(set(IDS)) == len(IDS), "two rows share an id"
 
 
 @pytest.mark.parametrize(("name", "fn", "args", "reference"), CASES, ids=IDS)

@@ -32,6 +32,8 @@ from stablerules import _jax
 from stablerules import _objectcode
 from stablerules._rule import RuleOp
 
+from .rules import assert_every_op_has_a_row, collect, op_of
+
 jax.config.update("jax_enable_x64", True)
 
 RNG = np.random.default_rng(23)
@@ -50,58 +52,31 @@ def julia(x: Any, inner: tuple[int, ...], outer: tuple[int, ...]) -> Any:
     return jnp.tile(x, outer)
 
 
-# (name, ours, arrays, jnp's own composition or None)
-CASES: list[tuple[str, Callable[..., Any], tuple[jax.Array, ...], Callable[..., Any] | None]] = [
-    ("repeat numpy form", lambda x: srj.repeat(x, Val(3), axis=Val(1)), (rand(2, 3),), lambda x: jnp.repeat(x, 3, axis=1)),
-    ("repeat axis=None", lambda x: srj.repeat(x, Val(2)), (rand(2, 3),), lambda x: jnp.repeat(x, 2)),
-    (
-        "repeat inner/outer (W3-like)",
-        lambda x: srj.repeat(x, inner=Val((2, 1, 3)), outer=Val((2, 1, 2))),
-        (rand(3, 2, 2),),
-        lambda x: julia(x, (2, 1, 3), (2, 1, 2)),
-    ),
-    ("repeat inner adds an axis", lambda x: srj.repeat(x, inner=Val((2, 1, 3))), (rand(3, 2),), None),
-    ("tile", lambda x: srj.tile(x, Val((2, 1, 3))), (rand(3, 2),), lambda x: jnp.tile(x, (2, 1, 3))),
-    ("tile 0-d", lambda x: srj.tile(x, Val(3)), (rand(),), lambda x: jnp.tile(x, 3)),
-    ("kron", srj.kron, (rand(2, 3), rand(3, 2)), jnp.kron),
-    ("kron 3-d by 1-d", srj.kron, (rand(2, 1, 3), rand(2)), jnp.kron),
-    ("kron complex (jnp path)", srj.kron, (rand(2, 2, dtype=np.complex128), rand(3, 2, dtype=np.complex128)), jnp.kron),
-    ("concatenate", lambda a, b: srj.concatenate((a, b), axis=Val(1)), (rand(2, 3), rand(2, 4)), lambda a, b: jnp.concatenate((a, b), axis=1)),
-    ("concatenate axis=None", lambda a, b: srj.concatenate([a, b], axis=None), (rand(2, 3), rand(4)), None),
-    ("stack", lambda a, b: srj.stack((a, b), axis=Val(1)), (rand(2, 3), rand(2, 3)), lambda a, b: jnp.stack((a, b), axis=1)),
-    ("hstack", lambda a, b: srj.hstack((a, b)), (rand(2, 3), rand(2, 1)), lambda a, b: jnp.hstack((a, b))),
-    ("vstack", lambda a, b: srj.vstack((a, b)), (rand(3), rand(2, 3)), lambda a, b: jnp.vstack((a, b))),
-    ("cat block-diagonal", lambda a, b: srj.cat(a, b, dims=Val((0, 1))), (rand(2, 3), rand(1, 2)), None),
-    ("cat new axis", lambda a, b: srj.cat(a, b, dims=Val(2)), (rand(2, 3), rand(2, 3)), None),
-]
+# (name, ours, arrays, jnp's own composition or None): each family's jax_cases rows.
+CASES: list[tuple[str, Callable[..., Any], tuple[jax.Array, ...], Callable[..., Any] | None]] = collect("jax_cases", rand)
 
-# The structure ops: (name, ours, arrays, NumPy's own op on NumPy arrays). Gradients are
-# checked by check_grads (finite differences); values against NumPy.
-STRUCTURE: list[tuple[str, Callable[..., Any], tuple[jax.Array, ...], Callable[..., Any]]] = [
-    ("flip", lambda x: srj.flip(x, Val((0, 2))), (rand(2, 3, 2),), lambda x: np.flip(x, (0, 2))),
-    ("flip all", lambda x: srj.flip(x), (rand(2, 3),), np.flip),
-    ("roll", lambda x: srj.roll(x, Val((1, -2)), axis=Val((0, 1))), (rand(3, 4),), lambda x: np.roll(x, (1, -2), (0, 1))),
-    ("roll flat", lambda x: srj.roll(x, Val(2)), (rand(2, 3),), lambda x: np.roll(x, 2)),
-    ("permute_dims", lambda x: srj.permute_dims(x, Val((2, 0, 1))), (rand(2, 3, 4),), lambda x: np.transpose(x, (2, 0, 1))),
-    ("transpose", lambda x: srj.transpose(x), (rand(2, 3, 4),), np.transpose),
-    ("reshape", lambda x: srj.reshape(x, Val((3, -1))), (rand(2, 3, 2),), lambda x: np.reshape(x, (3, -1))),
-    ("broadcast_to", lambda x: srj.broadcast_to(x, Val((2, 3, 4))), (rand(3, 1),), lambda x: np.broadcast_to(x, (2, 3, 4))),
-    ("sum axis", lambda x: srj.sum(x, Val(1)), (rand(2, 3, 2),), lambda x: np.sum(x, axis=1)),
-    ("sum all", lambda x: srj.sum(x), (rand(2, 3),), np.sum),
-    ("sum keepdims", lambda x: srj.sum(x, Val((0, 2)), Val(True)), (rand(2, 3, 2),), lambda x: np.sum(x, axis=(0, 2), keepdims=True)),
-    ("mean", lambda x: srj.mean(x, Val(-1)), (rand(2, 3),), lambda x: np.mean(x, axis=-1)),
-    ("mean all keepdims", lambda x: srj.mean(x, keepdims=Val(True)), (rand(2, 3),), lambda x: np.mean(x, keepdims=True)),
-    ("pad", lambda x: srj.pad(x, Val((1, 0, 2, 1))), (rand(2, 3),), lambda x: np.pad(x, ((1, 0), (2, 1)))),
-    ("pad constant", lambda x: srj.pad(x, Val(1), 2.5), (rand(2, 3),), lambda x: np.pad(x, 1, constant_values=2.5)),
-    ("pad traced constant", lambda x, c: srj.pad(x, Val((0, 2)), c), (rand(3), rand()), lambda x, c: np.pad(x, (0, 2), constant_values=c)),
-    ("split", lambda x: srj.split(x, Val(3), axis=Val(1)), (rand(2, 6),), lambda x: tuple(np.split(x, 3, axis=1))),
-    ("split indices", lambda x: srj.split(x, Val((1, 3))), (rand(5, 2),), lambda x: tuple(np.split(x, (1, 3)))),
-    ("split one part", lambda x: srj.split(x, Val(1)), (rand(3),), lambda x: tuple(np.split(x, 1))),
-]
+# The structure ops: (name, ours, arrays, NumPy's own op on NumPy arrays), each family's
+# jax_structure rows. Gradients are checked by check_grads (finite differences); values
+# against NumPy.
+STRUCTURE: list[tuple[str, Callable[..., Any], tuple[jax.Array, ...], Callable[..., Any]]] = collect("jax_structure", rand)
 STRUCTURE_IDS = [case[0] for case in STRUCTURE]
 CASES += [(name, fn, args, None) for name, fn, args, _ in STRUCTURE]
 IDS = [case[0] for case in CASES]
 WITH_REFERENCE = [case for case in CASES if case[3] is not None]
+
+# Ops without rows in CASES, and why; every other op of the schema must have one.
+NO_ROWS = {
+    "getindex": "indices are data (or sr.ix): test_indexing_ops_equal_numpy_and_check_grads_to_second_order",
+    "take": "indices are data: test_indexing_ops_equal_numpy_and_check_grads_to_second_order",
+    "take_along_axis": "indices are data: test_indexing_ops_equal_numpy_and_check_grads_to_second_order",
+    "index_add": "indices are data: test_indexing_ops_equal_numpy_and_check_grads_to_second_order",
+}
+
+
+def test_every_op_has_a_row() -> None:
+    assert_every_op_has_a_row("jax_cases and jax_structure", (op_of(name) for name in IDS), NO_ROWS)
+    assert_every_op_has_a_row("jax_op_calls", OP_CALLS)
+    assert len(set(IDS)) == len(IDS), "two rows share an id"
 
 
 @pytest.mark.parametrize(("name", "fn", "args", "reference"), CASES, ids=IDS)
@@ -180,31 +155,9 @@ def test_structure_errors_are_ours() -> None:
         assert str(jax_error.value) == expected
 
 
-# Each srj op called as a new user would, on one or two arrays ``x`` (3, 4) of a dtype.
-OP_CALLS: dict[str, Callable[[Any], Any]] = {
-    "repeat": lambda x: srj.repeat(x, Val(2), axis=Val(0)),
-    "tile": lambda x: srj.tile(x, Val((1, 2))),
-    "kron": lambda x: srj.kron(x, x),
-    "concatenate": lambda x: srj.concatenate((x, x), axis=Val(1)),
-    "stack": lambda x: srj.stack((x, x)),
-    "hstack": lambda x: srj.hstack((x, x)),
-    "vstack": lambda x: srj.vstack((x, x)),
-    "cat": lambda x: srj.cat(x, x, dims=Val(1)),
-    "flip": lambda x: srj.flip(x, Val(0)),
-    "roll": lambda x: srj.roll(x, Val(1), axis=Val(0)),
-    "permute_dims": lambda x: srj.permute_dims(x, Val((1, 0))),
-    "transpose": lambda x: srj.transpose(x),
-    "reshape": lambda x: srj.reshape(x, Val((4, 3))),
-    "broadcast_to": lambda x: srj.broadcast_to(x, Val((2, 3, 4))),
-    "sum": lambda x: srj.sum(x, Val(0)),
-    "mean": lambda x: srj.mean(x),
-    "pad": lambda x: srj.pad(x, Val(1)),
-    "split": lambda x: srj.split(x, Val(2), axis=Val(1)),
-    "getindex": lambda x: srj.getindex(x, sr.ix[1:, ::-2]),
-    "take": lambda x: srj.take(x, np.array([2, 0, 2]), Val(0)),
-    "take_along_axis": lambda x: srj.take_along_axis(x, np.array([[1, -1]] * 3), Val(1)),
-    "index_add": lambda x: srj.index_add(x, np.array([2, 0, 2]), np.ones((3, 4))),
-}
+# Each srj op called as a new user would, on one or two arrays ``x`` (3, 4) of a dtype: each
+# family's jax_op_calls rows.
+OP_CALLS: dict[str, Callable[[Any], Any]] = dict(collect("jax_op_calls"))
 
 
 def test_op_calls_cover_every_op() -> None:
@@ -230,67 +183,9 @@ def test_half_precision_inputs_get_our_message_naming_the_op(op: str, dtype: str
         assert str(raised.value) == expected
 
 
-# Verbatim, as a new user meets them: before, each was jnp's message (no op, or another
-# wording) or JAX's conversion error.
-CALL_ERRORS: list[tuple[Callable[[], Any], type[Exception], str]] = [
-    (
-        lambda: srj.concatenate((rand(2, 2), rand(2, 2)), axis=Val(2)),
-        ValueError,
-        "concatenate: axis 2 is out of bounds for an array of dimension 2",
-    ),
-    (
-        lambda: srj.concatenate((rand(2, 3), rand(2, 4)), axis=Val(0)),
-        ValueError,
-        "concatenate: arrays[0] has shape (2, 3) and arrays[1] has shape (2, 4); they differ along axis 1, "
-        "but input shapes must match except along axis 0",
-    ),
-    (
-        lambda: srj.concatenate((rand(2, 3), rand(3)), axis=Val(0)),
-        ValueError,
-        "concatenate: all arrays must have the same number of dimensions, but arrays[0] has shape (2, 3) "
-        "and arrays[1] has shape (3,)",
-    ),
-    (lambda: srj.concatenate((), axis=Val(0)), ValueError, "concatenate: need at least one array, got an empty sequence"),
-    (
-        lambda: srj.stack((rand(2, 3), rand(2, 4))),
-        ValueError,
-        "stack: all arrays must have the same shape, but arrays[0] has shape (2, 3) and arrays[1] has shape (2, 4)",
-    ),
-    (lambda: srj.stack((rand(2, 3), rand(2, 3)), axis=Val(5)), ValueError, "stack: axis 5 is out of bounds for an array of dimension 3"),
-    (
-        lambda: srj.hstack((rand(2, 3), rand(3, 3))),
-        ValueError,
-        "hstack: arrays[0] has shape (2, 3) and arrays[1] has shape (3, 3); they differ along axis 0, but "
-        "input shapes must match except along axis 1",
-    ),
-    (
-        lambda: srj.vstack((rand(2, 3), rand(2, 4))),
-        ValueError,
-        "vstack: arrays[0] has shape (2, 3) and arrays[1] has shape (2, 4); they differ along axis 1, but "
-        "input shapes must match except along axis 0",
-    ),
-    (
-        lambda: srj.cat(rand(2, 3), rand(2, 4), dims=Val(0)),
-        ValueError,
-        "cat: arrays[0] has shape (2, 3) and arrays[1] has shape (2, 4); they differ along axis 1, but input "
-        "shapes must match except along axis 0 (inputs padded with trailing size-1 axes)",
-    ),
-    (
-        lambda: srj.kron(rand(2), "x"),  # type: ignore[arg-type]
-        TypeError,
-        "kron: argument 'b' must be an array (a jax.Array, or what jnp.asarray reads as one), got str",
-    ),
-    (
-        lambda: srj.flip("x", Val(0)),  # type: ignore[arg-type]
-        TypeError,
-        "flip: argument 'x' must be an array (a jax.Array, or what jnp.asarray reads as one), got str",
-    ),
-    (
-        lambda: srj.repeat({}, Val(2)),  # type: ignore[arg-type]
-        TypeError,
-        "repeat: argument 'x' must be an array (a jax.Array, or what jnp.asarray reads as one), got dict",
-    ),
-]
+# Verbatim, as a new user meets them (each family's jax_call_errors rows): before, each was
+# jnp's message (no op, or another wording) or JAX's conversion error.
+CALL_ERRORS: list[tuple[Callable[[], Any], type[Exception], str]] = collect("jax_call_errors", rand)
 
 
 @pytest.mark.parametrize(("call", "error", "message"), CALL_ERRORS, ids=[message.split(";")[0][:48] for _, _, message in CALL_ERRORS])

@@ -1,10 +1,11 @@
 """Robustness (issue 9): bad input gets a clear error before any kernel, unusual but valid input
 gets the right answer, and nothing crashes the process.
 
-Every op is described once in ``CASES`` (its call, its NumPy reference, the input shapes of a
-regular, an empty and, where the op takes them, a 0-d call). Pullbacks are checked against an
-independent reference: NumPy's own op applied to arrays of element *ids* says which input
-element each output element copies, and ``np.add.at`` sums the cotangent back along that map.
+Every op is described once, by its family's ``ROBUSTNESS`` rows in ``tests/rules/`` (its call,
+its NumPy reference, the input shapes of a regular, an empty and, where the op takes them, a
+0-d call), collected here as ``CASES``. Pullbacks are checked against an independent
+reference: NumPy's own op applied to arrays of element *ids* says which input element each
+output element copies, and ``np.add.at`` sums the cotangent back along that map.
 
 Calls that could crash the interpreter (huge sizes: NumPy itself segfaults on
 ``np.repeat(np.ones(4), 2**62)``) run in a subprocess with its address space capped, so a
@@ -25,7 +26,6 @@ import types as pytypes
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -38,17 +38,17 @@ from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules._arrays import MAX_NDIM, common_device
 
 from .references import kron_pullback
+from .rules import Case, assert_every_op_has_a_row, collect
 
 Array = npt.NDArray[Any]
 Shape = tuple[int, ...]
-Call = tuple[tuple[object, ...], dict[str, object]]
 
 REPO = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(9)
 
 
 # ---------------------------------------------------------------------------------------------
-# The ops, described once
+# The ops: each family's ``ROBUSTNESS`` rows, in tests/rules/test_<family>.py
 # ---------------------------------------------------------------------------------------------
 
 
@@ -61,234 +61,23 @@ def julia_repeat(x: Array, inner: Shape, outer: Shape) -> Array:
     return np.tile(y, outer + (1,) * (n - len(outer)))
 
 
-def julia_cat(arrays: Sequence[Array], dims: Shape) -> Array:
-    """Julia's ``cat(arrays...; dims)`` (0-based), zeros off the block diagonal."""
-    ndim = max(max(a.ndim for a in arrays), max(dims) + 1)
-    padded = [a.reshape(a.shape + (1,) * (ndim - a.ndim)) for a in arrays]
-    shape: list[int] = list(padded[0].shape)
-    for dim in dims:
-        shape[dim] = sum(a.shape[dim] for a in padded)
-    out = np.zeros(shape, dtype=np.result_type(*arrays))
-    offsets = dict.fromkeys(dims, 0)
-    for a in padded:
-        index = tuple(
-            slice(offsets[d], offsets[d] + a.shape[d]) if d in offsets else slice(None) for d in range(ndim)
-        )
-        out[index] = a
-        for dim in dims:
-            offsets[dim] += a.shape[dim]
-    return out
+CASES: list[Case] = collect("ROBUSTNESS")
+
+# Ops without rows here, and why; every other op of the schema must have one.
+NO_ROWS = {
+    "mean": "an integer x gives a float mean: the integer-primal and integer-output tests do not apply; "
+    "the density test below covers it",
+    "split": "a tuple of outputs: its cotangent, density and byte-order tests are below",
+    "getindex": "its index is a static of its own kind (sr.ix): tests/rules/test_indexing.py",
+    "take": "indices are data with their own checks: tests/rules/test_indexing.py",
+    "take_along_axis": "indices are data with their own checks: tests/rules/test_indexing.py",
+    "index_add": "indices are data with their own checks: tests/rules/test_indexing.py",
+}
 
 
-def repeat_counts(shape: Shape) -> Array:
-    return np.arange(shape[0]) % 3  # 0, 1, 2, 0, ...: zero counts included
-
-
-@dataclass(frozen=True)
-class Case:
-    """One op and static arguments: ``call(xs)`` gives the op's positional and keyword
-    arguments for input arrays ``xs``, ``numpy(xs)`` NumPy's result."""
-
-    name: str
-    op: object
-    call: Callable[[Sequence[Array]], Call]
-    numpy: Callable[[Sequence[Array]], Array]
-    shapes: tuple[Shape, ...]
-    empty_shapes: tuple[Shape, ...]
-    scalar_shapes: tuple[Shape, ...] | None = None
-    sequence: bool = False  # the op takes one sequence argument: tangents are back(dy)[0]
-    bilinear: bool = False  # kron: the reference pullback is not a gather
-    # a linear op that is not a gather (sum): its adjoint, from NumPy, given xs and dy
-    adjoint: Callable[[Sequence[Array], Array], list[Array]] | None = None
-
-    def tangents(self, result: tuple[object, ...], count: int) -> list[object]:
-        return list(cast(Sequence[object], result[0])) if self.sequence else list(result[:count])
-
-    def __str__(self) -> str:
-        return self.name
-
-
-CASES = [
-    Case(
-        "repeat-axis",
-        sr.repeat,
-        lambda xs: ((xs[0], Val(2)), {"axis": Val(1)}),
-        lambda xs: np.repeat(xs[0], 2, axis=1),
-        ((3, 4),),
-        ((3, 0),),
-    ),
-    Case(
-        "repeat-flat",
-        sr.repeat,
-        lambda xs: ((xs[0], Val(3)), {}),
-        lambda xs: np.repeat(xs[0], 3),
-        ((3, 4),),
-        ((0, 4),),
-        ((),),
-    ),
-    Case(
-        "repeat-counts",
-        sr.repeat,
-        lambda xs: ((xs[0], repeat_counts(xs[0].shape)), {"axis": Val(0)}),
-        lambda xs: np.repeat(xs[0], repeat_counts(xs[0].shape), axis=0),
-        ((5, 3),),
-        ((0, 3),),
-    ),
-    Case(
-        "repeat-inner-outer",
-        sr.repeat,
-        lambda xs: ((xs[0],), {"inner": Val((2, 1)), "outer": Val((1, 2, 2))}),
-        lambda xs: julia_repeat(xs[0], (2, 1), (1, 2, 2)),
-        ((3, 4),),
-        ((3, 0),),
-        ((),),
-    ),
-    Case(
-        "tile",
-        sr.tile,
-        lambda xs: ((xs[0], Val((2, 1, 2))), {}),
-        lambda xs: np.tile(xs[0], (2, 1, 2)),
-        ((3, 4),),
-        ((0, 4),),
-        ((),),
-    ),
-    Case(
-        "concatenate",
-        sr.concatenate,
-        lambda xs: (((*xs,),), {"axis": Val(-1)}),
-        lambda xs: np.concatenate(xs, axis=-1),
-        ((3, 4), (3, 2)),
-        ((0, 4), (0, 2)),
-        sequence=True,
-    ),
-    Case(
-        "concatenate-flat",
-        sr.concatenate,
-        lambda xs: (((*xs,),), {"axis": None}),
-        lambda xs: np.concatenate(xs, axis=None),
-        ((3, 4), (5,)),
-        ((0, 4), (0,)),
-        ((), ()),
-        sequence=True,
-    ),
-    Case(
-        "stack",
-        sr.stack,
-        lambda xs: (((*xs,),), {"axis": Val(-1)}),
-        lambda xs: np.stack(xs, axis=-1),
-        ((3, 4), (3, 4)),
-        ((3, 0), (3, 0)),
-        ((), ()),
-        sequence=True,
-    ),
-    Case(
-        "hstack",
-        sr.hstack,
-        lambda xs: (((*xs,),), {}),
-        lambda xs: np.hstack(xs),
-        ((3, 4), (3, 1)),
-        ((0, 4), (0, 1)),
-        ((), ()),
-        sequence=True,
-    ),
-    Case(
-        "vstack",
-        sr.vstack,
-        lambda xs: (((*xs,),), {}),
-        lambda xs: np.vstack(xs),
-        ((3, 4), (4,)),
-        ((0, 4), (0, 4)),
-        ((), ()),
-        sequence=True,
-    ),
-    Case(
-        "cat-new-axis",
-        sr.cat,
-        lambda xs: ((*xs,), {"dims": Val(2)}),
-        lambda xs: julia_cat(xs, (2,)),
-        ((3, 4), (3, 4)),
-        ((0, 4), (0, 4)),
-        ((), ()),
-    ),
-    Case(
-        "cat-block-diagonal",
-        sr.cat,
-        lambda xs: ((*xs,), {"dims": Val((0, 1))}),
-        lambda xs: julia_cat(xs, (0, 1)),
-        ((3, 4), (2, 1)),
-        ((0, 4), (2, 0)),
-        ((), ()),
-    ),
-]
-
-# --- flip, roll, permute_dims, transpose, reshape
-CASES += [
-    Case("flip", sr.flip, lambda xs: ((xs[0],), {"axis": Val((0, 2))}), lambda xs: np.flip(xs[0], (0, 2)),
-         ((3, 4, 2),), ((0, 4, 2),)),
-    Case("flip-all", sr.flip, lambda xs: ((xs[0], None), {}), lambda xs: np.flip(xs[0]), ((3, 4),), ((3, 0),), ((),)),
-    Case("roll", sr.roll, lambda xs: ((xs[0], Val((1, -2))), {"axis": Val((0, 1))}),
-         lambda xs: np.roll(xs[0], (1, -2), axis=(0, 1)), ((3, 4),), ((0, 4),)),
-    Case("roll-flat", sr.roll, lambda xs: ((xs[0], Val(5)), {}), lambda xs: np.roll(xs[0], 5), ((3, 4),), ((0, 4),), ((),)),
-    Case("permute-dims", sr.permute_dims, lambda xs: ((xs[0], Val((2, 0, 1))), {}),
-         lambda xs: np.permute_dims(xs[0], (2, 0, 1)), ((3, 4, 2),), ((3, 0, 2),)),
-    Case("transpose", sr.transpose, lambda xs: ((xs[0],), {}), lambda xs: np.transpose(xs[0]), ((3, 4),), ((0, 4),), ((),)),
-    Case("reshape", sr.reshape, lambda xs: ((xs[0], Val((-1, 2))), {}), lambda xs: np.reshape(xs[0], (-1, 2)),
-         ((3, 4),), ((0, 4),)),
-]
-
-
-def broadcast_target(shape: Shape) -> Shape:
-    """A new leading axis and every 1 stretched to 4: ``(3, 1) -> (2, 3, 4)``."""
-    return (2,) + tuple(4 if extent == 1 else extent for extent in shape)
-
-
-def sum_adjoint(xs: Sequence[Array], dy: Array) -> list[Array]:
-    """``sum(x, axis=1)``'s adjoint: ``dy`` broadcast back along axis 1."""
-    return [np.broadcast_to(np.expand_dims(dy, 1), xs[0].shape)]
-
-
-CASES += [
-    Case(
-        "broadcast_to",
-        sr.broadcast_to,
-        lambda xs: ((xs[0], Val(broadcast_target(xs[0].shape))), {}),
-        lambda xs: np.broadcast_to(xs[0], broadcast_target(xs[0].shape)),
-        ((3, 1),),
-        ((0, 1),),
-        ((),),
-    ),
-    Case(
-        "pad",
-        sr.pad,
-        lambda xs: ((xs[0], Val((1, 0, 2, 1))), {}),
-        lambda xs: np.pad(xs[0], ((1, 0), (2, 1))),
-        ((3, 4),),
-        ((0, 4),),
-    ),
-    Case(
-        "sum",
-        sr.sum,
-        lambda xs: ((xs[0], Val(1)), {}),
-        lambda xs: np.sum(xs[0], axis=1),
-        ((3, 4),),
-        ((0, 4),),
-        adjoint=sum_adjoint,
-    ),
-]
-
-
-CASES.append(
-    Case(
-        "kron",
-        sr.kron,
-        lambda xs: ((xs[0], xs[1]), {}),
-        lambda xs: np.kron(xs[0], xs[1]),
-        ((3, 2), (2, 3)),
-        ((0, 2), (2, 3)),
-        ((), ()),
-        bilinear=True,
-    )
-)
+def test_every_op_has_a_row() -> None:
+    assert_every_op_has_a_row("ROBUSTNESS", (case.op_name for case in CASES), NO_ROWS)
+    assert len({case.name for case in CASES}) == len(CASES), "two rows share an id"
 
 
 Back = Callable[[object], tuple[object, ...]]
@@ -865,50 +654,10 @@ def test_cotangent_on_another_device_is_a_type_error(fake_cupy: type[_FakeCupyAr
 # Huge sizes: ValueError / MemoryError before allocating, in a subprocess
 # ---------------------------------------------------------------------------------------------
 
-# Each line: label | expected exception | message pattern | expression (evaluated in the child).
-# ``huge(n)`` is np.broadcast_to(0.0, (n,)): an n-element input that costs nothing. The
+# Each family's ``HUGE_CALLS`` lines: label | expected exception | message pattern | expression
+# (evaluated in the child). ``huge(n)`` is np.broadcast_to(0.0, (n,)): an n-element input that costs nothing. The
 # MemoryError cases ask for at least 8 TiB, more than any machine these tests run on.
-HUGE_CALLS = r"""
-repeat 2**62           | ValueError  | ^repeat: repeats=4611686018427387904 for x of shape \(4,\): each element would be copied .* too large to index | sr.repeat(np.ones(4), Val(2**62))
-repeat 2**61           | ValueError  | too large to allocate       | sr.repeat(np.ones(4), Val(2**61))
-repeat 2**40           | MemoryError | more than this machine      | sr.repeat(np.ones(4), Val(2**40))
-repeat 2**40 axis      | MemoryError | more than this machine      | sr.repeat(np.ones((4, 2)), Val(2**40), axis=Val(0))
-rrule repeat 2**40     | MemoryError | more than this machine      | sr.rrule(sr.repeat, np.ones(4), Val(2**40))
-repeat inner product   | ValueError  | ^repeat: inner=\(2147483648, 2147483648, 4\) for x of shape \(4,\): each element would be copied | sr.repeat(np.ones(4), inner=Val((2**31, 2**31, 4)))
-repeat outer huge      | MemoryError | more than this machine      | sr.repeat(np.ones(3), outer=Val((2**20, 2**20)))
-repeat counts 2**62    | ValueError  | too large to allocate       | sr.repeat(np.ones(4), np.array([2**62, 1, 1, 1]))
-repeat counts sum      | ValueError  | too large to allocate       | sr.repeat(np.ones(4), np.array([2**61] * 4))
-repeat counts uint64   | ValueError  | too large to allocate       | sr.repeat(np.ones(4), np.array([2**64 - 1, 1, 1, 1], dtype=np.uint64))
-repeat counts memory   | MemoryError | more than this machine      | sr.repeat(np.ones(4), np.array([2**40, 1, 1, 1]))
-repeat huge x count 1  | MemoryError | more than this machine      | sr.repeat(huge(2**40), np.array([1]))
-repeat huge x count 0  | MemoryError | counts and their offsets    | sr.repeat(huge(2**40), np.array([0]))
-repeat huge x Val(0)   | MemoryError | C-ordered copy              | sr.repeat(huge(2**40), Val(0))
-repeat huge x Val(2)   | MemoryError | more than this machine      | sr.repeat(huge(2**40), Val(2))
-repeat huge x Val big  | ValueError  | too large to allocate       | sr.repeat(huge(2**40), Val(2**30))
-tile huge reps         | ValueError  | ^tile: reps=\(2147483648, 2147483648\) for x of shape \(4,\): each element would be copied | sr.tile(np.ones(4), Val((2**31, 2**31)))
-tile huge memory       | MemoryError | more than this machine      | sr.tile(np.ones(4), Val((2**20, 2**20)))
-tile huge x            | ValueError  | too large to allocate       | sr.tile(huge(2**40), Val((2**22,)))
-concatenate huge       | MemoryError | more than this machine      | sr.concatenate((huge(2**40), huge(2**40)))
-concatenate flat huge  | MemoryError | more than this machine      | sr.concatenate((huge(2**40), np.ones(3)), axis=None)
-concatenate 2**62      | ValueError  | too large to allocate       | sr.concatenate((huge(2**59), huge(2**59)))
-stack huge             | MemoryError | more than this machine      | sr.stack((huge(2**40), huge(2**40)))
-hstack huge            | MemoryError | more than this machine      | sr.hstack((huge(2**40), huge(2**40)))
-vstack huge            | MemoryError | more than this machine      | sr.vstack((huge(2**40), huge(2**40)))
-cat huge dims          | ValueError  | at most 64                  | sr.cat(np.ones(3), np.ones(3), dims=Val(2**40))
-cat block diagonal     | MemoryError | more than this machine      | sr.cat(huge(2**40), huge(2**40), dims=Val((0, 1)))
-cat new axis huge      | MemoryError | more than this machine      | sr.cat(huge(2**40), huge(2**40), dims=Val(1))
-precompile huge spec   | MemoryError | more than this machine      | sr.precompile(sr.repeat, sr.ArraySpec((2**40,), np.float64), Val(3))
-roll huge x            | MemoryError | more than this machine      | sr.roll(huge(2**40), Val(1))
-rrule roll huge x      | MemoryError | more than this machine      | sr.rrule(sr.roll, huge(2**40), Val(1), axis=Val(0))
-roll 2**62 bytes       | ValueError  | too large to allocate       | sr.roll(huge(2**59), Val(1))
-"""
-
-KRON_HUGE_CALLS = """
-kron huge              | MemoryError | more than this machine      | sr.kron(huge(2**20), huge(2**20))
-kron 2**62             | ValueError  | too large to allocate       | sr.kron(huge(2**31), huge(2**31))
-rrule kron huge        | MemoryError | more than this machine      | sr.rrule(sr.kron, huge(2**20), huge(2**20))
-kron huge 2-D          | MemoryError | more than this machine      | sr.kron(np.broadcast_to(1.0, (2**12, 2**12)), np.broadcast_to(1.0, (2**12, 2**12)))
-"""
+HUGE_CALLS: list[str] = collect("HUGE_CALLS")
 
 _CHILD = r"""
 import json, resource, sys
@@ -963,9 +712,9 @@ def test_run_isolated_reports_a_crash_as_a_failure() -> None:
 
 
 def test_huge_sizes_are_refused_before_allocating() -> None:
-    table = HUGE_CALLS.strip() + "\n" + KRON_HUGE_CALLS.strip()
+    table = "\n".join(HUGE_CALLS)
     expected = {}
-    for line in table.strip().splitlines():
+    for line in HUGE_CALLS:
         label, kind, pattern, _ = [part.strip() for part in line.split("|")]
         expected[label] = (kind, pattern)
     output = run_isolated(_CHILD, stdin=table)

@@ -12,12 +12,10 @@ import importlib
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 import numpy as np
-import numpy.typing as npt
 import pytest
 import torch
 from torch._library.custom_ops import CustomOpDef
@@ -28,15 +26,7 @@ from stablerules._rule import RuleOp
 from stablerules import Val
 from stablerules.torch import _adapter, _ops
 
-Array = npt.NDArray[np.generic]
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    call: Callable[..., torch.Tensor | tuple[torch.Tensor, ...]]
-    reference: Callable[..., Array | tuple[Array, ...]]
-    shapes: tuple[tuple[int, ...], ...]
+from .rules import TorchCase as Case, assert_every_op_has_a_row, collect, op_of
 
 
 def _parts(value: object) -> tuple[object, ...]:
@@ -44,74 +34,7 @@ def _parts(value: object) -> tuple[object, ...]:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
-def _julia_repeat(x: Array, inner: tuple[int, ...], outer: tuple[int, ...]) -> Array:
-    length = max(x.ndim, len(inner), len(outer))
-    x = x.reshape(x.shape + (1,) * (length - x.ndim))
-    for axis, count in enumerate(inner):
-        x = np.repeat(x, count, axis=axis)
-    return np.tile(x, outer + (1,) * (length - len(outer)))
-
-
-def _block_diagonal(a: Array, b: Array) -> Array:
-    out = np.zeros((a.shape[0] + b.shape[0], a.shape[1] + b.shape[1]), np.result_type(a, b))
-    out[: a.shape[0], : a.shape[1]] = a
-    out[a.shape[0] :, a.shape[1] :] = b
-    return out
-
-
-CASES = [
-    Case("repeat-axis", lambda x: srt.repeat(x, Val(2), axis=Val(1)), lambda x: np.repeat(x, 2, axis=1), ((3, 2),)),
-    Case("repeat-flat", lambda x: srt.repeat(x, Val(3)), lambda x: np.repeat(x, 3), ((2, 2),)),
-    Case(
-        "repeat-inner-outer",
-        lambda x: srt.repeat(x, inner=Val((2, 1)), outer=Val((1, 2, 2))),
-        lambda x: _julia_repeat(x, (2, 1), (1, 2, 2)),
-        ((2, 3),),
-    ),
-    Case("tile", lambda x: srt.tile(x, Val((2, 1, 2))), lambda x: np.tile(x, (2, 1, 2)), ((2, 3),)),
-    Case(
-        "concatenate",
-        lambda a, b: srt.concatenate((a, b), axis=Val(0)),
-        lambda a, b: np.concatenate((a, b), axis=0),
-        ((2, 3), (1, 3)),
-    ),
-    Case(
-        "concatenate-flat",
-        lambda a, b: srt.concatenate([a, b], axis=None),
-        lambda a, b: np.concatenate((a, b), axis=None),
-        ((2, 2), (3,)),
-    ),
-    Case("stack", lambda a, b: srt.stack((a, b), axis=Val(1)), lambda a, b: np.stack((a, b), axis=1), ((2, 3), (2, 3))),
-    Case("hstack", lambda a, b: srt.hstack((a, b)), lambda a, b: np.hstack((a, b)), ((2,), (3,))),
-    Case("vstack", lambda a, b: srt.vstack((a, b)), lambda a, b: np.vstack((a, b)), ((3,), (2, 3))),
-    Case("cat-diagonal", lambda a, b: srt.cat(a, b, dims=Val((0, 1))), _block_diagonal, ((2, 2), (1, 3))),
-    Case(
-        "cat-new-axis",
-        lambda a, b: srt.cat(a, b, dims=Val(2)),
-        lambda a, b: np.stack((a, b), axis=2),
-        ((2, 3), (2, 3)),
-    ),
-    Case("kron", lambda a, b: srt.kron(a, b), np.kron, ((2, 3), (3, 2))),
-    Case("kron-ndim", lambda a, b: srt.kron(a, b), np.kron, ((3,), (2, 2))),
-    Case("flip", lambda x: srt.flip(x, Val((0, 2))), lambda x: np.flip(x, (0, 2)), ((2, 3, 2),)),
-    Case("flip-all", lambda x: srt.flip(x), np.flip, ((2, 3),)),
-    Case("roll", lambda x: srt.roll(x, Val((1, -2)), axis=Val((0, 1))), lambda x: np.roll(x, (1, -2), (0, 1)), ((3, 4),)),
-    Case("roll-flat", lambda x: srt.roll(x, Val(2)), lambda x: np.roll(x, 2), ((2, 3),)),
-    Case("permute_dims", lambda x: srt.permute_dims(x, Val((2, 0, 1))), lambda x: np.transpose(x, (2, 0, 1)), ((2, 3, 4),)),
-    Case("transpose", lambda x: srt.transpose(x), np.transpose, ((2, 3, 4),)),
-    Case("reshape", lambda x: srt.reshape(x, Val((3, -1))), lambda x: np.reshape(x, (3, -1)), ((2, 3, 2),)),
-    Case("broadcast_to", lambda x: srt.broadcast_to(x, Val((2, 3, 4))), lambda x: np.broadcast_to(x, (2, 3, 4)), ((3, 1),)),
-    Case("sum-axis", lambda x: srt.sum(x, Val(1)), lambda x: np.sum(x, axis=1), ((2, 3, 2),)),
-    Case("sum-all", lambda x: srt.sum(x), lambda x: np.asarray(np.sum(x)), ((2, 3),)),
-    Case("sum-keepdims", lambda x: srt.sum(x, Val((0, 2)), Val(True)), lambda x: np.sum(x, axis=(0, 2), keepdims=True), ((2, 3, 2),)),
-    Case("mean", lambda x: srt.mean(x, Val(-1)), lambda x: np.mean(x, axis=-1), ((2, 3),)),
-    Case("mean-all-keepdims", lambda x: srt.mean(x, keepdims=Val(True)), lambda x: np.mean(x, keepdims=True), ((2, 3),)),
-    Case("pad", lambda x: srt.pad(x, Val((1, 0, 2, 1))), lambda x: np.pad(x, ((1, 0), (2, 1))), ((2, 3),)),
-    Case("pad-constant", lambda x: srt.pad(x, Val(1), 2.5), lambda x: np.pad(x, 1, constant_values=2.5), ((2, 3),)),
-    Case("split", lambda x: srt.split(x, Val(3), axis=Val(1)), lambda x: tuple(np.split(x, 3, axis=1)), ((2, 6),)),
-    Case("split-indices", lambda x: srt.split(x, Val((1, 3))), lambda x: tuple(np.split(x, (1, 3))), ((5, 2),)),
-    Case("split-one", lambda x: srt.split(x, Val(1)), lambda x: tuple(np.split(x, 1)), ((3,),)),
-]
+CASES: list[Case] = collect("torch_cases")
 IDS = [case.id for case in CASES]
 
 
@@ -563,28 +486,17 @@ _TAKE_I = torch.tensor([0, -1, 2, 0, 3, -1])
 _ALONG_I = torch.tensor([[0, 1, -1, 2, 0], [4, 4, -5, 0, 1], [1, 1, 1, 1, 1], [-1, 0, 3, 3, 2]])
 _ADD_I = torch.tensor([0, 1, 1, -1, 0])
 
-INDEXING: dict[str, tuple[Callable[..., torch.Tensor], tuple[torch.Tensor, ...], Callable[..., torch.Tensor]]] = {
-    # name: (our call on the differentiable inputs, those inputs, torch's own op as reference)
-    "take axis": (lambda x: srt.take(x, _TAKE_I, axis=Val(1)), (_x(4, 5),), lambda x: x.index_select(1, _TAKE_I % 5)),
-    "take flat": (lambda x: srt.take(x, _TAKE_I), (_x(4, 5),), lambda x: torch.take(x, _TAKE_I % 20)),
-    "take_along_axis": (
-        lambda x: srt.take_along_axis(x, _ALONG_I, Val(1)),
-        (_x(4, 5),),
-        lambda x: torch.take_along_dim(x, _ALONG_I % 5, 1),
-    ),
-    "index_add": (
-        lambda x, v: srt.index_add(x, _ADD_I, v, Val(0)),
-        (_x(4, 3), _x(5, 3, seed=4)),
-        lambda x, v: torch.index_add(x, 0, _ADD_I % 4, v),
-    ),
-    "index_add axis 1": (
-        lambda x, v: srt.index_add(x, _ADD_I, v, Val(-1)),
-        (_x(3, 4), _x(3, 5, seed=4)),
-        lambda x, v: torch.index_add(x, 1, _ADD_I % 4, v),
-    ),
-    "getindex": (lambda x: srt.getindex(x, _IX), (_x(4, 5),), lambda x: x[1:, [4, 2, 0]]),
-    "getindex newaxis int": (lambda x: srt.getindex(x, sr.ix[None, ..., -2]), (_x(3, 4, 2),), lambda x: x[None, ..., -2]),
-}
+# (our call on the differentiable inputs, those inputs, torch's own op as reference), by id:
+# each family's torch_indexing rows.
+INDEXING: dict[str, tuple[Callable[..., torch.Tensor], tuple[torch.Tensor, ...], Callable[..., torch.Tensor]]] = dict(
+    collect("torch_indexing", _x)
+)
+
+
+def test_every_op_has_a_row() -> None:
+    rows = [case.id for case in CASES] + list(INDEXING)
+    assert_every_op_has_a_row("torch_cases and torch_indexing", map(op_of, rows))
+    assert len(set(IDS)) == len(IDS), "two rows share an id"
 
 
 @pytest.mark.parametrize("name", sorted(INDEXING))

@@ -477,3 +477,99 @@ def test_broadcast_to_row_tiles_accumulate_wide() -> None:
     _, back = rrule(sr.broadcast_to, np.ones((1, 3), np.float32), shape=Val((rows, 3)))
     (dx,) = back(dy)
     np.testing.assert_array_equal(dense(dx), np.full((1, 3), 2.0**24 + rows - 1, np.float32))
+
+
+# =============================================================================================
+# This family's rows in the cross-cutting tables (read through tests.rules.collect; the table
+# names and row shapes are listed in tests/rules/__init__.py). Engine tables are functions:
+# importing this file imports no engine.
+# =============================================================================================
+
+from collections.abc import Sequence  # noqa: E402
+
+from tests.rules import ArrayCase, Case, TorchCase  # noqa: E402
+
+
+def _stretched(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A new leading axis and every 1 stretched to 4: ``(3, 1) -> (2, 3, 4)``."""
+    return (2,) + tuple(4 if extent == 1 else extent for extent in shape)
+
+
+def _sum_adjoint(xs: Sequence[Array], dy: Array) -> list[Array]:
+    """``sum(x, axis=1)``'s adjoint: ``dy`` broadcast back along axis 1."""
+    return [np.broadcast_to(np.expand_dims(dy, 1), xs[0].shape)]
+
+
+ROBUSTNESS = [
+    Case(
+        "broadcast_to",
+        sr.broadcast_to,
+        lambda xs: ((xs[0], Val(_stretched(xs[0].shape))), {}),
+        lambda xs: np.broadcast_to(xs[0], _stretched(xs[0].shape)),
+        ((3, 1),),
+        ((0, 1),),
+        ((),),
+    ),
+    Case(
+        "sum",
+        sr.sum,
+        lambda xs: ((xs[0], Val(1)), {}),
+        lambda xs: np.sum(xs[0], axis=1),
+        ((3, 4),),
+        ((0, 4),),
+        adjoint=_sum_adjoint,
+    ),
+]
+
+
+def torch_cases() -> list[TorchCase]:
+    import stablerules.torch as srt
+
+    return [
+        TorchCase("broadcast_to", lambda x: srt.broadcast_to(x, Val((2, 3, 4))), lambda x: np.broadcast_to(x, (2, 3, 4)), ((3, 1),)),
+        TorchCase("sum-axis", lambda x: srt.sum(x, Val(1)), lambda x: np.sum(x, axis=1), ((2, 3, 2),)),
+        TorchCase("sum-all", lambda x: srt.sum(x), lambda x: np.asarray(np.sum(x)), ((2, 3),)),
+        TorchCase(
+            "sum-keepdims", lambda x: srt.sum(x, Val((0, 2)), Val(True)), lambda x: np.sum(x, axis=(0, 2), keepdims=True), ((2, 3, 2),)
+        ),
+        TorchCase("mean", lambda x: srt.mean(x, Val(-1)), lambda x: np.mean(x, axis=-1), ((2, 3),)),
+        TorchCase("mean-all-keepdims", lambda x: srt.mean(x, keepdims=Val(True)), lambda x: np.mean(x, keepdims=True), ((2, 3),)),
+    ]
+
+
+def jax_structure(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import stablerules.jax as srj
+
+    return [
+        ("broadcast_to", lambda x: srj.broadcast_to(x, Val((2, 3, 4))), (rand(3, 1),), lambda x: np.broadcast_to(x, (2, 3, 4))),
+        ("sum axis", lambda x: srj.sum(x, Val(1)), (rand(2, 3, 2),), lambda x: np.sum(x, axis=1)),
+        ("sum all", lambda x: srj.sum(x), (rand(2, 3),), np.sum),
+        ("sum keepdims", lambda x: srj.sum(x, Val((0, 2)), Val(True)), (rand(2, 3, 2),), lambda x: np.sum(x, axis=(0, 2), keepdims=True)),
+        ("mean", lambda x: srj.mean(x, Val(-1)), (rand(2, 3),), lambda x: np.mean(x, axis=-1)),
+        ("mean all keepdims", lambda x: srj.mean(x, keepdims=Val(True)), (rand(2, 3),), lambda x: np.mean(x, keepdims=True)),
+    ]
+
+
+def jax_op_calls() -> list[tuple[str, Callable[[Any], Any]]]:
+    import stablerules.jax as srj
+
+    return [
+        ("broadcast_to", lambda x: srj.broadcast_to(x, Val((2, 3, 4)))),
+        ("sum", lambda x: srj.sum(x, Val(0))),
+        ("mean", lambda x: srj.mean(x)),
+    ]
+
+
+def autograd_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import autograd.numpy as anp
+
+    import stablerules.autograd as sra
+
+    return [
+        ("broadcast_to", lambda x: sra.broadcast_to(x, Val((2, 3, 4))), (rand(3, 1),), lambda x: x * anp.ones((2, 3, 4))),
+        ("sum axis", lambda x: sra.sum(x, Val(1)), (rand(2, 3, 2),), lambda x: anp.sum(x, axis=1)),
+        ("sum all", lambda x: sra.sum(x), (rand(2, 3),), lambda x: anp.sum(x)),
+        ("sum keepdims", lambda x: sra.sum(x, Val((0, 2)), Val(True)), (rand(2, 3, 2),), lambda x: anp.sum(x, axis=(0, 2), keepdims=True)),
+        ("mean", lambda x: sra.mean(x, Val(-1), keepdims=Val(False)), (rand(2, 3),), lambda x: anp.mean(x, axis=-1)),
+        ("mean all keepdims", lambda x: sra.mean(x, keepdims=Val(True)), (rand(2, 3),), lambda x: anp.mean(x, keepdims=True)),
+    ]

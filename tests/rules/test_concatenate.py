@@ -746,3 +746,227 @@ def _r(shape: tuple[int, ...], dtype: str = "float64") -> Array:
 def test_rules_pass_the_shared_checker(op: Callable[..., object], args: tuple[object, ...], kwargs: dict[str, object]) -> None:
     check_rrule(op, *args, fkwargs=kwargs)
     check_frule(op, *args, fkwargs=kwargs)
+
+
+# =============================================================================================
+# This family's rows in the cross-cutting tables (read through tests.rules.collect; the table
+# names and row shapes are listed in tests/rules/__init__.py). Engine tables are functions:
+# importing this file imports no engine.
+# =============================================================================================
+
+from tests.rules import ArrayCase, Case, TorchCase  # noqa: E402
+
+ROBUSTNESS = [
+    Case(
+        "concatenate",
+        sr.concatenate,
+        lambda xs: (((*xs,),), {"axis": Val(-1)}),
+        lambda xs: np.concatenate(xs, axis=-1),
+        ((3, 4), (3, 2)),
+        ((0, 4), (0, 2)),
+        sequence=True,
+    ),
+    Case(
+        "concatenate-flat",
+        sr.concatenate,
+        lambda xs: (((*xs,),), {"axis": None}),
+        lambda xs: np.concatenate(xs, axis=None),
+        ((3, 4), (5,)),
+        ((0, 4), (0,)),
+        ((), ()),
+        sequence=True,
+    ),
+    Case(
+        "stack",
+        sr.stack,
+        lambda xs: (((*xs,),), {"axis": Val(-1)}),
+        lambda xs: np.stack(xs, axis=-1),
+        ((3, 4), (3, 4)),
+        ((3, 0), (3, 0)),
+        ((), ()),
+        sequence=True,
+    ),
+    Case(
+        "hstack",
+        sr.hstack,
+        lambda xs: (((*xs,),), {}),
+        lambda xs: np.hstack(xs),
+        ((3, 4), (3, 1)),
+        ((0, 4), (0, 1)),
+        ((), ()),
+        sequence=True,
+    ),
+    Case(
+        "vstack",
+        sr.vstack,
+        lambda xs: (((*xs,),), {}),
+        lambda xs: np.vstack(xs),
+        ((3, 4), (4,)),
+        ((0, 4), (0, 4)),
+        ((), ()),
+        sequence=True,
+    ),
+    Case(
+        "cat-new-axis",
+        sr.cat,
+        lambda xs: ((*xs,), {"dims": Val(2)}),
+        lambda xs: julia_cat(xs, (2,)),
+        ((3, 4), (3, 4)),
+        ((0, 4), (0, 4)),
+        ((), ()),
+    ),
+    Case(
+        "cat-block-diagonal",
+        sr.cat,
+        lambda xs: ((*xs,), {"dims": Val((0, 1))}),
+        lambda xs: julia_cat(xs, (0, 1)),
+        ((3, 4), (2, 1)),
+        ((0, 4), (2, 0)),
+        ((), ()),
+    ),
+]
+
+# label | expected exception | message pattern | expression (evaluated in a capped subprocess)
+HUGE_CALLS = r"""
+concatenate huge       | MemoryError | more than this machine      | sr.concatenate((huge(2**40), huge(2**40)))
+concatenate flat huge  | MemoryError | more than this machine      | sr.concatenate((huge(2**40), np.ones(3)), axis=None)
+concatenate 2**62      | ValueError  | too large to allocate       | sr.concatenate((huge(2**59), huge(2**59)))
+stack huge             | MemoryError | more than this machine      | sr.stack((huge(2**40), huge(2**40)))
+hstack huge            | MemoryError | more than this machine      | sr.hstack((huge(2**40), huge(2**40)))
+vstack huge            | MemoryError | more than this machine      | sr.vstack((huge(2**40), huge(2**40)))
+cat huge dims          | ValueError  | at most 64                  | sr.cat(np.ones(3), np.ones(3), dims=Val(2**40))
+cat block diagonal     | MemoryError | more than this machine      | sr.cat(huge(2**40), huge(2**40), dims=Val((0, 1)))
+cat new axis huge      | MemoryError | more than this machine      | sr.cat(huge(2**40), huge(2**40), dims=Val(1))
+""".strip().splitlines()
+
+
+def torch_cases() -> list[TorchCase]:
+    import stablerules.torch as srt
+
+    return [
+        TorchCase(
+            "concatenate",
+            lambda a, b: srt.concatenate((a, b), axis=Val(0)),
+            lambda a, b: np.concatenate((a, b), axis=0),
+            ((2, 3), (1, 3)),
+        ),
+        TorchCase(
+            "concatenate-flat",
+            lambda a, b: srt.concatenate([a, b], axis=None),
+            lambda a, b: np.concatenate((a, b), axis=None),
+            ((2, 2), (3,)),
+        ),
+        TorchCase("stack", lambda a, b: srt.stack((a, b), axis=Val(1)), lambda a, b: np.stack((a, b), axis=1), ((2, 3), (2, 3))),
+        TorchCase("hstack", lambda a, b: srt.hstack((a, b)), lambda a, b: np.hstack((a, b)), ((2,), (3,))),
+        TorchCase("vstack", lambda a, b: srt.vstack((a, b)), lambda a, b: np.vstack((a, b)), ((3,), (2, 3))),
+        TorchCase("cat-diagonal", lambda a, b: srt.cat(a, b, dims=Val((0, 1))), lambda a, b: julia_cat((a, b), (0, 1)), ((2, 2), (1, 3))),
+        TorchCase(
+            "cat-new-axis",
+            lambda a, b: srt.cat(a, b, dims=Val(2)),
+            lambda a, b: np.stack((a, b), axis=2),
+            ((2, 3), (2, 3)),
+        ),
+    ]
+
+
+def jax_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import jax.numpy as jnp
+
+    import stablerules.jax as srj
+
+    return [
+        (
+            "concatenate",
+            lambda a, b: srj.concatenate((a, b), axis=Val(1)),
+            (rand(2, 3), rand(2, 4)),
+            lambda a, b: jnp.concatenate((a, b), axis=1),
+        ),
+        ("concatenate axis=None", lambda a, b: srj.concatenate([a, b], axis=None), (rand(2, 3), rand(4)), None),
+        ("stack", lambda a, b: srj.stack((a, b), axis=Val(1)), (rand(2, 3), rand(2, 3)), lambda a, b: jnp.stack((a, b), axis=1)),
+        ("hstack", lambda a, b: srj.hstack((a, b)), (rand(2, 3), rand(2, 1)), lambda a, b: jnp.hstack((a, b))),
+        ("vstack", lambda a, b: srj.vstack((a, b)), (rand(3), rand(2, 3)), lambda a, b: jnp.vstack((a, b))),
+        ("cat block-diagonal", lambda a, b: srj.cat(a, b, dims=Val((0, 1))), (rand(2, 3), rand(1, 2)), None),
+        ("cat new axis", lambda a, b: srj.cat(a, b, dims=Val(2)), (rand(2, 3), rand(2, 3)), None),
+    ]
+
+
+def jax_op_calls() -> list[tuple[str, Callable[[Any], Any]]]:
+    import stablerules.jax as srj
+
+    return [
+        ("concatenate", lambda x: srj.concatenate((x, x), axis=Val(1))),
+        ("stack", lambda x: srj.stack((x, x))),
+        ("hstack", lambda x: srj.hstack((x, x))),
+        ("vstack", lambda x: srj.vstack((x, x))),
+        ("cat", lambda x: srj.cat(x, x, dims=Val(1))),
+    ]
+
+
+def jax_call_errors(rand: Callable[..., Any]) -> list[tuple[Callable[[], Any], type[Exception], str]]:
+    import stablerules.jax as srj
+
+    return [
+        (
+            lambda: srj.concatenate((rand(2, 2), rand(2, 2)), axis=Val(2)),
+            ValueError,
+            "concatenate: axis 2 is out of bounds for an array of dimension 2",
+        ),
+        (
+            lambda: srj.concatenate((rand(2, 3), rand(2, 4)), axis=Val(0)),
+            ValueError,
+            "concatenate: arrays[0] has shape (2, 3) and arrays[1] has shape (2, 4); they differ along axis 1, "
+            "but input shapes must match except along axis 0",
+        ),
+        (
+            lambda: srj.concatenate((rand(2, 3), rand(3)), axis=Val(0)),
+            ValueError,
+            "concatenate: all arrays must have the same number of dimensions, but arrays[0] has shape (2, 3) "
+            "and arrays[1] has shape (3,)",
+        ),
+        (lambda: srj.concatenate((), axis=Val(0)), ValueError, "concatenate: need at least one array, got an empty sequence"),
+        (
+            lambda: srj.stack((rand(2, 3), rand(2, 4))),
+            ValueError,
+            "stack: all arrays must have the same shape, but arrays[0] has shape (2, 3) and arrays[1] has shape (2, 4)",
+        ),
+        (lambda: srj.stack((rand(2, 3), rand(2, 3)), axis=Val(5)), ValueError, "stack: axis 5 is out of bounds for an array of dimension 3"),
+        (
+            lambda: srj.hstack((rand(2, 3), rand(3, 3))),
+            ValueError,
+            "hstack: arrays[0] has shape (2, 3) and arrays[1] has shape (3, 3); they differ along axis 0, but "
+            "input shapes must match except along axis 1",
+        ),
+        (
+            lambda: srj.vstack((rand(2, 3), rand(2, 4))),
+            ValueError,
+            "vstack: arrays[0] has shape (2, 3) and arrays[1] has shape (2, 4); they differ along axis 1, but "
+            "input shapes must match except along axis 0",
+        ),
+        (
+            lambda: srj.cat(rand(2, 3), rand(2, 4), dims=Val(0)),
+            ValueError,
+            "cat: arrays[0] has shape (2, 3) and arrays[1] has shape (2, 4); they differ along axis 1, but input "
+            "shapes must match except along axis 0 (inputs padded with trailing size-1 axes)",
+        ),
+    ]
+
+
+def autograd_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import autograd.numpy as anp
+
+    import stablerules.autograd as sra
+
+    return [
+        (
+            "concatenate",
+            lambda a, b: sra.concatenate((a, b), axis=Val(1)),
+            (rand(2, 3), rand(2, 4)),
+            lambda a, b: anp.concatenate((a, b), axis=1),
+        ),
+        ("concatenate axis=None", lambda a, b: sra.concatenate([a, b], axis=None), (rand(2, 3), rand(4)), None),
+        ("stack", lambda a, b: sra.stack((a, b), axis=Val(1)), (rand(2, 3), rand(2, 3)), lambda a, b: anp.stack((a, b), axis=1)),
+        ("hstack", lambda a, b: sra.hstack((a, b)), (rand(2, 3), rand(2, 1)), lambda a, b: anp.hstack((a, b))),
+        ("vstack", lambda a, b: sra.vstack((a, b)), (rand(3), rand(2, 3)), lambda a, b: anp.vstack((a, b))),
+        ("cat block-diagonal", lambda a, b: sra.cat(a, b, dims=Val((0, 1))), (rand(2, 3), rand(1, 2)), None),
+        ("cat new axis", lambda a, b: sra.cat(a, b, dims=Val(2)), (rand(2, 3), rand(2, 3)), None),
+    ]

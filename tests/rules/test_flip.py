@@ -588,3 +588,84 @@ def test_flip_runs_its_view_plan_and_no_kernel() -> None:
         back(random_array(RNG, (3, 4)))
         sr.frule(sr.flip, (x, NoTangent()), x, Val(1))
     assert kernel_launches() == launches
+
+
+# =============================================================================================
+# This family's rows in the cross-cutting tables (read through tests.rules.collect; the table
+# names and row shapes are listed in tests/rules/__init__.py). Engine tables are functions:
+# importing this file imports no engine.
+# =============================================================================================
+
+from tests.rules import ArrayCase, Case, TorchCase  # noqa: E402
+
+ROBUSTNESS = [
+    Case("flip", sr.flip, lambda xs: ((xs[0],), {"axis": Val((0, 2))}), lambda xs: np.flip(xs[0], (0, 2)),
+         ((3, 4, 2),), ((0, 4, 2),)),
+    Case("flip-all", sr.flip, lambda xs: ((xs[0], None), {}), lambda xs: np.flip(xs[0]), ((3, 4),), ((3, 0),), ((),)),
+    Case("roll", sr.roll, lambda xs: ((xs[0], Val((1, -2))), {"axis": Val((0, 1))}),
+         lambda xs: np.roll(xs[0], (1, -2), axis=(0, 1)), ((3, 4),), ((0, 4),)),
+    Case("roll-flat", sr.roll, lambda xs: ((xs[0], Val(5)), {}), lambda xs: np.roll(xs[0], 5), ((3, 4),), ((0, 4),), ((),)),
+]
+
+# label | expected exception | message pattern | expression (evaluated in a capped subprocess)
+HUGE_CALLS = r"""
+roll huge x            | MemoryError | more than this machine      | sr.roll(huge(2**40), Val(1))
+rrule roll huge x      | MemoryError | more than this machine      | sr.rrule(sr.roll, huge(2**40), Val(1), axis=Val(0))
+roll 2**62 bytes       | ValueError  | too large to allocate       | sr.roll(huge(2**59), Val(1))
+""".strip().splitlines()
+
+
+def torch_cases() -> list[TorchCase]:
+    import stablerules.torch as srt
+
+    return [
+        TorchCase("flip", lambda x: srt.flip(x, Val((0, 2))), lambda x: np.flip(x, (0, 2)), ((2, 3, 2),)),
+        TorchCase("flip-all", lambda x: srt.flip(x), np.flip, ((2, 3),)),
+        TorchCase("roll", lambda x: srt.roll(x, Val((1, -2)), axis=Val((0, 1))), lambda x: np.roll(x, (1, -2), (0, 1)), ((3, 4),)),
+        TorchCase("roll-flat", lambda x: srt.roll(x, Val(2)), lambda x: np.roll(x, 2), ((2, 3),)),
+    ]
+
+
+def jax_structure(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import stablerules.jax as srj
+
+    return [
+        ("flip", lambda x: srj.flip(x, Val((0, 2))), (rand(2, 3, 2),), lambda x: np.flip(x, (0, 2))),
+        ("flip all", lambda x: srj.flip(x), (rand(2, 3),), np.flip),
+        ("roll", lambda x: srj.roll(x, Val((1, -2)), axis=Val((0, 1))), (rand(3, 4),), lambda x: np.roll(x, (1, -2), (0, 1))),
+        ("roll flat", lambda x: srj.roll(x, Val(2)), (rand(2, 3),), lambda x: np.roll(x, 2)),
+    ]
+
+
+def jax_op_calls() -> list[tuple[str, Callable[[Any], Any]]]:
+    import stablerules.jax as srj
+
+    return [
+        ("flip", lambda x: srj.flip(x, Val(0))),
+        ("roll", lambda x: srj.roll(x, Val(1), axis=Val(0))),
+    ]
+
+
+def jax_call_errors(rand: Callable[..., Any]) -> list[tuple[Callable[[], Any], type[Exception], str]]:
+    import stablerules.jax as srj
+
+    return [
+        (
+            lambda: srj.flip("x", Val(0)),  # type: ignore[arg-type]
+            TypeError,
+            "flip: argument 'x' must be an array (a jax.Array, or what jnp.asarray reads as one), got str",
+        ),
+    ]
+
+
+def autograd_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import autograd.numpy as anp
+
+    import stablerules.autograd as sra
+
+    return [
+        ("flip", lambda x: sra.flip(x, Val((0, 2))), (rand(2, 3, 2),), lambda x: x[::-1, :, ::-1]),
+        ("flip all", lambda x: sra.flip(x), (rand(2, 3),), lambda x: x[::-1, ::-1]),
+        ("roll", lambda x: sra.roll(x, Val((1, -2)), axis=Val((0, 1))), (rand(3, 4),), lambda x: anp.roll(anp.roll(x, 1, 0), -2, 1)),
+        ("roll flat", lambda x: sra.roll(x, Val(2)), (rand(2, 3),), lambda x: anp.roll(x, 2)),
+    ]

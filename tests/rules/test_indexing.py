@@ -744,3 +744,55 @@ def test_precompile_and_explain_list_the_kernels() -> None:
     assert [s.kind for s in signatures] == ["pullback"]
     text = sr.explain(sr.take, random_array((6, 4)), np.array([1, 2]), Val(0))
     assert "bucket" in text and "accumulate" in text and "gather" in text
+
+
+# =============================================================================================
+# This family's rows in the cross-cutting tables (read through tests.rules.collect; the table
+# names and row shapes are listed in tests/rules/__init__.py). Engine tables are functions:
+# importing this file imports no engine.
+# =============================================================================================
+
+from collections.abc import Callable  # noqa: E402
+
+
+def torch_indexing(leaf: Callable[..., Any]) -> list[tuple[str, tuple[Callable[..., Any], tuple[Any, ...], Callable[..., Any]]]]:
+    """``(id, (our call on the differentiable inputs, those inputs, torch's own op))``; ``leaf(*shape,
+    seed=...)`` makes a differentiable input. Repeated and negative indices throughout: their
+    pullbacks are scatter-adds."""
+    import torch
+
+    import stablerules.torch as srt
+
+    take_i = torch.tensor([0, -1, 2, 0, 3, -1])
+    along_i = torch.tensor([[0, 1, -1, 2, 0], [4, 4, -5, 0, 1], [1, 1, 1, 1, 1], [-1, 0, 3, 3, 2]])
+    add_i = torch.tensor([0, 1, 1, -1, 0])
+    index = sr.ix[1:, ::-2]
+    return [
+        ("take axis", (lambda x: srt.take(x, take_i, axis=Val(1)), (leaf(4, 5),), lambda x: x.index_select(1, take_i % 5))),
+        ("take flat", (lambda x: srt.take(x, take_i), (leaf(4, 5),), lambda x: torch.take(x, take_i % 20))),
+        (
+            "take_along_axis",
+            (lambda x: srt.take_along_axis(x, along_i, Val(1)), (leaf(4, 5),), lambda x: torch.take_along_dim(x, along_i % 5, 1)),
+        ),
+        (
+            "index_add",
+            (lambda x, v: srt.index_add(x, add_i, v, Val(0)), (leaf(4, 3), leaf(5, 3, seed=4)), lambda x, v: torch.index_add(x, 0, add_i % 4, v)),
+        ),
+        (
+            "index_add axis 1",
+            (lambda x, v: srt.index_add(x, add_i, v, Val(-1)), (leaf(3, 4), leaf(3, 5, seed=4)), lambda x, v: torch.index_add(x, 1, add_i % 4, v)),
+        ),
+        ("getindex", (lambda x: srt.getindex(x, index), (leaf(4, 5),), lambda x: x[1:, [4, 2, 0]])),
+        ("getindex newaxis int", (lambda x: srt.getindex(x, sr.ix[None, ..., -2]), (leaf(3, 4, 2),), lambda x: x[None, ..., -2])),
+    ]
+
+
+def jax_op_calls() -> list[tuple[str, Callable[[Any], Any]]]:
+    import stablerules.jax as srj
+
+    return [
+        ("getindex", lambda x: srj.getindex(x, sr.ix[1:, ::-2])),
+        ("take", lambda x: srj.take(x, np.array([2, 0, 2]), Val(0))),
+        ("take_along_axis", lambda x: srj.take_along_axis(x, np.array([[1, -1]] * 3), Val(1))),
+        ("index_add", lambda x: srj.index_add(x, np.array([2, 0, 2]), np.ones((3, 4)))),
+    ]

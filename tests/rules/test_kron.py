@@ -425,3 +425,90 @@ def test_kron_passes_the_shared_checker(
     a, b = random_array(rng, a_shape, a_dtype), random_array(rng, b_shape, b_dtype)
     check_rrule(sr.kron, a, b)
     check_frule(sr.kron, a, b)
+
+
+# =============================================================================================
+# This family's rows in the cross-cutting tables (read through tests.rules.collect; the table
+# names and row shapes are listed in tests/rules/__init__.py). Engine tables are functions:
+# importing this file imports no engine.
+# =============================================================================================
+
+from tests.rules import ArrayCase, Case, TorchCase  # noqa: E402
+
+ROBUSTNESS = [
+    Case(
+        "kron",
+        sr.kron,
+        lambda xs: ((xs[0], xs[1]), {}),
+        lambda xs: np.kron(xs[0], xs[1]),
+        ((3, 2), (2, 3)),
+        ((0, 2), (2, 3)),
+        ((), ()),
+        bilinear=True,
+    )
+]
+
+# label | expected exception | message pattern | expression (evaluated in a capped subprocess)
+HUGE_CALLS = r"""
+kron huge              | MemoryError | more than this machine      | sr.kron(huge(2**20), huge(2**20))
+kron 2**62             | ValueError  | too large to allocate       | sr.kron(huge(2**31), huge(2**31))
+rrule kron huge        | MemoryError | more than this machine      | sr.rrule(sr.kron, huge(2**20), huge(2**20))
+kron huge 2-D          | MemoryError | more than this machine      | sr.kron(np.broadcast_to(1.0, (2**12, 2**12)), np.broadcast_to(1.0, (2**12, 2**12)))
+""".strip().splitlines()
+
+
+def torch_cases() -> list[TorchCase]:
+    import stablerules.torch as srt
+
+    return [
+        TorchCase("kron", lambda a, b: srt.kron(a, b), np.kron, ((2, 3), (3, 2))),
+        TorchCase("kron-ndim", lambda a, b: srt.kron(a, b), np.kron, ((3,), (2, 2))),
+    ]
+
+
+def jax_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import jax.numpy as jnp
+
+    import stablerules.jax as srj
+
+    return [
+        ("kron", srj.kron, (rand(2, 3), rand(3, 2)), jnp.kron),
+        ("kron 3-d by 1-d", srj.kron, (rand(2, 1, 3), rand(2)), jnp.kron),
+        ("kron complex (jnp path)", srj.kron, (rand(2, 2, dtype=np.complex128), rand(3, 2, dtype=np.complex128)), jnp.kron),
+    ]
+
+
+def jax_op_calls() -> list[tuple[str, Callable[[Any], Any]]]:
+    import stablerules.jax as srj
+
+    return [("kron", lambda x: srj.kron(x, x))]
+
+
+def jax_call_errors(rand: Callable[..., Any]) -> list[tuple[Callable[[], Any], type[Exception], str]]:
+    import stablerules.jax as srj
+
+    return [
+        (
+            lambda: srj.kron(rand(2), "x"),  # type: ignore[arg-type]
+            TypeError,
+            "kron: argument 'b' must be an array (a jax.Array, or what jnp.asarray reads as one), got str",
+        ),
+    ]
+
+
+def autograd_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import autograd.numpy as anp
+
+    import stablerules.autograd as sra
+
+    return [
+        ("kron", lambda a, b: sra.kron(a, b), (rand(2, 3), rand(3, 2)), lambda a, b: anp.kron(a, b)),
+        ("kron 3-d by 1-d", lambda a, b: sra.kron(a, b), (rand(2, 1, 3), rand(2)), None),
+        (
+            "kron complex",
+            lambda a, b: sra.kron(a, b),
+            (rand(2, 2, complex_=True), rand(3, 2, complex_=True)),
+            lambda a, b: anp.kron(a, b),
+        ),
+        ("kron real by complex", lambda a, b: sra.kron(a, b), (rand(2, 2), rand(2, 3, complex_=True)), None),
+    ]

@@ -339,3 +339,100 @@ def test_pullbacks_without_forward_take_specs() -> None:
     parts = (integers((6, 2)), ZeroTangent())
     (dx, _) = back(parts)
     np.testing.assert_array_equal(dense(dx), np.concatenate([parts[0], np.zeros((6, 2))], axis=1))
+
+
+# =============================================================================================
+# This family's rows in the cross-cutting tables (read through tests.rules.collect; the table
+# names and row shapes are listed in tests/rules/__init__.py). Engine tables are functions:
+# importing this file imports no engine.
+# =============================================================================================
+
+from tests.rules import ArrayCase, Case, TorchCase  # noqa: E402
+
+ROBUSTNESS = [
+    Case(
+        "pad",
+        sr.pad,
+        lambda xs: ((xs[0], Val((1, 0, 2, 1))), {}),
+        lambda xs: np.pad(xs[0], ((1, 0), (2, 1))),
+        ((3, 4),),
+        ((0, 4),),
+    ),
+]
+
+
+def torch_cases() -> list[TorchCase]:
+    import stablerules.torch as srt
+
+    return [
+        TorchCase("pad", lambda x: srt.pad(x, Val((1, 0, 2, 1))), lambda x: np.pad(x, ((1, 0), (2, 1))), ((2, 3),)),
+        TorchCase("pad-constant", lambda x: srt.pad(x, Val(1), 2.5), lambda x: np.pad(x, 1, constant_values=2.5), ((2, 3),)),
+        TorchCase("split", lambda x: srt.split(x, Val(3), axis=Val(1)), lambda x: tuple(np.split(x, 3, axis=1)), ((2, 6),)),
+        TorchCase("split-indices", lambda x: srt.split(x, Val((1, 3))), lambda x: tuple(np.split(x, (1, 3))), ((5, 2),)),
+        TorchCase("split-one", lambda x: srt.split(x, Val(1)), lambda x: tuple(np.split(x, 1)), ((3,),)),
+    ]
+
+
+def jax_structure(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import stablerules.jax as srj
+
+    return [
+        ("pad", lambda x: srj.pad(x, Val((1, 0, 2, 1))), (rand(2, 3),), lambda x: np.pad(x, ((1, 0), (2, 1)))),
+        ("pad constant", lambda x: srj.pad(x, Val(1), 2.5), (rand(2, 3),), lambda x: np.pad(x, 1, constant_values=2.5)),
+        (
+            "pad traced constant",
+            lambda x, c: srj.pad(x, Val((0, 2)), c),
+            (rand(3), rand()),
+            lambda x, c: np.pad(x, (0, 2), constant_values=c),
+        ),
+        ("split", lambda x: srj.split(x, Val(3), axis=Val(1)), (rand(2, 6),), lambda x: tuple(np.split(x, 3, axis=1))),
+        ("split indices", lambda x: srj.split(x, Val((1, 3))), (rand(5, 2),), lambda x: tuple(np.split(x, (1, 3)))),
+        ("split one part", lambda x: srj.split(x, Val(1)), (rand(3),), lambda x: tuple(np.split(x, 1))),
+    ]
+
+
+def jax_op_calls() -> list[tuple[str, Callable[[Any], Any]]]:
+    import stablerules.jax as srj
+
+    return [
+        ("pad", lambda x: srj.pad(x, Val(1))),
+        ("split", lambda x: srj.split(x, Val(2), axis=Val(1))),
+    ]
+
+
+def autograd_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import autograd.numpy as anp
+
+    import stablerules.autograd as sra
+
+    return [
+        ("pad", lambda x: sra.pad(x, Val((1, 0, 2, 1))), (rand(2, 3),), lambda x: anp.pad(x, ((1, 0), (2, 1)), "constant")),
+        (
+            "pad nonzero constant (affine)",
+            lambda x: sra.pad(x, Val(1), constant_values=2.5),
+            (rand(2, 3),),
+            lambda x: anp.pad(x, 1, "constant", constant_values=2.5),
+        ),
+        (
+            "pad positional integer constant (affine)",
+            lambda x: sra.pad(x, Val(2), 3),
+            (rand(2),),
+            lambda x: anp.pad(x, 2, "constant", constant_values=3),
+        ),
+        ("pad differentiable constant", lambda x, c: sra.pad(x, Val(1), c), (rand(2, 2), rand()), None),
+        ("pad complex", lambda x: sra.pad(x, Val(1), constant_values=1j), (rand(2, complex_=True),), None),
+        # split's parts weighted differently, so that each part's cotangent matters
+        (
+            "split sections",
+            lambda x: anp.concatenate([p * (i + 1) for i, p in enumerate(sra.split(x, Val(3), axis=Val(1)))], axis=1),
+            (rand(2, 6),),
+            lambda x: anp.concatenate([p * (i + 1) for i, p in enumerate(anp.split(x, 3, axis=1))], axis=1),
+        ),
+        (
+            "split indices, one part unused",
+            lambda x: anp.multiply(sra.split(x, Val((1, 3)))[2], 2.0),
+            (rand(5, 2),),
+            lambda x: anp.multiply(x[3:], 2.0),
+        ),
+        ("split one part", lambda x: sra.split(x, Val(1))[0], (rand(3),), lambda x: x * 1.0),
+    ]

@@ -298,3 +298,64 @@ def test_permutations_and_reshapes_random(shape: tuple[int, ...], data: st.DataO
     np.testing.assert_array_equal(y2, np.reshape(x, flat))
     dy2 = random_array(RNG, y2.shape)
     np.testing.assert_allclose(np.vdot(dense(back2(dy2)[0]), v), np.vdot(dy2, np.reshape(v, flat)), rtol=1e-9, atol=1e-12)
+
+
+# =============================================================================================
+# This family's rows in the cross-cutting tables (read through tests.rules.collect; the table
+# names and row shapes are listed in tests/rules/__init__.py). Engine tables are functions:
+# importing this file imports no engine.
+# =============================================================================================
+
+from collections.abc import Callable  # noqa: E402
+
+from tests.rules import ArrayCase, Case, TorchCase  # noqa: E402
+
+ROBUSTNESS = [
+    Case("permute-dims", sr.permute_dims, lambda xs: ((xs[0], Val((2, 0, 1))), {}),
+         lambda xs: np.permute_dims(xs[0], (2, 0, 1)), ((3, 4, 2),), ((3, 0, 2),)),
+    Case("transpose", sr.transpose, lambda xs: ((xs[0],), {}), lambda xs: np.transpose(xs[0]), ((3, 4),), ((0, 4),), ((),)),
+    Case("reshape", sr.reshape, lambda xs: ((xs[0], Val((-1, 2))), {}), lambda xs: np.reshape(xs[0], (-1, 2)),
+         ((3, 4),), ((0, 4),)),
+]
+
+
+def torch_cases() -> list[TorchCase]:
+    import stablerules.torch as srt
+
+    return [
+        TorchCase("permute_dims", lambda x: srt.permute_dims(x, Val((2, 0, 1))), lambda x: np.transpose(x, (2, 0, 1)), ((2, 3, 4),)),
+        TorchCase("transpose", lambda x: srt.transpose(x), np.transpose, ((2, 3, 4),)),
+        TorchCase("reshape", lambda x: srt.reshape(x, Val((3, -1))), lambda x: np.reshape(x, (3, -1)), ((2, 3, 2),)),
+    ]
+
+
+def jax_structure(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import stablerules.jax as srj
+
+    return [
+        ("permute_dims", lambda x: srj.permute_dims(x, Val((2, 0, 1))), (rand(2, 3, 4),), lambda x: np.transpose(x, (2, 0, 1))),
+        ("transpose", lambda x: srj.transpose(x), (rand(2, 3, 4),), np.transpose),
+        ("reshape", lambda x: srj.reshape(x, Val((3, -1))), (rand(2, 3, 2),), lambda x: np.reshape(x, (3, -1))),
+    ]
+
+
+def jax_op_calls() -> list[tuple[str, Callable[[Any], Any]]]:
+    import stablerules.jax as srj
+
+    return [
+        ("permute_dims", lambda x: srj.permute_dims(x, Val((1, 0)))),
+        ("transpose", lambda x: srj.transpose(x)),
+        ("reshape", lambda x: srj.reshape(x, Val((4, 3)))),
+    ]
+
+
+def autograd_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import autograd.numpy as anp
+
+    import stablerules.autograd as sra
+
+    return [
+        ("permute_dims", lambda x: sra.permute_dims(x, Val((2, 0, 1))), (rand(2, 3, 4),), lambda x: anp.transpose(x, (2, 0, 1))),
+        ("transpose", lambda x: sra.transpose(x), (rand(2, 3, 4),), lambda x: anp.transpose(x)),
+        ("reshape", lambda x: sra.reshape(x, Val((3, -1))), (rand(2, 3, 2),), lambda x: anp.reshape(x, (3, -1))),
+    ]

@@ -894,3 +894,168 @@ def test_tile_passes_the_shared_checker(shape: tuple[int, ...], reps: tuple[int,
     x = random_array(RNG, shape)
     check_rrule(sr.tile, x, Val(reps))
     check_frule(sr.tile, x, Val(reps))
+
+
+# =============================================================================================
+# This family's rows in the cross-cutting tables (read through tests.rules.collect; the table
+# names and row shapes are listed in tests/rules/__init__.py). Engine tables are functions:
+# importing this file imports no engine.
+# =============================================================================================
+
+from tests.rules import ArrayCase, Case, TorchCase  # noqa: E402
+
+
+def _counts(shape: tuple[int, ...]) -> Array:
+    return np.arange(shape[0]) % 3  # 0, 1, 2, 0, ...: zero counts included
+
+
+ROBUSTNESS = [
+    Case(
+        "repeat-axis",
+        sr.repeat,
+        lambda xs: ((xs[0], Val(2)), {"axis": Val(1)}),
+        lambda xs: np.repeat(xs[0], 2, axis=1),
+        ((3, 4),),
+        ((3, 0),),
+    ),
+    Case(
+        "repeat-flat",
+        sr.repeat,
+        lambda xs: ((xs[0], Val(3)), {}),
+        lambda xs: np.repeat(xs[0], 3),
+        ((3, 4),),
+        ((0, 4),),
+        ((),),
+    ),
+    Case(
+        "repeat-counts",
+        sr.repeat,
+        lambda xs: ((xs[0], _counts(xs[0].shape)), {"axis": Val(0)}),
+        lambda xs: np.repeat(xs[0], _counts(xs[0].shape), axis=0),
+        ((5, 3),),
+        ((0, 3),),
+    ),
+    Case(
+        "repeat-inner-outer",
+        sr.repeat,
+        lambda xs: ((xs[0],), {"inner": Val((2, 1)), "outer": Val((1, 2, 2))}),
+        lambda xs: julia_reference(xs[0], (2, 1), (1, 2, 2)),
+        ((3, 4),),
+        ((3, 0),),
+        ((),),
+    ),
+    Case(
+        "tile",
+        sr.tile,
+        lambda xs: ((xs[0], Val((2, 1, 2))), {}),
+        lambda xs: np.tile(xs[0], (2, 1, 2)),
+        ((3, 4),),
+        ((0, 4),),
+        ((),),
+    ),
+]
+
+# label | expected exception | message pattern | expression (evaluated in a capped subprocess)
+HUGE_CALLS = r"""
+repeat 2**62           | ValueError  | ^repeat: repeats=4611686018427387904 for x of shape \(4,\): each element would be copied .* too large to index | sr.repeat(np.ones(4), Val(2**62))
+repeat 2**61           | ValueError  | too large to allocate       | sr.repeat(np.ones(4), Val(2**61))
+repeat 2**40           | MemoryError | more than this machine      | sr.repeat(np.ones(4), Val(2**40))
+repeat 2**40 axis      | MemoryError | more than this machine      | sr.repeat(np.ones((4, 2)), Val(2**40), axis=Val(0))
+rrule repeat 2**40     | MemoryError | more than this machine      | sr.rrule(sr.repeat, np.ones(4), Val(2**40))
+repeat inner product   | ValueError  | ^repeat: inner=\(2147483648, 2147483648, 4\) for x of shape \(4,\): each element would be copied | sr.repeat(np.ones(4), inner=Val((2**31, 2**31, 4)))
+repeat outer huge      | MemoryError | more than this machine      | sr.repeat(np.ones(3), outer=Val((2**20, 2**20)))
+repeat counts 2**62    | ValueError  | too large to allocate       | sr.repeat(np.ones(4), np.array([2**62, 1, 1, 1]))
+repeat counts sum      | ValueError  | too large to allocate       | sr.repeat(np.ones(4), np.array([2**61] * 4))
+repeat counts uint64   | ValueError  | too large to allocate       | sr.repeat(np.ones(4), np.array([2**64 - 1, 1, 1, 1], dtype=np.uint64))
+repeat counts memory   | MemoryError | more than this machine      | sr.repeat(np.ones(4), np.array([2**40, 1, 1, 1]))
+repeat huge x count 1  | MemoryError | more than this machine      | sr.repeat(huge(2**40), np.array([1]))
+repeat huge x count 0  | MemoryError | counts and their offsets    | sr.repeat(huge(2**40), np.array([0]))
+repeat huge x Val(0)   | MemoryError | C-ordered copy              | sr.repeat(huge(2**40), Val(0))
+repeat huge x Val(2)   | MemoryError | more than this machine      | sr.repeat(huge(2**40), Val(2))
+repeat huge x Val big  | ValueError  | too large to allocate       | sr.repeat(huge(2**40), Val(2**30))
+tile huge reps         | ValueError  | ^tile: reps=\(2147483648, 2147483648\) for x of shape \(4,\): each element would be copied | sr.tile(np.ones(4), Val((2**31, 2**31)))
+tile huge memory       | MemoryError | more than this machine      | sr.tile(np.ones(4), Val((2**20, 2**20)))
+tile huge x            | ValueError  | too large to allocate       | sr.tile(huge(2**40), Val((2**22,)))
+precompile huge spec   | MemoryError | more than this machine      | sr.precompile(sr.repeat, sr.ArraySpec((2**40,), np.float64), Val(3))
+""".strip().splitlines()
+
+
+
+def torch_cases() -> list[TorchCase]:
+    import stablerules.torch as srt
+
+    return [
+        TorchCase("repeat-axis", lambda x: srt.repeat(x, Val(2), axis=Val(1)), lambda x: np.repeat(x, 2, axis=1), ((3, 2),)),
+        TorchCase("repeat-flat", lambda x: srt.repeat(x, Val(3)), lambda x: np.repeat(x, 3), ((2, 2),)),
+        TorchCase(
+            "repeat-inner-outer",
+            lambda x: srt.repeat(x, inner=Val((2, 1)), outer=Val((1, 2, 2))),
+            lambda x: julia_reference(x, (2, 1), (1, 2, 2)),
+            ((2, 3),),
+        ),
+        TorchCase("tile", lambda x: srt.tile(x, Val((2, 1, 2))), lambda x: np.tile(x, (2, 1, 2)), ((2, 3),)),
+    ]
+
+
+def jax_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import jax.numpy as jnp
+
+    import stablerules.jax as srj
+
+    def julia(x: Any, inner: tuple[int, ...], outer: tuple[int, ...]) -> Any:
+        for axis, count in enumerate(inner):
+            x = jnp.repeat(x, count, axis=axis)
+        return jnp.tile(x, outer)
+
+    return [
+        ("repeat numpy form", lambda x: srj.repeat(x, Val(3), axis=Val(1)), (rand(2, 3),), lambda x: jnp.repeat(x, 3, axis=1)),
+        ("repeat axis=None", lambda x: srj.repeat(x, Val(2)), (rand(2, 3),), lambda x: jnp.repeat(x, 2)),
+        (
+            "repeat inner/outer (W3-like)",
+            lambda x: srj.repeat(x, inner=Val((2, 1, 3)), outer=Val((2, 1, 2))),
+            (rand(3, 2, 2),),
+            lambda x: julia(x, (2, 1, 3), (2, 1, 2)),
+        ),
+        ("repeat inner adds an axis", lambda x: srj.repeat(x, inner=Val((2, 1, 3))), (rand(3, 2),), None),
+        ("tile", lambda x: srj.tile(x, Val((2, 1, 3))), (rand(3, 2),), lambda x: jnp.tile(x, (2, 1, 3))),
+        ("tile 0-d", lambda x: srj.tile(x, Val(3)), (rand(),), lambda x: jnp.tile(x, 3)),
+    ]
+
+
+def jax_op_calls() -> list[tuple[str, Callable[[Any], Any]]]:
+    import stablerules.jax as srj
+
+    return [
+        ("repeat", lambda x: srj.repeat(x, Val(2), axis=Val(0))),
+        ("tile", lambda x: srj.tile(x, Val((1, 2)))),
+    ]
+
+
+def jax_call_errors(rand: Callable[..., Any]) -> list[tuple[Callable[[], Any], type[Exception], str]]:
+    import stablerules.jax as srj
+
+    return [
+        (
+            lambda: srj.repeat({}, Val(2)),  # type: ignore[arg-type]
+            TypeError,
+            "repeat: argument 'x' must be an array (a jax.Array, or what jnp.asarray reads as one), got dict",
+        ),
+    ]
+
+
+def autograd_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
+    import autograd.numpy as anp
+
+    import stablerules.autograd as sra
+
+    return [
+        ("repeat numpy form", lambda x: sra.repeat(x, Val(3), axis=Val(1)), (rand(2, 3),), lambda x: anp.repeat(x, 3, axis=1)),
+        ("repeat axis=None", lambda x: sra.repeat(x, Val(2)), (rand(2, 3),), lambda x: anp.repeat(x, 2)),
+        (
+            "repeat inner/outer (W3-like)",
+            lambda x: sra.repeat(x, inner=Val((2, 1, 3)), outer=Val((2, 1, 2))),
+            (rand(3, 2, 2),),
+            lambda x: anp.tile(anp.repeat(anp.repeat(x, 2, axis=0), 3, axis=2), (2, 1, 2)),
+        ),
+        ("tile", lambda x: sra.tile(x, Val((2, 1, 3))), (rand(3, 2),), lambda x: anp.tile(x, (2, 1, 3))),
+    ]
