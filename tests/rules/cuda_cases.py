@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,7 @@ from stablerules._cache import CACHE
 from stablerules._cuda import cuda_available, simulator_enabled
 from stablerules._rule import count_launches, kernel_launches
 from tests.ci import in_ci
+from tests.rules import Case as RobustnessCase, assert_every_op_has_a_row, collect
 
 Array = npt.NDArray[Any]
 
@@ -886,3 +887,57 @@ def test_indexing_cuda_kernels_compile_once_for_every_shape() -> None:
         np.testing.assert_array_equal(host(back(dy)[0]), expected)
         y, slice_back = sr.rrule(sr.getindex, v, sr.ix[2:, 1::3])
         slice_back(integers(tuple(y.shape), "float64"))
+
+
+# ----------------------------------------------------------- every op, from its family's rows
+# Each family's ROBUSTNESS rows (tests/rules/test_<family>.py), run on the CUDA kernels and on
+# the CPU kernels: forward, pullback and pushforward equal, and the forward equal to NumPy's.
+# A new op's row there runs here too; the ops without such a row have their cases above.
+
+ROWS: list[RobustnessCase] = collect("ROBUSTNESS")
+CASES_ABOVE = {
+    "mean": "test_sum_mean_forward_pullback_pushforward",
+    "split": "test_pad_and_split_stay_on_the_device",
+    "getindex": "test_getindex_pullback_is_a_cuda_gather",
+    "take": "test_take_forward_pullback_pushforward_on_cuda",
+    "take_along_axis": "test_take_along_axis_and_index_add_on_cuda",
+    "index_add": "test_take_along_axis_and_index_add_on_cuda",
+}
+
+
+def test_every_op_has_a_cuda_case() -> None:
+    assert_every_op_has_a_row("ROBUSTNESS on CUDA", (row.op_name for row in ROWS), CASES_ABOVE)
+
+
+def _flat(tangents: tuple[object, ...]) -> list[object]:
+    return [item for entry in tangents for item in (entry if isinstance(entry, tuple) else (entry,))]
+
+
+@pytest.mark.parametrize("case", ROWS, ids=str)
+def test_every_row_on_cuda_equals_the_cpu(case: RobustnessCase, on_cpu: Callable[[Callable[[], Any]], Any]) -> None:
+    xs = [integers(shape, "float64") for shape in case.shapes]
+    args, kwargs = case.call(xs)
+    op = cast(Callable[..., Any], case.op)
+    y, y_cpu = op(*args, **kwargs), on_cpu(lambda: op(*args, **kwargs))
+    assert_same(y, y_cpu, "numpy", "forward")
+    np.testing.assert_array_equal(y_cpu, case.numpy(xs))
+
+    rrule = cast(Callable[..., Any], sr.rrule)
+    _, back = rrule(op, *args, **kwargs)
+    _, back_cpu = on_cpu(lambda: rrule(op, *args, **kwargs))
+    dy = integers(y_cpu.shape, "float64")
+    for position, (got, want) in enumerate(zip(_flat(back(dy)), _flat(back_cpu(dy)), strict=True)):
+        assert_same(got, want, "numpy", f"pullback entry {position}")
+
+    def tangent(arg: object) -> object:
+        if isinstance(arg, np.ndarray) and any(arg is x for x in xs):
+            return integers(arg.shape, "float64")
+        if isinstance(arg, tuple) and arg and all(any(a is x for x in xs) for a in arg):
+            return tuple(integers(np.asarray(a).shape, "float64") for a in arg)
+        return NoTangent()
+
+    tangents = tuple(tangent(arg) for arg in args)
+    frule = cast(Callable[..., Any], sr.frule)
+    _, ydot = frule(op, tangents, *args, **kwargs)
+    _, ydot_cpu = on_cpu(lambda: frule(op, tangents, *args, **kwargs))
+    assert_same(ydot, ydot_cpu, "numpy", "pushforward")
