@@ -80,6 +80,16 @@ def test_every_op_has_a_row() -> None:
     assert len({case.name for case in CASES}) == len(CASES), "two rows share an id"
 
 
+def test_family_test_files_import_no_engine() -> None:
+    """Their engine tables are functions: a family's own tests run without torch, jax or autograd."""
+    code = (
+        "import sys; from tests.rules import FAMILIES, collect; collect('ROBUSTNESS'); "
+        "assert all(f'tests.rules.test_{f}' in sys.modules for f in FAMILIES); "
+        "loaded = {'torch', 'jax', 'autograd'} & set(sys.modules); assert not loaded, loaded"
+    )
+    run_isolated(code)
+
+
 Back = Callable[[object], tuple[object, ...]]
 
 

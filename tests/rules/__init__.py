@@ -17,11 +17,15 @@ table                  read by                         a row
 ``autograd_cases``     ``tests/test_autograd.py``      ``(id, our call, arrays, anp's composition)``
 =====================  ==============================  ===========================================
 
+``tests/rules/cuda_cases.py`` runs the ``ROBUSTNESS`` rows on the CUDA kernels too, and
+``tests/test_fuzz.py`` names the ops each of its property tests draws.
+
 The engine tables are functions that import their engine when called, so that importing a
 family file imports neither torch nor jax (its own tests run without them) while the
 cross-cutting file, which imports its engine anyway, calls them with its own array factory.
 A new op adds its rows in its family's file; each cross-cutting file fails (through
-:func:`assert_every_op_has_a_row`) while one of its tables has no row for a schema op.
+:func:`assert_every_op_has_a_row`) while one of its tables has no row for a schema op that it
+does not exempt by name, with the reason.
 """
 
 from __future__ import annotations
