@@ -81,6 +81,8 @@ import torch.utils.dlpack
 import stablerules as sr
 from stablerules import Val
 
+from .._binding import Binder, binder
+
 from ._sharding import DTENSOR, is_dtensor
 
 if TYPE_CHECKING:
@@ -129,9 +131,10 @@ class TangentRule(Protocol):
 class Entry:
     """One ``stablerules`` op as seen from torch.
 
-    ``parameters`` are the op's parameter names in positional order (``"*name"`` for a
-    variadic one, whose arguments are all tensors); ``arrays`` names those holding a tensor
-    or a sequence of tensors, every other parameter is static. ``data`` names the arrays that
+    Its parameters are the op's layout's (``stablerules._layout``, generated from the op
+    schema; ``parameters`` are their names in call order, ``"*name"`` for a variadic one,
+    whose arguments are all tensors); ``arrays`` names those holding a tensor or a sequence
+    of tensors, every other parameter is static. ``data`` names the arrays that
     are integer data (``take``'s ``indices``): a tensor (a NumPy array or a list is made one)
     that travels with the others to the kernels but is never differentiated, and whose values
     are part of no signature (new indices, same shape and dtype: no new signature). A call
@@ -143,7 +146,6 @@ class Entry:
 
     name: str
     op: Callable[..., object]
-    parameters: tuple[str, ...]
     arrays: frozenset[str]
     batch: BatchRule
     tangent: TangentRule | None = None
@@ -152,12 +154,18 @@ class Entry:
     scalars: bool = False  # a Python scalar may stand for an array argument (kron, as NumPy's)
     data: frozenset[str] = frozenset()  # array parameters that are integer data (take's indices)
 
+    binder: Binder = field(init=False)
+    parameters: tuple[str, ...] = field(init=False)  # in call order, ``"*name"`` for a variadic one
     variadic: bool = field(init=False)
     order: dict[str, int] = field(init=False)  # each parameter's position (without a ``*``)
 
     def __post_init__(self) -> None:
         # Plain attributes, not properties: dynamo traces the binding code under torch.compile.
-        self.variadic = self.parameters[0].startswith("*")
+        self.binder = binder(self.name)
+        self.parameters = tuple(
+            ("*" if param.role == "varargs" else "") + param.name for param in self.binder.layout.params
+        )
+        self.variadic = self.binder.variadic
         self.order = {name.lstrip("*"): index for index, name in enumerate(self.parameters)}
 
     def __repr__(self) -> str:
@@ -204,62 +212,25 @@ class Call(NamedTuple):
 
 
 def bind(entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[Call, Tensors]:
-    """Split a call into its :class:`Call` and its tensors; ``TypeError`` naming the argument
-    for a non-tensor where a tensor belongs, a tensor where a static belongs, or a parameter
-    the op does not have."""
-    # The hot path of every call (~2 us): positional arguments arrive in parameter order, so
-    # only keyword arguments need sorting.
+    """Split a call into its :class:`Call` and its tensors (the shared binder matches the
+    arguments to the op's parameters); ``TypeError`` naming the argument for a non-tensor
+    where a tensor belongs, a tensor where a static belongs, or a parameter the op does not
+    have."""
     arrays = entry.arrays
     tensors: list[torch.Tensor] = []
     layout: list[tuple[str, int]] = []
     statics: list[tuple[str, object]] = []
-    if entry.variadic:
-        layout.append((entry.parameters[0][1:], len(args)))
-        tensors.extend(_tensors(entry, entry.parameters[0][1:], args))
-        parameters = entry.parameters[1:]
-    else:
-        parameters = entry.parameters
-        if len(args) > len(parameters):
-            raise TypeError(
-                f"stablerules.torch.{entry.name} takes at most {len(parameters)} positional arguments "
-                f"({', '.join(parameters)}), got {len(args)}"
-            )
-        for name, value in zip(parameters, args):
-            if name in arrays:
-                _bind_array(entry, name, value, tensors, layout, statics)
-            else:
-                statics.append((name, _static(entry, name, value)))
-    if kwargs:
-        sort_arrays = False
-        for name, value in kwargs.items():
-            if name not in parameters or any(key == name for key, _ in statics) or any(key == name for key, _ in layout):
-                raise TypeError(f"stablerules.torch.{entry.name}: unexpected or repeated argument {name!r}")
-            if name in arrays:
-                sort_arrays = True
-                _bind_array(entry, name, value, tensors, layout, statics)
-            else:
-                statics.append((name, _static(entry, name, value)))
-        order = entry.order
-        statics.sort(key=lambda item: order[item[0]])
-        if sort_arrays:
-            return _sorted_arrays(entry, tensors, layout, statics)
+    for argument in entry.binder.bind(args, kwargs, "stablerules.torch."):
+        name, value = argument.param.name, argument.value
+        if argument.param.role == "varargs":
+            values = cast("tuple[object, ...]", value)
+            layout.append((name, len(values)))
+            tensors.extend(_tensors(entry, name, values))
+        elif name in arrays:
+            _bind_array(entry, name, value, tensors, layout, statics)
+        else:
+            statics.append((name, _static(entry, name, value)))
     return Call(entry, tuple(layout), tuple(statics)), tuple(tensors)
-
-
-def _sorted_arrays(
-    entry: Entry, tensors: list[torch.Tensor], layout: list[tuple[str, int]], statics: list[tuple[str, object]]
-) -> tuple[Call, Tensors]:
-    groups: list[tuple[tuple[str, int], list[torch.Tensor]]] = []
-    index = 0
-    for name, count in layout:
-        width = 1 if count < 0 else count
-        groups.append(((name, count), tensors[index : index + width]))
-        index += width
-    groups.sort(key=lambda group: entry.order[group[0][0]])
-    return (
-        Call(entry, tuple(group[0] for group in groups), tuple(statics)),
-        tuple(tensor for _, items in groups for tensor in items),
-    )
 
 
 _PYTHON_SCALARS = (bool, int, float, complex)
