@@ -83,14 +83,14 @@ Complex cotangents follow JAX's convention (the transpose, not the adjoint; see
 ``stablerules._adapters``); our ops' coefficients are real, so only kron's complex path,
 which is ``jnp.kron``, would differ, and JAX handles it.
 
-Re-pointing at a refactor of the rule modules: everything this module needs from
-``stablerules.rules`` goes through two functions, :func:`_repeat_form` /
-:func:`_repeat_kernel` (validate a repeat/tile call; the kernel of a Julia-form nest, with the
-nest's input-axis groups and whether its pullback accumulates) and :func:`_kron_kernels`
-(the forward and pullback kernels for two ndims and a real dtype, with their parameter
-order); the structure ops use the ops' public ``bind``/``plan`` (:func:`_structure_plan`)
-and the plans' ``view``, ``indices`` (split), ``interior``/``out_shape`` (pad) and
-``axes``/``keepdims`` (sum, mean).
+What the ops need of the rule modules is their kernel export, one documented block at the
+end of a rule module: ``repeat.export_julia_form`` and ``repeat.export_nest_kernel`` (a
+validated repeat/tile call in Julia's form; the CPU kernel of a Julia-form nest, its
+input-axis groups and whether its pullback accumulates) and ``kron.export_kron_kernels``
+(the forward and pullback kernels for two ranks and a real dtype, with their calling
+convention, or ``None`` where none serves). Validation uses the ops' public ``bind``/``plan``
+(``stablerules.jax._ops``) and the plans' ``view``, ``indices`` (split),
+``interior``/``out_shape`` (pad) and ``axes``/``keepdims`` (sum, mean).
 """
 
 from __future__ import annotations

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import builtins
 import functools
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TypeAlias
 
 import jax
@@ -50,27 +48,15 @@ from ._adapter import (
 
 
 # ---------------------------------------------------------------------------------------------
-# repeat / tile: adapter-facing functions (the only coupling to stablerules.rules.repeat)
+# repeat / tile: validation and kernels, through the rule module's kernel export
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _RepeatForm:
-    """A validated repeat/tile call as Julia's form: ``x`` reshaped to ``shape`` (input axes
-    merged or padded, a free reshape), then each axis ``d`` repeated ``inner[d]`` times
-    element-wise and tiled ``outer[d]`` times; the result has ``out_shape``."""
-
-    shape: tuple[int, ...]
-    inner: tuple[int, ...]
-    outer: tuple[int, ...]
-    out_shape: tuple[int, ...]
-
-
-def _repeat_form(op: str, x_shape: tuple[int, ...], dtype: np.dtype[np.generic], *args: object) -> _RepeatForm:
+def _repeat_form(op: str, x_shape: tuple[int, ...], dtype: np.dtype[np.generic], *args: object) -> _repeat_rules.JuliaForm:
     """Validate ``repeat(x, repeats, axis, inner, outer)`` or ``tile(x, reps)`` by the NumPy
     op's own checks (on an ``ArraySpec``: no data) and write it in Julia's form."""
     spec = ArraySpec(x_shape, dtype)
-    plan: object
+    plan: Plan
     if op == "tile":
         with errors_named("tile"):
             plan = _repeat_rules.tile.plan(*_repeat_rules.tile.bind(spec, args[0]))
@@ -84,29 +70,9 @@ def _repeat_form(op: str, x_shape: tuple[int, ...], dtype: np.dtype[np.generic],
             )
         with errors_named("repeat"):
             plan = _repeat_rules.repeat.plan(*_repeat_rules.repeat.bind(spec, *args[:2], inner=args[2], outer=args[3]))
-    assert isinstance(plan, _repeat_rules.NestPlan)  # static counts always plan a nest
-    layout = plan.nest.layout
-    shape = tuple(math.prod(x_shape[axis] for axis in axes) for axes in layout.axes)
-    return _RepeatForm(shape, layout.inner, layout.outer, plan.out_shape)
-
-
-@dataclass(frozen=True, slots=True)
-class _NestKernel:
-    """The kernel of a Julia-form repeat nest: ``KERNEL(source, target, *extents, lo, hi)``,
-    extent ``k`` being the product of the input's axes ``groups[k]``. ``kernel`` is None when
-    a count is 0 (empty output, zero gradient); ``accumulates``: the pullback adds into a
-    zeroed ``dx``."""
-
-    kernel: str | None
-    groups: tuple[tuple[int, ...], ...]
-    accumulates: bool
-
-
-def _repeat_kernel(inner: tuple[int, ...], outer: tuple[int, ...], dtype: np.dtype[np.generic], kind: str) -> _NestKernel:
-    layout = _repeat_rules._julia_layout(len(inner), inner, outer)
-    nest = _repeat_rules._nest(layout)
-    kernel = None if nest.empty else kernel_name(_repeat_rules._nest_request(nest, dtype, kind, "cpu"))
-    return _NestKernel(kernel, nest.groups, nest.accumulates)
+    form = _repeat_rules.export_julia_form(plan, x_shape)
+    assert form is not None  # static counts always plan a nest
+    return form
 
 
 def _render_repeat_handler(signature: ShapeSignature) -> KernelSource:
@@ -114,16 +80,17 @@ def _render_repeat_handler(signature: ShapeSignature) -> KernelSource:
     assert isinstance(inner, tuple) and isinstance(outer, tuple)
     dtype = np.dtype(signature.dtypes[0])
     pullback = signature.kind == "pullback"
-    nest = _repeat_kernel(inner, outer, dtype, signature.kind)
+    nest = _repeat_rules.export_nest_kernel(inner, outer, dtype, signature.kind)
+    kernel = None if nest.request is None else kernel_name(nest.request)
     writer = SourceWriter()
     source, target = ("dy", "dx") if pullback else ("x", "y")
     writer.line(f"{source}_buffer = argument(words, 0)")
     writer.line(f"{target}_buffer = result(words, 0)")
     writer.line(buffer_view(source, f"{source}_buffer", dtype))
     writer.line(buffer_view(target, f"{target}_buffer", dtype))
-    if nest.kernel is None or (pullback and nest.accumulates):
+    if kernel is None or (pullback and nest.accumulates):
         writer.line(f"{target}[:] = 0")
-    if nest.kernel is not None:
+    if kernel is not None:
         writer.line(f"shape = dims({'dx' if pullback else 'x'}_buffer)")
         extents = []
         for k, group in enumerate(nest.groups):
@@ -131,7 +98,7 @@ def _render_repeat_handler(signature: ShapeSignature) -> KernelSource:
             extents.append(f"e{k}")
         writer.line(f"KERNEL({source}, {target}, {', '.join(extents)}, 0, e0)")
     what = "dx = repeat pullback(dy)" if pullback else "y = repeat(x)"
-    return handler_source(signature, f"{what}, inner={inner}, outer={outer}, {dtype.name}", nest.kernel, writer)
+    return handler_source(signature, f"{what}, inner={inner}, outer={outer}, {dtype.name}", kernel, writer)
 
 
 def _repeat_target(inner: tuple[int, ...], outer: tuple[int, ...], dtype: np.dtype[np.generic], kind: str) -> str:
@@ -140,26 +107,8 @@ def _repeat_target(inner: tuple[int, ...], outer: tuple[int, ...], dtype: np.dty
 
 
 # ---------------------------------------------------------------------------------------------
-# kron: adapter-facing function (the only coupling to stablerules.rules.kron)
+# kron: kernels through the rule module's kernel export
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _KronKernels:
-    """For ``n = max(a.ndim, b.ndim, 1)`` axis pairs and a real dtype: ``forward(y, a, b,
-    A0..A{n-1}, B0..B{n-1}, lo, hi)`` and ``pullback(dy, a, b, da, db, A.., B.., lo, hi)``
-    (``da``/``db`` float64 accumulators, added into), both over ``blocks`` = ``A0 * B0``
-    (``A0`` when ``n == 1``) block ranges."""
-
-    forward: str
-    pullback: str
-
-
-def _kron_kernels(a_ndim: int, b_ndim: int, dtype: np.dtype[np.generic]) -> _KronKernels:
-    layout = _kron_rules._layout((1,) * a_ndim, dtype, (1,) * b_ndim, dtype)
-    return _KronKernels(
-        kernel_name(_kron_rules._product_request(layout)), kernel_name(_kron_rules._pullback_request(layout))
-    )
 
 
 def _kron_extents(writer: SourceWriter, ndim: int, ranks: tuple[int, int]) -> str:
@@ -180,7 +129,8 @@ def _render_kron_handler(signature: ShapeSignature) -> KernelSource:
     a_ndim, b_ndim = signature.ndims
     dtype = np.dtype(signature.dtypes[0])
     ndim = max(a_ndim, b_ndim, 1)
-    kernels = _kron_kernels(a_ndim, b_ndim, dtype)
+    kernels = _kron_rules.export_kron_kernels(a_ndim, b_ndim, dtype)
+    assert kernels is not None  # kron() binds the primitive only where kernels serve
     writer = SourceWriter()
     if signature.kind == "forward":
         writer.line("a_buffer = argument(words, 0)")
@@ -190,7 +140,7 @@ def _render_kron_handler(signature: ShapeSignature) -> KernelSource:
             writer.line(buffer_view(name, f"{name}_buffer", dtype))
         extents = _kron_extents(writer, ndim, (a_ndim, b_ndim))
         writer.line(f"KERNEL(y, a, b, {extents}, 0, blocks)")
-        kernel, what = kernels.forward, "y = kron(a, b)"
+        kernel, what = kernel_name(kernels.forward), "y = kron(a, b)"
     else:
         writer.line("dy_buffer = argument(words, 0)")
         writer.line("a_buffer = argument(words, 1)")
@@ -214,7 +164,7 @@ def _render_kron_handler(signature: ShapeSignature) -> KernelSource:
             writer.line(f"    da[i] = da_total[i]")
             writer.line("for i in range(db.size):")
             writer.line(f"    db[i] = db_total[i]")
-        kernel, what = kernels.pullback, "(da, db) = kron pullback(dy)"
+        kernel, what = kernel_name(kernels.pullback), "(da, db) = kron pullback(dy)"
     return handler_source(signature, f"{what}, ndims {a_ndim} and {b_ndim}, {dtype.name}", kernel, writer)
 
 
@@ -510,7 +460,7 @@ def kron(a: Array, b: Array) -> Array:
             check_dtype(_array_spec(operand, name).dtype, name)
     a_array, b_array = jnp.asarray(a), jnp.asarray(b)
     dtype = np.dtype(jnp.result_type(a_array, b_array))
-    if dtype not in _KERNEL_DTYPES or max(a_array.ndim, b_array.ndim) > _kron_rules._MAX_AXES:
+    if dtype not in _KERNEL_DTYPES or _kron_rules.export_kron_kernels(a_array.ndim, b_array.ndim, dtype) is None:
         return jnp.kron(a_array, b_array)
     result: Array = bind_varying(kron_p, a_array.astype(dtype), b_array.astype(dtype))
     return result
