@@ -562,6 +562,10 @@ def test_clear_caches_empties_every_registered_cache(monkeypatch: pytest.MonkeyP
     import stablerules.jax as srj
 
     srj.repeat(jnp.ones(2), Val(2), axis=Val(0))  # an eager primitive call: its one-op computation
+    import torch
+    import stablerules.torch as srt
+
+    srt.flip(torch.ones(2, 3, requires_grad=True), Val(0)).sum().backward()  # signatures, a pullback
     for op, args, kwargs in [
         (sr.getindex, (x, sr.ix[1:, ::2]), {}),
         (sr.take, (x, np.array([1, 0, 1]), Val(1)), {}),

@@ -700,3 +700,15 @@ def test_indexing_on_dtensors_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
         srt.take(x, _TAKE_I)
     with pytest.raises(TypeError, match=r"getindex: DTensor inputs are not supported yet"):
         srt.getindex(x, _IX)
+
+
+def test_clear_caches_empties_the_adapters_tables_and_calls_work_after() -> None:
+    x = torch.rand(2, 3, dtype=torch.float64, requires_grad=True)
+    srt.flip(x, Val(0)).sum().backward()
+    assert _adapter._tables_size() > 0
+    sr.clear_caches()
+    assert _adapter._tables_size() == 0
+    x.grad = None
+    srt.flip(x, Val(0)).sum().backward()
+    assert x.grad is not None and torch.equal(x.grad, torch.ones_like(x))
+    assert _adapter._tables_size() > 0

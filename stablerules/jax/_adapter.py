@@ -107,9 +107,10 @@ from typing import Any, NoReturn, TypeAlias
 
 import jax
 import numpy as np
-# jax.extend.core.Primitive is this class (a test pins it); importing jax.extend costs a fresh
-# process ~45 ms (it imports jax.extend.pallas), more than the rest of this module.
-from jax._src.core import Primitive
+# The one private JAX name we use: jax.extend.core.Primitive is this class (a test pins it, and
+# fails first on a jax that moves it), but importing jax.extend costs a fresh process more
+# than a tenth of this package's own import (it imports jax.extend.pallas; bench/README.md).
+from jax._src.core import Primitive as Primitive
 from jax.interpreters.mlir import ir
 from jax.interpreters import ad, mlir
 
@@ -187,7 +188,8 @@ def check_api_version(version: tuple[int, int] | None = None) -> None:
         )
 
 
-_REGISTERED: dict[str, Kernel] = {}  # target name -> handler; never freed (XLA keeps the pointer)
+# Target name -> handler: a registry, not a cache (XLA keeps the pointer; clear_caches() leaves it).
+_REGISTERED: dict[str, Kernel] = {}
 _REGISTER_LOCK = threading.Lock()
 _HANDLER_TYPE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
 
@@ -208,6 +210,9 @@ def ffi_target(signature: ShapeSignature, render: Callable[[], KernelSource]) ->
 
 
 _KERNELS: dict[str, KernelRequest] = {}  # a kernel's name in handler sources -> its request
+# Refilled as handler sources are rendered (each lowering renders its handler's source to key
+# it); a handler registered with XLA already holds its kernel.
+register("stablerules.jax._adapter.kernel names", _KERNELS.clear, lambda: len(_KERNELS))
 
 
 def kernel_name(request: KernelRequest) -> str:

@@ -13,7 +13,6 @@ from typing import TypeAlias
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax._src.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from .._arrays import ArraySpec, check_dtype
@@ -32,6 +31,7 @@ from ..rules import permute as _permute_rules
 from ..rules import repeat as _repeat_rules
 from ._adapter import (
     Array,
+    Primitive,
     aval_in,
     bind_varying,
     buffer_view,

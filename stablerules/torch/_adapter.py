@@ -70,9 +70,9 @@ Decisions where the issue is silent:
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar, cast
 
 import numpy as np
 import torch
@@ -82,6 +82,7 @@ import stablerules as sr
 from stablerules import Val
 
 from .._binding import Binder, binder
+from .._memo import register as register_cache
 
 from ._sharding import DTENSOR, is_dtensor
 
@@ -91,6 +92,14 @@ if TYPE_CHECKING:
 Tensors: TypeAlias = tuple[torch.Tensor, ...]
 _R = TypeVar("_R", torch.Tensor, tuple[torch.Tensor, ...])
 OptionalTensors: TypeAlias = tuple[torch.Tensor | None, ...]
+
+# The two private torch names we use, where no public API answers the question (a test fails
+# first on a torch that moves them): whether a torch.func transform is active, and the
+# forward-mode AD level. Without them every call that requires grad would take the
+# ``setup_context`` Function that torch.func and forward AD need, several times the cost of the
+# plain one (bench/README.md).
+_FUNCTORCH_ACTIVE: Callable[[], bool] = torch._C._are_functorch_transforms_active
+_FORWARD_AD = torch.autograd.forward_ad
 
 # Below this many elements a stride-0 cotangent is read densely: detecting it and building the
 # Fill costs more than copying a small one.
@@ -346,9 +355,9 @@ def _tangent_groups(call: Call, tangents: tuple[object, ...]) -> list[object]:
 class _Capsule:
     """A DLPack capsule from ``torch.utils.dlpack.to_dlpack`` as ``np.from_dlpack`` takes it.
 
-    ``np.from_dlpack(tensor)`` costs ~2.5 us (torch's ``__dlpack__`` checks its arguments in
-    Python); the capsule made directly costs ~0.2 us and the whole view ~0.8 us, the price of
-    ``tensor.numpy()``, which we avoid because it marks the tensor's storage as never
+    ``np.from_dlpack(tensor)`` costs several times more (torch's ``__dlpack__`` checks its
+    arguments in Python); the capsule made directly makes the whole view as cheap as
+    ``tensor.numpy()`` (bench/README.md), which we avoid because it marks the tensor's storage as never
     resizable (FSDP2 frees and regathers its parameters by resizing their storage)."""
 
     __slots__ = ("capsule",)
@@ -593,14 +602,13 @@ OPS = _OpsEngine()
 
 
 def _transforms_active() -> bool:
-    return bool(torch._C._are_functorch_transforms_active())
+    return bool(_FUNCTORCH_ACTIVE())
 
 
 def _forward_mode() -> bool:
-    return torch._C._are_functorch_transforms_active() or _FORWARD_AD._current_level >= 0
+    return bool(_FUNCTORCH_ACTIVE()) or _FORWARD_AD._current_level >= 0
 
 
-_FORWARD_AD = torch.autograd.forward_ad
 
 
 def differentiable(tensor: torch.Tensor) -> bool:
@@ -714,7 +722,7 @@ def _backward(c: _Context, cotangents: OptionalTensors, statics: int) -> Optiona
 
 class _PlainForward(torch.autograd.Function):
     """The op in plain eager mode (no torch.func transform, no forward-mode AD): ``ctx`` in
-    ``forward``, which saves ~4 us a call over ``setup_context`` (a tiny op's budget). Its
+    ``forward``, cheaper per call than ``setup_context`` (a tiny op's budget; bench/README.md). Its
     first input is the call's :class:`Signature`. A linear call saves no tensors (its pullback
     reads shapes only, as torch's own linear ops); a non-linear one saves its inputs, and its
     pullback is built in ``backward`` from the saved tensors: a closure made in ``forward``
@@ -828,6 +836,8 @@ class _Pullback(_Function):
 
 _CALLS: dict[str, Call] = {}
 _STATIC_INDEX = type(sr.ix[0])
+# The custom ops torch.library defined, by op name: a registry, not a cache (torch defines an
+# op once per process), so clear_caches() leaves it alone.
 _OPS: dict[str, tuple[Callable[..., list[torch.Tensor]], Callable[..., list[torch.Tensor]]]] = {}
 
 
@@ -1232,6 +1242,7 @@ class TorchOp(Generic[_R]):
     def __init__(self, entry: Entry) -> None:
         self.entry = entry
         self.signatures: dict[tuple[object, ...], Signature] = {}
+        _TORCH_OPS.append(self)
         register(entry)
         self.__name__ = entry.name
         self.__qualname__ = entry.name
@@ -1295,4 +1306,25 @@ def _with_data(entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]
 
 _IS_COMPILING = torch.compiler.is_compiling
 _GRAD_ENABLED = torch.is_grad_enabled
-_FUNCTORCH_ACTIVE = torch._C._are_functorch_transforms_active
+
+
+# ---------------------------------------------------------------------------------------------
+# clear_caches() reaches every table of the adapter
+# ---------------------------------------------------------------------------------------------
+
+_TORCH_OPS: list[TorchOp[Any]] = []  # every op object, whose signature tables clear_caches() empties
+
+
+def _clear_tables() -> None:
+    for table in (_LINEAR_PULLBACKS, _CALLS, _META, _CALL_SIGNATURES):
+        table.clear()
+    for op in _TORCH_OPS:
+        op.signatures.clear()
+
+
+def _tables_size() -> int:
+    tables: list[Sized] = [_LINEAR_PULLBACKS, _CALLS, _META, _CALL_SIGNATURES]
+    return sum(len(table) for table in tables) + sum(len(op.signatures) for op in _TORCH_OPS)
+
+
+register_cache("stablerules.torch._adapter.signatures", _clear_tables, _tables_size)
