@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, assert_type
 
 import autograd
 import autograd.numpy as anp
@@ -238,3 +238,11 @@ def test_indexing_gradients_equal_autograds_own_composition() -> None:
     ours = autograd.grad(lambda v: anp.sum(anp.sin(sra.getindex(v, sr.ix[::-2, 1]))))(x)
     theirs = autograd.grad(lambda v: anp.sum(anp.sin(v[::-2, 1])))(x)
     np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def test_the_ops_are_typed_from_the_schema() -> None:
+    """mypy checks these (tests are in its files): arrays in and out, split a tuple."""
+    x = np.ones((2, 3))
+    assert_type(sra.repeat(x, Val(2), axis=Val(0)), npt.NDArray[Any])
+    parts = assert_type(sra.split(x, Val(3), axis=Val(1)), tuple[npt.NDArray[Any], ...])
+    assert len(parts) == 3 and all(isinstance(part, np.ndarray) for part in parts)

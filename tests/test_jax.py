@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_type
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -719,3 +719,12 @@ def test_indexing_bad_inputs_are_our_errors() -> None:
         srj.take(x, np.array([3, 1]), Val(0), sorted=Val(True))
     with pytest.raises(IndexError, match="out of bounds for axis 1 with size 4"):
         srj.getindex(x, sr.ix[:, 4])
+
+
+def test_the_ops_are_typed_from_the_schema() -> None:
+    """mypy checks these (tests are in its files), and each op against its generated signature."""
+    x = jnp.ones((2, 3))
+    assert_type(srj.repeat(x, Val(2), axis=Val(0)), jax.Array)
+    assert_type(srj.concatenate([x, x], axis=Val(1)), jax.Array)
+    parts = assert_type(srj.split(x, Val(3), axis=Val(1)), tuple[jax.Array, ...])
+    assert len(parts) == 3 and all(isinstance(part, jax.Array) for part in parts)

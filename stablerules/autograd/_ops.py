@@ -3,32 +3,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import cast
 
-from .._layout import LAYOUTS
-from ._adapter import Array, adapt
+from .._layout import BY_NAME as _LAYOUTS
+from . import _signatures
+from ._adapter import adapt
 
-_LAYOUTS = {layout.name: layout for layout in LAYOUTS}
-
-repeat: Callable[..., Array] = adapt(_LAYOUTS["repeat"])
-tile: Callable[..., Array] = adapt(_LAYOUTS["tile"])
-concatenate: Callable[..., Array] = adapt(_LAYOUTS["concatenate"])
-stack: Callable[..., Array] = adapt(_LAYOUTS["stack"])
-hstack: Callable[..., Array] = adapt(_LAYOUTS["hstack"])
-vstack: Callable[..., Array] = adapt(_LAYOUTS["vstack"])
-cat: Callable[..., Array] = adapt(_LAYOUTS["cat"])
-kron: Callable[..., Array] = adapt(_LAYOUTS["kron"])
-flip: Callable[..., Array] = adapt(_LAYOUTS["flip"])
-roll: Callable[..., Array] = adapt(_LAYOUTS["roll"])
-permute_dims: Callable[..., Array] = adapt(_LAYOUTS["permute_dims"])
-transpose: Callable[..., Array] = adapt(_LAYOUTS["transpose"])
-reshape: Callable[..., Array] = adapt(_LAYOUTS["reshape"])
-broadcast_to: Callable[..., Array] = adapt(_LAYOUTS["broadcast_to"])
-sum: Callable[..., Array] = adapt(_LAYOUTS["sum"])  # noqa: A001 - NumPy's name
-mean: Callable[..., Array] = adapt(_LAYOUTS["mean"])
-pad: Callable[..., Array] = adapt(_LAYOUTS["pad"])
-split: Callable[..., tuple[Array, ...]] = adapt(_LAYOUTS["split"])  # type: ignore[assignment]
-getindex: Callable[..., Array] = adapt(_LAYOUTS["getindex"])
-take: Callable[..., Array] = adapt(_LAYOUTS["take"])
-take_along_axis: Callable[..., Array] = adapt(_LAYOUTS["take_along_axis"])
-index_add: Callable[..., Array] = adapt(_LAYOUTS["index_add"])
+repeat: _signatures.Repeat = adapt(_LAYOUTS["repeat"])
+tile: _signatures.Tile = adapt(_LAYOUTS["tile"])
+concatenate: _signatures.Concatenate = adapt(_LAYOUTS["concatenate"])
+stack: _signatures.Stack = adapt(_LAYOUTS["stack"])
+hstack: _signatures.Hstack = adapt(_LAYOUTS["hstack"])
+vstack: _signatures.Vstack = adapt(_LAYOUTS["vstack"])
+cat: _signatures.Cat = adapt(_LAYOUTS["cat"])
+kron: _signatures.Kron = adapt(_LAYOUTS["kron"])
+flip: _signatures.Flip = adapt(_LAYOUTS["flip"])
+roll: _signatures.Roll = adapt(_LAYOUTS["roll"])
+permute_dims: _signatures.PermuteDims = adapt(_LAYOUTS["permute_dims"])
+transpose: _signatures.Transpose = adapt(_LAYOUTS["transpose"])
+reshape: _signatures.Reshape = adapt(_LAYOUTS["reshape"])
+broadcast_to: _signatures.BroadcastTo = adapt(_LAYOUTS["broadcast_to"])
+sum: _signatures.Sum = adapt(_LAYOUTS["sum"])  # noqa: A001 - NumPy's name
+mean: _signatures.Mean = adapt(_LAYOUTS["mean"])
+pad: _signatures.Pad = adapt(_LAYOUTS["pad"])
+split = cast("_signatures.Split", adapt(_LAYOUTS["split"]))  # the op returns a tuple of arrays
+getindex: _signatures.Getindex = adapt(_LAYOUTS["getindex"])
+take: _signatures.Take = adapt(_LAYOUTS["take"])
+take_along_axis: _signatures.TakeAlongAxis = adapt(_LAYOUTS["take_along_axis"])
+index_add: _signatures.IndexAdd = adapt(_LAYOUTS["index_add"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import functools
 from collections.abc import Callable, Sequence
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -252,8 +252,8 @@ def repeat(
     repeats: Val[int] | int | None = None,
     axis: Val[int] | int | None = None,
     *,
-    inner: Val[int] | Val[tuple[int, ...]] | None = None,
-    outer: Val[int] | Val[tuple[int, ...]] | None = None,
+    inner: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None,
+    outer: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None,
 ) -> Array:
     """``stablerules.repeat`` on a JAX array, inside ``jit``/``grad``/``vmap``: NumPy's
     ``repeat(x, Val(k), axis=Val(d))`` or Julia's ``repeat(x, inner=Val(...), outer=Val(...))``.
@@ -261,7 +261,7 @@ def repeat(
     return _repeat_call("repeat", x, repeats, axis, inner, outer)
 
 
-def tile(x: Array, reps: Val[int] | Val[tuple[int, ...]]) -> Array:
+def tile(x: Array, reps: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]) -> Array:
     """``stablerules.tile`` (``np.tile``) on a JAX array; ``reps`` static."""
     return _repeat_call("tile", x, reps)
 
@@ -516,7 +516,7 @@ def vstack(arrays: Sequence[Array]) -> Array:
     return jnp.vstack([jnp.asarray(a) for a in arrays])
 
 
-def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]]) -> Array:
+def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]) -> Array:
     """Julia's ``cat`` with 0-based axes on JAX arrays: ``dims=Val(k)`` concatenates along
     ``k`` (inputs padded with trailing size-1 axes when ``k >= ndim``); ``dims=Val((i, j))``
     places the inputs block-diagonally, zeros elsewhere. Scalars count as 0-d arrays."""
@@ -609,34 +609,34 @@ def _viewed(op: RuleOp, x: Array, *args: object) -> Array:
     return result
 
 
-def flip(x: Array, axis: Val[int] | Val[tuple[int, ...]] | None = None) -> Array:
+def flip(x: Array, axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None) -> Array:
     """``stablerules.flip`` (``np.flip``) on JAX arrays: XLA's reverse."""
     return _viewed(_flip_rules.flip, x, axis)
 
 
-def roll(x: Array, shift: Val[int] | Val[tuple[int, ...]], axis: Val[int] | Val[tuple[int, ...]] | None = None) -> Array:
+def roll(x: Array, shift: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...], axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None) -> Array:
     """``stablerules.roll`` (``np.roll``) on JAX arrays, as ``jnp.roll`` (slices and a
     concatenation in XLA)."""
     _structure_plan(_flip_rules.roll, x, shift, axis)
     return jnp.roll(jnp.asarray(x), _static_value(shift), _static_value(axis))  # type: ignore[arg-type]
 
 
-def permute_dims(x: Array, axes: Val[tuple[int, ...]]) -> Array:
+def permute_dims(x: Array, axes: Val[tuple[int, ...]] | tuple[int, ...]) -> Array:
     """``stablerules.permute_dims`` (``np.permute_dims``) on JAX arrays: XLA's transpose."""
     return _viewed(_permute_rules.permute_dims, x, axes)
 
 
-def transpose(x: Array, axes: Val[tuple[int, ...]] | None = None) -> Array:
+def transpose(x: Array, axes: Val[tuple[int, ...]] | tuple[int, ...] | None = None) -> Array:
     """``stablerules.transpose`` (``np.transpose``) on JAX arrays: XLA's transpose."""
     return _viewed(_permute_rules.transpose, x, axes)
 
 
-def reshape(x: Array, shape: Val[tuple[int, ...]] | Val[int]) -> Array:
+def reshape(x: Array, shape: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]) -> Array:
     """``stablerules.reshape`` (``np.reshape``, C order) on JAX arrays: XLA's reshape."""
     return _viewed(_permute_rules.reshape, x, shape)
 
 
-def broadcast_to(x: Array, shape: Val[tuple[int, ...]]) -> Array:
+def broadcast_to(x: Array, shape: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]) -> Array:
     """``stablerules.broadcast_to`` (``np.broadcast_to``) on JAX arrays: XLA's broadcast
     (its transpose a reduction)."""
     plan = _structure_plan(_broadcast_rules.broadcast_to, x, shape)
@@ -650,20 +650,20 @@ def _reduction(op: RuleOp, reduce: Callable[..., Array], x: Array, axis: object,
 
 
 def sum(  # noqa: A001 - NumPy's name, as stablerules.sum has it
-    x: Array, axis: Val[int] | Val[tuple[int, ...]] | None = None, keepdims: Val[bool] = Val(False)
+    x: Array, axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None, keepdims: Val[bool] | bool = Val(False)
 ) -> Array:
     """``stablerules.sum`` (``np.sum``) on JAX arrays: XLA's reduction."""
     return _reduction(_broadcast_rules.sum, jnp.sum, x, axis, keepdims)
 
 
-def mean(x: Array, axis: Val[int] | Val[tuple[int, ...]] | None = None, keepdims: Val[bool] = Val(False)) -> Array:
+def mean(x: Array, axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None, keepdims: Val[bool] | bool = Val(False)) -> Array:
     """``stablerules.mean`` (``np.mean``) on JAX arrays: XLA's reduction, scaled."""
     return _reduction(_broadcast_rules.mean, jnp.mean, x, axis, keepdims)
 
 
 def pad(
     x: Array,
-    pad_width: Val[int] | Val[tuple[int, ...]],
+    pad_width: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
     constant_values: bool | int | float | complex | Array = 0,
 ) -> Array:
     """``stablerules.pad`` (``np.pad``, constant mode) on JAX arrays: XLA's pad. The constant
@@ -689,7 +689,7 @@ def pad(
 
 
 def split(
-    x: Array, indices_or_sections: Val[int] | Val[tuple[int, ...]], axis: Val[int] = Val(0)
+    x: Array, indices_or_sections: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...], axis: Val[int] | int = Val(0)
 ) -> tuple[Array, ...]:
     """``stablerules.split`` (``np.split``) on JAX arrays: a tuple of XLA slices, cut where
     the NumPy op cuts (the plan's indices)."""
@@ -739,11 +739,11 @@ def getindex(x: _Input, index: object) -> Array:
 def take(
     x: _Input,
     indices: _Input,
-    axis: Val[int] | None = None,
+    axis: Val[int] | int | None = None,
     *,
-    unique: Val[bool] = Val(False),
-    sorted: Val[bool] = Val(False),  # noqa: A002 - the op's name for it
-    deterministic: Val[bool] = Val(True),
+    unique: Val[bool] | bool = Val(False),
+    sorted: Val[bool] | bool = Val(False),  # noqa: A002 - the op's name for it
+    deterministic: Val[bool] | bool = Val(True),
 ) -> Array:
     """``stablerules.take`` (``np.take``) on JAX arrays: XLA's gather (its transpose a scatter-add)."""
     plan = _indexing_plan(_indexing_rules.take, (x, indices), axis, unique=unique, sorted=sorted, deterministic=deterministic)
@@ -751,7 +751,7 @@ def take(
     return jnp.take(jnp.asarray(x), jnp.asarray(indices), axis=plan.axis, mode="fill")
 
 
-def take_along_axis(x: _Input, indices: _Input, axis: Val[int] | None) -> Array:
+def take_along_axis(x: _Input, indices: _Input, axis: Val[int] | int | None) -> Array:
     """``stablerules.take_along_axis`` on JAX arrays: XLA's gather."""
     plan = _indexing_plan(_indexing_rules.take_along_axis, (x, indices), axis)
     assert isinstance(plan, _indexing_rules.TakeAlongAxisPlan)
@@ -763,7 +763,7 @@ def take_along_axis(x: _Input, indices: _Input, axis: Val[int] | None) -> Array:
     return jnp.take_along_axis(array, index, axis=0 if plan.axis is None else plan.axis, mode="fill")
 
 
-def index_add(x: _Input, indices: _Input, values: _Input, axis: Val[int] = Val(0)) -> Array:
+def index_add(x: _Input, indices: _Input, values: _Input, axis: Val[int] | int = Val(0)) -> Array:
     """``stablerules.index_add`` on JAX arrays: ``x.at[..., indices, ...].add(values)``, XLA's
     scatter-add."""
     plan = _indexing_plan(_indexing_rules.index_add, (x, indices, values), axis)
@@ -771,3 +771,32 @@ def index_add(x: _Input, indices: _Input, values: _Input, axis: Val[int] = Val(0
     where = (slice(None),) * plan.axis + (jnp.asarray(indices),)
     array = jnp.asarray(x)
     return array.at[where].add(jnp.asarray(values).astype(array.dtype), mode="drop")
+
+
+# Each op's signature agrees with the one generated from the op schema (mypy checks these
+# annotations; the ops are written out above, as each is its own JAX program).
+if TYPE_CHECKING:
+    from . import _signatures
+
+    _repeat: _signatures.Repeat = repeat
+    _tile: _signatures.Tile = tile
+    _concatenate: _signatures.Concatenate = concatenate
+    _stack: _signatures.Stack = stack
+    _hstack: _signatures.Hstack = hstack
+    _vstack: _signatures.Vstack = vstack
+    _cat: _signatures.Cat = cat
+    _kron: _signatures.Kron = kron
+    _flip: _signatures.Flip = flip
+    _roll: _signatures.Roll = roll
+    _permute_dims: _signatures.PermuteDims = permute_dims
+    _transpose: _signatures.Transpose = transpose
+    _reshape: _signatures.Reshape = reshape
+    _broadcast_to: _signatures.BroadcastTo = broadcast_to
+    _sum: _signatures.Sum = sum
+    _mean: _signatures.Mean = mean
+    _pad: _signatures.Pad = pad
+    _split: _signatures.Split = split
+    _getindex: _signatures.Getindex = getindex
+    _take: _signatures.Take = take
+    _take_along_axis: _signatures.TakeAlongAxis = take_along_axis
+    _index_add: _signatures.IndexAdd = index_add

@@ -22,6 +22,7 @@ import stablerules as sr
 from stablerules import Val
 
 from .._binding import binder
+from . import _signatures
 from ._adapter import BatchRule, Call, Engine, Entry, OptionalTensors, SecondOrderRule, TangentRule, Tensors, TorchOp, filled
 
 
@@ -260,25 +261,25 @@ TAKE_ALONG_AXIS = _entry(sr.take_along_axis, _no_batch)
 INDEX_ADD = _entry(sr.index_add, _no_batch)
 SPLIT = _entry(sr.split, shift_axes("axis", Val(0)), tuple_result=True)
 
-repeat: TorchOp[torch.Tensor] = TorchOp(REPEAT)
-tile: TorchOp[torch.Tensor] = TorchOp(TILE)
-concatenate: TorchOp[torch.Tensor] = TorchOp(CONCATENATE)
-stack: TorchOp[torch.Tensor] = TorchOp(STACK)
-hstack: TorchOp[torch.Tensor] = TorchOp(HSTACK)
-vstack: TorchOp[torch.Tensor] = TorchOp(VSTACK)
-cat: TorchOp[torch.Tensor] = TorchOp(CAT)
-kron: TorchOp[torch.Tensor] = TorchOp(KRON)
-flip: TorchOp[torch.Tensor] = TorchOp(FLIP)
-roll: TorchOp[torch.Tensor] = TorchOp(ROLL)
-permute_dims: TorchOp[torch.Tensor] = TorchOp(PERMUTE_DIMS)
-transpose: TorchOp[torch.Tensor] = TorchOp(TRANSPOSE)
-reshape: TorchOp[torch.Tensor] = TorchOp(RESHAPE)
-broadcast_to: TorchOp[torch.Tensor] = TorchOp(BROADCAST_TO)
-sum: TorchOp[torch.Tensor] = TorchOp(SUM)  # noqa: A001 - NumPy's name
-mean: TorchOp[torch.Tensor] = TorchOp(MEAN)
-pad: TorchOp[torch.Tensor] = TorchOp(PAD)
-split: TorchOp[tuple[torch.Tensor, ...]] = TorchOp(SPLIT)
-getindex: TorchOp[torch.Tensor] = TorchOp(GETINDEX)
-take: TorchOp[torch.Tensor] = TorchOp(TAKE)
-take_along_axis: TorchOp[torch.Tensor] = TorchOp(TAKE_ALONG_AXIS)
-index_add: TorchOp[torch.Tensor] = TorchOp(INDEX_ADD)
+repeat: _signatures.Repeat = TorchOp(REPEAT)
+tile: _signatures.Tile = TorchOp(TILE)
+concatenate: _signatures.Concatenate = TorchOp(CONCATENATE)
+stack: _signatures.Stack = TorchOp(STACK)
+hstack: _signatures.Hstack = TorchOp(HSTACK)
+vstack: _signatures.Vstack = TorchOp(VSTACK)
+cat: _signatures.Cat = TorchOp(CAT)
+kron: _signatures.Kron = TorchOp(KRON)
+flip: _signatures.Flip = TorchOp(FLIP)
+roll: _signatures.Roll = TorchOp(ROLL)
+permute_dims: _signatures.PermuteDims = TorchOp(PERMUTE_DIMS)
+transpose: _signatures.Transpose = TorchOp(TRANSPOSE)
+reshape: _signatures.Reshape = TorchOp(RESHAPE)
+broadcast_to: _signatures.BroadcastTo = TorchOp(BROADCAST_TO)
+sum: _signatures.Sum = TorchOp(SUM)  # noqa: A001 - NumPy's name
+mean: _signatures.Mean = TorchOp(MEAN)
+pad: _signatures.Pad = TorchOp(PAD)
+split: _signatures.Split = TorchOp(SPLIT)
+getindex: _signatures.Getindex = TorchOp(GETINDEX)
+take: _signatures.Take = TorchOp(TAKE)
+take_along_axis: _signatures.TakeAlongAxis = TorchOp(TAKE_ALONG_AXIS)
+index_add: _signatures.IndexAdd = TorchOp(INDEX_ADD)
