@@ -8,6 +8,7 @@ calls, compiled results against eager ones.
 
 from __future__ import annotations
 
+import warnings
 import importlib
 import subprocess
 import sys
@@ -727,3 +728,27 @@ def test_the_ops_are_typed_from_the_schema() -> None:
     assert_type(srt.kron(x, 2.0), torch.Tensor)
     parts = assert_type(srt.split(x, Val(3), axis=Val(1)), tuple[torch.Tensor, ...])
     assert len(parts) == 3 and all(type(part) is torch.Tensor for part in parts)
+
+
+def test_steady_calls_compile_nothing_and_plain_ints_are_still_dynamic() -> None:
+    """A signature's later calls run its plan directly; the guards still see every call."""
+    x = torch.rand(4, 5, 6, dtype=torch.float64)
+    for _ in range(2):  # the second call of each takes the signature's planned path
+        srt.sum(x, Val(1))
+        srt.concatenate((x, x), axis=Val(0))
+        srt.kron(x, x)
+    with sr.no_compile(), sr.no_fallback():
+        total = srt.sum(x, Val(1))
+        joined = srt.concatenate((x, x), axis=Val(0))
+        product = srt.kron(x, x)
+    assert torch.allclose(total, x.sum(1)) and torch.equal(joined, torch.cat((x, x)))
+    assert torch.allclose(product, torch.kron(x, x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for _ in range(2):
+            srt.sum(x, 1)  # a plain int: a dynamic argument, counted on every call
+        before = sr.cache_info().dynamic_arguments
+        srt.sum(x, 1)
+        assert sr.cache_info().dynamic_arguments == before + 1
+        with pytest.raises(sr.DynamicFallbackError), sr.no_fallback():
+            srt.sum(x, 1)

@@ -82,6 +82,8 @@ import stablerules as sr
 from stablerules import Val
 
 from .._binding import Binder, binder
+from .._cache import GUARDED as _GUARDED
+from .._rule import RuleOp
 from .._memo import register as register_cache
 
 from ._sharding import DTENSOR, is_dtensor
@@ -1087,7 +1089,42 @@ class Signature:
         self.likes = tuple((tuple(t.shape), t.dtype, t.device) for t in tensors)
         self._placeholders: Tensors | None = None
         self._back: Callable[[object], tuple[object, ...]] | None = None
-        self.run = self._runner()
+        self.run: Callable[[list[object]], object] = self._first_run
+
+    def _first_run(self, arrays: list[object]) -> object:
+        """The first run settles how later runs go (on arrays: torch.func has unwrapped the
+        tensors by the time the op runs)."""
+        self.run = self._planned(arrays) or self._runner()
+        return self.run(arrays)
+
+    def _planned(self, arrays: list[object]) -> Callable[[list[object]], object] | None:
+        """The op's plan for this signature, run directly on the arrays (the op's binding and
+        plan lookup settled once): for a CPU call whose statics are all static (``Val``,
+        ``sr.ix``, ``None``: nothing dynamic to count per call) and whose arrays the op binds
+        as they are given. While a guard (``no_fallback``, ``no_compile``) is active the call
+        takes the op's own path, which counts its launches. ``None`` where this does not apply."""
+        op: object = self.entry.op
+        if not isinstance(op, RuleOp) or not all(type(array) is np.ndarray for array in arrays):
+            return None
+        if any(not (value is None or type(value) is Val or type(value) is _STATIC_INDEX) for _, value in self.call.statics):
+            return None
+        args, kwargs = _arguments(self.call, arrays)
+        try:
+            bound, statics = op.bind(*args, **kwargs)
+        except (TypeError, ValueError):
+            return None  # the op's own path raises its message
+        if len(bound) != len(arrays) or any(b is not a for b, a in zip(bound, arrays)):
+            return None
+        plan = op.lookup(bound, statics)
+        forward = plan.forward
+        full = self._runner()
+
+        def run_plan(arrays: list[object]) -> object:
+            if _GUARDED[0]:
+                return full(arrays)
+            return forward(tuple(arrays))
+
+        return run_plan
 
     def _runner(self) -> Callable[[list[object]], object]:
         """The op on arrays, with this signature's statics bound."""
@@ -1156,7 +1193,13 @@ def _walk(
     key: list[object] = []
     tensors: list[torch.Tensor] = []
     for value in args:
-        if not _token(value, key, tensors):
+        kind = type(value)
+        if kind is torch.Tensor:  # the commonest forms first, inline (every call walks)
+            tensors.append(value)  # type: ignore[arg-type]
+            key.append(_TENSOR)
+        elif kind is Val:
+            key.append(value)
+        elif not _token(value, key, tensors):
             return None
     if kwargs:
         for name, value in kwargs.items():
