@@ -88,9 +88,9 @@ end of a rule module: ``repeat.export_julia_form`` and ``repeat.export_nest_kern
 validated repeat/tile call in Julia's form; the CPU kernel of a Julia-form nest, its
 input-axis groups and whether its pullback accumulates) and ``kron.export_kron_kernels``
 (the forward and pullback kernels for two ranks and a real dtype, with their calling
-convention, or ``None`` where none serves). Validation uses the ops' public ``bind``/``plan``
-(``stablerules.jax._ops``) and the plans' ``view``, ``indices`` (split),
-``interior``/``out_shape`` (pad) and ``axes``/``keepdims`` (sum, mean).
+convention; ``kron.EXPORT_MAX_AXES`` says which ranks they serve). Validation uses the ops'
+public ``bind``/``plan`` (``stablerules.jax._ops``) and the plans' ``view``, ``indices``
+(split), ``interior``/``out_shape`` (pad) and ``axes``/``keepdims`` (sum, mean).
 """
 
 from __future__ import annotations

@@ -460,7 +460,7 @@ def kron(a: Array, b: Array) -> Array:
             check_dtype(_array_spec(operand, name).dtype, name)
     a_array, b_array = jnp.asarray(a), jnp.asarray(b)
     dtype = np.dtype(jnp.result_type(a_array, b_array))
-    if dtype not in _KERNEL_DTYPES or _kron_rules.export_kron_kernels(a_array.ndim, b_array.ndim, dtype) is None:
+    if dtype not in _KERNEL_DTYPES or max(a_array.ndim, b_array.ndim) > _kron_rules.EXPORT_MAX_AXES:
         return jnp.kron(a_array, b_array)
     result: Array = bind_varying(kron_p, a_array.astype(dtype), b_array.astype(dtype))
     return result

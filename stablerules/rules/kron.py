@@ -1114,10 +1114,14 @@ class KronKernels:
     pullback: KernelRequest
 
 
+EXPORT_MAX_AXES = _MAX_AXES
+"""The most axes an operand of kron's kernels may have (a caller checks it per call)."""
+
+
 def export_kron_kernels(a_ndim: int, b_ndim: int, dtype: np.dtype[np.generic]) -> KronKernels | None:
     """kron's CPU kernels for operands of these ranks and a real ``dtype`` (float32 or
-    float64), or ``None`` where no kernel serves them (more axes than the kernels nest)."""
-    if max(a_ndim, b_ndim) > _MAX_AXES:
+    float64), or ``None`` where no kernel serves them (more than ``EXPORT_MAX_AXES`` axes)."""
+    if max(a_ndim, b_ndim) > EXPORT_MAX_AXES:
         return None
     layout = _layout((1,) * a_ndim, dtype, (1,) * b_ndim, dtype)
     return KronKernels(_product_request(layout), _pullback_request(layout))
