@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, assert_type
 
 import autograd
 import autograd.numpy as anp
@@ -22,7 +22,7 @@ from autograd.test_util import check_grads
 import stablerules as sr
 import stablerules.autograd as sra
 from stablerules import Fill, Val, ZeroTangent
-from stablerules._adapters import dense
+from stablerules.autograd._adapter import dense
 
 from .rules import assert_every_op_has_a_row, collect, op_of
 
@@ -155,11 +155,11 @@ def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
     )
     for name in sra.__all__:
         function = getattr(sra, name)
-        assert function.__module__ == "stablerules._autograd" and function.__name__ == name
+        assert function.__module__ == "stablerules.autograd._ops" and function.__name__ == name
 
 
 def test_every_op_of_stablerules_is_adapted() -> None:
-    # the table (stablerules._adapters.OPS) names every array op of the public face
+    # the table (stablerules._layout.LAYOUTS) names every array op of the public face
     ops = {name for name in sr.__all__ if isinstance(getattr(sr, name), type(sr.kron).__mro__[1])}
     assert ops == set(sra.__all__)
 
@@ -191,3 +191,11 @@ def test_indexing_gradients_equal_autograds_own_composition() -> None:
     ours = autograd.grad(lambda v: anp.sum(anp.sin(sra.getindex(v, sr.ix[::-2, 1]))))(x)
     theirs = autograd.grad(lambda v: anp.sum(anp.sin(v[::-2, 1])))(x)
     np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def test_the_ops_are_typed_from_the_schema() -> None:
+    """mypy checks these (tests are in its files): arrays in and out, split a tuple."""
+    x = np.ones((2, 3))
+    assert_type(sra.repeat(x, Val(2), axis=Val(0)), npt.NDArray[Any])
+    parts = assert_type(sra.split(x, Val(3), axis=Val(1)), tuple[npt.NDArray[Any], ...])
+    assert len(parts) == 3 and all(isinstance(part, np.ndarray) for part in parts)

@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_type
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -27,8 +27,9 @@ from jax.test_util import check_grads
 import stablerules as sr
 import stablerules.jax as srj
 from stablerules import Val
-from stablerules import _ffi
-from stablerules import _jax
+from stablerules.jax import _adapter as _jax
+from stablerules.jax import _ffi
+from stablerules.jax import _ops as _jax_ops
 from stablerules import _objectcode
 from stablerules._rule import RuleOp
 
@@ -201,7 +202,7 @@ def test_the_primitive_class_is_jaxs_public_one() -> None:
     # replaces it fails here first.
     import jax.extend.core
 
-    for primitive in (_jax.repeat_p, _jax.repeat_pullback_p, _jax.kron_p, _jax.kron_tangent_p, _jax.kron_pullback_p):
+    for primitive in (_jax_ops.repeat_p, _jax_ops.repeat_pullback_p, _jax_ops.kron_p, _jax_ops.kron_tangent_p, _jax_ops.kron_pullback_p):
         assert type(primitive) is jax.extend.core.Primitive
 
 
@@ -475,7 +476,7 @@ def _call_handler(
     extension = (ctypes.c_int64 * 4)(32, 1, 0, ctypes.addressof(meta))
     if metadata:
         frame.extension_start = ctypes.addressof(extension)
-    target = _jax._repeat_target((2,), (1,), np.dtype(np.float64), "forward")
+    target = _jax_ops._repeat_target((2,), (1,), np.dtype(np.float64), "forward")
     handler = _CREATE(_handler_address(target, loaded_from))
     return handler(ctypes.addressof(frame)) or 0, messages, meta
 
@@ -504,7 +505,7 @@ def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
     )
     assert sorted(srj.__all__) == names
     for name in names:
-        assert getattr(srj, name).__module__ == "stablerules._jax"
+        assert getattr(srj, name).__module__ == ("stablerules.jax._adapter" if name == "FFIVersionError" else "stablerules.jax._ops")
 
 
 def test_vmap_kron_over_one_operand_is_one_kernel_call() -> None:
@@ -613,3 +614,12 @@ def test_indexing_bad_inputs_are_our_errors() -> None:
         srj.take(x, np.array([3, 1]), Val(0), sorted=Val(True))
     with pytest.raises(IndexError, match="out of bounds for axis 1 with size 4"):
         srj.getindex(x, sr.ix[:, 4])
+
+
+def test_the_ops_are_typed_from_the_schema() -> None:
+    """mypy checks these (tests are in its files), and each op against its generated signature."""
+    x = jnp.ones((2, 3))
+    assert_type(srj.repeat(x, Val(2), axis=Val(0)), jax.Array)
+    assert_type(srj.concatenate([x, x], axis=Val(1)), jax.Array)
+    parts = assert_type(srj.split(x, Val(3), axis=Val(1)), tuple[jax.Array, ...])
+    assert len(parts) == 3 and all(isinstance(part, jax.Array) for part in parts)

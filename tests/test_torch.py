@@ -8,12 +8,13 @@ calls, compiled results against eager ones.
 
 from __future__ import annotations
 
+import warnings
 import importlib
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import cast
+from typing import assert_type, cast
 
 import numpy as np
 import pytest
@@ -27,6 +28,12 @@ from stablerules import Val
 from stablerules.torch import _adapter, _ops
 
 from .rules import TorchCase as Case, assert_every_op_has_a_row, collect, op_of
+
+
+def _signature_table(op: object) -> dict[tuple[object, ...], _adapter.Signature]:
+    """An op's table of bound signatures (the op's public type is its call signature alone)."""
+    assert isinstance(op, _adapter.TorchOp)
+    return op.signatures
 
 
 def _parts(value: object) -> tuple[object, ...]:
@@ -291,13 +298,13 @@ def test_compile_fullgraph_structure_ops_equal_eager() -> None:
 def test_bad_arguments_are_clear_type_errors() -> None:
     x = torch.randn(2, 3)
     with pytest.raises(TypeError, match="argument 'x' must be a torch.Tensor"):
-        srt.repeat(np.zeros(3), Val(2))
+        srt.repeat(np.zeros(3), Val(2))  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="'repeats' is static"):
-        srt.repeat(x, torch.tensor([1, 2]), axis=Val(0))
+        srt.repeat(x, torch.tensor([1, 2]), axis=Val(0))  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="unexpected or repeated argument 'axes'"):
-        srt.stack((x, x), axes=Val(0))
+        srt.stack((x, x), axes=Val(0))  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"arrays\[1\] must be a torch.Tensor"):
-        srt.concatenate((x, 1.0))
+        srt.concatenate((x, 1.0))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="not supported"):
         srt.tile(torch.empty(2, device="meta"), Val(2))
     with pytest.raises(ValueError):  # our own validation, before any kernel
@@ -346,16 +353,16 @@ def test_bench_rows_run_and_agree_with_torch(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_signature_is_bound_once_and_reused() -> None:
     x = torch.randn(3, 4, dtype=torch.float64)
-    srt.flip.signatures.clear()
+    _signature_table(srt.flip).clear()
     first = srt.flip(x, Val(1))
-    assert len(srt.flip.signatures) == 1
+    assert len(_signature_table(srt.flip)) == 1
     second = srt.flip(torch.randn(3, 4, dtype=torch.float64), Val(1))
-    assert len(srt.flip.signatures) == 1, "same statics, dtypes and shapes: one signature"
+    assert len(_signature_table(srt.flip)) == 1, "same statics, dtypes and shapes: one signature"
     assert torch.equal(first, torch.from_numpy(np.flip(x.numpy(), 1).copy())) and second.shape == (3, 4)
     srt.flip(x, Val(0))
     srt.flip(x.float(), Val(1))
     srt.flip(torch.randn(2, 4, dtype=torch.float64), Val(1))
-    assert len(srt.flip.signatures) == 4
+    assert len(_signature_table(srt.flip)) == 4
     # Val(True) and Val(1), 1 and 1.0 and True: equal in Python, distinct signatures here.
     s = torch.randn(2, 3, dtype=torch.float32)
     assert srt.sum(s, Val(1), Val(True)).shape == (2, 1) and srt.sum(s, Val(1), Val(False)).shape == (2,)
@@ -467,7 +474,7 @@ def test_kron_takes_python_scalars_as_numpy_does() -> None:
     (g,) = torch.autograd.grad(compiled(t), t)
     assert torch.equal(g, torch.full((2, 3), 2.0, dtype=torch.float64))
     with pytest.raises(TypeError, match="stablerules.torch.kron: argument 'b' must be a torch.Tensor .or a Python scalar., got str"):
-        srt.kron(t, "2")
+        srt.kron(t, "2")  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------
@@ -525,10 +532,10 @@ def test_indexing_under_no_grad_builds_no_graph(name: str) -> None:
 def test_indices_are_data_not_statics() -> None:
     # New index values of the same shape and dtype: the same signature, the new values used.
     x = _x(4, 5)
-    srt.take.signatures.clear()
+    _signature_table(srt.take).clear()
     first = srt.take(x, torch.tensor([0, 1, 2]), axis=Val(1))
     second = srt.take(x, torch.tensor([4, -1, 4]), axis=Val(1))
-    assert len(srt.take.signatures) == 1
+    assert len(_signature_table(srt.take)) == 1
     assert torch.equal(first, x[:, [0, 1, 2]]) and torch.equal(second, x[:, [4, 4, 4]])
     # Gradients follow each call's own indices (no pullback shared between calls).
     (g,) = torch.autograd.grad(second.sum(), x)
@@ -550,7 +557,7 @@ def test_bad_indices_are_clear_errors() -> None:
     with pytest.raises(TypeError, match=r"take: argument 'indices' is integer data"):
         srt.take(x, torch.tensor([0.0, 1.0], requires_grad=True))
     with pytest.raises(TypeError, match=r"take: argument 'indices' must be an integer"):
-        srt.take(x, "0")
+        srt.take(x, "0")  # type: ignore[arg-type]
     with pytest.raises((TypeError, ValueError), match=r"take"):
         srt.take(x, torch.tensor([0.0, 1.0]))
     with pytest.raises(NotImplementedError, match=r"take: vmap"):
@@ -607,8 +614,53 @@ def test_indexing_on_dtensors_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(_adapter, "is_dtensor", lambda t: type(t) is Sharded)
     x = torch.randn(4, 5, dtype=torch.float64).as_subclass(Sharded)
-    srt.take.signatures.clear()
+    _signature_table(srt.take).clear()
     with pytest.raises(TypeError, match=r"take: DTensor inputs are not supported yet"):
         srt.take(x, _TAKE_I)
     with pytest.raises(TypeError, match=r"getindex: DTensor inputs are not supported yet"):
         srt.getindex(x, _IX)
+
+
+def test_clear_caches_empties_the_adapters_tables_and_calls_work_after() -> None:
+    x = torch.rand(2, 3, dtype=torch.float64, requires_grad=True)
+    (first,) = torch.autograd.grad(srt.flip(x, Val(0)).sum(), x)
+    assert _adapter._tables_size() > 0
+    sr.clear_caches()
+    assert _adapter._tables_size() == 0
+    (second,) = torch.autograd.grad(srt.flip(x, Val(0)).sum(), x)
+    assert torch.equal(first, torch.ones_like(x)) and torch.equal(second, first)
+    assert _adapter._tables_size() > 0
+
+
+def test_the_ops_are_typed_from_the_schema() -> None:
+    """mypy checks these (tests are in its files): tensors in and out, split a tuple."""
+    x = torch.ones(2, 3)
+    assert_type(srt.repeat(x, Val(2), axis=Val(0)), torch.Tensor)
+    assert_type(srt.concatenate([x, x], axis=Val(1)), torch.Tensor)
+    assert_type(srt.kron(x, 2.0), torch.Tensor)
+    parts = assert_type(srt.split(x, Val(3), axis=Val(1)), tuple[torch.Tensor, ...])
+    assert len(parts) == 3 and all(type(part) is torch.Tensor for part in parts)
+
+
+def test_steady_calls_compile_nothing_and_plain_ints_are_still_dynamic() -> None:
+    """A signature's later calls run its plan directly; the guards still see every call."""
+    x = torch.rand(4, 5, 6, dtype=torch.float64)
+    for _ in range(2):  # the second call of each takes the signature's planned path
+        srt.sum(x, Val(1))
+        srt.concatenate((x, x), axis=Val(0))
+        srt.kron(x, x)
+    with sr.no_compile(), sr.no_fallback():
+        total = srt.sum(x, Val(1))
+        joined = srt.concatenate((x, x), axis=Val(0))
+        product = srt.kron(x, x)
+    assert torch.allclose(total, x.sum(1)) and torch.equal(joined, torch.cat((x, x)))
+    assert torch.allclose(product, torch.kron(x, x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for _ in range(2):
+            srt.sum(x, 1)  # a plain int: a dynamic argument, counted on every call
+        before = sr.cache_info().dynamic_arguments
+        srt.sum(x, 1)
+        assert sr.cache_info().dynamic_arguments == before + 1
+        with pytest.raises(sr.DynamicFallbackError), sr.no_fallback():
+            srt.sum(x, 1)

@@ -930,6 +930,139 @@ def write_layout() -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# The engine adapters' signatures (stablerules/{torch,jax,autograd}/_signatures.py)
+# ---------------------------------------------------------------------------------------------
+#
+# One Protocol per op, its ``__call__`` one overload per schema signature the adapter takes,
+# typed with the engine's array type (the engines' arrays carry no rank or dtype in their
+# types, so this is as precise as they allow: arrays in and out, statics exactly as the
+# NumPy ops take them). An adapter annotates each op with its Protocol (``repeat: Repeat =
+# ...``); mypy then checks the op against it.
+
+
+@dataclass(frozen=True)
+class AdapterTypes:
+    """How one adapter spells each role's type."""
+
+    package: str
+    imports: tuple[str, ...]
+    array: str  # an array argument and the result
+    data: str | None  # an integer data argument (indices); None: per-element data not taken
+    counts: str | None  # repeat's per-element counts; None: not taken
+    value: str  # an affine op's constant
+    vararg: str  # one of cat's arrays
+    scalar_operands: bool = False  # kron takes a Python scalar for either factor
+
+
+ADAPTERS = (
+    AdapterTypes(
+        "torch",
+        ("import numpy as np", "import numpy.typing as npt", "import torch"),
+        "torch.Tensor",
+        "torch.Tensor | npt.NDArray[np.integer[Any]] | Sequence[int]",
+        None,
+        "bool | int | float | complex",
+        "torch.Tensor",
+        scalar_operands=True,
+    ),
+    AdapterTypes(
+        "jax",
+        ("import jax", "import numpy as np", "import numpy.typing as npt"),
+        "jax.Array",
+        "jax.Array | npt.NDArray[np.integer[Any]]",
+        None,
+        "bool | int | float | complex | jax.Array",
+        "jax.Array | float",
+    ),
+    AdapterTypes(
+        "autograd",
+        ("import numpy as np", "import numpy.typing as npt"),
+        "npt.NDArray[Any]",
+        "npt.NDArray[np.integer[Any]] | Sequence[int]",
+        "npt.NDArray[np.integer[Any]] | Sequence[int]",
+        "bool | int | float | complex | npt.NDArray[Any]",
+        "npt.NDArray[Any] | float",
+    ),
+)
+
+
+def _adapter_param(types_: AdapterTypes, op: OpSchema, p: Param) -> str | None:
+    """``name: type`` of one parameter (``None``: a signature the adapter does not take)."""
+    if p.role == "array":
+        kind = f"{types_.array} | complex" if types_.scalar_operands and op.kind == "multilinear" else types_.array
+    elif p.role == "arrays":
+        kind = f"Sequence[{types_.array}]"
+    elif p.role == "varargs":
+        return f"*{p.name}: {types_.vararg}"
+    elif p.role == "value":
+        kind = types_.value
+    elif p.role == "data":
+        reads = op.kind == "linear" and not op.primal_free  # the pullback reads it: indices
+        taken = types_.data if reads else types_.counts
+        if taken is None:
+            return None
+        kind = taken
+    else:
+        kind = static_type(p, plain=True)
+    return f"{p.name}: {kind}" + (" = ..." if p.default is not None else "")
+
+
+def _adapter_call(types_: AdapterTypes, op: OpSchema, sig: Signature) -> str | None:
+    params: list[str] = ["self"]
+    star = False
+    for p in sig.params:
+        text = _adapter_param(types_, op, p)
+        if text is None:
+            return None
+        if p.keyword_only and not star and not any(q.startswith("*") for q in params):
+            params.append("*")
+            star = True
+        params.append(text)
+    result = f"tuple[{types_.array}, ...]" if sig.tuple_output else types_.array
+    line = f"    def __call__({', '.join(params)}) -> {result}: ..."
+    if len(line) <= 110:
+        return line
+    return "\n".join(["    def __call__(", *(f"        {param}," for param in params), f"    ) -> {result}: ..."])
+
+
+def write_adapter_signatures(types_: AdapterTypes) -> str:
+    lines = [
+        HEADER.rstrip("\n"),
+        f'"""Each op\'s call signature in ``stablerules.{types_.package}`` (one Protocol per op, one',
+        "overload per signature of the op's schema that the adapter takes); the adapter annotates",
+        'its ops with them, and mypy checks each op against its Protocol."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from collections.abc import Sequence",
+        "from typing import Any, Protocol, overload",
+        "",
+        *types_.imports,
+        "",
+        "from stablerules._val import Val",
+        "from stablerules.rules.indexing import Basic, Slices, StaticIndex",
+    ]
+    names = []
+    for op in OPS:
+        calls = [call for call in (_adapter_call(types_, op, sig) for sig in op.signatures) if call is not None]
+        names.append(op.cls)
+        lines += ["", "", f"class {op.cls}(Protocol):", f'    """``stablerules.{types_.package}.{op.name}``."""', ""]
+        for index, call in enumerate(calls):
+            if len(calls) > 1:
+                lines.append("    @overload")
+            lines.append(call)
+            if index < len(calls) - 1:
+                lines.append("")
+    lines += ["", "", "__all__ = [", *(f'    "{name}",' for name in sorted(names)), "]", ""]
+    return "\n".join(lines)
+
+
+def adapter_outputs() -> dict[Path, str]:
+    pkg = ROOT / "stablerules"
+    return {pkg / types_.package / "_signatures.py": write_adapter_signatures(types_) for types_ in ADAPTERS}
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def spell_arrays(text: str) -> str:
@@ -969,6 +1102,7 @@ def outputs() -> dict[Path, str]:
         pkg / "_ops.pyi": spell_arrays(write_ops()[0]),
         pkg / "_layout.py": write_layout(),
         pkg / "__init__.py": write_init_block(init),
+        **adapter_outputs(),
     }
 
 

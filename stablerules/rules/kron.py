@@ -1089,3 +1089,39 @@ def _cuda_requests(layout: _KronLayout) -> dict[str, KernelRequest]:
             kernels.pushforward, functools.partial(_render_product_cuda, kernels.pushforward, True)
         )
     return requests
+
+
+# ======================================================================================
+# Kernel export: what an engine that runs our kernels itself (the JAX adapter's XLA FFI
+# handlers) needs of kron, through this one function only
+# ======================================================================================
+
+
+@dataclass(frozen=True, slots=True)
+class KronKernels:
+    """kron's CPU kernels for ``n = max(a.ndim, b.ndim, 1)`` axis pairs and one real dtype,
+    the operands' extents padded with leading 1s to ``n`` axes (``A0..A{n-1}``,
+    ``B0..B{n-1}``):
+
+    - ``forward(y, a, b, A0.., B0.., lo, hi)`` writes ``y = kron(a, b)``;
+    - ``pullback(dy, a, b, da, db, A0.., B0.., lo, hi)`` adds ``dy``'s contractions with
+      ``b`` and ``a`` into ``da`` and ``db``, float64 accumulators (zeroed by the caller);
+
+    both over the block range ``lo, hi`` of ``0, A0 * B0`` (``0, A0`` when ``n == 1``); all
+    arrays flat and C-contiguous."""
+
+    forward: KernelRequest
+    pullback: KernelRequest
+
+
+EXPORT_MAX_AXES = _MAX_AXES
+"""The most axes an operand of kron's kernels may have (a caller checks it per call)."""
+
+
+def export_kron_kernels(a_ndim: int, b_ndim: int, dtype: np.dtype[np.generic]) -> KronKernels | None:
+    """kron's CPU kernels for operands of these ranks and a real ``dtype`` (float32 or
+    float64), or ``None`` where no kernel serves them (more than ``EXPORT_MAX_AXES`` axes)."""
+    if max(a_ndim, b_ndim) > EXPORT_MAX_AXES:
+        return None
+    layout = _layout((1,) * a_ndim, dtype, (1,) * b_ndim, dtype)
+    return KronKernels(_product_request(layout), _pullback_request(layout))

@@ -1235,3 +1235,54 @@ class Tile(RuleOp):
 
 
 tile = Tile()
+
+
+# ======================================================================================
+# Kernel export: what an engine that runs our kernels itself (the JAX adapter's XLA FFI
+# handlers) needs of repeat, through these two functions only
+# ======================================================================================
+
+
+@dataclass(frozen=True, slots=True)
+class JuliaForm:
+    """A planned repeat/tile call with static counts in Julia's form: ``x`` reshaped to
+    ``shape`` (input axes merged or padded: a free reshape), then each axis ``d`` repeated
+    ``inner[d]`` times element-wise and tiled ``outer[d]`` times; the result has
+    ``out_shape``."""
+
+    shape: tuple[int, ...]
+    inner: tuple[int, ...]
+    outer: tuple[int, ...]
+    out_shape: tuple[int, ...]
+
+
+def export_julia_form(plan: Plan, x_shape: tuple[int, ...]) -> JuliaForm | None:
+    """The Julia form of a plan of ``repeat`` or ``tile`` (from ``op.plan(*op.bind(...))``)
+    on an input of ``x_shape``; ``None`` for a plan that is no loop nest (per-element
+    counts, which are data)."""
+    if not isinstance(plan, NestPlan):
+        return None
+    layout = plan.nest.layout
+    shape = tuple(math.prod(x_shape[axis] for axis in axes) for axes in layout.axes)
+    return JuliaForm(shape, layout.inner, layout.outer, plan.out_shape)
+
+
+@dataclass(frozen=True, slots=True)
+class NestKernel:
+    """The CPU kernel of a Julia-form nest: ``kernel(source, target, *extents, lo, hi)``,
+    extent ``k`` being the product of the input's axes ``groups[k]`` and ``lo, hi`` the range
+    ``0, extents[0]`` of the outermost loop. ``request`` is ``None`` when a count is 0 (an
+    empty output, a zero gradient); ``accumulates``: the pullback adds into a zeroed ``dx``."""
+
+    request: KernelRequest | None
+    groups: tuple[tuple[int, ...], ...]
+    accumulates: bool
+
+
+def export_nest_kernel(inner: tuple[int, ...], outer: tuple[int, ...], dtype: np.dtype[np.generic], kind: str) -> NestKernel:
+    """The CPU kernel (``kind``: ``"forward"`` or ``"pullback"``) of Julia's
+    ``repeat(x, inner, outer)`` with one count per axis of ``x``, for ``dtype``."""
+    nest = _nest(_julia_layout(len(inner), inner, outer))
+    request = None if nest.empty else _nest_request(nest, dtype, kind, "cpu")
+    return NestKernel(request, nest.groups, nest.accumulates)
+

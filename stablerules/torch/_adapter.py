@@ -70,9 +70,9 @@ Decisions where the issue is silent:
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar, cast
 
 import numpy as np
 import torch
@@ -80,6 +80,11 @@ import torch.utils.dlpack
 
 import stablerules as sr
 from stablerules import Val
+
+from .._binding import Binder, binder
+from .._cache import GUARDED as _GUARDED
+from .._rule import RuleOp
+from .._memo import register as register_cache
 
 from ._sharding import DTENSOR, is_dtensor
 
@@ -89,6 +94,14 @@ if TYPE_CHECKING:
 Tensors: TypeAlias = tuple[torch.Tensor, ...]
 _R = TypeVar("_R", torch.Tensor, tuple[torch.Tensor, ...])
 OptionalTensors: TypeAlias = tuple[torch.Tensor | None, ...]
+
+# The two private torch names we use, where no public API answers the question (a test fails
+# first on a torch that moves them): whether a torch.func transform is active, and the
+# forward-mode AD level. Without them every call that requires grad would take the
+# ``setup_context`` Function that torch.func and forward AD need, several times the cost of the
+# plain one (bench/README.md).
+_FUNCTORCH_ACTIVE: Callable[[], bool] = torch._C._are_functorch_transforms_active
+_FORWARD_AD = torch.autograd.forward_ad
 
 # Below this many elements a stride-0 cotangent is read densely: detecting it and building the
 # Fill costs more than copying a small one.
@@ -129,9 +142,10 @@ class TangentRule(Protocol):
 class Entry:
     """One ``stablerules`` op as seen from torch.
 
-    ``parameters`` are the op's parameter names in positional order (``"*name"`` for a
-    variadic one, whose arguments are all tensors); ``arrays`` names those holding a tensor
-    or a sequence of tensors, every other parameter is static. ``data`` names the arrays that
+    Its parameters are the op's layout's (``stablerules._layout``, generated from the op
+    schema; ``parameters`` are their names in call order, ``"*name"`` for a variadic one,
+    whose arguments are all tensors); ``arrays`` names those holding a tensor or a sequence
+    of tensors, every other parameter is static. ``data`` names the arrays that
     are integer data (``take``'s ``indices``): a tensor (a NumPy array or a list is made one)
     that travels with the others to the kernels but is never differentiated, and whose values
     are part of no signature (new indices, same shape and dtype: no new signature). A call
@@ -143,7 +157,6 @@ class Entry:
 
     name: str
     op: Callable[..., object]
-    parameters: tuple[str, ...]
     arrays: frozenset[str]
     batch: BatchRule
     tangent: TangentRule | None = None
@@ -152,12 +165,18 @@ class Entry:
     scalars: bool = False  # a Python scalar may stand for an array argument (kron, as NumPy's)
     data: frozenset[str] = frozenset()  # array parameters that are integer data (take's indices)
 
+    binder: Binder = field(init=False)
+    parameters: tuple[str, ...] = field(init=False)  # in call order, ``"*name"`` for a variadic one
     variadic: bool = field(init=False)
     order: dict[str, int] = field(init=False)  # each parameter's position (without a ``*``)
 
     def __post_init__(self) -> None:
         # Plain attributes, not properties: dynamo traces the binding code under torch.compile.
-        self.variadic = self.parameters[0].startswith("*")
+        self.binder = binder(self.name)
+        self.parameters = tuple(
+            ("*" if param.role == "varargs" else "") + param.name for param in self.binder.layout.params
+        )
+        self.variadic = self.binder.variadic
         self.order = {name.lstrip("*"): index for index, name in enumerate(self.parameters)}
 
     def __repr__(self) -> str:
@@ -204,62 +223,25 @@ class Call(NamedTuple):
 
 
 def bind(entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[Call, Tensors]:
-    """Split a call into its :class:`Call` and its tensors; ``TypeError`` naming the argument
-    for a non-tensor where a tensor belongs, a tensor where a static belongs, or a parameter
-    the op does not have."""
-    # The hot path of every call (~2 us): positional arguments arrive in parameter order, so
-    # only keyword arguments need sorting.
+    """Split a call into its :class:`Call` and its tensors (the shared binder matches the
+    arguments to the op's parameters); ``TypeError`` naming the argument for a non-tensor
+    where a tensor belongs, a tensor where a static belongs, or a parameter the op does not
+    have."""
     arrays = entry.arrays
     tensors: list[torch.Tensor] = []
     layout: list[tuple[str, int]] = []
     statics: list[tuple[str, object]] = []
-    if entry.variadic:
-        layout.append((entry.parameters[0][1:], len(args)))
-        tensors.extend(_tensors(entry, entry.parameters[0][1:], args))
-        parameters = entry.parameters[1:]
-    else:
-        parameters = entry.parameters
-        if len(args) > len(parameters):
-            raise TypeError(
-                f"stablerules.torch.{entry.name} takes at most {len(parameters)} positional arguments "
-                f"({', '.join(parameters)}), got {len(args)}"
-            )
-        for name, value in zip(parameters, args):
-            if name in arrays:
-                _bind_array(entry, name, value, tensors, layout, statics)
-            else:
-                statics.append((name, _static(entry, name, value)))
-    if kwargs:
-        sort_arrays = False
-        for name, value in kwargs.items():
-            if name not in parameters or any(key == name for key, _ in statics) or any(key == name for key, _ in layout):
-                raise TypeError(f"stablerules.torch.{entry.name}: unexpected or repeated argument {name!r}")
-            if name in arrays:
-                sort_arrays = True
-                _bind_array(entry, name, value, tensors, layout, statics)
-            else:
-                statics.append((name, _static(entry, name, value)))
-        order = entry.order
-        statics.sort(key=lambda item: order[item[0]])
-        if sort_arrays:
-            return _sorted_arrays(entry, tensors, layout, statics)
+    for argument in entry.binder.bind(args, kwargs, "stablerules.torch."):
+        name, value = argument.param.name, argument.value
+        if argument.param.role == "varargs":
+            values = cast("tuple[object, ...]", value)
+            layout.append((name, len(values)))
+            tensors.extend(_tensors(entry, name, values))
+        elif name in arrays:
+            _bind_array(entry, name, value, tensors, layout, statics)
+        else:
+            statics.append((name, _static(entry, name, value)))
     return Call(entry, tuple(layout), tuple(statics)), tuple(tensors)
-
-
-def _sorted_arrays(
-    entry: Entry, tensors: list[torch.Tensor], layout: list[tuple[str, int]], statics: list[tuple[str, object]]
-) -> tuple[Call, Tensors]:
-    groups: list[tuple[tuple[str, int], list[torch.Tensor]]] = []
-    index = 0
-    for name, count in layout:
-        width = 1 if count < 0 else count
-        groups.append(((name, count), tensors[index : index + width]))
-        index += width
-    groups.sort(key=lambda group: entry.order[group[0][0]])
-    return (
-        Call(entry, tuple(group[0] for group in groups), tuple(statics)),
-        tuple(tensor for _, items in groups for tensor in items),
-    )
 
 
 _PYTHON_SCALARS = (bool, int, float, complex)
@@ -375,9 +357,9 @@ def _tangent_groups(call: Call, tangents: tuple[object, ...]) -> list[object]:
 class _Capsule:
     """A DLPack capsule from ``torch.utils.dlpack.to_dlpack`` as ``np.from_dlpack`` takes it.
 
-    ``np.from_dlpack(tensor)`` costs ~2.5 us (torch's ``__dlpack__`` checks its arguments in
-    Python); the capsule made directly costs ~0.2 us and the whole view ~0.8 us, the price of
-    ``tensor.numpy()``, which we avoid because it marks the tensor's storage as never
+    ``np.from_dlpack(tensor)`` costs several times more (torch's ``__dlpack__`` checks its
+    arguments in Python); the capsule made directly makes the whole view as cheap as
+    ``tensor.numpy()`` (bench/README.md), which we avoid because it marks the tensor's storage as never
     resizable (FSDP2 frees and regathers its parameters by resizing their storage)."""
 
     __slots__ = ("capsule",)
@@ -622,14 +604,13 @@ OPS = _OpsEngine()
 
 
 def _transforms_active() -> bool:
-    return bool(torch._C._are_functorch_transforms_active())
+    return bool(_FUNCTORCH_ACTIVE())
 
 
 def _forward_mode() -> bool:
-    return torch._C._are_functorch_transforms_active() or _FORWARD_AD._current_level >= 0
+    return bool(_FUNCTORCH_ACTIVE()) or _FORWARD_AD._current_level >= 0
 
 
-_FORWARD_AD = torch.autograd.forward_ad
 
 
 def differentiable(tensor: torch.Tensor) -> bool:
@@ -743,7 +724,7 @@ def _backward(c: _Context, cotangents: OptionalTensors, statics: int) -> Optiona
 
 class _PlainForward(torch.autograd.Function):
     """The op in plain eager mode (no torch.func transform, no forward-mode AD): ``ctx`` in
-    ``forward``, which saves ~4 us a call over ``setup_context`` (a tiny op's budget). Its
+    ``forward``, cheaper per call than ``setup_context`` (a tiny op's budget; bench/README.md). Its
     first input is the call's :class:`Signature`. A linear call saves no tensors (its pullback
     reads shapes only, as torch's own linear ops); a non-linear one saves its inputs, and its
     pullback is built in ``backward`` from the saved tensors: a closure made in ``forward``
@@ -857,6 +838,8 @@ class _Pullback(_Function):
 
 _CALLS: dict[str, Call] = {}
 _STATIC_INDEX = type(sr.ix[0])
+# The custom ops torch.library defined, by op name: a registry, not a cache (torch defines an
+# op once per process), so clear_caches() leaves it alone.
 _OPS: dict[str, tuple[Callable[..., list[torch.Tensor]], Callable[..., list[torch.Tensor]]]] = {}
 
 
@@ -1106,7 +1089,42 @@ class Signature:
         self.likes = tuple((tuple(t.shape), t.dtype, t.device) for t in tensors)
         self._placeholders: Tensors | None = None
         self._back: Callable[[object], tuple[object, ...]] | None = None
-        self.run = self._runner()
+        self.run: Callable[[list[object]], object] = self._first_run
+
+    def _first_run(self, arrays: list[object]) -> object:
+        """The first run settles how later runs go (on arrays: torch.func has unwrapped the
+        tensors by the time the op runs)."""
+        self.run = self._planned(arrays) or self._runner()
+        return self.run(arrays)
+
+    def _planned(self, arrays: list[object]) -> Callable[[list[object]], object] | None:
+        """The op's plan for this signature, run directly on the arrays (the op's binding and
+        plan lookup settled once): for a CPU call whose statics are all static (``Val``,
+        ``sr.ix``, ``None``: nothing dynamic to count per call) and whose arrays the op binds
+        as they are given. While a guard (``no_fallback``, ``no_compile``) is active the call
+        takes the op's own path, which counts its launches. ``None`` where this does not apply."""
+        op: object = self.entry.op
+        if not isinstance(op, RuleOp) or not all(type(array) is np.ndarray for array in arrays):
+            return None
+        if any(not (value is None or type(value) is Val or type(value) is _STATIC_INDEX) for _, value in self.call.statics):
+            return None
+        args, kwargs = _arguments(self.call, arrays)
+        try:
+            bound, statics = op.bind(*args, **kwargs)
+        except (TypeError, ValueError):
+            return None  # the op's own path raises its message
+        if len(bound) != len(arrays) or any(b is not a for b, a in zip(bound, arrays)):
+            return None
+        plan = op.lookup(bound, statics)
+        forward = plan.forward
+        full = self._runner()
+
+        def run_plan(arrays: list[object]) -> object:
+            if _GUARDED[0]:
+                return full(arrays)
+            return forward(tuple(arrays))
+
+        return run_plan
 
     def _runner(self) -> Callable[[list[object]], object]:
         """The op on arrays, with this signature's statics bound."""
@@ -1175,7 +1193,13 @@ def _walk(
     key: list[object] = []
     tensors: list[torch.Tensor] = []
     for value in args:
-        if not _token(value, key, tensors):
+        kind = type(value)
+        if kind is torch.Tensor:  # the commonest forms first, inline (every call walks)
+            tensors.append(value)  # type: ignore[arg-type]
+            key.append(_TENSOR)
+        elif kind is Val:
+            key.append(value)
+        elif not _token(value, key, tensors):
             return None
     if kwargs:
         for name, value in kwargs.items():
@@ -1261,6 +1285,7 @@ class TorchOp(Generic[_R]):
     def __init__(self, entry: Entry) -> None:
         self.entry = entry
         self.signatures: dict[tuple[object, ...], Signature] = {}
+        _TORCH_OPS.append(self)
         register(entry)
         self.__name__ = entry.name
         self.__qualname__ = entry.name
@@ -1324,4 +1349,25 @@ def _with_data(entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]
 
 _IS_COMPILING = torch.compiler.is_compiling
 _GRAD_ENABLED = torch.is_grad_enabled
-_FUNCTORCH_ACTIVE = torch._C._are_functorch_transforms_active
+
+
+# ---------------------------------------------------------------------------------------------
+# clear_caches() reaches every table of the adapter
+# ---------------------------------------------------------------------------------------------
+
+_TORCH_OPS: list[TorchOp[Any]] = []  # every op object, whose signature tables clear_caches() empties
+
+
+def _clear_tables() -> None:
+    for table in (_LINEAR_PULLBACKS, _CALLS, _META, _CALL_SIGNATURES):
+        table.clear()
+    for op in _TORCH_OPS:
+        op.signatures.clear()
+
+
+def _tables_size() -> int:
+    tables: list[Sized] = [_LINEAR_PULLBACKS, _CALLS, _META, _CALL_SIGNATURES]
+    return sum(len(table) for table in tables) + sum(len(op.signatures) for op in _TORCH_OPS)
+
+
+register_cache("stablerules.torch._adapter.signatures", _clear_tables, _tables_size)

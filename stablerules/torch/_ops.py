@@ -1,8 +1,8 @@
 """The op table of ``stablerules.torch``: one :class:`Entry` per op, with its batching rule.
 
-A new op is one ``_entry(...)`` line and one ``TorchOp`` line: its parameters (which hold
-tensors), and how a batch axis in front changes its statics (most ops: shift an axis by one,
-``shift_axes("axis")``). A linear op needs nothing else; kron, the one bilinear op, brings its
+A new op is one ``_entry(...)`` line and one ``TorchOp`` line: how a batch axis in front
+changes its statics (most ops: shift an axis by one, ``shift_axes("axis")``); its parameters,
+and which of them hold tensors, come from the op's schema layout. A linear op needs nothing else; kron, the one bilinear op, brings its
 jvp and its second-order rule. An affine op (``pad`` with a non-zero constant) must give a
 ``tangent`` rule (its tangent map is the op with the constant zeroed); a tuple-returning op
 (``split``) sets ``tuple_result``; an op that takes a Python scalar for an array, as NumPy's
@@ -21,6 +21,8 @@ import torch
 import stablerules as sr
 from stablerules import Val
 
+from .._binding import binder
+from . import _signatures
 from ._adapter import BatchRule, Call, Engine, Entry, OptionalTensors, SecondOrderRule, TangentRule, Tensors, TorchOp, filled
 
 
@@ -218,63 +220,66 @@ def _kron_second_order(
 
 def _entry(
     op: object,
-    parameters: Sequence[str],
-    arrays: Sequence[str],
     batch: BatchRule,
     tangent: TangentRule | None = None,
     second_order: SecondOrderRule | None = None,
     tuple_result: bool = False,
     scalars: bool = False,
-    data: Sequence[str] = (),
 ) -> Entry:
-    name = getattr(op, "name")
-    return Entry(
-        name, op, tuple(parameters), frozenset((*arrays, *data)), batch, tangent, second_order, tuple_result, scalars, frozenset(data)  # type: ignore[arg-type]
-    )
+    """The op's entry; which parameters hold tensors comes from its schema layout: its
+    arrays, and the integer data that its pullback reads (take's indices: a linear op that
+    is not primal-free). Other data (repeat's per-element counts) is static here: a result
+    shape set by data is not supported."""
+    name: str = getattr(op, "name")
+    layout = binder(name).layout
+    reads_data = layout.kind == "linear" and not layout.primal_free
+    arrays = frozenset(p.name for p in layout.params if p.role in ("array", "arrays", "varargs"))
+    data = frozenset(p.name for p in layout.params if p.role == "data" and reads_data)
+    return Entry(name, op, arrays | data, batch, tangent, second_order, tuple_result, scalars, data)  # type: ignore[arg-type]
 
 
-REPEAT = _entry(sr.repeat, ("x", "repeats", "axis", "inner", "outer"), ("x",), _batch_repeat)
-TILE = _entry(sr.tile, ("x", "reps"), ("x",), _batch_tile)
-CONCATENATE = _entry(sr.concatenate, ("arrays", "axis"), ("arrays",), shift_axes("axis", Val(0), none="flatten"))
-STACK = _entry(sr.stack, ("arrays", "axis"), ("arrays",), shift_axes("axis", Val(0)))
-HSTACK = _entry(sr.hstack, ("arrays",), ("arrays",), _batch_hstack)
-VSTACK = _entry(sr.vstack, ("arrays",), ("arrays",), _batch_vstack)
-CAT = _entry(sr.cat, ("*arrays", "dims"), ("arrays",), _batch_cat)
-KRON = _entry(sr.kron, ("a", "b"), ("a", "b"), _batch_kron, _kron_tangent, _kron_second_order, scalars=True)
-FLIP = _entry(sr.flip, ("x", "axis"), ("x",), shift_axes("axis"))
-ROLL = _entry(sr.roll, ("x", "shift", "axis"), ("x",), shift_axes("axis", none="flatten-reshape"))
-PERMUTE_DIMS = _entry(sr.permute_dims, ("x", "axes"), ("x",), _batch_permute)
-TRANSPOSE = _entry(sr.transpose, ("x", "axes"), ("x",), _batch_permute)
-RESHAPE = _entry(sr.reshape, ("x", "shape"), ("x",), _batch_reshape)
-BROADCAST_TO = _entry(sr.broadcast_to, ("x", "shape"), ("x",), _batch_broadcast_to)
-SUM = _entry(sr.sum, ("x", "axis", "keepdims"), ("x",), shift_axes("axis"))
-MEAN = _entry(sr.mean, ("x", "axis", "keepdims"), ("x",), shift_axes("axis"))
-PAD = _entry(sr.pad, ("x", "pad_width", "constant_values"), ("x",), _batch_pad, _pad_tangent)
-GETINDEX = _entry(sr.getindex, ("x", "index"), ("x",), _no_batch)
-TAKE = _entry(sr.take, ("x", "indices", "axis", "unique", "sorted", "deterministic"), ("x",), _no_batch, data=("indices",))
-TAKE_ALONG_AXIS = _entry(sr.take_along_axis, ("x", "indices", "axis"), ("x",), _no_batch, data=("indices",))
-INDEX_ADD = _entry(sr.index_add, ("x", "indices", "values", "axis"), ("x", "values"), _no_batch, data=("indices",))
-SPLIT = _entry(sr.split, ("x", "indices_or_sections", "axis"), ("x",), shift_axes("axis", Val(0)), tuple_result=True)
+REPEAT = _entry(sr.repeat, _batch_repeat)
+TILE = _entry(sr.tile, _batch_tile)
+CONCATENATE = _entry(sr.concatenate, shift_axes("axis", Val(0), none="flatten"))
+STACK = _entry(sr.stack, shift_axes("axis", Val(0)))
+HSTACK = _entry(sr.hstack, _batch_hstack)
+VSTACK = _entry(sr.vstack, _batch_vstack)
+CAT = _entry(sr.cat, _batch_cat)
+KRON = _entry(sr.kron, _batch_kron, _kron_tangent, _kron_second_order, scalars=True)
+FLIP = _entry(sr.flip, shift_axes("axis"))
+ROLL = _entry(sr.roll, shift_axes("axis", none="flatten-reshape"))
+PERMUTE_DIMS = _entry(sr.permute_dims, _batch_permute)
+TRANSPOSE = _entry(sr.transpose, _batch_permute)
+RESHAPE = _entry(sr.reshape, _batch_reshape)
+BROADCAST_TO = _entry(sr.broadcast_to, _batch_broadcast_to)
+SUM = _entry(sr.sum, shift_axes("axis"))
+MEAN = _entry(sr.mean, shift_axes("axis"))
+PAD = _entry(sr.pad, _batch_pad, _pad_tangent)
+GETINDEX = _entry(sr.getindex, _no_batch)
+TAKE = _entry(sr.take, _no_batch)
+TAKE_ALONG_AXIS = _entry(sr.take_along_axis, _no_batch)
+INDEX_ADD = _entry(sr.index_add, _no_batch)
+SPLIT = _entry(sr.split, shift_axes("axis", Val(0)), tuple_result=True)
 
-repeat: TorchOp[torch.Tensor] = TorchOp(REPEAT)
-tile: TorchOp[torch.Tensor] = TorchOp(TILE)
-concatenate: TorchOp[torch.Tensor] = TorchOp(CONCATENATE)
-stack: TorchOp[torch.Tensor] = TorchOp(STACK)
-hstack: TorchOp[torch.Tensor] = TorchOp(HSTACK)
-vstack: TorchOp[torch.Tensor] = TorchOp(VSTACK)
-cat: TorchOp[torch.Tensor] = TorchOp(CAT)
-kron: TorchOp[torch.Tensor] = TorchOp(KRON)
-flip: TorchOp[torch.Tensor] = TorchOp(FLIP)
-roll: TorchOp[torch.Tensor] = TorchOp(ROLL)
-permute_dims: TorchOp[torch.Tensor] = TorchOp(PERMUTE_DIMS)
-transpose: TorchOp[torch.Tensor] = TorchOp(TRANSPOSE)
-reshape: TorchOp[torch.Tensor] = TorchOp(RESHAPE)
-broadcast_to: TorchOp[torch.Tensor] = TorchOp(BROADCAST_TO)
-sum: TorchOp[torch.Tensor] = TorchOp(SUM)  # noqa: A001 - NumPy's name
-mean: TorchOp[torch.Tensor] = TorchOp(MEAN)
-pad: TorchOp[torch.Tensor] = TorchOp(PAD)
-split: TorchOp[tuple[torch.Tensor, ...]] = TorchOp(SPLIT)
-getindex: TorchOp[torch.Tensor] = TorchOp(GETINDEX)
-take: TorchOp[torch.Tensor] = TorchOp(TAKE)
-take_along_axis: TorchOp[torch.Tensor] = TorchOp(TAKE_ALONG_AXIS)
-index_add: TorchOp[torch.Tensor] = TorchOp(INDEX_ADD)
+repeat: _signatures.Repeat = TorchOp(REPEAT)
+tile: _signatures.Tile = TorchOp(TILE)
+concatenate: _signatures.Concatenate = TorchOp(CONCATENATE)
+stack: _signatures.Stack = TorchOp(STACK)
+hstack: _signatures.Hstack = TorchOp(HSTACK)
+vstack: _signatures.Vstack = TorchOp(VSTACK)
+cat: _signatures.Cat = TorchOp(CAT)
+kron: _signatures.Kron = TorchOp(KRON)
+flip: _signatures.Flip = TorchOp(FLIP)
+roll: _signatures.Roll = TorchOp(ROLL)
+permute_dims: _signatures.PermuteDims = TorchOp(PERMUTE_DIMS)
+transpose: _signatures.Transpose = TorchOp(TRANSPOSE)
+reshape: _signatures.Reshape = TorchOp(RESHAPE)
+broadcast_to: _signatures.BroadcastTo = TorchOp(BROADCAST_TO)
+sum: _signatures.Sum = TorchOp(SUM)  # noqa: A001 - NumPy's name
+mean: _signatures.Mean = TorchOp(MEAN)
+pad: _signatures.Pad = TorchOp(PAD)
+split: _signatures.Split = TorchOp(SPLIT)
+getindex: _signatures.Getindex = TorchOp(GETINDEX)
+take: _signatures.Take = TorchOp(TAKE)
+take_along_axis: _signatures.TakeAlongAxis = TorchOp(TAKE_ALONG_AXIS)
+index_add: _signatures.IndexAdd = TorchOp(INDEX_ADD)

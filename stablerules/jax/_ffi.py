@@ -36,7 +36,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from llvmlite import ir
 
-from ._jax import FFI_API_MAJOR, FFI_API_MINOR
+from ._adapter import FFI_API_MAJOR, FFI_API_MINOR
 
 API_MAJOR = FFI_API_MAJOR
 API_MINOR = FFI_API_MINOR

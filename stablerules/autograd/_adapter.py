@@ -1,7 +1,8 @@
-"""stablerules' ops as HIPS autograd primitives (``stablerules.autograd`` re-exports them).
+"""The machinery behind ``stablerules.autograd``: any of our ops as a HIPS autograd primitive.
 
 Each op of :data:`stablerules._layout.LAYOUTS` (generated from the op schema) becomes one
-function with the op's name and argument forms. Called on plain NumPy arrays it is the op itself. Called with any argument
+function with the op's name and argument forms (``stablerules.autograd._ops``; the call is
+split into differentiable leaves and structure by the shared binder, ``stablerules._binding``). Called on plain NumPy arrays it is the op itself. Called with any argument
 boxed by autograd, it runs two primitives:
 
 - ``_forward(call, *leaves)``: the op through ``sr.rrule``. autograd builds the node (and so
@@ -14,13 +15,35 @@ boxed by autograd, it runs two primitives:
   ``autograd.grad`` of a gradient works: its vjp with respect to ``g`` is the op's
   pushforward, written with ``_forward`` again (for a linear op, the op applied to the
   cotangents; for ``kron``, ``kron(h_a, b) + kron(a, h_b)``), and with respect to a
-  multilinear op's arrays it is the pullback at the other arrays (``_adapters`` explains).
+  multilinear op's arrays it is the pullback at the other arrays (below).
   A linear op's pullback does not read the arrays, so they are not its arguments and autograd
   records no dependence on them. Every order is made of the same two primitives.
 
 Gradients are dense, writable arrays of each leaf's shape and dtype: a ``Fill`` or zero
-cotangent from a rule is materialized here (``_adapters.dense``); a complex cotangent follows
-autograd's (transpose) convention. Integer arrays (``repeat``'s counts) are static.
+cotangent from a rule is materialized here (:func:`dense`); a complex cotangent follows
+autograd's (transpose) convention (:func:`engine_pullback`). Integer arrays (``repeat``'s counts)
+are static.
+
+How an op depends on its arrays (its layout's ``kind``):
+
+- ``"linear"``: jointly linear in all of them (repeat, tile, the concatenate family, the
+  structure ops, the indexing ops in ``x`` and ``values``). Its pushforward is the op applied
+  to the tangents and its pullback does not depend on the primal values (but for data it
+  reads: take's indices), so the second-order rules are the op and its pullback again.
+- ``"multilinear"``: linear in each array separately (``kron``). Its pushforward is
+  ``sum_i op(x with x_i := t_i)`` and the derivative of its pullback with respect to ``x_j``
+  is ``sum_{i != j} pullback at (x with x_i := h_i), column j``.
+
+An affine op (``pad`` with a nonzero ``constant_values``) is linear jointly in its arrays
+*and* its constant. Where the constant is a leaf (a float given positionally) the op is
+linear in its leaves as it is; where it is static (a keyword, an integer), the tangent map is
+the op with the constant made zero (``Structure.linearized``), the pullback as it is.
+
+Complex numbers. stablerules' pullbacks follow ChainRules (``back(dy)`` is the adjoint
+``J^H dy``); HIPS autograd passes cotangents through the *transpose* ``J^T`` (its gradient of
+a real function of ``z`` is the conjugate of ChainRules'). So autograd's pullback is
+``conj(back(conj(g)))`` (:func:`engine_pullback`); for real arrays, and for any op with real
+coefficients (all but ``kron``), the two agree and no conjugate is taken.
 """
 
 from __future__ import annotations
@@ -37,9 +60,10 @@ from autograd.tracer import getval, isbox
 
 import stablerules as sr
 
-from ._arrays import ArraySpec
-from ._adapters import AdaptedOp, Structure, dense, engine_pullback, split_call
-from ._layout import LAYOUTS
+from .._arrays import ArraySpec
+from .._binding import Structure, binder, split_leaves
+from .._layout import OpLayout
+from .._tangents import Fill, NoTangent, ZeroTangent, unthunk
 
 Array = npt.NDArray[np.generic]
 Pullback = Callable[[object], tuple[object, ...]]
@@ -47,11 +71,11 @@ Pullback = Callable[[object], tuple[object, ...]]
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Call:
-    """One call's static part: the op, its table entry, the call's structure and the leaves'
+    """One call's static part: the op, its layout, the call's structure and the leaves'
     shapes and dtypes (what a linear op's pullback needs instead of the arrays)."""
 
     op: Callable[..., object]
-    entry: AdaptedOp
+    layout: OpLayout
     structure: Structure
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[np.dtype[np.generic], ...]
@@ -69,7 +93,7 @@ class _Call:
         """The pullback without a forward pass's stash, through ``sr.pullback`` (no primal
         computed): a linear op's from the leaves' shapes and dtypes alone (``ArraySpec``s: it
         reads no values), a multilinear op's at ``leaves``."""
-        if leaves is None and self.entry.reads_data:  # the op keeps its data: arrays, values unused
+        if leaves is None and not self.layout.primal_free:  # the op keeps its data: arrays, values unused
             leaves = [np.zeros(shape, dtype) for shape, dtype in zip(self.shapes, self.dtypes)]
         elif leaves is None:
             leaves = [ArraySpec(shape, dtype) for shape, dtype in zip(self.shapes, self.dtypes)]
@@ -79,9 +103,9 @@ class _Call:
     def tangent_call(self) -> _Call:
         """The call of the op's tangent map: itself, but for an affine op's static constant
         (made zero, ``Structure.linearized``)."""
-        if self.entry.constant is None:
+        if self.layout.constant is None:
             return self
-        return _Call(self.op, self.entry, self.structure.linearized(self.entry.constant), self.shapes, self.dtypes)
+        return _Call(self.op, self.layout, self.structure.linearized(self.layout.constant), self.shapes, self.dtypes)
 
 
 def _is_leaf(value: object) -> bool:
@@ -113,7 +137,7 @@ def _forward(call: _Call, *leaves: object) -> object:
 def _backward(call: _Call, back: Pullback | None, g: object, *leaves: object) -> tuple[Array, ...]:
     if back is None:
         back = call.pullback_at(leaves if leaves else None)
-    tangents = call.structure.per_leaf(engine_pullback(back, g))
+    tangents = call.structure.per_leaf(engine_pullback(back, g), NoTangent())
     return tuple(dense(t, shape, dtype) for t, shape, dtype in zip(tangents, call.shapes, call.dtypes))
 
 
@@ -129,7 +153,7 @@ def _forward_vjp(argnums: tuple[int, ...], ans: object, args: tuple[object, ...]
     assert isinstance(call, _Call)
     leaves = args[1:]
     back = _STASH.back if _STASH.y is not None and _STASH.y is getval(ans) else None
-    multilinear = call.entry.kind == "multilinear"
+    multilinear = call.layout.kind == "multilinear"
 
     def forward_vjp(g: object) -> tuple[object, ...]:
         grads = _backward(call, back, g, *leaves) if multilinear else _backward(call, back, g)
@@ -175,35 +199,71 @@ defvjp_argnums(_forward, _forward_vjp)
 defvjp_argnums(_backward, _backward_vjp)
 
 
-def _adapt(entry: AdaptedOp) -> Callable[..., Array]:
-    op: Callable[..., object] = getattr(sr, entry.name)
+def adapt(layout: OpLayout) -> Callable[..., Array]:
+    """The op of ``layout`` as a function of autograd's boxes (plain arrays: the op itself)."""
+    op: Callable[..., object] = getattr(sr, layout.name)
+    bind = binder(layout.name).bind
+    owner = "stablerules.autograd."
 
     def adapted(*args: object, **kwargs: object) -> Array:
-        leaves, structure = split_call(args, kwargs, _is_leaf)
+        leaves, structure = split_leaves(bind(args, kwargs, owner), _is_leaf)
         if not any(isbox(leaf) for leaf in leaves):
             return op(*args, **kwargs)  # type: ignore[return-value]
         values = [np.asarray(getval(leaf)) for leaf in leaves]
         call = _Call(
             op,
-            entry,
+            layout,
             structure,
             tuple(value.shape for value in values),
             tuple(value.dtype for value in values),
         )
         return _forward(call, *leaves)  # type: ignore[return-value]
 
-    adapted.__name__ = adapted.__qualname__ = entry.name
+    adapted.__name__ = adapted.__qualname__ = layout.name
+    adapted.__module__ = "stablerules.autograd._ops"
     adapted.__doc__ = (
-        f"``stablerules.{entry.name}`` as a HIPS autograd primitive: same arguments (statics as "
+        f"``stablerules.{layout.name}`` as a HIPS autograd primitive: same arguments (statics as "
         f"``Val``), differentiable to any order with ``autograd.grad``; gradients are dense "
         f"writable arrays.\n\n{getattr(op, '__call__').__doc__ or ''}"
     )
     return adapted
 
 
-ADAPTED: dict[str, Callable[..., Array]] = {
-    layout.name: _adapt(
-        AdaptedOp(layout.name, layout.kind, layout.constant, reads_data=layout.kind == "linear" and not layout.primal_free)
-    )
-    for layout in LAYOUTS
-}
+# ---------------------------------------------------------------------------------------------
+# Tangents as autograd wants them
+# ---------------------------------------------------------------------------------------------
+
+
+def dense(tangent: object, shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> npt.NDArray[np.generic]:
+    """A rule's tangent as a writable array of ``shape`` and ``dtype``: a ``Fill`` or a zero
+    is materialized (never a read-only broadcast view), a read-only array is copied. An
+    integer or bool primal's ``NoTangent`` becomes float zeros (what autograd expects of
+    an argument it was asked to differentiate anyway)."""
+    tangent = unthunk(tangent)
+    if isinstance(tangent, np.ndarray):
+        if tangent.flags.writeable and tangent.shape == shape:
+            return tangent
+        return np.array(np.broadcast_to(tangent, shape), copy=True)
+    if not np.issubdtype(dtype, np.inexact):
+        dtype = np.dtype(np.float64)
+    if isinstance(tangent, Fill):
+        value: complex = tangent.value if dtype.kind == "c" else complex(tangent.value).real
+        return np.full(shape, value, dtype)
+    if isinstance(tangent, (ZeroTangent, NoTangent)):
+        return np.zeros(shape, dtype)
+    return np.array(np.broadcast_to(np.asarray(tangent), shape), dtype=dtype, copy=True)
+
+
+def conjugate_tree(value: object) -> object:
+    """``conj`` of an array or of a tuple/list of arrays; real arrays and lazy tangents as they are."""
+    if isinstance(value, np.ndarray):
+        return np.conj(value) if value.dtype.kind == "c" else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(conjugate_tree(item) for item in value)
+    return value
+
+
+def engine_pullback(back: Callable[[object], tuple[object, ...]], g: object) -> tuple[object, ...]:
+    """``back`` (ChainRules' adjoint) applied in autograd's transpose convention:
+    ``conj(back(conj(g)))``; no conjugate (and no copy) is taken of real arrays."""
+    return tuple(conjugate_tree(item) for item in back(conjugate_tree(g)))

@@ -1,0 +1,802 @@
+"""The ops of ``stablerules.jax``: each op's JAX definition (the kernel-backed ones as
+primitives, the rest in ``jnp``), validated by the NumPy op's own checks. The design and its
+decisions are ``stablerules.jax._adapter``'s docstring.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeAlias
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.interpreters import ad, batching, mlir
+
+from .._arrays import ArraySpec, check_dtype
+from .._cache import KernelSource, ShapeSignature
+from .._codegen import SourceWriter
+from .._rule import Plan, RuleOp
+from .._val import Val
+from .._views import ViewPlan
+from ..rules import broadcast as _broadcast_rules
+from ..rules import concatenate as _concatenate_rules
+from ..rules import flip as _flip_rules
+from ..rules import indexing as _indexing_rules
+from ..rules import kron as _kron_rules
+from ..rules import pad as _pad_rules
+from ..rules import permute as _permute_rules
+from ..rules import repeat as _repeat_rules
+from ._adapter import (
+    Array,
+    Primitive,
+    aval_in,
+    bind_varying,
+    buffer_view,
+    cotangent_sharded_as_primal,
+    define_primitive,
+    errors_named,
+    ffi_lowering,
+    ffi_target,
+    handler_source,
+    kernel_name,
+    shaped,
+    undefined_aval,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# repeat / tile: validation and kernels, through the rule module's kernel export
+# ---------------------------------------------------------------------------------------------
+
+
+def _repeat_form(op: str, x_shape: tuple[int, ...], dtype: np.dtype[np.generic], *args: object) -> _repeat_rules.JuliaForm:
+    """Validate ``repeat(x, repeats, axis, inner, outer)`` or ``tile(x, reps)`` by the NumPy
+    op's own checks (on an ``ArraySpec``: no data) and write it in Julia's form."""
+    spec = ArraySpec(x_shape, dtype)
+    plan: Plan
+    if op == "tile":
+        with errors_named("tile"):
+            plan = _repeat_rules.tile.plan(*_repeat_rules.tile.bind(spec, args[0]))
+    else:
+        repeats = args[0]
+        if repeats is not None and not isinstance(repeats, (Val, int)):
+            raise TypeError(
+                "stablerules.jax.repeat: repeats must be Val(int) (static); a per-element counts "
+                "array is data that sets the output's shape, which jit cannot trace (use "
+                "jnp.repeat(x, counts, axis, total_repeat_length=...) for that)"
+            )
+        with errors_named("repeat"):
+            plan = _repeat_rules.repeat.plan(*_repeat_rules.repeat.bind(spec, *args[:2], inner=args[2], outer=args[3]))
+    form = _repeat_rules.export_julia_form(plan, x_shape)
+    assert form is not None  # static counts always plan a nest
+    return form
+
+
+def _render_repeat_handler(signature: ShapeSignature) -> KernelSource:
+    inner, outer = signature.static[0], signature.static[1]
+    assert isinstance(inner, tuple) and isinstance(outer, tuple)
+    dtype = np.dtype(signature.dtypes[0])
+    pullback = signature.kind == "pullback"
+    nest = _repeat_rules.export_nest_kernel(inner, outer, dtype, signature.kind)
+    kernel = None if nest.request is None else kernel_name(nest.request)
+    writer = SourceWriter()
+    source, target = ("dy", "dx") if pullback else ("x", "y")
+    writer.line(f"{source}_buffer = argument(words, 0)")
+    writer.line(f"{target}_buffer = result(words, 0)")
+    writer.line(buffer_view(source, f"{source}_buffer", dtype))
+    writer.line(buffer_view(target, f"{target}_buffer", dtype))
+    if kernel is None or (pullback and nest.accumulates):
+        writer.line(f"{target}[:] = 0")
+    if kernel is not None:
+        writer.line(f"shape = dims({'dx' if pullback else 'x'}_buffer)")
+        extents = []
+        for k, group in enumerate(nest.groups):
+            writer.line(f"e{k} = {' * '.join(f'shape[{axis}]' for axis in group) or '1'}")
+            extents.append(f"e{k}")
+        writer.line(f"KERNEL({source}, {target}, {', '.join(extents)}, 0, e0)")
+    what = "dx = repeat pullback(dy)" if pullback else "y = repeat(x)"
+    return handler_source(signature, f"{what}, inner={inner}, outer={outer}, {dtype.name}", kernel, writer)
+
+
+def _repeat_target(inner: tuple[int, ...], outer: tuple[int, ...], dtype: np.dtype[np.generic], kind: str) -> str:
+    signature = ShapeSignature("jax-ffi-repeat", kind, (inner, outer), (dtype.name,), (len(inner),))
+    return ffi_target(signature, functools.partial(_render_repeat_handler, signature))
+
+
+# ---------------------------------------------------------------------------------------------
+# kron: kernels through the rule module's kernel export
+# ---------------------------------------------------------------------------------------------
+
+
+def _kron_extents(writer: SourceWriter, ndim: int, ranks: tuple[int, int]) -> str:
+    """Lines computing ``A0..``, ``B0..`` and ``blocks`` from the operand buffers' dims."""
+    names = []
+    for operand, rank in zip("AB", ranks):
+        writer.line(f"{operand.lower()}_shape = dims({operand.lower()}_buffer)")
+        for axis in range(ndim):
+            source = axis - (ndim - rank)
+            writer.line(f"{operand}{axis} = {f'{operand.lower()}_shape[{source}]' if source >= 0 else '1'}")
+            names.append(f"{operand}{axis}")
+    writer.line(f"blocks = {'A0 * B0' if ndim > 1 else 'A0'}")
+    names.sort(key=lambda name: (name[0], int(name[1:])))
+    return ", ".join(names)
+
+
+def _render_kron_handler(signature: ShapeSignature) -> KernelSource:
+    a_ndim, b_ndim = signature.ndims
+    dtype = np.dtype(signature.dtypes[0])
+    ndim = max(a_ndim, b_ndim, 1)
+    kernels = _kron_rules.export_kron_kernels(a_ndim, b_ndim, dtype)
+    assert kernels is not None  # kron() binds the primitive only where kernels serve
+    writer = SourceWriter()
+    if signature.kind == "forward":
+        writer.line("a_buffer = argument(words, 0)")
+        writer.line("b_buffer = argument(words, 1)")
+        writer.line("y_buffer = result(words, 0)")
+        for name in ("a", "b", "y"):
+            writer.line(buffer_view(name, f"{name}_buffer", dtype))
+        extents = _kron_extents(writer, ndim, (a_ndim, b_ndim))
+        writer.line(f"KERNEL(y, a, b, {extents}, 0, blocks)")
+        kernel, what = kernel_name(kernels.forward), "y = kron(a, b)"
+    else:
+        writer.line("dy_buffer = argument(words, 0)")
+        writer.line("a_buffer = argument(words, 1)")
+        writer.line("b_buffer = argument(words, 2)")
+        writer.line("da_buffer = result(words, 0)")
+        writer.line("db_buffer = result(words, 1)")
+        for name in ("dy", "a", "b", "da", "db"):
+            writer.line(buffer_view(name, f"{name}_buffer", dtype))
+        extents = _kron_extents(writer, ndim, (a_ndim, b_ndim))
+        if dtype == np.float64:
+            writer.line("# float64: the kernel's float64 accumulators are XLA's output buffers")
+            writer.line("da[:] = 0")
+            writer.line("db[:] = 0")
+            writer.line(f"KERNEL(dy, a, b, da, db, {extents}, 0, blocks)")
+        else:
+            writer.line("# the kernel accumulates in float64 (see stablerules.rules.kron)")
+            writer.line("da_total = np.zeros(da.size, np.float64)")
+            writer.line("db_total = np.zeros(db.size, np.float64)")
+            writer.line(f"KERNEL(dy, a, b, da_total, db_total, {extents}, 0, blocks)")
+            writer.line("for i in range(da.size):")
+            writer.line(f"    da[i] = da_total[i]")
+            writer.line("for i in range(db.size):")
+            writer.line(f"    db[i] = db_total[i]")
+        kernel, what = kernel_name(kernels.pullback), "(da, db) = kron pullback(dy)"
+    return handler_source(signature, f"{what}, ndims {a_ndim} and {b_ndim}, {dtype.name}", kernel, writer)
+
+
+def _kron_target(a_ndim: int, b_ndim: int, dtype: np.dtype[np.generic], kind: str) -> str:
+    signature = ShapeSignature("jax-ffi-kron", kind, (), (dtype.name,), (a_ndim, b_ndim))
+    return ffi_target(signature, functools.partial(_render_kron_handler, signature))
+
+
+# ---------------------------------------------------------------------------------------------
+# repeat / tile primitives
+# ---------------------------------------------------------------------------------------------
+
+repeat_p = define_primitive("repeat")
+repeat_pullback_p = define_primitive("repeat_pullback")
+
+
+def _repeat_out_shape(shape: tuple[int, ...], inner: tuple[int, ...], outer: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(extent * i * o for extent, i, o in zip(shape, inner, outer))
+
+
+repeat_p.def_abstract_eval(
+    lambda x, *, inner, outer: shaped("repeat", _repeat_out_shape(x.shape, inner, outer), x.dtype, x)
+)
+repeat_pullback_p.def_abstract_eval(
+    lambda dy, *, inner, outer, x_shape: shaped("repeat pullback", x_shape, dy.dtype, dy)
+)
+
+
+def _repeat_lowering_target(kind: str) -> Callable[..., str]:
+    def target(ctx: mlir.LoweringRuleContext, *, inner: tuple[int, ...], outer: tuple[int, ...], **_: object) -> str:
+        return _repeat_target(inner, outer, np.dtype(aval_in(ctx, 0).dtype), kind)
+
+    return target
+
+
+mlir.register_lowering(repeat_p, ffi_lowering(_repeat_lowering_target("forward")), platform="cpu")
+mlir.register_lowering(repeat_pullback_p, ffi_lowering(_repeat_lowering_target("pullback")), platform="cpu")
+
+
+def _repeat_transpose(ct: Array, x: object, *, inner: tuple[int, ...], outer: tuple[int, ...]) -> list[Array]:
+    assert ad.is_undefined_primal(x)
+    return [repeat_pullback_p.bind(ct, inner=inner, outer=outer, x_shape=tuple(undefined_aval(x).shape))]
+
+
+def _repeat_pullback_transpose(
+    ct: Array, dy: object, *, inner: tuple[int, ...], outer: tuple[int, ...], x_shape: tuple[int, ...]
+) -> list[Array]:
+    return [repeat_p.bind(ct, inner=inner, outer=outer)]
+
+
+ad.deflinear2(repeat_p, cotangent_sharded_as_primal(_repeat_transpose))
+ad.deflinear2(repeat_pullback_p, cotangent_sharded_as_primal(_repeat_pullback_transpose))
+
+
+def _repeat_batch(args: Sequence[Array], dims: Sequence[int | None], *, inner: tuple[int, ...], outer: tuple[int, ...]) -> tuple[Array, int]:
+    (x,), (axis,) = args, dims
+    x = jnp.moveaxis(x, axis, 0) if axis is not None else x
+    return repeat_p.bind(x, inner=(1,) + inner, outer=(1,) + outer), 0
+
+
+def _repeat_pullback_batch(
+    args: Sequence[Array], dims: Sequence[int | None], *, inner: tuple[int, ...], outer: tuple[int, ...], x_shape: tuple[int, ...]
+) -> tuple[Array, int]:
+    (dy,), (axis,) = args, dims
+    dy = jnp.moveaxis(dy, axis, 0) if axis is not None else dy
+    batched = (dy.shape[0],) + x_shape
+    return repeat_pullback_p.bind(dy, inner=(1,) + inner, outer=(1,) + outer, x_shape=batched), 0
+
+
+batching.primitive_batchers[repeat_p] = _repeat_batch
+batching.primitive_batchers[repeat_pullback_p] = _repeat_pullback_batch
+
+
+def _repeat_call(op: str, x: object, *args: object) -> Array:
+    with errors_named(op):
+        spec = _array_spec(x, "x")
+    array = jnp.asarray(x)
+    form = _repeat_form(op, spec.shape, spec.dtype, *args)
+    result: Array = repeat_p.bind(jnp.reshape(array, form.shape), inner=form.inner, outer=form.outer)
+    return jnp.reshape(result, form.out_shape)
+
+
+def repeat(
+    x: Array,
+    repeats: Val[int] | int | None = None,
+    axis: Val[int] | int | None = None,
+    *,
+    inner: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None,
+    outer: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None,
+) -> Array:
+    """``stablerules.repeat`` on a JAX array, inside ``jit``/``grad``/``vmap``: NumPy's
+    ``repeat(x, Val(k), axis=Val(d))`` or Julia's ``repeat(x, inner=Val(...), outer=Val(...))``.
+    Counts are static (``Val``); on the CPU our compiled kernels run inside XLA (FFI)."""
+    return _repeat_call("repeat", x, repeats, axis, inner, outer)
+
+
+def tile(x: Array, reps: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]) -> Array:
+    """``stablerules.tile`` (``np.tile``) on a JAX array; ``reps`` static."""
+    return _repeat_call("tile", x, reps)
+
+
+# ---------------------------------------------------------------------------------------------
+# kron primitives
+# ---------------------------------------------------------------------------------------------
+
+kron_p = define_primitive("kron")
+kron_tangent_p = define_primitive("kron_tangent")  # kron(ta, b) + kron(a, tb)
+kron_pullback_p = define_primitive("kron_pullback", multiple_results=True)  # (da, db)
+
+
+def _kron_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[int, ...]:
+    n = max(len(a_shape), len(b_shape))
+    a_padded = (1,) * (n - len(a_shape)) + tuple(a_shape)
+    b_padded = (1,) * (n - len(b_shape)) + tuple(b_shape)
+    return tuple(p * q for p, q in zip(a_padded, b_padded))
+
+
+kron_p.def_abstract_eval(lambda a, b: shaped("kron", _kron_shape(a.shape, b.shape), a.dtype, a, b))
+kron_tangent_p.def_abstract_eval(
+    lambda ta, tb, a, b: shaped("kron tangent", _kron_shape(a.shape, b.shape), a.dtype, ta, tb, a, b)
+)
+kron_pullback_p.def_abstract_eval(
+    lambda dy, a, b: [shaped("kron pullback", v.shape, v.dtype, dy, a, b) for v in (a, b)]
+)
+
+
+def _kron_lowering_target(kind: str) -> Callable[..., str]:
+    def target(ctx: mlir.LoweringRuleContext) -> str:
+        first = 0 if kind == "forward" else 1
+        a, b = aval_in(ctx, first), aval_in(ctx, first + 1)
+        return _kron_target(len(a.shape), len(b.shape), np.dtype(a.dtype), kind)
+
+    return target
+
+
+mlir.register_lowering(kron_p, ffi_lowering(_kron_lowering_target("forward")), platform="cpu")
+mlir.register_lowering(kron_pullback_p, ffi_lowering(_kron_lowering_target("pullback")), platform="cpu")
+mlir.register_lowering(
+    kron_tangent_p,
+    mlir.lower_fun(lambda ta, tb, a, b: bind_varying(kron_p, ta, b) + bind_varying(kron_p, a, tb), multiple_results=False),
+    platform="cpu",
+)
+
+
+def _zeros_like_aval(value: object) -> Array:
+    """Zeros shaped as a primal, which may be a transpose rule's undefined argument."""
+    if ad.is_undefined_primal(value):
+        aval = undefined_aval(value)
+        return jnp.zeros(aval.shape, aval.dtype)
+    array = jnp.asarray(value)
+    return jnp.zeros(array.shape, array.dtype)
+
+
+def _kron_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[Array, Array]:
+    a, b = primals
+    ta, tb = tangents
+    y = bind_varying(kron_p, a, b)
+    if type(ta) is ad.Zero:
+        return y, bind_varying(kron_p, a, tb)
+    if type(tb) is ad.Zero:
+        return y, bind_varying(kron_p, ta, b)
+    return y, bind_varying(kron_tangent_p, ta, tb, a, b)
+
+
+def _kron_transpose(ct: object, a: object, b: object) -> list[object]:
+    # One operand is undefined (kron_p appears in a linear position only with one tangent).
+    if type(ct) is ad.Zero:
+        return [ad.Zero(undefined_aval(v)) if ad.is_undefined_primal(v) else None for v in (a, b)]
+    if ad.is_undefined_primal(a):
+        return [bind_varying(kron_pullback_p, ct, _zeros_like_aval(a), b)[0], None]
+    return [None, bind_varying(kron_pullback_p, ct, a, _zeros_like_aval(b))[1]]
+
+
+def _instantiate(value: object, like: object) -> Array:
+    if type(value) is ad.Zero:
+        return _zeros_like_aval(like)
+    return value  # type: ignore[return-value]
+
+
+def _kron_tangent_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[Array, Array]:
+    ta, tb, a, b = primals
+    dta, dtb, da, db = (_instantiate(t, p) for t, p in zip(tangents, primals))
+    y = bind_varying(kron_tangent_p, ta, tb, a, b)
+    return y, bind_varying(kron_tangent_p, dta, dtb, a, b) + bind_varying(kron_tangent_p, ta, tb, da, db)
+
+
+def _kron_tangent_transpose(ct: object, ta: object, tb: object, a: object, b: object) -> list[object]:
+    # Linear in (ta, tb) with (a, b) known, or in (a, b) with (ta, tb) known: kron_tangent is
+    # symmetric under swapping the pairs, and either transpose is one fused pullback.
+    tangents_undefined = ad.is_undefined_primal(ta) or ad.is_undefined_primal(tb)
+    if type(ct) is ad.Zero:
+        return [ad.Zero(undefined_aval(v)) if ad.is_undefined_primal(v) else None for v in (ta, tb, a, b)]
+    if tangents_undefined:
+        da, db = bind_varying(kron_pullback_p, ct, a, b)
+        return [da if ad.is_undefined_primal(ta) else None, db if ad.is_undefined_primal(tb) else None, None, None]
+    da, db = bind_varying(kron_pullback_p, ct, ta, tb)
+    return [None, None, da if ad.is_undefined_primal(a) else None, db if ad.is_undefined_primal(b) else None]
+
+
+def _kron_pullback_jvp(primals: Sequence[Array], tangents: Sequence[object]) -> tuple[list[Array], list[Array]]:
+    dy, a, b = primals
+    tdy, ta, tb = (_instantiate(t, p) for t, p in zip(tangents, primals))
+    da, db = bind_varying(kron_pullback_p, dy, a, b)
+    first = bind_varying(kron_pullback_p, tdy, a, b)
+    second = bind_varying(kron_pullback_p, dy, ta, tb)
+    return [da, db], [first[0] + second[0], first[1] + second[1]]
+
+
+def _kron_pullback_transpose(cts: Sequence[object], dy: object, a: object, b: object) -> list[object]:
+    ha, hb = (_instantiate(ct, v) for ct, v in zip(cts, (a, b)))
+    if ad.is_undefined_primal(dy):
+        return [bind_varying(kron_tangent_p, ha, hb, a, b), None, None]
+    da_bar, db_bar = bind_varying(kron_pullback_p, dy, ha, hb)
+    return [None, da_bar if ad.is_undefined_primal(a) else None, db_bar if ad.is_undefined_primal(b) else None]
+
+
+ad.primitive_jvps[kron_p] = _kron_jvp
+ad.primitive_transposes[kron_p] = cotangent_sharded_as_primal(_kron_transpose)
+ad.primitive_jvps[kron_tangent_p] = _kron_tangent_jvp
+ad.primitive_transposes[kron_tangent_p] = cotangent_sharded_as_primal(_kron_tangent_transpose)
+ad.primitive_jvps[kron_pullback_p] = _kron_pullback_jvp
+ad.primitive_transposes[kron_pullback_p] = cotangent_sharded_as_primal(_kron_pullback_transpose)
+
+
+def _sequential_batch(primitive: Primitive) -> Callable[..., tuple[object, object]]:
+    """A batching rule as an XLA loop over the batch: one kernel call per element."""
+
+    def batch(args: Sequence[Array], dims: Sequence[int | None], **params: object) -> tuple[object, object]:
+        size = next(arg.shape[dim] for arg, dim in zip(args, dims) if dim is not None)
+        moved = [
+            jnp.moveaxis(arg, dim, 0) if dim is not None else jnp.broadcast_to(arg, (size,) + arg.shape)
+            for arg, dim in zip(args, dims)
+        ]
+        out = jax.lax.map(lambda xs: primitive.bind(*xs, **params), tuple(moved))
+        return (out, [0] * len(out)) if primitive.multiple_results else (out, 0)
+
+    return batch
+
+
+def _padded_item(x: Array, batched: bool, rank: int) -> Array:
+    """A kron operand as ``(batch or 1,) + its item shape padded to ``rank`` axes``."""
+    item = x.shape[1:] if batched else x.shape
+    lead = (x.shape[0],) if batched else (1,)
+    return jnp.reshape(x, lead + (1,) * (rank - len(item)) + tuple(item))
+
+
+def _batched_kron(a: Array, a_dim: int | None, b: Array, b_dim: int | None) -> tuple[Array, int | None]:
+    """``kron`` per batch element. With one operand batched it is one kron call: the other
+    gets a leading axis of 1, and ``kron(a(N, ...), b(1, ...))[n] = kron(a[n], b)``. With both
+    batched it is an XLA loop over the batch (one kernel call per element)."""
+    if a_dim is None and b_dim is None:
+        return bind_varying(kron_p, a, b), None
+    if a_dim is not None and b_dim is not None:
+        pairs = (jnp.moveaxis(a, a_dim, 0), jnp.moveaxis(b, b_dim, 0))
+        return jax.lax.map(lambda ab: bind_varying(kron_p, *ab), pairs), 0
+    a = a if a_dim is None else jnp.moveaxis(a, a_dim, 0)
+    b = b if b_dim is None else jnp.moveaxis(b, b_dim, 0)
+    rank = max(a.ndim - (a_dim is not None), b.ndim - (b_dim is not None))
+    return bind_varying(kron_p, _padded_item(a, a_dim is not None, rank), _padded_item(b, b_dim is not None, rank)), 0
+
+
+def _kron_batch(args: Sequence[Array], dims: Sequence[int | None]) -> tuple[Array, int | None]:
+    return _batched_kron(args[0], dims[0], args[1], dims[1])
+
+
+def _kron_tangent_batch(args: Sequence[Array], dims: Sequence[int | None]) -> tuple[Array, int | None]:
+    ta, tb, a, b = args
+    first, first_dim = _batched_kron(ta, dims[0], b, dims[3])
+    second, second_dim = _batched_kron(a, dims[2], tb, dims[1])
+    size = next(arg.shape[dim] for arg, dim in zip(args, dims) if dim is not None)
+    first = first if first_dim is not None else jnp.broadcast_to(first, (size,) + first.shape)
+    second = second if second_dim is not None else jnp.broadcast_to(second, (size,) + second.shape)
+    return first + second, 0
+
+
+batching.primitive_batchers[kron_p] = _kron_batch
+batching.primitive_batchers[kron_tangent_p] = _kron_tangent_batch
+# The pullback gives each batch element its own gradients of both operands (a shared operand's
+# gradient is not summed over the batch here), which one kron pullback cannot: an XLA loop.
+batching.primitive_batchers[kron_pullback_p] = _sequential_batch(kron_pullback_p)
+
+
+_KERNEL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+
+
+def kron(a: Array, b: Array) -> Array:
+    """``stablerules.kron`` (``np.kron``) on JAX arrays, inside ``jit``/``grad``/``vmap``.
+
+    float32/float64 operands (promoted to one dtype) run our forward and fused pullback
+    kernels inside XLA; complex and integer operands use ``jnp.kron``."""
+    with errors_named("kron"):
+        for operand, name in ((a, "a"), (b, "b")):
+            check_dtype(_array_spec(operand, name).dtype, name)
+    a_array, b_array = jnp.asarray(a), jnp.asarray(b)
+    dtype = np.dtype(jnp.result_type(a_array, b_array))
+    if dtype not in _KERNEL_DTYPES or max(a_array.ndim, b_array.ndim) > _kron_rules.EXPORT_MAX_AXES:
+        return jnp.kron(a_array, b_array)
+    result: Array = bind_varying(kron_p, a_array.astype(dtype), b_array.astype(dtype))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The concatenate family, in jnp (module docstring)
+# ---------------------------------------------------------------------------------------------
+
+
+def _spec(value: object) -> object:
+    """What validation sees of an input: a ``jax.Array`` (or tracer) or NumPy array as an
+    ``ArraySpec`` of its shape and dtype; a Python scalar as itself (weak, as NumPy's);
+    anything else as itself, for the op's checks to name."""
+    if isinstance(value, (jax.Array, np.ndarray, np.generic)):
+        return ArraySpec(tuple(value.shape), np.dtype(value.dtype))
+    return value
+
+
+def _sequence_plan(op: RuleOp, arrays: object, *statics: object) -> Plan:
+    """Validate a call of a sequence-taking op (concatenate, stack, hstack, vstack) by the
+    NumPy op's own checks, on ``ArraySpec``s: its ``TypeError``/``ValueError`` (the op, the
+    argument and the shapes), before ``jnp`` sees the call."""
+    specs = [_spec(a) for a in arrays] if isinstance(arrays, (list, tuple)) else arrays
+    with errors_named(op.name):
+        return op.plan(*op.bind(specs, *statics))
+
+
+def concatenate(arrays: Sequence[Array], axis: Val[int] | int | None = Val(0)) -> Array:
+    """``np.concatenate`` on JAX arrays (``axis``: ``Val(int)`` or ``None``), as ``jnp.concatenate``."""
+    plan = _sequence_plan(_concatenate_rules.concatenate, arrays, axis)
+    flat = getattr(plan, "flatten")
+    return jnp.concatenate([jnp.asarray(a) for a in arrays], axis=None if flat else getattr(plan, "forward_axis"))
+
+
+def stack(arrays: Sequence[Array], axis: Val[int] | int = Val(0)) -> Array:
+    """``np.stack`` on JAX arrays (``axis``: ``Val(int)``)."""
+    _sequence_plan(_concatenate_rules.stack, arrays, axis)
+    index = _static_value(axis)
+    assert isinstance(index, int)
+    return jnp.stack([jnp.asarray(a) for a in arrays], axis=index)
+
+
+def hstack(arrays: Sequence[Array]) -> Array:
+    """``np.hstack`` on JAX arrays."""
+    _sequence_plan(_concatenate_rules.hstack, arrays)
+    return jnp.hstack([jnp.asarray(a) for a in arrays])
+
+
+def vstack(arrays: Sequence[Array]) -> Array:
+    """``np.vstack`` on JAX arrays."""
+    _sequence_plan(_concatenate_rules.vstack, arrays)
+    return jnp.vstack([jnp.asarray(a) for a in arrays])
+
+
+def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]) -> Array:
+    """Julia's ``cat`` with 0-based axes on JAX arrays: ``dims=Val(k)`` concatenates along
+    ``k`` (inputs padded with trailing size-1 axes when ``k >= ndim``); ``dims=Val((i, j))``
+    places the inputs block-diagonally, zeros elsewhere. Scalars count as 0-d arrays."""
+    if not isinstance(dims, Val):
+        raise TypeError(f"cat: dims must be Val(int) or Val(tuple), got {type(dims).__name__}")
+    value = dims.value
+    axes = (value,) if isinstance(value, int) else tuple(value)
+    if not arrays:
+        raise ValueError("cat: needs at least one array")
+    with errors_named("cat"):
+        _concatenate_rules.cat.plan(*_concatenate_rules.cat.bind(*(_spec(a) for a in arrays), dims=dims))
+    parts = [jnp.asarray(a) for a in arrays]
+    ndim = max(max(p.ndim for p in parts), max(axes) + 1)
+    parts = [jnp.reshape(p, p.shape + (1,) * (ndim - p.ndim)) for p in parts]
+    dtype = jnp.result_type(*parts)
+    if len(axes) == 1:
+        return jnp.concatenate([p.astype(dtype) for p in parts], axis=axes[0])
+    shape = []
+    for axis in range(ndim):
+        if axis in axes:
+            shape.append(builtins.sum(p.shape[axis] for p in parts))  # this module defines sum
+            continue
+        extents = {p.shape[axis] for p in parts}
+        if len(extents) != 1:
+            raise ValueError(
+                f"cat: the inputs' shapes {[tuple(p.shape) for p in parts]} differ along axis {axis}, "
+                f"which is not in dims={value}"
+            )
+        shape.append(extents.pop())
+    # Each input padded with zeros to the result's extent (XLA's pad: exact, and sharded as
+    # the input is along the axes it leaves alone), its block selected by a constant mask:
+    # a zeros array updated in place would be replicated, which JAX refuses to combine
+    # with an input sharded over a mesh with explicit axes.
+    out: Array | None = None
+    offsets = [0] * ndim
+    for p in parts:
+        widths = [
+            (offsets[axis], shape[axis] - offsets[axis] - p.shape[axis], 0) if axis in axes else (0, 0, 0)
+            for axis in range(ndim)
+        ]
+        padded = jax.lax.pad(p.astype(dtype), jnp.zeros((), dtype), widths)
+        if out is None:
+            out = padded
+        else:
+            block = jax.lax.pad(np.ones(p.shape, bool), np.zeros((), bool), widths)
+            out = jnp.where(block, padded, out)
+        for axis in axes:
+            offsets[axis] += p.shape[axis]
+    assert out is not None
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The structure ops, in jnp (module docstring)
+# ---------------------------------------------------------------------------------------------
+
+
+def _array_spec(value: object, name: str) -> ArraySpec:
+    """An input array's shape and dtype (a tracer's too), or our ``TypeError`` naming the
+    argument when ``jnp`` cannot read it as an array."""
+    if not isinstance(value, (jax.Array, np.ndarray, np.generic)):
+        try:
+            value = jnp.asarray(value)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"argument {name!r} must be an array (a jax.Array, or what jnp.asarray reads as one), "
+                f"got {type(value).__name__}"
+            ) from None
+    return ArraySpec(tuple(getattr(value, "shape")), np.dtype(getattr(value, "dtype")))
+
+
+def _structure_plan(op: RuleOp, x: object, *args: object, **kwargs: object) -> Plan:
+    """Validate a call of ``op`` by its own checks, on an ``ArraySpec`` of ``x`` (no data),
+    and return the plan: our ``TypeError``/``ValueError``, before XLA sees the op."""
+    with errors_named(op.name):
+        arrays, statics = op.bind(_array_spec(x, "x"), *args, **kwargs)
+        return op.plan(arrays, statics)
+
+
+def _static_value(value: object) -> object:
+    return value.value if isinstance(value, Val) else value
+
+
+def _viewed(op: RuleOp, x: Array, *args: object) -> Array:
+    """A view op (flip, permute_dims, transpose, reshape): the plan's own view of ``x``,
+    which is indexing, ``transpose`` or ``reshape``, methods a ``jax.Array`` has too."""
+    plan = _structure_plan(op, x, *args)
+    assert isinstance(plan, ViewPlan)
+    result: Array = plan.view(jnp.asarray(x))  # type: ignore[arg-type, assignment]
+    return result
+
+
+def flip(x: Array, axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None) -> Array:
+    """``stablerules.flip`` (``np.flip``) on JAX arrays: XLA's reverse."""
+    return _viewed(_flip_rules.flip, x, axis)
+
+
+def roll(x: Array, shift: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...], axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None) -> Array:
+    """``stablerules.roll`` (``np.roll``) on JAX arrays, as ``jnp.roll`` (slices and a
+    concatenation in XLA)."""
+    _structure_plan(_flip_rules.roll, x, shift, axis)
+    return jnp.roll(jnp.asarray(x), _static_value(shift), _static_value(axis))  # type: ignore[arg-type]
+
+
+def permute_dims(x: Array, axes: Val[tuple[int, ...]] | tuple[int, ...]) -> Array:
+    """``stablerules.permute_dims`` (``np.permute_dims``) on JAX arrays: XLA's transpose."""
+    return _viewed(_permute_rules.permute_dims, x, axes)
+
+
+def transpose(x: Array, axes: Val[tuple[int, ...]] | tuple[int, ...] | None = None) -> Array:
+    """``stablerules.transpose`` (``np.transpose``) on JAX arrays: XLA's transpose."""
+    return _viewed(_permute_rules.transpose, x, axes)
+
+
+def reshape(x: Array, shape: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]) -> Array:
+    """``stablerules.reshape`` (``np.reshape``, C order) on JAX arrays: XLA's reshape."""
+    return _viewed(_permute_rules.reshape, x, shape)
+
+
+def broadcast_to(x: Array, shape: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]) -> Array:
+    """``stablerules.broadcast_to`` (``np.broadcast_to``) on JAX arrays: XLA's broadcast
+    (its transpose a reduction)."""
+    plan = _structure_plan(_broadcast_rules.broadcast_to, x, shape)
+    return jnp.broadcast_to(jnp.asarray(x), getattr(plan, "out_shape"))
+
+
+def _reduction(op: RuleOp, reduce: Callable[..., Array], x: Array, axis: object, keepdims: object) -> Array:
+    plan = _structure_plan(op, x, axis, keepdims)
+    assert isinstance(plan, _broadcast_rules.SumPlan)
+    return reduce(jnp.asarray(x), axis=plan.axes, keepdims=plan.keepdims)
+
+
+def sum(  # noqa: A001 - NumPy's name, as stablerules.sum has it
+    x: Array, axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None, keepdims: Val[bool] | bool = Val(False)
+) -> Array:
+    """``stablerules.sum`` (``np.sum``) on JAX arrays: XLA's reduction."""
+    return _reduction(_broadcast_rules.sum, jnp.sum, x, axis, keepdims)
+
+
+def mean(x: Array, axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None, keepdims: Val[bool] | bool = Val(False)) -> Array:
+    """``stablerules.mean`` (``np.mean``) on JAX arrays: XLA's reduction, scaled."""
+    return _reduction(_broadcast_rules.mean, jnp.mean, x, axis, keepdims)
+
+
+def pad(
+    x: Array,
+    pad_width: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
+    constant_values: bool | int | float | complex | Array = 0,
+) -> Array:
+    """``stablerules.pad`` (``np.pad``, constant mode) on JAX arrays: XLA's pad. The constant
+    may be a (traced) scalar array; it is then differentiable."""
+    stand_in: object = constant_values
+    if isinstance(constant_values, (jax.Array, np.ndarray)):  # a tracer too: checked by shape and dtype
+        stand_in = ArraySpec(tuple(constant_values.shape), np.dtype(constant_values.dtype))
+    plan = _structure_plan(_pad_rules.pad, x, pad_width, stand_in)
+    assert isinstance(plan, _pad_rules.PadPlan)
+    array = jnp.asarray(x)
+    if array.ndim == 0:
+        return array
+    pairs = [(index.start, extent - index.stop) for index, extent in zip(plan.interior, plan.out_shape)]  # type: ignore[union-attr]
+    if not isinstance(stand_in, ArraySpec):
+        return jnp.pad(array, pairs, constant_values=constant_values)
+    # An array constant, perhaps traced: XLA's pad of x by zero, the border set by a (constant-
+    # folded) mask. Not lax.pad's own padding value: JAX 0.10's transpose of lax.pad with
+    # respect to its padding value fails (reduce_sum of None), so grad by the constant would.
+    widths = [(before, after, 0) for before, after in pairs]
+    padded = jax.lax.pad(array, jnp.zeros((), array.dtype), widths)
+    border = jax.lax.pad(jnp.zeros(array.shape, bool), jnp.ones((), bool), widths)
+    return jnp.where(border, jnp.asarray(constant_values).astype(array.dtype), padded)
+
+
+def split(
+    x: Array, indices_or_sections: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...], axis: Val[int] | int = Val(0)
+) -> tuple[Array, ...]:
+    """``stablerules.split`` (``np.split``) on JAX arrays: a tuple of XLA slices, cut where
+    the NumPy op cuts (the plan's indices)."""
+    plan = _structure_plan(_pad_rules.split, x, indices_or_sections, axis)
+    assert isinstance(plan, _pad_rules.SplitPlan)
+    array = jnp.asarray(x)
+    return tuple(array[index] for index in plan.indices)
+
+
+# --- the indexing family ------------------------------------------------------------------------
+# XLA's own gather and scatter-add (jnp.take, jnp.take_along_axis, .at[].add), validated by our
+# plans on ArraySpecs: JAX's gather transposes to a scatter-add that XLA runs deterministically
+# on the CPU, and an FFI kernel for it would not run under vmap or on sharded inputs without
+# more work. Indices known on the host (NumPy arrays, concrete jax arrays) are range-checked
+# as our ops check them (an IndexError naming the index); traced indices cannot be: negative
+# ones wrap, and one out of range gives JAX's fill (NaN for a gather, a dropped update for
+# index_add), JAX's own modes "fill" and "drop".
+
+
+_Input: TypeAlias = "Array | np.ndarray[tuple[int, ...], np.dtype[np.generic]]"
+"""A JAX array, or a NumPy one (data known on the host: indices are range-checked)."""
+
+
+def _indexing_spec(value: object) -> ArraySpec:
+    array = value if isinstance(value, (jax.Array, np.ndarray)) else np.asarray(value)
+    return ArraySpec(tuple(array.shape), np.dtype(array.dtype))
+
+
+def _indexing_plan(op: RuleOp, arrays: tuple[object, ...], *statics: object, **kwargs: object) -> Plan:
+    """Our checks on specs of the arrays (no data), then the range check where the indices
+    are known."""
+    bound_arrays, bound_statics = op.bind(*(_indexing_spec(a) for a in arrays), *statics, **kwargs)
+    plan = op.plan(bound_arrays, bound_statics)
+    if len(arrays) > 1 and not isinstance(arrays[1], jax.core.Tracer):
+        plan.save(tuple(np.asarray(a) if i == 1 else s for i, (a, s) in enumerate(zip(arrays, bound_arrays))))
+    return plan
+
+
+def getindex(x: _Input, index: object) -> Array:
+    """``stablerules.getindex`` (``x[index]`` for ``sr.ix[...]``) on JAX arrays: XLA's slice."""
+    plan = _structure_plan(_indexing_rules.getindex, x, index)
+    assert isinstance(plan, _indexing_rules.GetindexPlan)
+    result: Array = jnp.asarray(x)[plan.view_index]
+    return result
+
+
+def take(
+    x: _Input,
+    indices: _Input,
+    axis: Val[int] | int | None = None,
+    *,
+    unique: Val[bool] | bool = Val(False),
+    sorted: Val[bool] | bool = Val(False),  # noqa: A002 - the op's name for it
+    deterministic: Val[bool] | bool = Val(True),
+) -> Array:
+    """``stablerules.take`` (``np.take``) on JAX arrays: XLA's gather (its transpose a scatter-add)."""
+    plan = _indexing_plan(_indexing_rules.take, (x, indices), axis, unique=unique, sorted=sorted, deterministic=deterministic)
+    assert isinstance(plan, _indexing_rules.TakePlan)
+    return jnp.take(jnp.asarray(x), jnp.asarray(indices), axis=plan.axis, mode="fill")
+
+
+def take_along_axis(x: _Input, indices: _Input, axis: Val[int] | int | None) -> Array:
+    """``stablerules.take_along_axis`` on JAX arrays: XLA's gather."""
+    plan = _indexing_plan(_indexing_rules.take_along_axis, (x, indices), axis)
+    assert isinstance(plan, _indexing_rules.TakeAlongAxisPlan)
+    array = jnp.asarray(x)
+    if plan.axis is None:
+        array = jnp.reshape(array, (-1,))
+    index = jnp.asarray(indices)
+    index = jnp.where(index < 0, index + plan.n, index)
+    return jnp.take_along_axis(array, index, axis=0 if plan.axis is None else plan.axis, mode="fill")
+
+
+def index_add(x: _Input, indices: _Input, values: _Input, axis: Val[int] | int = Val(0)) -> Array:
+    """``stablerules.index_add`` on JAX arrays: ``x.at[..., indices, ...].add(values)``, XLA's
+    scatter-add."""
+    plan = _indexing_plan(_indexing_rules.index_add, (x, indices, values), axis)
+    assert isinstance(plan, _indexing_rules.IndexAddPlan)
+    where = (slice(None),) * plan.axis + (jnp.asarray(indices),)
+    array = jnp.asarray(x)
+    return array.at[where].add(jnp.asarray(values).astype(array.dtype), mode="drop")
+
+
+# Each op's signature agrees with the one generated from the op schema (mypy checks these
+# annotations; the ops are written out above, as each is its own JAX program).
+if TYPE_CHECKING:
+    from . import _signatures
+
+    _repeat: _signatures.Repeat = repeat
+    _tile: _signatures.Tile = tile
+    _concatenate: _signatures.Concatenate = concatenate
+    _stack: _signatures.Stack = stack
+    _hstack: _signatures.Hstack = hstack
+    _vstack: _signatures.Vstack = vstack
+    _cat: _signatures.Cat = cat
+    _kron: _signatures.Kron = kron
+    _flip: _signatures.Flip = flip
+    _roll: _signatures.Roll = roll
+    _permute_dims: _signatures.PermuteDims = permute_dims
+    _transpose: _signatures.Transpose = transpose
+    _reshape: _signatures.Reshape = reshape
+    _broadcast_to: _signatures.BroadcastTo = broadcast_to
+    _sum: _signatures.Sum = sum
+    _mean: _signatures.Mean = mean
+    _pad: _signatures.Pad = pad
+    _split: _signatures.Split = split
+    _getindex: _signatures.Getindex = getindex
+    _take: _signatures.Take = take
+    _take_along_axis: _signatures.TakeAlongAxis = take_along_axis
+    _index_add: _signatures.IndexAdd = index_add
