@@ -17,7 +17,7 @@ from typing import TypeAlias, TypeGuard
 import numpy as np
 import numpy.typing as npt
 
-from ._cache import CACHE
+from ._launch import COUNTERS
 from ._memo import memoized
 from ._val import Val
 
@@ -282,7 +282,7 @@ def static_int(value: object, name: str) -> int:
             return inner
         raise TypeError(f"argument {name!r} must be Val(int), got {value!r}")
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        CACHE.note_dynamic_argument(name, value)
+        COUNTERS.note_dynamic_argument(name, value)
         return int(value)
     raise TypeError(f"argument {name!r} must be Val(int), got {type(value).__name__}: {value!r}")
 
@@ -295,12 +295,12 @@ def static_ints(value: object, name: str) -> tuple[int, ...]:
             raise TypeError(f"argument {name!r} must be Val(int) or Val(tuple of ints), got {value!r}")
         return (inner,) if isinstance(inner, int) else tuple(inner)
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        CACHE.note_dynamic_argument(name, value)
+        COUNTERS.note_dynamic_argument(name, value)
         return (int(value),)
     if isinstance(value, (tuple, list)) and all(
         isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)) for item in value
     ):
-        CACHE.note_dynamic_argument(name, value)
+        COUNTERS.note_dynamic_argument(name, value)
         return tuple(int(item) for item in value)
     raise TypeError(
         f"argument {name!r} must be Val(int) or Val(tuple of ints), got "
@@ -316,7 +316,7 @@ def static_bool(value: object, name: str) -> bool:
             return inner
         raise TypeError(f"argument {name!r} must be Val(True) or Val(False), got {value!r}")
     if isinstance(value, (bool, np.bool_)):
-        CACHE.note_dynamic_argument(name, value)
+        COUNTERS.note_dynamic_argument(name, value)
         return bool(value)
     raise TypeError(
         f"argument {name!r} must be Val(True) or Val(False), got {type(value).__name__}: {value!r}"

@@ -57,10 +57,10 @@ An op module supplies three things; the scaffold does the rest.
      when the two share work) and, when the output's shape depends on data (repeat's counts
      array), ``cotangent_shape(saved)``.
 
-   Kernels run through the scaffold's launchers (:func:`cpu_launcher`, :func:`cpu_launch`,
-   :func:`cuda_launch`, :func:`cuda_launch_blocks`), never by calling a kernel directly: that
-   is what counts them. An entry whose work is empty for this call's data calls
-   :func:`empty_launch`.
+   Kernels run through the launchers of ``_launch`` (``cpu_launcher``, ``cpu_launch``,
+   ``cuda_launch``, ``cuda_launch_blocks``), never by calling a kernel directly: that is
+   what counts them. An entry whose work is empty for this call's data calls
+   ``empty_launch``.
 
 What the scaffold does, for every op alike:
 
@@ -111,9 +111,7 @@ its tests.
 
 from __future__ import annotations
 
-import contextvars
 import functools
-import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -122,10 +120,25 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from . import _cuda, _parallel, _pool
+from . import _parallel, _pool
 from ._arrays import ArrayLike, ArraySpec, InputFacts, device_of, is_array, kernel_target, shape_text
-from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, count_launches, guarded
+from ._cache import Kernel, PlanCache
 from ._codegen import template_function
+# The launchers are re-exported: rule modules and tests reach the scaffold's whole toolkit here.
+from ._launch import (
+    COUNTERS,
+    OPEN_GUARDS,
+    context_launches,
+    count_launches,
+    count_unlaunched,
+    cpu_launch,
+    cpu_launcher,
+    cuda_launch,
+    cuda_launch_blocks,
+    empty_launch,
+    kernel_launches,
+    steady_state_checked,
+)
 from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op, Pullback
 from ._tangents import (
     Cotangent,
@@ -147,184 +160,6 @@ NO_TANGENT = NoTangent()
 ZERO_TANGENT = ZeroTangent()
 _FLOAT64: np.dtype[np.generic] = np.dtype(np.float64)
 _NDARRAY = np.ndarray
-
-# ---------------------------------------------------------------------------------------------
-# Kernel launches: counted per kernel signature (process-wide) and per context, while a guard
-# or count_launches() is open (in any thread): outside them a launch costs no counting at all
-# ---------------------------------------------------------------------------------------------
-
-_LAUNCHES: list[int] = []
-_SLOTS: dict[ShapeSignature, int] = {}
-# Launches seen by this context while a guard was open anywhere: [count]. A pool thread that
-# runs a chunk does not count; the launching thread counted the launch before splitting it.
-_CONTEXT_LAUNCHES: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
-    "stablerules_launches", default=None
-)
-
-
-_SLOTS_LOCK = threading.Lock()
-
-
-def _slot(signature: ShapeSignature) -> int:
-    slot = _SLOTS.get(signature)
-    if slot is None:
-        with _SLOTS_LOCK:
-            slot = _SLOTS.setdefault(signature, len(_SLOTS))
-            while len(_LAUNCHES) <= slot:
-                _LAUNCHES.append(0)
-    return slot
-
-
-def kernel_launches(
-    signature: ShapeSignature | None = None, *, op: str | None = None, kind: str | None = None, device: str | None = None
-) -> int:
-    """Launches counted by the launchers below in this process (while a guard or
-    ``count_launches()`` was open): of the kernel of ``signature``, or of every kernel whose
-    op, kind (a prefix: ``"forward"`` takes in ``"forward-counts"``) and device match those
-    given. What tests assert to show that a rule ran its kernel."""
-    if signature is not None:
-        slot = _SLOTS.get(signature)
-        return 0 if slot is None else _LAUNCHES[slot]
-    return sum(
-        _LAUNCHES[slot]
-        for known, slot in list(_SLOTS.items())
-        if (op is None or known.op == op)
-        and (kind is None or known.kind.startswith(kind))
-        and (device is None or known.device == device)
-    )
-
-
-def _note_launch() -> None:
-    record = _CONTEXT_LAUNCHES.get()
-    if record is None:
-        record = [0]
-        _CONTEXT_LAUNCHES.set(record)
-    record[0] += 1
-
-
-def context_launches() -> int:
-    """Launches counted in this context while a guard was open (the steady-state check)."""
-    record = _CONTEXT_LAUNCHES.get()
-    return 0 if record is None else record[0]
-
-
-# A launcher is generated per arity (a fixed parameter list calls faster than *args).
-# The split path is a call, not a comprehension in the launcher: a comprehension would make
-# the arrays cell variables, which slows every call (the common one-call path too).
-_LAUNCHER_TEMPLATE = """
-def launch({arrays}):
-    if guarded[0]:
-        launches[slot] += 1
-        note()
-    if work < parallel.PARALLEL_THRESHOLD:
-        entry({arrays}, {trailing}0, extent)
-    else:
-        {split}
-"""
-_SPLIT = "parallel.run_partitioned(entry, ({arrays}, {trailing}), extent, work)"
-_PRIVATE_SPLIT = "run_private(entry, ({shared}), ({owned}, ), ({trailing}), extent, work)"
-
-
-def _run_private(
-    entry: Callable[..., object],
-    shared: tuple[object, ...],
-    owned: tuple[ArrayLike, ...],
-    trailing: tuple[object, ...],
-    extent: int,
-    work: int,
-) -> None:
-    """A private-accumulator launch split across threads: a few chunks per thread
-    (``_parallel.reduction_bounds``), taken by whichever thread is free; every chunk after the
-    first gets zeroed copies of ``owned``, added into ``owned`` in chunk order at the end (so
-    the result's bits do not depend on which thread ran which chunk)."""
-    bounds = _parallel.reduction_bounds(extent, work)
-    parts = [owned] + [tuple(np.zeros_like(array) for array in owned) for _ in bounds[1:]]
-    _parallel.run_shared(entry, [(*shared, *part, *trailing, lo, hi) for part, (lo, hi) in zip(parts, bounds)])
-    for part in parts[1:]:
-        for total, partial in zip(owned, part):
-            np.add(total, partial, out=total)
-
-
-def cpu_launcher(
-    kernel: Kernel,
-    arrays: int,
-    trailing: Sequence[object] = (),
-    *,
-    extent: int,
-    work: int,
-    private: int = 0,
-) -> Callable[..., None]:
-    """``launch(*arrays)`` runs ``kernel(*arrays, *trailing, lo, hi)`` over ``[lo, hi) =
-    [0, extent)`` of its partition loop: in one call below ``_parallel.PARALLEL_THRESHOLD``
-    elements of ``work`` (read at each call), else split across threads (``_parallel``).
-    ``extent < 2`` never splits. The last ``private`` arrays are accumulators that the chunks
-    must not share: the range is cut into a few chunks per thread, taken by whichever thread
-    is free, and every chunk after the first gets zeroed copies, added in chunk order at the
-    end (see ``_run_private``).
-
-    The launcher is bound from code compiled once per template text (its arities), so building
-    one generates no code after the first of its shape in the process.
-
-    Each launch counts once (``kernel_launches``), in the launching thread. The kernel's
-    compiled entry point is called directly, so the arrays must be C-contiguous.
-    """
-    names = [f"array{index}" for index in range(arrays)]
-    trailing_names = [f"value{index}" for index in range(len(trailing))]
-    namespace: dict[str, object] = dict(zip(trailing_names, trailing))
-    namespace.update(
-        launches=_LAUNCHES,
-        slot=_slot(kernel.signature),
-        guarded=GUARDED,
-        note=_note_launch,
-        parallel=_parallel,
-        entry=kernel.entry,
-        extent=extent,
-        work=work if extent >= 2 else -1,
-        run_private=_run_private,
-    )
-    fields = {
-        "arrays": ", ".join(names),
-        "trailing": "".join(f"{name}, " for name in trailing_names),
-        "owned": ", ".join(names[arrays - private :]),
-        "shared": "".join(f"{name}, " for name in names[: arrays - private]),
-    }
-    split = (_PRIVATE_SPLIT if private else _SPLIT).format(**fields)
-    text = _LAUNCHER_TEMPLATE.format(split=split, **fields)
-    launch: Callable[..., None] = template_function(text, "launch", "<stablerules launcher>", namespace)  # type: ignore[assignment]
-    return launch
-
-
-def cpu_launch(kernel: Kernel, *args: object, extent: int, work: int) -> None:
-    """One launch with per-call arguments (data-dependent offsets, say): ``kernel(*args, lo,
-    hi)`` over ``[0, extent)``, split as :func:`cpu_launcher` splits. Counted."""
-    if GUARDED[0]:
-        _LAUNCHES[_slot(kernel.signature)] += 1
-        _note_launch()
-    _parallel.run_partitioned(kernel.entry, args, extent, work if extent >= 2 else -1)
-
-
-def empty_launch() -> None:
-    """Say that an entry's work is empty for this call's data (a CUDA grid of no threads): it
-    took its signature's own path though no kernel had anything to do."""
-    if GUARDED[0]:
-        _note_launch()
-
-
-def cuda_launch(kernel: Kernel, total: int, *args: object, work: int = 1) -> None:
-    """``_cuda.launch`` (a grid-stride kernel over ``total`` items), counted."""
-    if GUARDED[0]:
-        _LAUNCHES[_slot(kernel.signature)] += 1
-        _note_launch()
-    _cuda.launch(kernel, total, *args, work=work)
-
-
-def cuda_launch_blocks(kernel: Kernel, units: int, threads: int, *args: object) -> None:
-    """``_cuda.launch_blocks`` (a block-stride kernel over ``units``), counted."""
-    if GUARDED[0]:
-        _LAUNCHES[_slot(kernel.signature)] += 1
-        _note_launch()
-    _cuda.launch_blocks(kernel, units, threads, *args)
-
 
 @dataclass(frozen=True)
 class KernelPullback:
@@ -365,7 +200,7 @@ class KernelPullback:
 # would make dx and dy cell variables): both slow every call measurably at this size.
 _KERNEL_PULLBACK_TEMPLATE = """
 def pullback(dy):
-    if type(dy) is array_type and dy.dtype is out_dtype and {layout} and not guarded[0]:
+    if type(dy) is array_type and dy.dtype is out_dtype and {layout} and not open_guards[0]:
         dx = allocate(shape, dtype)
         if work < parallel.PARALLEL_THRESHOLD:
             entry({flat}, {flat_dx}, {trailing}0, extent)
@@ -409,7 +244,7 @@ def _kernel_pullback(
         out_shape=out_shape,
         strides=(out_dtype.itemsize,),
         length=out_shape[0] if one_axis else -1,
-        guarded=GUARDED,
+        open_guards=OPEN_GUARDS,
         general=general,
         allocate=np.zeros if spec.zeros else _pool.allocator(spec.size * spec.dtype.itemsize),
         dtype=spec.dtype,
@@ -421,12 +256,6 @@ def _kernel_pullback(
     )
     pullback: Pullback = template_function(text, "pullback", "<stablerules pullback>", namespace)  # type: ignore[assignment]
     return pullback
-
-
-def _count_unlaunched(op: str, entry: str, before: int) -> None:
-    """The steady-state check: an entry that should have run a kernel and did not."""
-    if context_launches() == before:
-        CACHE.note_fallback(f"{op} {entry}: no compiled kernel of its signature ran")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -596,7 +425,7 @@ class RuleOp(Op):
             return _PLANS.remember(key, self.plan(arrays, statics))
         for name, value in zip(self.static_names, statics):
             if value is not None and type(value) is not Val:
-                CACHE.note_dynamic_argument(name, value)
+                COUNTERS.note_dynamic_argument(name, value)
         return plan
 
     def _refuse_specs(self, arrays: tuple[object, ...]) -> None:
@@ -641,10 +470,10 @@ class RuleOp(Op):
         """The op's forward call (what ``__call__`` runs)."""
         arrays, statics = self._bind(args, kwargs)
         plan = self.lookup(arrays, statics)
-        if GUARDED[0] and "forward" in plan.kernel_entries and guarded():
+        if OPEN_GUARDS[0] and "forward" in plan.kernel_entries and steady_state_checked():
             before = context_launches()
             y = plan.forward(arrays)
-            _count_unlaunched(self.name, "forward", before)
+            count_unlaunched(self.name, "forward", before)
             return y
         return plan.forward(arrays)
 
@@ -656,7 +485,7 @@ class RuleOp(Op):
     def _rrule(self, *args: object, **kwargs: object) -> tuple[object, Pullback]:
         arrays, statics = self._bind(args, kwargs)
         plan = self.lookup(arrays, statics)
-        checked = GUARDED[0] and "forward" in plan.kernel_entries and guarded()
+        checked = OPEN_GUARDS[0] and "forward" in plan.kernel_entries and steady_state_checked()
         before = context_launches() if checked else 0
         if plan.saves_primals:
             y, saved = plan.forward_and_save(arrays)
@@ -665,7 +494,7 @@ class RuleOp(Op):
             y = plan.forward(arrays)
             pullback = self._pullback_of(plan, len(args))
         if checked:
-            _count_unlaunched(self.name, "forward", before)
+            count_unlaunched(self.name, "forward", before)
         return y, pullback
 
     def _pullback_builder(self, *args: object, **kwargs: object) -> Pullback:
@@ -723,10 +552,10 @@ class RuleOp(Op):
         def general(dy: object) -> tuple[object, ...]:
             cotangent = prepare_cotangent(dy, out_shape, out_dtype, like, name)
             if isinstance(cotangent, DenseCotangent):
-                if GUARDED[0] and checked and guarded():
+                if OPEN_GUARDS[0] and checked and steady_state_checked():
                     before = context_launches()
                     tangents = dense(cotangent.array)
-                    _count_unlaunched(name, "pullback", before)
+                    count_unlaunched(name, "pullback", before)
                     return finish(tangents)
                 return finish(dense(cotangent.array))
             if isinstance(cotangent, Fill):
@@ -741,7 +570,7 @@ class RuleOp(Op):
                 type(dy) is array_type
                 and dy.dtype is out_dtype
                 and dy.shape == out_shape
-                and not GUARDED[0]
+                and not OPEN_GUARDS[0]
                 and (any_layout or dy.flags.c_contiguous)
             ):
                 array: ArrayLike = dy
@@ -784,10 +613,10 @@ class RuleOp(Op):
                 return no_tangents
             if all(isinstance(entry, ZeroTangent) for entry in prepared):
                 return zeros
-            if GUARDED[0] and checked and guarded() and any(isinstance(entry, DenseCotangent) for entry in prepared):
+            if OPEN_GUARDS[0] and checked and steady_state_checked() and any(isinstance(entry, DenseCotangent) for entry in prepared):
                 before = context_launches()
                 tangents = dense(prepared)
-                _count_unlaunched(name, "pullback", before)
+                count_unlaunched(name, "pullback", before)
                 return finish(tangents)
             return finish(dense(prepared))
 
@@ -803,11 +632,11 @@ class RuleOp(Op):
                 f"{self.name} frule: tangents must be a tuple with one entry per positional "
                 f"argument ({positional}), got {got}"
             )
-        checked = GUARDED[0] and guarded()
+        checked = OPEN_GUARDS[0] and steady_state_checked()
         before = context_launches() if checked else 0
         y = plan.forward(arrays)
         if checked and "forward" in plan.kernel_entries:
-            _count_unlaunched(self.name, "forward", before)
+            count_unlaunched(self.name, "forward", before)
         if not plan.differentiable:
             return y, NO_TANGENT
         prepared = self._prepare_tangents(plan, tuple(tangents), positional)
@@ -816,7 +645,7 @@ class RuleOp(Op):
         ):
             before = context_launches()
             dy = plan.pushforward(arrays, prepared)
-            _count_unlaunched(self.name, "pushforward", before)
+            count_unlaunched(self.name, "pushforward", before)
             return y, dy
         return y, plan.pushforward(arrays, prepared)
 

@@ -27,7 +27,8 @@ from stablerules._arrays import ArrayLike, ArraySpec, as_array, check_dtype, con
 from stablerules._cache import CACHE, KernelSource, ShapeSignature
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from stablerules._registry import FRULES, PULLBACKS, RRULES, KernelRequest
-from stablerules._rule import DensePullback, Plan, count_launches, RuleOp, context_launches, cpu_launcher, kernel_launches
+from stablerules._launch import context_launches, count_launches, cpu_launcher, kernel_launches
+from stablerules._rule import DensePullback, Plan, RuleOp
 from stablerules._tangents import Cotangent, DenseCotangent
 from stablerules.testing import test_frule as check_frule
 from stablerules.testing import test_rrule as check_rrule

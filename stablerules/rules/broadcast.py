@@ -85,7 +85,8 @@ from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_a
 from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized
 from .._registry import KernelRequest
-from .._rule import ZERO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp, cpu_launcher, cuda_launch
+from .._launch import cpu_launcher, cuda_launch
+from .._rule import ZERO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
 from .._typing import deprecated
 from .._val import Val

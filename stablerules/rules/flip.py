@@ -64,7 +64,8 @@ from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable
 from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized
 from .._registry import KernelRequest
-from .._rule import DensePullback, Plan, RuleOp, cpu_launcher, cuda_launch
+from .._launch import cpu_launcher, cuda_launch
+from .._rule import DensePullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
 from .._typing import deprecated
 from .._val import Val

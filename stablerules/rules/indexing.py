@@ -93,7 +93,8 @@ from .._arrays import (
     static_bool,
     static_int,
 )
-from .._cache import CACHE, Kernel, KernelSource, ShapeSignature
+from .._cache import Kernel, KernelSource, ShapeSignature
+from .._launch import COUNTERS
 from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._registry import KernelRequest
@@ -329,7 +330,7 @@ def _static_index(value: object) -> Val[tuple[int, ...]]:
         return value.key
     if isinstance(value, (tuple, slice, int, np.integer)) or value is None or value is Ellipsis:
         index: StaticIndex[Basic] = StaticIndex(value)
-        CACHE.note_dynamic_argument("index", value)
+        COUNTERS.note_dynamic_argument("index", value)
         return index.key
     raise TypeError(
         f"getindex: index must be a static index sr.ix[...] (or a plain tuple of ints, slices, None "

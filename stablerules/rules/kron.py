@@ -76,7 +76,8 @@ from .._codegen import INDEX, SourceWriter, conj, cpu_kernel, numba_scalar, read
 from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel
 from .._memo import memoized
 from .._registry import KernelRequest
-from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp, cpu_launcher, cuda_launch, cuda_launch_blocks
+from .._launch import cpu_launcher, cuda_launch, cuda_launch_blocks
+from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
 
 _DT = TypeVar("_DT", bound=np.generic)
