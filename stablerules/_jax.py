@@ -120,7 +120,7 @@ from jax.interpreters import ad, batching, mlir
 from ._arrays import ArraySpec, check_dtype
 from ._memo import memoized
 from ._cache import CACHE, Kernel, KernelSource, ShapeSignature, source_hash
-from ._registry import KernelRequest
+from ._op import KernelRequest
 from ._codegen import SourceWriter
 from ._val import Val
 from ._rule import Plan, RuleOp

@@ -64,7 +64,7 @@ An op module supplies three things; the scaffold does the rest.
 
 What the scaffold does, for every op alike:
 
-- registration: ``rrule``/``frule`` in ``RRULES``/``FRULES`` and, in ``PULLBACKS``, a builder
+- registration: ``rrule``/``frule`` in ``RRULES``/``FRULES`` and, in ``PULLBACK_BUILDERS``, a builder
   ``builder(*args, **kwargs) -> pullback`` that runs no forward, takes ``ArraySpec``s unless
   the plan ``saves_primals``, and shares the rrule's plan and kernels. Rules and pullbacks are
   named functions (``repeat_rrule``, ``repeat_pullback``) so tracebacks read well;
@@ -139,7 +139,8 @@ from ._launch import (
     kernel_launches,
     steady_state_checked,
 )
-from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op, Pullback
+from ._op import KernelRequest, Op
+from ._registry import FRULES, PULLBACK_BUILDERS, RRULES
 from ._tangents import (
     Cotangent,
     DenseCotangent,
@@ -150,6 +151,7 @@ from ._tangents import (
     prepare_tangent,
     unthunk,
 )
+from ._typing import RulePullback
 from ._val import Val
 
 DensePullback = Callable[[Any], tuple[object, ...]]
@@ -216,8 +218,8 @@ def _kernel_pullback(
     out_dtype: np.dtype[np.generic],
     out_shape: tuple[int, ...],
     tail: tuple[object, ...],
-    general: Pullback,
-) -> Pullback:
+    general: RulePullback,
+) -> RulePullback:
     """The one-function pullback of a :class:`KernelPullback`; ``tail`` follows ``dx`` in the
     result (the plan's ``rest`` and the scaffold's padding); anything but a C-contiguous
     ndarray of the output's dtype and shape, and any call inside a guard, goes to ``general``.
@@ -254,7 +256,7 @@ def _kernel_pullback(
         work=spec.work if spec.extent >= 2 else -1,
         shape=spec.shape,
     )
-    pullback: Pullback = template_function(text, "pullback", "<stablerules pullback>", namespace)  # type: ignore[assignment]
+    pullback: RulePullback = template_function(text, "pullback", "<stablerules pullback>", namespace)  # type: ignore[assignment]
     return pullback
 
 
@@ -380,18 +382,18 @@ class RuleOp(Op):
     def __init__(self) -> None:
         op = self
 
-        def rrule(*args: object, **kwargs: object) -> tuple[object, Pullback]:
+        def rrule(*args: object, **kwargs: object) -> tuple[object, RulePullback]:
             return op._rrule(*args, **kwargs)
 
         def frule(tangents: object, *args: object, **kwargs: object) -> tuple[object, object]:
             return op._frule(tangents, *args, **kwargs)
 
-        def pullback(*args: object, **kwargs: object) -> Pullback:
+        def pullback(*args: object, **kwargs: object) -> RulePullback:
             return op._pullback_builder(*args, **kwargs)
 
         RRULES.register(self, _named(rrule, f"{self.name}_rrule"))
         FRULES.register(self, _named(frule, f"{self.name}_frule"))
-        PULLBACKS.register(self, _named(pullback, f"{self.name}_pullback_builder"))
+        PULLBACK_BUILDERS.register(self, _named(pullback, f"{self.name}_pullback_builder"))
 
     # --- supplied by the op -------------------------------------------------------------------
 
@@ -482,7 +484,7 @@ class RuleOp(Op):
         arrays, statics = self._bind(args, kwargs)
         return self.lookup(arrays, statics, specs=True).requests()
 
-    def _rrule(self, *args: object, **kwargs: object) -> tuple[object, Pullback]:
+    def _rrule(self, *args: object, **kwargs: object) -> tuple[object, RulePullback]:
         arrays, statics = self._bind(args, kwargs)
         plan = self.lookup(arrays, statics)
         checked = OPEN_GUARDS[0] and "forward" in plan.kernel_entries and steady_state_checked()
@@ -497,7 +499,7 @@ class RuleOp(Op):
             count_unlaunched(self.name, "forward", before)
         return y, pullback
 
-    def _pullback_builder(self, *args: object, **kwargs: object) -> Pullback:
+    def _pullback_builder(self, *args: object, **kwargs: object) -> RulePullback:
         arrays, statics = self._bind(args, kwargs)
         plan = self.lookup(arrays, statics, specs=True)
         if plan.saves_primals and any(isinstance(value, ArraySpec) for value in arrays):
@@ -508,8 +510,8 @@ class RuleOp(Op):
             return self._make_pullback(plan, plan.save(arrays), len(args))
         return self._pullback_of(plan, len(args))
 
-    def _pullback_of(self, plan: Plan, positional: int) -> Pullback:
-        cache: dict[int, Pullback] = plan.__dict__.setdefault("_pullbacks", {})
+    def _pullback_of(self, plan: Plan, positional: int) -> RulePullback:
+        cache: dict[int, RulePullback] = plan.__dict__.setdefault("_pullbacks", {})
         pullback = cache.get(positional)
         if pullback is None:
             pullback = cache.setdefault(positional, self._make_pullback(plan, None, positional))
@@ -525,7 +527,7 @@ class RuleOp(Op):
             form = forms.setdefault(positional, _ResultForm(plan, self.sequence, positional))
         return form
 
-    def _make_pullback(self, plan: Plan, saved: object, positional: int) -> Pullback:
+    def _make_pullback(self, plan: Plan, saved: object, positional: int) -> RulePullback:
         """The pullback closure: everything but ``dy`` settled here, once."""
         form = self._result_form(plan, positional)
         finish, padding, name = form.finish, form.padding, self.name
@@ -581,7 +583,7 @@ class RuleOp(Op):
 
     def _multiple_output_pullback(
         self, plan: Plan, saved: object, finish: Callable[[tuple[object, ...]], tuple[object, ...]]
-    ) -> Pullback:
+    ) -> RulePullback:
         """The pullback of a plan with several outputs: ``dy`` is a tuple (or list) of one
         cotangent per output, each dense, ``Fill``, ``ZeroTangent`` or ``Thunk``; the plan's
         dense pullback gets them prepared (``DenseCotangent``, ``Fill``, ``ZeroTangent``)."""
@@ -762,7 +764,6 @@ __all__ = [
     "KernelPullback",
     "NO_TANGENT",
     "Plan",
-    "Pullback",
     "RuleOp",
     "ZERO_TANGENT",
     "context_launches",

@@ -196,3 +196,54 @@ def test_unregistered_function() -> None:
 def test_library_ops_cannot_be_registered_twice() -> None:
     with pytest.raises(ValueError, match="replace=True"):
         sr.register_rrule(sr.concatenate, lambda arrays: (arrays, arrays))
+
+
+# --- register_rrule's builder keyword -------------------------------------------------------
+
+
+def _halve(x: object) -> object:
+    return np.asarray(x) / 2
+
+
+def _halve_rrule(x: object) -> tuple[object, Callable[[object], tuple[object, ...]]]:
+    def halve_pullback(dy: object) -> tuple[object, ...]:
+        return (np.asarray(dy) / 2,)
+
+    return np.asarray(x) / 2, halve_pullback
+
+
+def _halve_builder(x: object) -> Callable[[object], tuple[object, ...]]:
+    def halve_pullback(dy: object) -> tuple[object, ...]:
+        return (np.asarray(dy) / 2 + 100.0,)  # tells the builder's pullback from the rrule's
+
+    return halve_pullback
+
+
+def test_register_rrule_takes_its_builder_as_pullback_builder() -> None:
+    from stablerules._registry import PULLBACK_BUILDERS, RRULES
+
+    try:
+        sr.register_rrule(_halve, _halve_rrule, pullback_builder=_halve_builder)
+        assert _halve in PULLBACK_BUILDERS
+        (dx,) = sr.pullback(_halve, sr.ArraySpec((2,), np.float64))(np.ones(2))
+        np.testing.assert_array_equal(np.asarray(dx), np.full(2, 100.5))
+        with pytest.raises(TypeError, match="register_rrule: pullback_builder must be callable"):
+            sr.register_rrule(_halve, _halve_rrule, pullback_builder=3, replace=True)  # type: ignore[arg-type]
+    finally:
+        RRULES.unregister(_halve)
+        PULLBACK_BUILDERS.unregister(_halve)
+
+
+def test_register_rrule_pullback_keyword_is_deprecated_but_works() -> None:
+    from stablerules._registry import PULLBACK_BUILDERS, RRULES
+
+    try:
+        with pytest.warns(DeprecationWarning, match="pullback= is deprecated; pass the builder as pullback_builder="):
+            sr.register_rrule(_halve, _halve_rrule, pullback=_halve_builder)
+        (dx,) = sr.pullback(_halve, np.ones(2))(np.ones(2))
+        np.testing.assert_array_equal(np.asarray(dx), np.full(2, 100.5))
+        with pytest.raises(TypeError, match="give pullback_builder only"):
+            sr.register_rrule(_halve, _halve_rrule, pullback=_halve_builder, pullback_builder=_halve_builder, replace=True)
+    finally:
+        RRULES.unregister(_halve)
+        PULLBACK_BUILDERS.unregister(_halve)

@@ -26,7 +26,8 @@ from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules._arrays import ArrayLike, ArraySpec, as_array, check_dtype, contiguous, static_int
 from stablerules._cache import CACHE, KernelSource, ShapeSignature
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
-from stablerules._registry import FRULES, PULLBACKS, RRULES, KernelRequest
+from stablerules._op import KernelRequest
+from stablerules._registry import FRULES, PULLBACK_BUILDERS, RRULES
 from stablerules._launch import context_launches, count_launches, cpu_launcher, kernel_launches
 from stablerules._rule import DensePullback, Plan, RuleOp
 from stablerules._tangents import Cotangent, DenseCotangent
@@ -131,7 +132,7 @@ class Scale(RuleOp):
 def scale() -> Iterator[Scale]:
     op = Scale()
     yield op
-    for registry in (RRULES, FRULES, PULLBACKS):
+    for registry in (RRULES, FRULES, PULLBACK_BUILDERS):
         registry.unregister(op)
 
 
@@ -198,7 +199,7 @@ def test_pullback_builder_takes_specs_and_runs_no_forward(scale: Scale) -> None:
     _rrule(scale, x, Val(4))
     with count_launches():
         forward_launches = kernel_launches()
-        builder: Callable[..., Any] = PULLBACKS.lookup(scale)
+        builder: Callable[..., Any] = PULLBACK_BUILDERS.lookup(scale)
         back = builder(ArraySpec((3, 4), np.float64), Val(4))
         assert kernel_launches() == forward_launches  # building it ran nothing
         dx, _ = back(np.ones((3, 4)))
@@ -489,7 +490,7 @@ def test_several_outputs_take_a_tuple_of_cotangents() -> None:
         np.testing.assert_array_equal(d_second, [6.0, 8.0, 10.0])
         check_rrule(halves, np.random.default_rng(6).standard_normal(4))
     finally:
-        for registry in (RRULES, FRULES, PULLBACKS):
+        for registry in (RRULES, FRULES, PULLBACK_BUILDERS):
             registry.unregister(halves)
 
 

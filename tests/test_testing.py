@@ -20,7 +20,8 @@ from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules._arrays import static_int
 from stablerules._cache import CACHE, KernelSource, ShapeSignature
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
-from stablerules._registry import FRULES, RRULES, Pullback
+from stablerules._registry import FRULES, RRULES
+from stablerules._typing import RulePullback as Pullback
 from stablerules._tangents import DenseCotangent, prepare_cotangent, project
 from stablerules.testing import test_frule, test_rrule
 from tests.references import random_array

@@ -84,7 +84,7 @@ from .._cache import KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized
-from .._registry import KernelRequest
+from .._op import KernelRequest
 from .._launch import cpu_launcher, cuda_launch
 from .._rule import ZERO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill

@@ -63,7 +63,7 @@ from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized
-from .._registry import KernelRequest
+from .._op import KernelRequest
 from .._launch import cpu_launcher, cuda_launch
 from .._rule import DensePullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill

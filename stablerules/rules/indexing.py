@@ -97,7 +97,7 @@ from .._cache import Kernel, KernelSource, ShapeSignature
 from .._launch import COUNTERS
 from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
-from .._registry import KernelRequest
+from .._op import KernelRequest
 from .._rule import NO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp, cpu_launch, cuda_launch, empty_launch
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._typing import deprecated

@@ -75,7 +75,7 @@ from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, conj, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel
 from .._memo import memoized
-from .._registry import KernelRequest
+from .._op import KernelRequest
 from .._launch import cpu_launcher, cuda_launch, cuda_launch_blocks
 from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill

@@ -64,9 +64,9 @@ from .._arrays import (
     static_int,
     static_ints,
 )
-from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, Pullback, RuleOp
+from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, Thunk, ZeroTangent, unthunk
-from .._typing import deprecated
+from .._typing import RulePullback, deprecated
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -327,7 +327,7 @@ class Pad(RuleOp):
     # The scaffold orders tangents as the array arguments (x, constant_values); the call
     # orders them (x, pad_width, constant_values). Both overrides put them in the call's order.
 
-    def _make_pullback(self, plan: Plan, saved: object, positional: int) -> Pullback:
+    def _make_pullback(self, plan: Plan, saved: object, positional: int) -> RulePullback:
         if positional < 3:
             base = super()._make_pullback(plan, saved, 1)  # (dx,): no constant tangent wanted
             if positional == 1:
