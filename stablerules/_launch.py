@@ -375,8 +375,9 @@ def cuda_launch_blocks(kernel: Kernel, units: int, threads: int, *args: object) 
 
 
 
-def count_unlaunched(op: str, entry: str, before: int) -> None:
-    """The steady-state check: an entry that should have run a kernel and did not (no launch
+def count_unlaunched(op: str, rule_part: str, before: int) -> None:
+    """The steady-state check: a rule part (``"forward"``, ``"pullback"``, ``"pushforward"``)
+    that should have run a kernel and did not (no launch
     in this context since ``before = context_launches()``) is a fallback."""
     if context_launches() == before:
-        COUNTERS.note_fallback(f"{op} {entry}: no compiled kernel of its signature ran")
+        COUNTERS.note_fallback(f"{op} {rule_part}: no compiled kernel of its signature ran")

@@ -16,23 +16,19 @@ An op module supplies three things; the scaffold does the rest.
 2. **Validation and plan.** ``plan(arrays, statics) -> Plan``: the op's ``_check_*``
    (``TypeError``/``ValueError`` naming arguments and shapes, before any kernel) and
    everything the signature fixes. ``arrays`` may hold ``ArraySpec``s (``precompile``,
-   ``explain``, ``sr.pullback``), so a plan reads only shapes, dtypes and devices. Statics are
-   read with ``static_int``/``static_ints`` (``_arrays``), which count a plain value as a
-   dynamic argument; on a plan hit the scaffold counts it. Building a plan compiles nothing
-   (``explain`` builds plans too): a plan gets its kernels lazily, e.g. a
-   ``functools.cached_property`` returning ``cpu_launcher(request.get(), ...)``. Plans are
-   plain classes with a ``__dict__`` (no ``__slots__``: the scaffold keeps per-plan state).
+   ``explain``, ``sr.pullback``), so a plan reads only shapes, dtypes and devices: each array
+   argument through ``_arrays.input_facts`` (the one input layer: shape, dtype as given and
+   native, namespace, device, kernel target, a weak Python scalar), statics through
+   ``static_int``/``static_ints``/``static_bool``. The scaffold counts a plain static as a
+   dynamic argument, once per call (``_count_dynamic_statics``). Building a plan compiles
+   nothing (``explain`` builds plans too): a plan gets its kernels lazily, e.g. a
+   ``functools.cached_property`` returning ``cpu_launcher(request.get(), ...)``.
 3. **The plan.** A :class:`Plan` subclass, one instance per signature, kept in the shared
-   ``PlanCache`` and reused by every later call of that signature. It sets:
-
-   - ``out_shape``, ``out_dtype`` (the primal output; for several outputs, as ``split``,
-     ``output_shapes`` too, all of ``out_dtype``), ``differentiable`` (the output is
-     floating), ``input_tangents`` (per array argument: whether it gets a tangent),
-     ``input_shapes``/``input_dtypes`` (each tangent's shape and dtype), ``namespace``
-     (``numpy``, or ``cupy`` for CuPy inputs), ``kernel_entries`` (which of ``"forward"``,
-     ``"pullback"``, ``"pushforward"`` launch a compiled kernel: empty for view ops and empty
-     outputs), ``saves_primals`` (the pullback reads the primals, as kron's does) and
-     ``any_layout`` (the dense pullback takes ``dy`` in any memory layout, as slicing does);
+   ``PlanCache`` and reused by every later call of that signature. Its constructor takes the
+   typed fields the scaffold reads (see :class:`Plan`): the input facts, ``out_shape``,
+   ``out_dtype``, ``output_shapes``, ``differentiable``, ``input_tangents``,
+   ``input_dtypes``, ``kernel_entries``, ``any_layout``; ``saves_primals`` is a class
+   attribute;
 
    and implements:
 
@@ -116,12 +112,12 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from types import CodeType, ModuleType
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from . import _parallel, _pool
-from ._arrays import ArrayLike, ArraySpec, InputFacts, device_of, is_array, kernel_target, shape_text
+from ._arrays import ArrayLike, ArraySpec, InputFacts, device_of, is_array, is_dynamic_static, joint_namespace, kernel_target, shape_text
 from ._cache import Kernel, PlanCache
 from ._codegen import template_function
 # The launchers are re-exported: rule modules and tests reach the scaffold's whole toolkit here.
@@ -268,35 +264,74 @@ def _kernel_pullback(
 class Plan:
     """One signature of one op, built once and reused (see the module docstring).
 
-    Subclasses set the attributes below in their constructor (dataclass fields are fine) and
-    implement ``forward``, ``pullback`` and ``pushforward``; ``requests`` lists their kernels.
+    A subclass computes what its signature fixes, then calls this constructor with what the
+    scaffold reads, every field typed here:
+
+    - ``op``: the op's name; ``inputs``: the facts of each array argument, in order (from
+      ``_arrays.input_facts``): they give ``input_shapes``, and by default the namespace (the
+      arguments' device), ``input_dtypes`` (each argument's native dtype) and
+      ``input_tangents`` (which arguments get a tangent: the floating ones, when the output
+      is differentiable);
+    - ``out_shape``, ``out_dtype`` (default: the first input's native dtype): the primal
+      output; ``output_shapes``: for several outputs (``split``) their shapes, all of
+      ``out_dtype``; ``differentiable`` (default: ``out_dtype`` is floating);
+    - ``kernel_entries``: which of ``"forward"``, ``"pullback"``, ``"pushforward"`` launch a
+      compiled kernel (empty for view ops and empty outputs), checked inside the guards;
+    - ``any_layout``: the dense pullback takes ``dy`` in any memory layout (slicing does).
+
+    ``saves_primals`` (the pullback reads the primals, as kron's does) is a property of the
+    plan's class, not of a signature. The scaffold's own per-plan memos (pullbacks and result
+    forms by arity) are fields too.
     """
+
+    saves_primals: ClassVar[bool] = False
 
     op: str
     out_shape: tuple[int, ...]
     out_dtype: np.dtype[np.generic]
-    # For an op with several outputs (split): their shapes (all of out_dtype); None for one.
-    output_shapes: tuple[tuple[int, ...], ...] | None = None
+    output_shapes: tuple[tuple[int, ...], ...] | None
     differentiable: bool
     input_tangents: tuple[bool, ...]
     input_shapes: tuple[tuple[int, ...], ...]
     input_dtypes: tuple[np.dtype[np.generic], ...]
-    namespace: ModuleType = np
-    # Entries that launch a compiled kernel ("forward", "pullback", "pushforward"): checked
-    # inside the guards. Empty for view ops and for empty outputs.
-    kernel_entries: frozenset[str] = frozenset()
-    saves_primals: bool = False
-    any_layout: bool = False
+    namespace: ModuleType
+    kernel_entries: frozenset[str]
+    any_layout: bool
+    pullbacks: dict[int, RulePullback]
+    result_forms: dict[int, _ResultForm]
 
-    def take_input(self, facts: InputFacts) -> None:
-        """The attributes of an op of one array argument whose tangents have its native dtype
-        (``out_dtype``): shapes, dtypes, differentiability and namespace, from its facts."""
-        self.out_dtype = facts.native
-        self.differentiable = facts.differentiable
-        self.input_tangents = (facts.differentiable,)
-        self.input_shapes = (facts.shape,)
-        self.input_dtypes = (facts.native,)
-        self.namespace = facts.namespace
+    def __init__(
+        self,
+        op: str,
+        inputs: Sequence[InputFacts],
+        *,
+        out_shape: tuple[int, ...],
+        out_dtype: np.dtype[np.generic] | None = None,
+        output_shapes: tuple[tuple[int, ...], ...] | None = None,
+        differentiable: bool | None = None,
+        input_tangents: tuple[bool, ...] | None = None,
+        input_dtypes: tuple[np.dtype[np.generic], ...] | None = None,
+        namespace: ModuleType | None = None,
+        kernel_entries: frozenset[str] = frozenset(),
+        any_layout: bool = False,
+    ) -> None:
+        self.op = op
+        self.out_shape = out_shape
+        self.out_dtype = dtype = inputs[0].native if out_dtype is None else out_dtype
+        self.output_shapes = output_shapes
+        self.differentiable = dtype.kind in "fc" if differentiable is None else differentiable
+        self.input_tangents = (
+            tuple(self.differentiable and facts.differentiable for facts in inputs)
+            if input_tangents is None
+            else input_tangents
+        )
+        self.input_shapes = tuple(facts.shape for facts in inputs)
+        self.input_dtypes = tuple(facts.native for facts in inputs) if input_dtypes is None else input_dtypes
+        self.namespace = joint_namespace(inputs) if namespace is None else namespace
+        self.kernel_entries = kernel_entries
+        self.any_layout = any_layout
+        self.pullbacks = {}
+        self.result_forms = {}
 
     def requests(self) -> list[KernelRequest]:
         return []
@@ -353,14 +388,14 @@ def _static_key(value: object) -> object:
     """A static argument as it enters the key: a ``Val``'s value (a bool tagged, so that
     ``Val(True)`` never finds ``Val(1)``'s plan), a plain int or tuple of plain ints (dynamic),
     ``None``; ``_UNKEYED`` for anything else."""
-    kind = type(value)
-    if kind is Val:
+    value_type = type(value)
+    if value_type is Val:
         inner = value.value  # type: ignore[attr-defined]
         # Val(True) == Val(1) as dict keys would be (True == 1): a flag keys apart from a count
         return (bool, inner) if type(inner) is bool else inner
-    if value is None or kind is int:
+    if value is None or value_type is int:
         return value
-    if kind is tuple and all(type(item) is int for item in value):  # type: ignore[attr-defined]
+    if value_type is tuple and all(type(item) is int for item in value):  # type: ignore[attr-defined]
         return value
     return _UNKEYED
 
@@ -373,11 +408,13 @@ class RuleOp(Op):
     sequence: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """An op's ``plan`` names the op in its errors, for every caller (the scaffold and the
-        adapters alike): a shared reader (``as_array``, ``static_int``) says only ``argument 'x'``."""
+        """An op's ``plan`` names the op in its errors and counts its plain statics, for every
+        caller (the scaffold and the adapters alike): a shared reader (``as_array``,
+        ``static_int``) says only ``argument 'x'`` and counts nothing. (An op's ``plan`` must not
+        call a base class's ``plan``, which would count again.)"""
         super().__init_subclass__(**kwargs)
         if "plan" in cls.__dict__:
-            cls.plan = _naming_errors(cls.__dict__["plan"])  # type: ignore[method-assign]
+            cls.plan = _planned(cls.__dict__["plan"])  # type: ignore[method-assign]
 
     def __init__(self) -> None:
         op = self
@@ -425,9 +462,12 @@ class RuleOp(Op):
         plan = _PLANS.get(key)
         if plan is None:
             return _PLANS.remember(key, self.plan(arrays, statics))
-        for name, value in zip(self.static_names, statics):
-            if value is not None and type(value) is not Val:
-                COUNTERS.note_dynamic_argument(name, value)
+        # A plan hit builds nothing, so the plain statics are counted here; a plan built
+        # counts them in ``plan`` (``_planned``): once per call either way.
+        for value in statics:
+            if value is not None and type(value) is not Val and is_dynamic_static(value):
+                _count_dynamic_statics(self, statics)
+                break
         return plan
 
     def _refuse_specs(self, arrays: tuple[object, ...]) -> None:
@@ -442,14 +482,14 @@ class RuleOp(Op):
         parts: list[object] = [self]
         device = "cpu"
         for value in arrays:
-            kind = type(value)
-            if kind is _NDARRAY:
+            value_type = type(value)
+            if value_type is _NDARRAY:
                 parts.append(value.dtype)  # type: ignore[attr-defined]
                 parts.append(value.shape)  # type: ignore[attr-defined]
-            elif kind in _PYTHON_SCALARS:
-                parts.append(kind)
-            elif kind is ArraySpec or is_array(value):
-                if kind is ArraySpec and not specs:
+            elif value_type in _PYTHON_SCALARS:
+                parts.append(value_type)
+            elif value_type is ArraySpec or is_array(value):
+                if value_type is ArraySpec and not specs:
                     self._refuse_specs(arrays)
                 spec: ArraySpec = value  # type: ignore[assignment]
                 where = device_of(value)
@@ -511,7 +551,7 @@ class RuleOp(Op):
         return self._pullback_of(plan, len(args))
 
     def _pullback_of(self, plan: Plan, positional: int) -> RulePullback:
-        cache: dict[int, RulePullback] = plan.__dict__.setdefault("_pullbacks", {})
+        cache = plan.pullbacks
         pullback = cache.get(positional)
         if pullback is None:
             pullback = cache.setdefault(positional, self._make_pullback(plan, None, positional))
@@ -521,7 +561,7 @@ class RuleOp(Op):
         """How this plan's tangents become a call's result, for ``positional`` arguments:
         settled once per (plan, positional), so a pullback made per call (``saves_primals``)
         only closes over it."""
-        forms: dict[int, _ResultForm] = plan.__dict__.setdefault("_result_forms", {})
+        forms = plan.result_forms
         form = forms.get(positional)
         if form is None:
             form = forms.setdefault(positional, _ResultForm(plan, self.sequence, positional))
@@ -608,14 +648,14 @@ class RuleOp(Op):
                     f"cotangents, got {got}"
                 )
             prepared = tuple(
-                prepare_cotangent(entry, shape, dtype, like, name, f"dy[{index}]")
-                for index, (entry, shape) in enumerate(zip(dy, shapes))
+                prepare_cotangent(cotangent, shape, dtype, like, name, f"dy[{index}]")
+                for index, (cotangent, shape) in enumerate(zip(dy, shapes))
             )
             if dense is None:
                 return no_tangents
-            if all(isinstance(entry, ZeroTangent) for entry in prepared):
+            if all(isinstance(cotangent, ZeroTangent) for cotangent in prepared):
                 return zeros
-            if OPEN_GUARDS[0] and checked and steady_state_checked() and any(isinstance(entry, DenseCotangent) for entry in prepared):
+            if OPEN_GUARDS[0] and checked and steady_state_checked() and any(isinstance(cotangent, DenseCotangent) for cotangent in prepared):
                 before = context_launches()
                 tangents = dense(prepared)
                 count_unlaunched(name, "pullback", before)
@@ -714,18 +754,31 @@ class _ResultForm:
         self.no_tangents = finish((NO_TANGENT,) * count)
 
 
-def _naming_errors(plan: Callable[..., Plan]) -> Callable[..., Plan]:
+def _count_dynamic_statics(op: RuleOp, statics: tuple[object, ...]) -> None:
+    """Count each plain static of a call (a dynamic argument; a ``DynamicFallbackError``
+    inside ``no_fallback()``): the one place statics are counted."""
+    for name, value in zip(op.static_names, statics):
+        if value is not None and type(value) is not Val and is_dynamic_static(value):
+            COUNTERS.note_dynamic_argument(name, value)
+
+
+def _planned(plan: Callable[..., Plan]) -> Callable[..., Plan]:
+    """An op's ``plan``, naming the op in its errors and counting the call's plain statics once
+    it validated them."""
+
     @functools.wraps(plan)
-    def plan_naming_errors(self: RuleOp, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+    def planned(self: RuleOp, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         try:
-            return plan(self, arrays, statics)
+            built = plan(self, arrays, statics)
         except (TypeError, ValueError) as error:
             message = str(error)
             if type(error) not in (TypeError, ValueError) or message.startswith((f"{self.name}:", f"{self.name} ")):
                 raise
             raise type(error)(f"{self.name}: {message}") from None
+        _count_dynamic_statics(self, statics)
+        return built
 
-    return plan_naming_errors
+    return planned
 
 
 def _prepare_tangent(

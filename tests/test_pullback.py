@@ -84,7 +84,7 @@ builds: list[str] = []
 
 @pytest.fixture
 def registered() -> object:
-    sr.register_rrule(_double_sum, _double_sum_rrule, pullback=_double_sum_builder)
+    sr.register_rrule(_double_sum, _double_sum_rrule, pullback_builder=_double_sum_builder)
     yield _double_sum
     RRULES.unregister(_double_sum)
     PULLBACK_BUILDERS.unregister(_double_sum)

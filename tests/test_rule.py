@@ -23,7 +23,7 @@ import pytest
 
 import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
-from stablerules._arrays import ArrayLike, ArraySpec, as_array, check_dtype, contiguous, static_int
+from stablerules._arrays import ArrayLike, ArraySpec, InputFacts, as_array, contiguous, input_facts, static_int
 from stablerules._cache import CACHE, KernelSource, ShapeSignature
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from stablerules._op import KernelRequest
@@ -56,17 +56,14 @@ def _render_scale(signature: ShapeSignature) -> KernelSource:
 class ScalePlan(Plan):
     """``scale`` of one static factor, input dtype and shape."""
 
-    def __init__(self, shape: tuple[int, ...], dtype: np.dtype[np.generic], factor: int) -> None:
-        self.op = "scale"
-        self.out_shape = shape
-        self.out_dtype = dtype
-        self.differentiable = dtype.kind in "fc"
-        self.input_tangents = (self.differentiable,)
-        self.input_shapes = (shape,)
-        self.input_dtypes = (dtype,)
-        self.size = int(np.prod(shape))
+    def __init__(self, x: InputFacts, factor: int) -> None:
+        shape, dtype = x.shape, x.native
+        size = int(np.prod(shape))
+        super().__init__(
+            "scale", (x,), out_shape=shape, kernel_entries=frozenset({"forward", "pullback", "pushforward"} if size else ())
+        )
+        self.size = size
         self.factor = factor
-        self.kernel_entries = frozenset({"forward", "pullback", "pushforward"} if self.size else ())
         signature = ShapeSignature("test-scale", "forward", (factor,), (dtype.name,), (1,))
         self.request = KernelRequest(signature, lambda: _render_scale(signature))
 
@@ -117,15 +114,8 @@ class Scale(RuleOp):
         return (x,), (k,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        (x,) = arrays
-        factor = static_int(statics[0], "k")
-        if isinstance(x, ArraySpec):
-            shape, dtype = x.shape, x.dtype
-        else:
-            array = as_array(x, "x")
-            shape, dtype = tuple(array.shape), array.dtype
-        check_dtype(dtype, "x")
-        return ScalePlan(shape, np.dtype(dtype.name), factor)
+        x = input_facts(arrays[0], "x", "scale")  # the one input reader: shape, dtypes, device
+        return ScalePlan(x, static_int(statics[0], "k"))
 
 
 @pytest.fixture(scope="module")
@@ -420,16 +410,9 @@ def test_numpy_forward_and_pushforward_in_place_of_kernels_are_caught(
 class HalvesPlan(Plan):
     """``halves(x)``: the two halves of a 1-D ``x`` of even length, as copies (no kernel)."""
 
-    def __init__(self, length: int, dtype: np.dtype[np.generic]) -> None:
-        self.op = "halves"
-        self.half = length // 2
-        self.out_shape = (self.half,)
-        self.output_shapes = ((self.half,), (self.half,))
-        self.out_dtype = dtype
-        self.differentiable = dtype.kind in "fc"
-        self.input_tangents = (self.differentiable,)
-        self.input_shapes = ((length,),)
-        self.input_dtypes = (dtype,)
+    def __init__(self, x: InputFacts) -> None:
+        self.half = half = x.shape[0] // 2
+        super().__init__("halves", (x,), out_shape=(half,), output_shapes=((half,), (half,)))
 
     def forward(self, arrays: tuple[object, ...]) -> object:
         x = as_array(arrays[0], "x")
@@ -464,10 +447,10 @@ class Halves(RuleOp):
         return (x,), ()
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        x = as_array(arrays[0], "x")
-        if x.ndim != 1 or x.shape[0] % 2:
+        x = input_facts(arrays[0], "x", "halves")
+        if len(x.shape) != 1 or x.shape[0] % 2:
             raise ValueError(f"halves: x must be 1-D of even length, got shape {x.shape}")
-        return HalvesPlan(x.shape[0], x.dtype)
+        return HalvesPlan(x)
 
 
 def test_several_outputs_take_a_tuple_of_cotangents() -> None:
