@@ -112,13 +112,15 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from types import CodeType, ModuleType
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
 from . import _parallel, _pool
 from ._arrays import ArrayLike, ArraySpec, InputFacts, device_of, is_array, is_dynamic_static, joint_namespace, kernel_target, shape_text
-from ._cache import Kernel, PlanCache
+# The plan store lives with the kernel cache (it counts plan hits there); nothing else of the
+# cache is used here: kernels come through KernelRequest, counting through _launch.
+from ._cache import PlanCache
 from ._codegen import template_function
 # The launchers are re-exported: rule modules and tests reach the scaffold's whole toolkit here.
 from ._launch import (
@@ -149,6 +151,9 @@ from ._tangents import (
 )
 from ._typing import RulePullback
 from ._val import Val
+
+if TYPE_CHECKING:
+    from ._cache import Kernel
 
 DensePullback = Callable[[Any], tuple[object, ...]]
 """A plan's pullback of a dense cotangent (an array; for a plan with ``output_shapes``, the

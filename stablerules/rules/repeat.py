@@ -914,6 +914,8 @@ class CountsPlan(_RepeatPlan):
                 f"repeat: repeats must be Val(int) or a 1-D integer array of per-element counts, "
                 f"got {type(counts).__name__}"
             )
+        if counts.dtype.kind not in "iu":  # before the reader's dtype check: say what repeats holds
+            raise TypeError(f"repeat: repeats must hold integers, got an array of dtype {counts.dtype}")
         counts_facts = input_facts(counts, "repeats", "repeat")
         joint_device((x, counts_facts))
         counts_dtype, counts_shape = counts_facts.dtype, counts_facts.shape
