@@ -184,6 +184,23 @@ def test_plain_int_statics_are_dynamic_every_call(scale: Scale) -> None:
         scale(x, Val(5))
 
 
+def test_a_plan_is_typed_fields_from_its_input_facts(scale: Scale) -> None:
+    """What the scaffold reads of a plan are the constructor's fields, derived from the input
+    facts; its own memos (one pullback per arity) are fields too, not hidden entries."""
+    x = _x().astype(">f8")  # a non-native input: the facts give its native dtype to tangents
+    plan = scale.lookup((x,), (Val(4),))
+    assert isinstance(plan, ScalePlan)
+    assert (plan.op, plan.out_shape, plan.out_dtype, plan.input_shapes) == ("scale", (3, 4), np.dtype(np.float64), ((3, 4),))
+    assert (plan.differentiable, plan.input_tangents, plan.input_dtypes) == (True, (True,), (np.dtype(np.float64),))
+    assert plan.namespace is np and plan.output_shapes is None and not plan.any_layout and not plan.saves_primals
+    _, first = _rrule(scale, x, Val(4))
+    _, again = _rrule(scale, x, Val(4))
+    assert first is again and plan.pullbacks == {2: first} and set(plan.result_forms) == {2}
+    assert not [name for name in vars(plan) if name.startswith("_")]
+    integers = scale.lookup((np.arange(3),), (Val(2),))
+    assert (integers.differentiable, integers.input_tangents) == (False, (False,))
+
+
 def test_pullback_builder_takes_specs_and_runs_no_forward(scale: Scale) -> None:
     x = _x()
     _rrule(scale, x, Val(4))
