@@ -131,13 +131,19 @@ def device_of(value: object) -> str:
 
 
 def common_device(values: Sequence[object], names: Sequence[str]) -> str:
-    """The one device all array arguments live on; ``TypeError`` naming them if mixed."""
-    devices = [(name, device_of(value)) for name, value in zip(names, values) if is_array(value) or isinstance(value, ArraySpec)]
-    kinds = {device for _, device in devices}
-    if len(kinds) > 1:
-        described = ", ".join(f"{name} on {device}" for name, device in devices)
+    """The one device the arrays among ``values`` live on (:func:`joint_device` for values not
+    read yet); ``TypeError`` naming them if mixed."""
+    return _one_device(
+        [(name, device_of(value)) for name, value in zip(names, values) if is_array(value) or isinstance(value, ArraySpec)]
+    )
+
+
+def _one_device(placed: Sequence[tuple[str, str]]) -> str:
+    devices = {device for _, device in placed}
+    if len(devices) > 1:
+        described = ", ".join(f"{name} on {device}" for name, device in placed)
         raise TypeError(f"arrays on mixed devices: {described}; move them to one device first")
-    return kinds.pop() if kinds else "cpu"
+    return devices.pop() if devices else "cpu"
 
 
 # ``kernel_target`` runs on every call and reads the environment each time (tests switch
@@ -491,12 +497,7 @@ def input_facts(x: object, name: str, op: str, *, weak_scalars: bool = False) ->
 def joint_device(inputs: Sequence[InputFacts]) -> str:
     """The one device the array arguments live on (``"cpu"`` when none is placed);
     ``TypeError`` naming them if they are on several."""
-    placed = [(facts.name, facts.device) for facts in inputs if facts.device is not None]
-    devices = {device for _, device in placed}
-    if len(devices) > 1:
-        described = ", ".join(f"{name} on {device}" for name, device in placed)
-        raise TypeError(f"arrays on mixed devices: {described}; move them to one device first")
-    return devices.pop() if devices else "cpu"
+    return _one_device([(facts.name, facts.device) for facts in inputs if facts.device is not None])
 
 
 def joint_namespace(inputs: Sequence[InputFacts]) -> pytypes.ModuleType:
