@@ -18,14 +18,14 @@ from ._cache import CacheInfo as CacheInfo
 from ._cache import ShapeSignature as ShapeSignature
 from ._cache import cache_info as cache_info
 from ._cache import clear_caches as clear_caches
-from ._cache import no_compile as no_compile
-from ._cache import no_fallback as no_fallback
 from ._dispatch import explain as explain
 from ._dispatch import precompile as precompile
 from ._dispatch import register_frule as register_frule
 from ._dispatch import register_rrule as register_rrule
 from ._errors import DynamicFallbackError as DynamicFallbackError
 from ._errors import RecompileError as RecompileError
+from ._launch import no_compile as no_compile
+from ._launch import no_fallback as no_fallback
 from ._tangents import Fill as Fill
 from ._tangents import NoTangent as NoTangent
 from ._tangents import Thunk as Thunk

@@ -17,7 +17,6 @@ from typing import TypeAlias, TypeGuard
 import numpy as np
 import numpy.typing as npt
 
-from ._cache import CACHE
 from ._memo import memoized
 from ._val import Val
 
@@ -132,13 +131,19 @@ def device_of(value: object) -> str:
 
 
 def common_device(values: Sequence[object], names: Sequence[str]) -> str:
-    """The one device all array arguments live on; ``TypeError`` naming them if mixed."""
-    devices = [(name, device_of(value)) for name, value in zip(names, values) if is_array(value) or isinstance(value, ArraySpec)]
-    kinds = {device for _, device in devices}
-    if len(kinds) > 1:
-        described = ", ".join(f"{name} on {device}" for name, device in devices)
+    """The one device the arrays among ``values`` live on (:func:`joint_device` for values not
+    read yet); ``TypeError`` naming them if mixed."""
+    return _one_device(
+        [(name, device_of(value)) for name, value in zip(names, values) if is_array(value) or isinstance(value, ArraySpec)]
+    )
+
+
+def _one_device(placed: Sequence[tuple[str, str]]) -> str:
+    devices = {device for _, device in placed}
+    if len(devices) > 1:
+        described = ", ".join(f"{name} on {device}" for name, device in placed)
         raise TypeError(f"arrays on mixed devices: {described}; move them to one device first")
-    return kinds.pop() if kinds else "cpu"
+    return devices.pop() if devices else "cpu"
 
 
 # ``kernel_target`` runs on every call and reads the environment each time (tests switch
@@ -275,32 +280,30 @@ def contiguous(array: ArrayLike) -> ArrayLike:
 
 
 def static_int(value: object, name: str) -> int:
-    """The ``int`` inside a ``Val``; a plain int is accepted and counted as dynamic."""
+    """The ``int`` inside a ``Val``; a plain int is accepted (the scaffold counts it as dynamic)."""
     if isinstance(value, Val):
         inner = value.value
         if isinstance(inner, int) and not isinstance(inner, bool):
             return inner
         raise TypeError(f"argument {name!r} must be Val(int), got {value!r}")
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        CACHE.note_dynamic_argument(name, value)
         return int(value)
     raise TypeError(f"argument {name!r} must be Val(int), got {type(value).__name__}: {value!r}")
 
 
 def static_ints(value: object, name: str) -> tuple[int, ...]:
-    """The ints inside ``Val(int)`` or ``Val(tuple)``, as a tuple; plain values count as dynamic."""
+    """The ints inside ``Val(int)`` or ``Val(tuple)``, as a tuple; plain values are accepted (the
+    scaffold counts them as dynamic)."""
     if isinstance(value, Val):
         inner = value.value
         if isinstance(inner, bool):
             raise TypeError(f"argument {name!r} must be Val(int) or Val(tuple of ints), got {value!r}")
         return (inner,) if isinstance(inner, int) else tuple(inner)
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        CACHE.note_dynamic_argument(name, value)
         return (int(value),)
     if isinstance(value, (tuple, list)) and all(
         isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)) for item in value
     ):
-        CACHE.note_dynamic_argument(name, value)
         return tuple(int(item) for item in value)
     raise TypeError(
         f"argument {name!r} must be Val(int) or Val(tuple of ints), got "
@@ -309,17 +312,27 @@ def static_ints(value: object, name: str) -> tuple[int, ...]:
 
 
 def static_bool(value: object, name: str) -> bool:
-    """The ``bool`` inside ``Val(bool)``; a plain ``bool`` is accepted and counted as dynamic."""
+    """The ``bool`` inside ``Val(bool)``; a plain ``bool`` is accepted (the scaffold counts it as
+    dynamic)."""
     if isinstance(value, Val):
         inner = value.value
         if isinstance(inner, bool):
             return inner
         raise TypeError(f"argument {name!r} must be Val(True) or Val(False), got {value!r}")
     if isinstance(value, (bool, np.bool_)):
-        CACHE.note_dynamic_argument(name, value)
         return bool(value)
     raise TypeError(
         f"argument {name!r} must be Val(True) or Val(False), got {type(value).__name__}: {value!r}"
+    )
+
+
+def is_dynamic_static(value: object) -> bool:
+    """Whether a static argument is a plain value the readers above accept (an int, a bool, a
+    tuple or list of ints, NumPy's too) where a ``Val`` goes: a dynamic argument."""
+    if isinstance(value, (int, np.integer, np.bool_)):
+        return True
+    return isinstance(value, (tuple, list)) and all(
+        isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)) for item in value
     )
 
 
@@ -391,58 +404,106 @@ def checked_size(shape: Sequence[int], itemsize: int, what: str, *, allocates: b
 
 
 class InputFacts:
-    """One array argument as a plan sees it: the array (``None`` for an ``ArraySpec``), its
-    shape and dtype as given, the native-order dtype its tangents (and kernels) use, its
-    namespace (``numpy`` or ``cupy``) and the kernel family that runs for it.
+    """One array argument as a plan sees it, read once by :func:`input_facts`:
 
-    A slotted class, made on every call: cheaper to build than a frozen dataclass and to read
-    than a named tuple."""
+    - ``name``: how messages name it (``"x"``, ``"arrays[1]"``);
+    - ``array``: the array (``None`` for an ``ArraySpec`` and for a weak Python scalar);
+    - ``shape``, ``dtype`` (as given, byte order included), ``native`` (the dtype in native
+      byte order, a named singleton: kernels compute in it and tangents have it);
+    - ``namespace`` (``numpy`` or ``cupy``), ``device`` (``"cpu"``/``"cuda"``, or ``None`` for
+      a value that was no array: a scalar or list lives on any device), ``target`` (the kernel
+      family that runs for it);
+    - ``scalar``: a weak Python scalar (``cat``'s, NEP 50), kept as ``value``.
 
-    __slots__ = ("array", "shape", "dtype", "native", "namespace", "target")
+    A slotted class: cheaper to build than a frozen dataclass and to read than a named tuple.
+    """
+
+    __slots__ = ("name", "array", "shape", "dtype", "native", "namespace", "device", "target", "scalar", "value")
 
     def __init__(
         self,
+        name: str,
         array: ArrayLike | None,
         shape: tuple[int, ...],
         dtype: np.dtype[np.generic],
-        native: np.dtype[np.generic],
         namespace: pytypes.ModuleType,
-        target: str,
+        device: str | None,
+        *,
+        scalar: bool = False,
+        value: object = None,
     ) -> None:
+        self.name = name
         self.array = array
         self.shape = shape
         self.dtype = dtype
-        self.native = native
+        # The named dtype (a singleton), so ``dtype is native`` holds on the hot paths.
+        self.native: np.dtype[np.generic] = np.dtype(dtype.name)
         self.namespace = namespace
-        self.target = target
+        self.device = device
+        self.target = kernel_target(device or "cpu")
+        self.scalar = scalar
+        self.value = value
 
     @property
     def differentiable(self) -> bool:
         return self.native.kind in "fc"
 
+    @property
+    def tangent_dtype(self) -> np.dtype[np.generic] | None:
+        """The dtype of its tangent (native), or ``None`` for an integer or bool argument."""
+        return self.native if self.native.kind in "fc" else None
+
     def need_array(self, op: str) -> ArrayLike:
         """The array, or a ``TypeError`` for an ``ArraySpec`` (which only describes one)."""
         if self.array is None:
-            raise TypeError(f"{op}: x must be an array (an ArraySpec only describes one, for precompile/explain)")
+            raise TypeError(
+                f"{op}: {self.name} must be an array (an ArraySpec only describes one, for precompile/explain)"
+            )
         return self.array
 
 
-def input_facts(x: object, name: str, op: str) -> InputFacts:
-    """Validate one array argument (an array, a Python or NumPy scalar, an ``ArraySpec``):
-    ``TypeError`` naming ``op`` and the argument for anything else or an unsupported dtype."""
+_INT64: np.dtype[np.generic] = np.dtype(np.int64)
+
+
+def input_facts(x: object, name: str, op: str, *, weak_scalars: bool = False) -> InputFacts:
+    """Read one array argument: an array, an ``ArraySpec``, or anything NumPy reads as an array
+    (a list, a Python or NumPy scalar: :func:`array_like`'s rule). ``TypeError`` naming ``op``
+    and the argument for anything else or an unsupported dtype.
+
+    With ``weak_scalars`` a Python scalar stays a weak scalar (``scalar``, its ``value`` kept):
+    an int reads as int64 whatever its value, so a plan is keyed by the scalar's type, and
+    the op checks the value against its result dtype."""
     try:
         if isinstance(x, ArraySpec):
             check_dtype(x.dtype, name)
-            cupy = _cupy() if x.device.startswith("cuda") else None
-            array: ArrayLike | None = None
-            shape, dtype, device = x.shape, x.dtype, device_of(x)
-            namespace: pytypes.ModuleType = np if cupy is None else cupy
-        else:
-            array = as_array(x, name)
-            shape, dtype, device = tuple(int(n) for n in array.shape), array.dtype, device_of(array)
-            namespace = array_namespace(array)
+            return InputFacts(name, None, x.shape, x.dtype, spec_namespace(x), device_of(x))
+        if weak_scalars and type(x) in _PYTHON_SCALARS:
+            dtype = _INT64 if type(x) is int else np.asarray(x).dtype
+            return InputFacts(name, None, (), dtype, np, None, scalar=True, value=x)
+        placed = is_array(x)
+        array = as_array(x, name)
     except TypeError as error:
         raise TypeError(f"{op}: {error}") from None
-    # The named dtype (a singleton), so ``dtype is native`` holds on the hot paths.
-    native = np.dtype(dtype.name)
-    return InputFacts(array, shape, dtype, native, namespace, kernel_target(device))
+    return InputFacts(
+        name,
+        array,
+        tuple(int(n) for n in array.shape),
+        array.dtype,
+        array_namespace(array),
+        device_of(array) if placed else None,
+    )
+
+
+def joint_device(inputs: Sequence[InputFacts]) -> str:
+    """The one device the array arguments live on (``"cpu"`` when none is placed);
+    ``TypeError`` naming them if they are on several."""
+    return _one_device([(facts.name, facts.device) for facts in inputs if facts.device is not None])
+
+
+def joint_namespace(inputs: Sequence[InputFacts]) -> pytypes.ModuleType:
+    """The namespace of the arguments' device: the first placed argument's (``numpy`` when
+    none is placed). Devices are checked by :func:`joint_device`."""
+    for facts in inputs:
+        if facts.device is not None:
+            return facts.namespace
+    return np

@@ -29,7 +29,6 @@ warning.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import gc
 import importlib.util
 import os
@@ -39,12 +38,13 @@ import _thread
 import time
 import types as pytypes
 import warnings
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from . import _memo, _objectcode
-from ._errors import DynamicFallbackError, RecompileError
+from ._errors import RecompileError
+from ._launch import COUNTERS, NO_COMPILE
 from ._version import __version__
 
 KernelFunction = Callable[..., object]
@@ -402,8 +402,6 @@ class KernelCache:
         self.disk_hits = 0
         self.compile_seconds = 0.0
         self.load_seconds = 0.0
-        self.dynamic_arguments = 0
-        self.fallbacks = 0
         self.plan_hits = 0
         self._dependents: list[Callable[[], None]] = []
         self._paid_numba_start_up = False
@@ -449,7 +447,7 @@ class KernelCache:
             # Another signature rendered the same source: reuse its compiled function.
             self.memory_hits += 1
             return Kernel(shared._function, signature, source, name, shared.entry, shared._load_function)
-        if _NO_COMPILE.get():
+        if NO_COMPILE.get():
             raise RecompileError(
                 f"stablerules: no_compile() is active but signature {signature} is not compiled "
                 f"in this process (it would be compiled or loaded from disk)"
@@ -494,8 +492,8 @@ class KernelCache:
             entries=len(self._entries),
             compile_seconds=self.compile_seconds,
             load_seconds=self.load_seconds,
-            dynamic_arguments=self.dynamic_arguments,
-            fallbacks=self.fallbacks,
+            dynamic_arguments=COUNTERS.dynamic_arguments,
+            fallbacks=COUNTERS.fallbacks,
             disk_enabled=isinstance(store, DiskStore),
             directory=None if store.directory is None else str(store.directory),
             plan_hits=self.plan_hits,
@@ -518,18 +516,18 @@ class KernelCache:
         if disk:
             self.store.clear()
 
-    def note_dynamic_argument(self, name: str, value: object) -> None:
-        self.dynamic_arguments += 1
-        if _NO_FALLBACK.get():
-            raise DynamicFallbackError(
-                f"stablerules: argument {name!r} was given as a plain {type(value).__name__} "
-                f"({value!r}); inside no_fallback() static arguments must be Val(...)"
-            )
+    # The steady-state counters live with the guards (``_launch.COUNTERS``); the cache shows
+    # them, and callers that hold the cache read and note them here too.
+    @property
+    def dynamic_arguments(self) -> int:
+        return COUNTERS.dynamic_arguments
+
+    @property
+    def fallbacks(self) -> int:
+        return COUNTERS.fallbacks
 
     def note_fallback(self, reason: str) -> None:
-        self.fallbacks += 1
-        if _NO_FALLBACK.get():
-            raise DynamicFallbackError(f"stablerules: fallback path taken: {reason}")
+        COUNTERS.note_fallback(reason)
 
 
 CACHE = KernelCache()
@@ -587,113 +585,3 @@ def clear_caches(disk: bool = False) -> None:
     # Plans hold kernels: they go first, so none outlives the kernels it holds.
     _memo.clear_registered()
     CACHE.clear(disk=disk)
-
-
-# The guards hold per context (a thread, or an asyncio task): a guard entered in one thread
-# neither fires on nor hides another thread's compile. ``GUARDED[0]`` counts the guards (and
-# ``count_launches()`` blocks) open in any context, so hot paths test one list entry before
-# they look up their context's guards or count kernel launches.
-_NO_COMPILE: contextvars.ContextVar[int] = contextvars.ContextVar("stablerules_no_compile", default=0)
-_NO_FALLBACK: contextvars.ContextVar[int] = contextvars.ContextVar("stablerules_no_fallback", default=0)
-GUARDED = [0]
-_GUARDED_LOCK = _thread.allocate_lock()
-
-
-def guarded() -> bool:
-    """Whether this context is inside ``no_compile()`` or ``no_fallback()``."""
-    return bool(_NO_COMPILE.get() or _NO_FALLBACK.get())
-
-
-# Code generation in a guarded block: every ``compile`` of source and every ``exec`` of code
-# that comes from no file (a generated launcher, an ``exec`` of a string, a ``namedtuple``
-# made per call) is seen through Python's audit hooks, so ``no_compile()`` refuses a call path
-# that generates code, not only a Numba compile. The hook is added the first time a
-# ``no_compile()`` block opens (a hook cannot be removed; it returns at once while no guard is
-# open anywhere). Imports are not code generation: their code comes from files (or frozen
-# modules). The call-path templates' one compile per text and process
-# (``_codegen.template_function``) goes through ``allow_template_compile``.
-_TEMPLATE_COMPILE: contextvars.ContextVar[int] = contextvars.ContextVar("stablerules_template_compile", default=0)
-_AUDIT_HOOK: list[bool] = [False]
-
-
-def _generated(filename: object) -> bool:
-    """Whether code of this file name was generated (not read from a file or frozen module)."""
-    if isinstance(filename, bytes):
-        filename = filename.decode(errors="replace")
-    if not isinstance(filename, str):
-        return not isinstance(filename, os.PathLike)
-    return filename.startswith("<") and not filename.startswith("<frozen ")
-
-
-def _audit(event: str, args: tuple[object, ...]) -> None:
-    if not GUARDED[0]:
-        return
-    if event == "compile":
-        filename = args[1] if len(args) > 1 else None
-    elif event == "exec":
-        filename = getattr(args[0], "co_filename", None) if args else None
-    else:
-        return
-    if _NO_COMPILE.get() and not _TEMPLATE_COMPILE.get() and _generated(filename):
-        raise RecompileError(
-            f"stablerules: no_compile() is active but code was generated ({event} of {filename}): "
-            f"a steady call path must reuse what its signature built once"
-        )
-
-
-@contextlib.contextmanager
-def allow_template_compile() -> Iterator[None]:
-    """Let the call-path templates' one compile per text through ``no_compile()``."""
-    token = _TEMPLATE_COMPILE.set(1)
-    try:
-        yield
-    finally:
-        _TEMPLATE_COMPILE.reset(token)
-
-
-def _watch_code_generation() -> None:
-    if not _AUDIT_HOOK[0]:
-        with _GUARDED_LOCK:
-            if not _AUDIT_HOOK[0]:
-                sys.addaudithook(_audit)
-                _AUDIT_HOOK[0] = True
-
-
-@contextlib.contextmanager
-def _guard(depth: contextvars.ContextVar[int]) -> Iterator[None]:
-    if depth is _NO_COMPILE:
-        _watch_code_generation()
-    token = depth.set(depth.get() + 1)
-    with _GUARDED_LOCK:
-        GUARDED[0] += 1
-    try:
-        yield
-    finally:
-        with _GUARDED_LOCK:
-            GUARDED[0] -= 1
-        depth.reset(token)
-
-
-_COUNTING: contextvars.ContextVar[int] = contextvars.ContextVar("stablerules_count_launches", default=0)
-
-
-def count_launches() -> contextlib.AbstractContextManager[None]:
-    """Count kernel launches (``stablerules._rule.kernel_launches``) in the block, as inside
-    the guards, without refusing anything."""
-    return _guard(_COUNTING)
-
-
-def no_compile() -> contextlib.AbstractContextManager[None]:
-    """Raise ``RecompileError`` if any code is generated in the block: a kernel compiled or
-    loaded from disk, or Python source compiled or generated code executed (``compile``,
-    ``exec`` or ``eval`` of a string, a launcher built from source), seen through Python's
-    audit hooks. Imports are not code generation. In this thread or context; other threads
-    are not affected."""
-    return _guard(_NO_COMPILE)
-
-
-def no_fallback() -> contextlib.AbstractContextManager[None]:
-    """Raise ``DynamicFallbackError`` if a call in the block takes any path other than its
-    signature's specialized implementation, or gets a non-``Val`` static argument (in this
-    thread or context; other threads are not affected)."""
-    return _guard(_NO_FALLBACK)

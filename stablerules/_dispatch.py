@@ -11,12 +11,11 @@ no op.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
 
 from ._arrays import ArraySpec
 from ._cache import ShapeSignature
-from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op
-from ._registry import _describe as describe_function
+from ._op import KernelRequest, Op
+from ._registry import FRULES, PULLBACK_BUILDERS, RRULES, describe_function
 from ._typing import RulePullback
 
 
@@ -25,27 +24,42 @@ def register_rrule(
     fn: object,
     rule: Callable[..., tuple[object, RulePullback]],
     *,
-    pullback: Callable[..., RulePullback] | None = None,
+    pullback_builder: Callable[..., RulePullback] | None = None,
     replace: bool = False,
+    pullback: Callable[..., RulePullback] | None = None,
 ) -> None:
     """Register ``rule(*args, **kwargs) -> (y, pullback)`` as ``fn``'s reverse rule.
 
     ``pullback(dy)`` returns one tangent per positional argument. A second registration for
     the same ``fn`` is a ``ValueError`` unless ``replace=True``.
 
-    ``pullback``, optional: a builder ``pullback(*args, **kwargs) -> back`` giving the same
+    ``pullback_builder``, optional: ``builder(*args, **kwargs) -> back`` giving the same
     ``back`` as ``rule`` without the forward, for ``sr.pullback(fn, ...)``; it may accept
     ``ArraySpec``s where ``back`` needs no primal values. Without one, ``sr.pullback`` runs
     ``rule`` and drops ``y``. Replacing a rule without a builder drops the old builder (it
-    would disagree with the new rule).
+    would disagree with the new rule). ``pullback=`` is the builder's former keyword: it
+    still works, with a ``DeprecationWarning`` (it names a builder, not a pullback).
     """
-    if pullback is not None and not callable(pullback):
-        raise TypeError(f"register_rrule: pullback must be callable, got {type(pullback).__name__}")
+    keyword = "pullback_builder"
+    if pullback is not None:
+        keyword = "pullback"
+        if pullback_builder is not None:
+            raise TypeError("register_rrule: give pullback_builder only (pullback= is its deprecated name)")
+        import warnings  # noqa: PLC0415 - only the deprecated keyword needs it
+
+        warnings.warn(
+            "register_rrule: pullback= is deprecated; pass the builder as pullback_builder=",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        pullback_builder = pullback
+    if pullback_builder is not None and not callable(pullback_builder):
+        raise TypeError(f"register_rrule: {keyword} must be callable, got {type(pullback_builder).__name__}")
     RRULES.register(fn, rule, replace=replace)
-    if pullback is None:
-        PULLBACKS.unregister(fn)
+    if pullback_builder is None:
+        PULLBACK_BUILDERS.unregister(fn)
     else:
-        PULLBACKS.register(fn, pullback, replace=True)
+        PULLBACK_BUILDERS.register(fn, pullback_builder, replace=True)
 
 
 def register_frule(fn: object, rule: Callable[..., tuple[object, object]], *, replace: bool = False) -> None:
@@ -67,8 +81,7 @@ def rrule(op: Callable[..., object], /, *args: object, **kwargs: object) -> tupl
     plain int works as in the op itself (counted as dynamic; its overloads are marked
     deprecated, see ``stablerules._typing``).
     """
-    rule = RRULES.lookup(op)
-    return cast("tuple[object, RulePullback]", rule(*args, **kwargs))
+    return RRULES.lookup(op)(*args, **kwargs)
 
 
 def pullback(op: Callable[..., object], /, *args: object, **kwargs: object) -> RulePullback:
@@ -79,17 +92,16 @@ def pullback(op: Callable[..., object], /, *args: object, **kwargs: object) -> R
     arguments may be ``ArraySpec(shape, dtype, device)``s. Typed like ``rrule``'s pullback.
 
     Decisions: a function with a pullback builder (``register_rrule(fn, rule,
-    pullback=builder)``; the library's ops register theirs) gets ``builder(*args, **kwargs)``.
+    pullback_builder=builder)``; the library's ops register theirs) gets ``builder(*args, **kwargs)``.
     Any other function falls back to running its rrule and dropping ``y`` (the forward is
     computed, so its arguments must be arrays: an ``ArraySpec`` there is a ``TypeError``).
     """
-    if op in PULLBACKS:
-        build = cast("Callable[..., RulePullback]", PULLBACKS.lookup(op))
-        return build(*args, **kwargs)
+    if op in PULLBACK_BUILDERS:
+        return PULLBACK_BUILDERS.lookup(op)(*args, **kwargs)
     if op not in RRULES:
         raise TypeError(f"pullback: no rrule is registered for {describe_function(op)}")
     _refuse_specs(op, args, kwargs)
-    _, back = cast("tuple[object, RulePullback]", RRULES.lookup(op)(*args, **kwargs))
+    _, back = RRULES.lookup(op)(*args, **kwargs)
     return back
 
 
@@ -104,7 +116,7 @@ def _refuse_specs(op: object, args: tuple[object, ...], kwargs: dict[str, object
             raise TypeError(
                 f"pullback: {name} of {describe_function(op)} is an ArraySpec, but it has no "
                 f"pullback builder, so its pullback comes from its rrule, which needs the arrays; "
-                f"pass arrays, or register a builder: register_rrule(fn, rule, pullback=builder)"
+                f"pass arrays, or register a builder: register_rrule(fn, rule, pullback_builder=builder)"
             )
 
 
@@ -116,8 +128,7 @@ def frule(
     ``tangents`` has one entry per positional argument, in the same structure (``NoTangent()``
     for non-differentiable ones, ``ZeroTangent()`` allowed anywhere).
     """
-    rule = FRULES.lookup(op)
-    return cast("tuple[object, object]", rule(tangents, *args, **kwargs))
+    return FRULES.lookup(op)(tangents, *args, **kwargs)
 
 
 # ======================================================================================

@@ -2,51 +2,55 @@
 
 Built-in ops register (through ``stablerules._rule.RuleOp``) with the same ``register`` call
 that users reach through ``sr.register_rrule`` / ``sr.register_frule``, so user rules and
-library rules dispatch, and are tested, the same way. ``PULLBACKS`` holds, per op, a builder
-of its pullback that runs no forward (``sr.pullback``).
+library rules dispatch, and are tested, the same way. ``PULLBACK_BUILDERS`` holds, per op, a
+builder of its pullback that runs no forward (``sr.pullback``).
 """
 
 from __future__ import annotations
 
-import inspect
 import _thread
-import typing
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple, Self
+from typing import Generic, TypeAlias, TypeVar
 
-from ._cache import CACHE, Kernel, KernelSource, ShapeSignature
 from ._typing import RulePullback
 
-Pullback = RulePullback
-"""A pullback: ``back(dy)`` returns one tangent per positional argument of the call."""
+RRule: TypeAlias = Callable[..., tuple[object, RulePullback]]
+"""``rule(*args, **kwargs) -> (y, pullback)``."""
+FRule: TypeAlias = Callable[..., tuple[object, object]]
+"""``rule(tangents, *args, **kwargs) -> (y, dy)``."""
+PullbackBuilder: TypeAlias = Callable[..., RulePullback]
+"""``builder(*args, **kwargs) -> pullback``: the rrule's pullback, without the forward."""
+
+_Rule = TypeVar("_Rule", bound=Callable[..., object])
 
 
-class RuleRegistry:
-    """Rules of one kind (``"rrule"``, ``"frule"`` or ``"pullback"``), keyed by the function
-    they differentiate."""
+class RuleRegistry(Generic[_Rule]):
+    """Rules of one kind, keyed by the function they differentiate. ``name`` says which in
+    messages (``"rrule"``); ``registrar`` is the public call that registers them."""
 
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self._rules: dict[object, Callable[..., object]] = {}
+    def __init__(self, name: str, registrar: str | None = None) -> None:
+        self.name = name
+        self.registrar = registrar or f"register_{name}"
+        self._rules: dict[object, _Rule] = {}
         self._lock = _thread.allocate_lock()
 
-    def register(self, fn: object, rule: Callable[..., object], *, replace: bool = False) -> None:
+    def register(self, fn: object, rule: _Rule, *, replace: bool = False) -> None:
         if not callable(fn):
-            raise TypeError(f"register_{self.kind}: fn must be callable, got {type(fn).__name__}")
+            raise TypeError(f"{self.registrar}: fn must be callable, got {type(fn).__name__}")
         if not callable(rule):
-            raise TypeError(f"register_{self.kind}: rule must be callable, got {type(rule).__name__}")
+            raise TypeError(f"{self.registrar}: rule must be callable, got {type(rule).__name__}")
         with self._lock:
             if fn in self._rules and not replace:
                 raise ValueError(
-                    f"register_{self.kind}: {_describe(fn)} already has an {self.kind}; "
+                    f"{self.registrar}: {describe_function(fn)} already has an {self.name}; "
                     f"pass replace=True to replace it"
                 )
             self._rules[fn] = rule
 
-    def lookup(self, fn: object) -> Callable[..., object]:
+    def lookup(self, fn: object) -> _Rule:
         rule = self._rules.get(fn)
         if rule is None:
-            raise TypeError(f"{self.kind}: no {self.kind} is registered for {_describe(fn)}")
+            raise TypeError(f"{self.name}: no {self.name} is registered for {describe_function(fn)}")
         return rule
 
     def unregister(self, fn: object) -> None:
@@ -57,113 +61,12 @@ class RuleRegistry:
         return fn in self._rules
 
 
-def _describe(fn: object) -> str:
+def describe_function(fn: object) -> str:
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     module = getattr(fn, "__module__", None)
     return f"{module}.{name}" if module else str(name)
 
 
-RRULES = RuleRegistry("rrule")
-FRULES = RuleRegistry("frule")
-PULLBACKS = RuleRegistry("pullback")
-
-
-class KernelRequest(NamedTuple):
-    """A signature and how to render its kernel, for ``precompile`` and ``explain``."""
-
-    signature: ShapeSignature
-    render: Callable[[], KernelSource]
-
-    def get(self) -> Kernel:
-        if self.signature.device == "cuda":
-            from ._cuda import require_cuda  # noqa: PLC0415 - only CUDA signatures need it
-
-            require_cuda(self.signature.op)  # before a module whose import would need a GPU
-        return CACHE.get(self.signature, self.render)
-
-
-class Op:
-    """Base of the library's ops: a named callable that can list its kernels for a signature.
-
-    Ops are instances (one class per op) so ``rrule``'s overloads can tell them apart. To
-    ``help()``, ``inspect.signature`` and documentation tools an op reads as a function named
-    after it: its signature is its ``__call__``'s first overload (the main form) and its
-    docstring its class's or ``__call__``'s, followed by every call form (the overloads minus
-    the plain-int conveniences marked deprecated), written here once for every op.
-    """
-
-    name: str = "op"
-    _call_signature: inspect.Signature | None = None
-    _call_doc: str | None = None
-
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        call = cls.__dict__.get("__call__")
-        if call is None:
-            return
-        overloads = typing.get_overloads(call)
-        forms = [_call_signature(form) for form in overloads if not hasattr(form, "__deprecated__")]
-        forms = forms or [_call_signature(call)]
-        plain = any(hasattr(form, "__deprecated__") for form in overloads)
-        text = inspect.cleandoc(cls.__dict__.get("__doc__") or call.__doc__ or "")
-        lines = "\n".join(f"    {cls.name}{form}" for form in forms)
-        cls._call_signature = forms[0]
-        cls._call_doc = (
-            f"{text}\n\nCall forms"
-            + (" (a plain int or tuple where a ``Val`` goes is accepted too, counted as dynamic)" if plain else "")
-            + f":\n{lines}"
-        ).lstrip()
-
-    def __new__(cls, *args: object, **kwargs: object) -> Self:
-        op = super().__new__(cls)
-        # The op's own docstring (help() shows an instance's __doc__ only where it differs from
-        # its class's): the class's or __call__'s text and the call forms.
-        op.__doc__ = cls._call_doc
-        return op
-
-    def kernel_requests(self, *args: object, **kwargs: object) -> list[KernelRequest]:
-        """Every kernel (forward, pullback, pushforward) this call's signature uses."""
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"<stablerules op {self.name}>"
-
-    if not TYPE_CHECKING:  # run time only: to mypy an op has no __name__ (see _typing.Function)
-
-        def __getattr__(self, attribute):
-            if attribute in ("__name__", "__qualname__"):
-                return self.name
-            if attribute == "__signature__":
-                return type(self)._call_signature
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {attribute!r}")
-
-        def __get__(self, instance, owner=None):
-            # A (non-binding) descriptor: inspect.isroutine() is then true, so help() documents
-            # an op as a function, with its signature and docstring, not as an instance.
-            return self
-
-
-class _Annotation:
-    """An annotation written as in the source (``from __future__ import annotations`` keeps
-    them as strings), shown without quotes."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def _call_signature(function: Callable[..., object]) -> inspect.Signature:
-    """``function``'s signature minus ``self``, annotations shown as written."""
-    signature = inspect.signature(function)
-
-    def shown(annotation: object) -> object:
-        return _Annotation(annotation) if isinstance(annotation, str) else annotation
-
-    parameters = [
-        parameter.replace(annotation=shown(parameter.annotation))
-        for parameter in list(signature.parameters.values())[1:]
-    ]
-    return signature.replace(parameters=parameters, return_annotation=shown(signature.return_annotation))
-
+RRULES: RuleRegistry[RRule] = RuleRegistry("rrule")
+FRULES: RuleRegistry[FRule] = RuleRegistry("frule")
+PULLBACK_BUILDERS: RuleRegistry[PullbackBuilder] = RuleRegistry("pullback builder", "register_rrule")

@@ -16,23 +16,19 @@ An op module supplies three things; the scaffold does the rest.
 2. **Validation and plan.** ``plan(arrays, statics) -> Plan``: the op's ``_check_*``
    (``TypeError``/``ValueError`` naming arguments and shapes, before any kernel) and
    everything the signature fixes. ``arrays`` may hold ``ArraySpec``s (``precompile``,
-   ``explain``, ``sr.pullback``), so a plan reads only shapes, dtypes and devices. Statics are
-   read with ``static_int``/``static_ints`` (``_arrays``), which count a plain value as a
-   dynamic argument; on a plan hit the scaffold counts it. Building a plan compiles nothing
-   (``explain`` builds plans too): a plan gets its kernels lazily, e.g. a
-   ``functools.cached_property`` returning ``cpu_launcher(request.get(), ...)``. Plans are
-   plain classes with a ``__dict__`` (no ``__slots__``: the scaffold keeps per-plan state).
+   ``explain``, ``sr.pullback``), so a plan reads only shapes, dtypes and devices: each array
+   argument through ``_arrays.input_facts`` (the one input layer: shape, dtype as given and
+   native, namespace, device, kernel target, a weak Python scalar), statics through
+   ``static_int``/``static_ints``/``static_bool``. The scaffold counts a plain static as a
+   dynamic argument, once per call (``_count_dynamic_statics``). Building a plan compiles
+   nothing (``explain`` builds plans too): a plan gets its kernels lazily, e.g. a
+   ``functools.cached_property`` returning ``cpu_launcher(request.get(), ...)``.
 3. **The plan.** A :class:`Plan` subclass, one instance per signature, kept in the shared
-   ``PlanCache`` and reused by every later call of that signature. It sets:
-
-   - ``out_shape``, ``out_dtype`` (the primal output; for several outputs, as ``split``,
-     ``output_shapes`` too, all of ``out_dtype``), ``differentiable`` (the output is
-     floating), ``input_tangents`` (per array argument: whether it gets a tangent),
-     ``input_shapes``/``input_dtypes`` (each tangent's shape and dtype), ``namespace``
-     (``numpy``, or ``cupy`` for CuPy inputs), ``kernel_entries`` (which of ``"forward"``,
-     ``"pullback"``, ``"pushforward"`` launch a compiled kernel: empty for view ops and empty
-     outputs), ``saves_primals`` (the pullback reads the primals, as kron's does) and
-     ``any_layout`` (the dense pullback takes ``dy`` in any memory layout, as slicing does);
+   ``PlanCache`` and reused by every later call of that signature. Its constructor takes the
+   typed fields the scaffold reads (see :class:`Plan`): the input facts, ``out_shape``,
+   ``out_dtype``, ``output_shapes``, ``differentiable``, ``input_tangents``,
+   ``input_dtypes``, ``kernel_entries``, ``any_layout``; ``saves_primals`` is a class
+   attribute;
 
    and implements:
 
@@ -57,14 +53,14 @@ An op module supplies three things; the scaffold does the rest.
      when the two share work) and, when the output's shape depends on data (repeat's counts
      array), ``cotangent_shape(saved)``.
 
-   Kernels run through the scaffold's launchers (:func:`cpu_launcher`, :func:`cpu_launch`,
-   :func:`cuda_launch`, :func:`cuda_launch_blocks`), never by calling a kernel directly: that
-   is what counts them. An entry whose work is empty for this call's data calls
-   :func:`empty_launch`.
+   Kernels run through the launchers of ``_launch`` (``cpu_launcher``, ``cpu_launch``,
+   ``cuda_launch``, ``cuda_launch_blocks``), never by calling a kernel directly: that is
+   what counts them. An entry whose work is empty for this call's data calls
+   ``empty_launch``.
 
 What the scaffold does, for every op alike:
 
-- registration: ``rrule``/``frule`` in ``RRULES``/``FRULES`` and, in ``PULLBACKS``, a builder
+- registration: ``rrule``/``frule`` in ``RRULES``/``FRULES`` and, in ``PULLBACK_BUILDERS``, a builder
   ``builder(*args, **kwargs) -> pullback`` that runs no forward, takes ``ArraySpec``s unless
   the plan ``saves_primals``, and shares the rrule's plan and kernels. Rules and pullbacks are
   named functions (``repeat_rrule``, ``repeat_pullback``) so tracebacks read well;
@@ -111,22 +107,38 @@ its tests.
 
 from __future__ import annotations
 
-import contextvars
 import functools
-import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from types import CodeType, ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
-from . import _cuda, _parallel, _pool
-from ._arrays import ArrayLike, ArraySpec, InputFacts, device_of, is_array, kernel_target, shape_text
-from ._cache import CACHE, GUARDED, Kernel, PlanCache, ShapeSignature, count_launches, guarded
+from . import _parallel, _pool
+from ._arrays import ArrayLike, ArraySpec, InputFacts, device_of, is_array, is_dynamic_static, joint_namespace, kernel_target, shape_text
+# The plan store lives with the kernel cache (it counts plan hits there); nothing else of the
+# cache is used here: kernels come through KernelRequest, counting through _launch.
+from ._cache import PlanCache
 from ._codegen import template_function
-from ._registry import FRULES, PULLBACKS, RRULES, KernelRequest, Op, Pullback
+# The launchers are re-exported: rule modules and tests reach the scaffold's whole toolkit here.
+from ._launch import (
+    COUNTERS,
+    OPEN_GUARDS,
+    context_launches,
+    count_launches,
+    count_unlaunched,
+    cpu_launch,
+    cpu_launcher,
+    cuda_launch,
+    cuda_launch_blocks,
+    empty_launch,
+    kernel_launches,
+    steady_state_checked,
+)
+from ._op import KernelRequest, Op
+from ._registry import FRULES, PULLBACK_BUILDERS, RRULES
 from ._tangents import (
     Cotangent,
     DenseCotangent,
@@ -137,7 +149,11 @@ from ._tangents import (
     prepare_tangent,
     unthunk,
 )
+from ._typing import RulePullback
 from ._val import Val
+
+if TYPE_CHECKING:
+    from ._cache import Kernel
 
 DensePullback = Callable[[Any], tuple[object, ...]]
 """A plan's pullback of a dense cotangent (an array; for a plan with ``output_shapes``, the
@@ -147,184 +163,6 @@ NO_TANGENT = NoTangent()
 ZERO_TANGENT = ZeroTangent()
 _FLOAT64: np.dtype[np.generic] = np.dtype(np.float64)
 _NDARRAY = np.ndarray
-
-# ---------------------------------------------------------------------------------------------
-# Kernel launches: counted per kernel signature (process-wide) and per context, while a guard
-# or count_launches() is open (in any thread): outside them a launch costs no counting at all
-# ---------------------------------------------------------------------------------------------
-
-_LAUNCHES: list[int] = []
-_SLOTS: dict[ShapeSignature, int] = {}
-# Launches seen by this context while a guard was open anywhere: [count]. A pool thread that
-# runs a chunk does not count; the launching thread counted the launch before splitting it.
-_CONTEXT_LAUNCHES: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
-    "stablerules_launches", default=None
-)
-
-
-_SLOTS_LOCK = threading.Lock()
-
-
-def _slot(signature: ShapeSignature) -> int:
-    slot = _SLOTS.get(signature)
-    if slot is None:
-        with _SLOTS_LOCK:
-            slot = _SLOTS.setdefault(signature, len(_SLOTS))
-            while len(_LAUNCHES) <= slot:
-                _LAUNCHES.append(0)
-    return slot
-
-
-def kernel_launches(
-    signature: ShapeSignature | None = None, *, op: str | None = None, kind: str | None = None, device: str | None = None
-) -> int:
-    """Launches counted by the launchers below in this process (while a guard or
-    ``count_launches()`` was open): of the kernel of ``signature``, or of every kernel whose
-    op, kind (a prefix: ``"forward"`` takes in ``"forward-counts"``) and device match those
-    given. What tests assert to show that a rule ran its kernel."""
-    if signature is not None:
-        slot = _SLOTS.get(signature)
-        return 0 if slot is None else _LAUNCHES[slot]
-    return sum(
-        _LAUNCHES[slot]
-        for known, slot in list(_SLOTS.items())
-        if (op is None or known.op == op)
-        and (kind is None or known.kind.startswith(kind))
-        and (device is None or known.device == device)
-    )
-
-
-def _note_launch() -> None:
-    record = _CONTEXT_LAUNCHES.get()
-    if record is None:
-        record = [0]
-        _CONTEXT_LAUNCHES.set(record)
-    record[0] += 1
-
-
-def context_launches() -> int:
-    """Launches counted in this context while a guard was open (the steady-state check)."""
-    record = _CONTEXT_LAUNCHES.get()
-    return 0 if record is None else record[0]
-
-
-# A launcher is generated per arity (a fixed parameter list calls faster than *args).
-# The split path is a call, not a comprehension in the launcher: a comprehension would make
-# the arrays cell variables, which slows every call (the common one-call path too).
-_LAUNCHER_TEMPLATE = """
-def launch({arrays}):
-    if guarded[0]:
-        launches[slot] += 1
-        note()
-    if work < parallel.PARALLEL_THRESHOLD:
-        entry({arrays}, {trailing}0, extent)
-    else:
-        {split}
-"""
-_SPLIT = "parallel.run_partitioned(entry, ({arrays}, {trailing}), extent, work)"
-_PRIVATE_SPLIT = "run_private(entry, ({shared}), ({owned}, ), ({trailing}), extent, work)"
-
-
-def _run_private(
-    entry: Callable[..., object],
-    shared: tuple[object, ...],
-    owned: tuple[ArrayLike, ...],
-    trailing: tuple[object, ...],
-    extent: int,
-    work: int,
-) -> None:
-    """A private-accumulator launch split across threads: a few chunks per thread
-    (``_parallel.reduction_bounds``), taken by whichever thread is free; every chunk after the
-    first gets zeroed copies of ``owned``, added into ``owned`` in chunk order at the end (so
-    the result's bits do not depend on which thread ran which chunk)."""
-    bounds = _parallel.reduction_bounds(extent, work)
-    parts = [owned] + [tuple(np.zeros_like(array) for array in owned) for _ in bounds[1:]]
-    _parallel.run_shared(entry, [(*shared, *part, *trailing, lo, hi) for part, (lo, hi) in zip(parts, bounds)])
-    for part in parts[1:]:
-        for total, partial in zip(owned, part):
-            np.add(total, partial, out=total)
-
-
-def cpu_launcher(
-    kernel: Kernel,
-    arrays: int,
-    trailing: Sequence[object] = (),
-    *,
-    extent: int,
-    work: int,
-    private: int = 0,
-) -> Callable[..., None]:
-    """``launch(*arrays)`` runs ``kernel(*arrays, *trailing, lo, hi)`` over ``[lo, hi) =
-    [0, extent)`` of its partition loop: in one call below ``_parallel.PARALLEL_THRESHOLD``
-    elements of ``work`` (read at each call), else split across threads (``_parallel``).
-    ``extent < 2`` never splits. The last ``private`` arrays are accumulators that the chunks
-    must not share: the range is cut into a few chunks per thread, taken by whichever thread
-    is free, and every chunk after the first gets zeroed copies, added in chunk order at the
-    end (see ``_run_private``).
-
-    The launcher is bound from code compiled once per template text (its arities), so building
-    one generates no code after the first of its shape in the process.
-
-    Each launch counts once (``kernel_launches``), in the launching thread. The kernel's
-    compiled entry point is called directly, so the arrays must be C-contiguous.
-    """
-    names = [f"array{index}" for index in range(arrays)]
-    trailing_names = [f"value{index}" for index in range(len(trailing))]
-    namespace: dict[str, object] = dict(zip(trailing_names, trailing))
-    namespace.update(
-        launches=_LAUNCHES,
-        slot=_slot(kernel.signature),
-        guarded=GUARDED,
-        note=_note_launch,
-        parallel=_parallel,
-        entry=kernel.entry,
-        extent=extent,
-        work=work if extent >= 2 else -1,
-        run_private=_run_private,
-    )
-    fields = {
-        "arrays": ", ".join(names),
-        "trailing": "".join(f"{name}, " for name in trailing_names),
-        "owned": ", ".join(names[arrays - private :]),
-        "shared": "".join(f"{name}, " for name in names[: arrays - private]),
-    }
-    split = (_PRIVATE_SPLIT if private else _SPLIT).format(**fields)
-    text = _LAUNCHER_TEMPLATE.format(split=split, **fields)
-    launch: Callable[..., None] = template_function(text, "launch", "<stablerules launcher>", namespace)  # type: ignore[assignment]
-    return launch
-
-
-def cpu_launch(kernel: Kernel, *args: object, extent: int, work: int) -> None:
-    """One launch with per-call arguments (data-dependent offsets, say): ``kernel(*args, lo,
-    hi)`` over ``[0, extent)``, split as :func:`cpu_launcher` splits. Counted."""
-    if GUARDED[0]:
-        _LAUNCHES[_slot(kernel.signature)] += 1
-        _note_launch()
-    _parallel.run_partitioned(kernel.entry, args, extent, work if extent >= 2 else -1)
-
-
-def empty_launch() -> None:
-    """Say that an entry's work is empty for this call's data (a CUDA grid of no threads): it
-    took its signature's own path though no kernel had anything to do."""
-    if GUARDED[0]:
-        _note_launch()
-
-
-def cuda_launch(kernel: Kernel, total: int, *args: object, work: int = 1) -> None:
-    """``_cuda.launch`` (a grid-stride kernel over ``total`` items), counted."""
-    if GUARDED[0]:
-        _LAUNCHES[_slot(kernel.signature)] += 1
-        _note_launch()
-    _cuda.launch(kernel, total, *args, work=work)
-
-
-def cuda_launch_blocks(kernel: Kernel, units: int, threads: int, *args: object) -> None:
-    """``_cuda.launch_blocks`` (a block-stride kernel over ``units``), counted."""
-    if GUARDED[0]:
-        _LAUNCHES[_slot(kernel.signature)] += 1
-        _note_launch()
-    _cuda.launch_blocks(kernel, units, threads, *args)
-
 
 @dataclass(frozen=True)
 class KernelPullback:
@@ -365,7 +203,7 @@ class KernelPullback:
 # would make dx and dy cell variables): both slow every call measurably at this size.
 _KERNEL_PULLBACK_TEMPLATE = """
 def pullback(dy):
-    if type(dy) is array_type and dy.dtype is out_dtype and {layout} and not guarded[0]:
+    if type(dy) is array_type and dy.dtype is out_dtype and {layout} and not open_guards[0]:
         dx = allocate(shape, dtype)
         if work < parallel.PARALLEL_THRESHOLD:
             entry({flat}, {flat_dx}, {trailing}0, extent)
@@ -381,8 +219,8 @@ def _kernel_pullback(
     out_dtype: np.dtype[np.generic],
     out_shape: tuple[int, ...],
     tail: tuple[object, ...],
-    general: Pullback,
-) -> Pullback:
+    general: RulePullback,
+) -> RulePullback:
     """The one-function pullback of a :class:`KernelPullback`; ``tail`` follows ``dx`` in the
     result (the plan's ``rest`` and the scaffold's padding); anything but a C-contiguous
     ndarray of the output's dtype and shape, and any call inside a guard, goes to ``general``.
@@ -409,7 +247,7 @@ def _kernel_pullback(
         out_shape=out_shape,
         strides=(out_dtype.itemsize,),
         length=out_shape[0] if one_axis else -1,
-        guarded=GUARDED,
+        open_guards=OPEN_GUARDS,
         general=general,
         allocate=np.zeros if spec.zeros else _pool.allocator(spec.size * spec.dtype.itemsize),
         dtype=spec.dtype,
@@ -419,14 +257,8 @@ def _kernel_pullback(
         work=spec.work if spec.extent >= 2 else -1,
         shape=spec.shape,
     )
-    pullback: Pullback = template_function(text, "pullback", "<stablerules pullback>", namespace)  # type: ignore[assignment]
+    pullback: RulePullback = template_function(text, "pullback", "<stablerules pullback>", namespace)  # type: ignore[assignment]
     return pullback
-
-
-def _count_unlaunched(op: str, entry: str, before: int) -> None:
-    """The steady-state check: an entry that should have run a kernel and did not."""
-    if context_launches() == before:
-        CACHE.note_fallback(f"{op} {entry}: no compiled kernel of its signature ran")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -437,35 +269,74 @@ def _count_unlaunched(op: str, entry: str, before: int) -> None:
 class Plan:
     """One signature of one op, built once and reused (see the module docstring).
 
-    Subclasses set the attributes below in their constructor (dataclass fields are fine) and
-    implement ``forward``, ``pullback`` and ``pushforward``; ``requests`` lists their kernels.
+    A subclass computes what its signature fixes, then calls this constructor with what the
+    scaffold reads, every field typed here:
+
+    - ``op``: the op's name; ``inputs``: the facts of each array argument, in order (from
+      ``_arrays.input_facts``): they give ``input_shapes``, and by default the namespace (the
+      arguments' device), ``input_dtypes`` (each argument's native dtype) and
+      ``input_tangents`` (which arguments get a tangent: the floating ones, when the output
+      is differentiable);
+    - ``out_shape``, ``out_dtype`` (default: the first input's native dtype): the primal
+      output; ``output_shapes``: for several outputs (``split``) their shapes, all of
+      ``out_dtype``; ``differentiable`` (default: ``out_dtype`` is floating);
+    - ``kernel_entries``: which of ``"forward"``, ``"pullback"``, ``"pushforward"`` launch a
+      compiled kernel (empty for view ops and empty outputs), checked inside the guards;
+    - ``any_layout``: the dense pullback takes ``dy`` in any memory layout (slicing does).
+
+    ``saves_primals`` (the pullback reads the primals, as kron's does) is a property of the
+    plan's class, not of a signature. The scaffold's own per-plan memos (pullbacks and result
+    forms by arity) are fields too.
     """
+
+    saves_primals: ClassVar[bool] = False
 
     op: str
     out_shape: tuple[int, ...]
     out_dtype: np.dtype[np.generic]
-    # For an op with several outputs (split): their shapes (all of out_dtype); None for one.
-    output_shapes: tuple[tuple[int, ...], ...] | None = None
+    output_shapes: tuple[tuple[int, ...], ...] | None
     differentiable: bool
     input_tangents: tuple[bool, ...]
     input_shapes: tuple[tuple[int, ...], ...]
     input_dtypes: tuple[np.dtype[np.generic], ...]
-    namespace: ModuleType = np
-    # Entries that launch a compiled kernel ("forward", "pullback", "pushforward"): checked
-    # inside the guards. Empty for view ops and for empty outputs.
-    kernel_entries: frozenset[str] = frozenset()
-    saves_primals: bool = False
-    any_layout: bool = False
+    namespace: ModuleType
+    kernel_entries: frozenset[str]
+    any_layout: bool
+    pullbacks: dict[int, RulePullback]
+    result_forms: dict[int, _ResultForm]
 
-    def take_input(self, facts: InputFacts) -> None:
-        """The attributes of an op of one array argument whose tangents have its native dtype
-        (``out_dtype``): shapes, dtypes, differentiability and namespace, from its facts."""
-        self.out_dtype = facts.native
-        self.differentiable = facts.differentiable
-        self.input_tangents = (facts.differentiable,)
-        self.input_shapes = (facts.shape,)
-        self.input_dtypes = (facts.native,)
-        self.namespace = facts.namespace
+    def __init__(
+        self,
+        op: str,
+        inputs: Sequence[InputFacts],
+        *,
+        out_shape: tuple[int, ...],
+        out_dtype: np.dtype[np.generic] | None = None,
+        output_shapes: tuple[tuple[int, ...], ...] | None = None,
+        differentiable: bool | None = None,
+        input_tangents: tuple[bool, ...] | None = None,
+        input_dtypes: tuple[np.dtype[np.generic], ...] | None = None,
+        namespace: ModuleType | None = None,
+        kernel_entries: frozenset[str] = frozenset(),
+        any_layout: bool = False,
+    ) -> None:
+        self.op = op
+        self.out_shape = out_shape
+        self.out_dtype = dtype = inputs[0].native if out_dtype is None else out_dtype
+        self.output_shapes = output_shapes
+        self.differentiable = dtype.kind in "fc" if differentiable is None else differentiable
+        self.input_tangents = (
+            tuple(self.differentiable and facts.differentiable for facts in inputs)
+            if input_tangents is None
+            else input_tangents
+        )
+        self.input_shapes = tuple(facts.shape for facts in inputs)
+        self.input_dtypes = tuple(facts.native for facts in inputs) if input_dtypes is None else input_dtypes
+        self.namespace = joint_namespace(inputs) if namespace is None else namespace
+        self.kernel_entries = kernel_entries
+        self.any_layout = any_layout
+        self.pullbacks = {}
+        self.result_forms = {}
 
     def requests(self) -> list[KernelRequest]:
         return []
@@ -522,14 +393,14 @@ def _static_key(value: object) -> object:
     """A static argument as it enters the key: a ``Val``'s value (a bool tagged, so that
     ``Val(True)`` never finds ``Val(1)``'s plan), a plain int or tuple of plain ints (dynamic),
     ``None``; ``_UNKEYED`` for anything else."""
-    kind = type(value)
-    if kind is Val:
+    value_type = type(value)
+    if value_type is Val:
         inner = value.value  # type: ignore[attr-defined]
         # Val(True) == Val(1) as dict keys would be (True == 1): a flag keys apart from a count
         return (bool, inner) if type(inner) is bool else inner
-    if value is None or kind is int:
+    if value is None or value_type is int:
         return value
-    if kind is tuple and all(type(item) is int for item in value):  # type: ignore[attr-defined]
+    if value_type is tuple and all(type(item) is int for item in value):  # type: ignore[attr-defined]
         return value
     return _UNKEYED
 
@@ -542,27 +413,29 @@ class RuleOp(Op):
     sequence: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """An op's ``plan`` names the op in its errors, for every caller (the scaffold and the
-        adapters alike): a shared reader (``as_array``, ``static_int``) says only ``argument 'x'``."""
+        """An op's ``plan`` names the op in its errors and counts its plain statics, for every
+        caller (the scaffold and the adapters alike): a shared reader (``as_array``,
+        ``static_int``) says only ``argument 'x'`` and counts nothing. (An op's ``plan`` must not
+        call a base class's ``plan``, which would count again.)"""
         super().__init_subclass__(**kwargs)
         if "plan" in cls.__dict__:
-            cls.plan = _naming_errors(cls.__dict__["plan"])  # type: ignore[method-assign]
+            cls.plan = _planned(cls.__dict__["plan"])  # type: ignore[method-assign]
 
     def __init__(self) -> None:
         op = self
 
-        def rrule(*args: object, **kwargs: object) -> tuple[object, Pullback]:
+        def rrule(*args: object, **kwargs: object) -> tuple[object, RulePullback]:
             return op._rrule(*args, **kwargs)
 
         def frule(tangents: object, *args: object, **kwargs: object) -> tuple[object, object]:
             return op._frule(tangents, *args, **kwargs)
 
-        def pullback(*args: object, **kwargs: object) -> Pullback:
+        def pullback(*args: object, **kwargs: object) -> RulePullback:
             return op._pullback_builder(*args, **kwargs)
 
         RRULES.register(self, _named(rrule, f"{self.name}_rrule"))
         FRULES.register(self, _named(frule, f"{self.name}_frule"))
-        PULLBACKS.register(self, _named(pullback, f"{self.name}_pullback_builder"))
+        PULLBACK_BUILDERS.register(self, _named(pullback, f"{self.name}_pullback_builder"))
 
     # --- supplied by the op -------------------------------------------------------------------
 
@@ -594,9 +467,12 @@ class RuleOp(Op):
         plan = _PLANS.get(key)
         if plan is None:
             return _PLANS.remember(key, self.plan(arrays, statics))
-        for name, value in zip(self.static_names, statics):
-            if value is not None and type(value) is not Val:
-                CACHE.note_dynamic_argument(name, value)
+        # A plan hit builds nothing, so the plain statics are counted here; a plan built
+        # counts them in ``plan`` (``_planned``): once per call either way.
+        for value in statics:
+            if value is not None and type(value) is not Val and is_dynamic_static(value):
+                _count_dynamic_statics(self, statics)
+                break
         return plan
 
     def _refuse_specs(self, arrays: tuple[object, ...]) -> None:
@@ -611,14 +487,14 @@ class RuleOp(Op):
         parts: list[object] = [self]
         device = "cpu"
         for value in arrays:
-            kind = type(value)
-            if kind is _NDARRAY:
+            value_type = type(value)
+            if value_type is _NDARRAY:
                 parts.append(value.dtype)  # type: ignore[attr-defined]
                 parts.append(value.shape)  # type: ignore[attr-defined]
-            elif kind in _PYTHON_SCALARS:
-                parts.append(kind)
-            elif kind is ArraySpec or is_array(value):
-                if kind is ArraySpec and not specs:
+            elif value_type in _PYTHON_SCALARS:
+                parts.append(value_type)
+            elif value_type is ArraySpec or is_array(value):
+                if value_type is ArraySpec and not specs:
                     self._refuse_specs(arrays)
                 spec: ArraySpec = value  # type: ignore[assignment]
                 where = device_of(value)
@@ -641,10 +517,10 @@ class RuleOp(Op):
         """The op's forward call (what ``__call__`` runs)."""
         arrays, statics = self._bind(args, kwargs)
         plan = self.lookup(arrays, statics)
-        if GUARDED[0] and "forward" in plan.kernel_entries and guarded():
+        if OPEN_GUARDS[0] and "forward" in plan.kernel_entries and steady_state_checked():
             before = context_launches()
             y = plan.forward(arrays)
-            _count_unlaunched(self.name, "forward", before)
+            count_unlaunched(self.name, "forward", before)
             return y
         return plan.forward(arrays)
 
@@ -653,10 +529,10 @@ class RuleOp(Op):
         arrays, statics = self._bind(args, kwargs)
         return self.lookup(arrays, statics, specs=True).requests()
 
-    def _rrule(self, *args: object, **kwargs: object) -> tuple[object, Pullback]:
+    def _rrule(self, *args: object, **kwargs: object) -> tuple[object, RulePullback]:
         arrays, statics = self._bind(args, kwargs)
         plan = self.lookup(arrays, statics)
-        checked = GUARDED[0] and "forward" in plan.kernel_entries and guarded()
+        checked = OPEN_GUARDS[0] and "forward" in plan.kernel_entries and steady_state_checked()
         before = context_launches() if checked else 0
         if plan.saves_primals:
             y, saved = plan.forward_and_save(arrays)
@@ -665,10 +541,10 @@ class RuleOp(Op):
             y = plan.forward(arrays)
             pullback = self._pullback_of(plan, len(args))
         if checked:
-            _count_unlaunched(self.name, "forward", before)
+            count_unlaunched(self.name, "forward", before)
         return y, pullback
 
-    def _pullback_builder(self, *args: object, **kwargs: object) -> Pullback:
+    def _pullback_builder(self, *args: object, **kwargs: object) -> RulePullback:
         arrays, statics = self._bind(args, kwargs)
         plan = self.lookup(arrays, statics, specs=True)
         if plan.saves_primals and any(isinstance(value, ArraySpec) for value in arrays):
@@ -679,8 +555,8 @@ class RuleOp(Op):
             return self._make_pullback(plan, plan.save(arrays), len(args))
         return self._pullback_of(plan, len(args))
 
-    def _pullback_of(self, plan: Plan, positional: int) -> Pullback:
-        cache: dict[int, Pullback] = plan.__dict__.setdefault("_pullbacks", {})
+    def _pullback_of(self, plan: Plan, positional: int) -> RulePullback:
+        cache = plan.pullbacks
         pullback = cache.get(positional)
         if pullback is None:
             pullback = cache.setdefault(positional, self._make_pullback(plan, None, positional))
@@ -690,13 +566,13 @@ class RuleOp(Op):
         """How this plan's tangents become a call's result, for ``positional`` arguments:
         settled once per (plan, positional), so a pullback made per call (``saves_primals``)
         only closes over it."""
-        forms: dict[int, _ResultForm] = plan.__dict__.setdefault("_result_forms", {})
+        forms = plan.result_forms
         form = forms.get(positional)
         if form is None:
             form = forms.setdefault(positional, _ResultForm(plan, self.sequence, positional))
         return form
 
-    def _make_pullback(self, plan: Plan, saved: object, positional: int) -> Pullback:
+    def _make_pullback(self, plan: Plan, saved: object, positional: int) -> RulePullback:
         """The pullback closure: everything but ``dy`` settled here, once."""
         form = self._result_form(plan, positional)
         finish, padding, name = form.finish, form.padding, self.name
@@ -723,10 +599,10 @@ class RuleOp(Op):
         def general(dy: object) -> tuple[object, ...]:
             cotangent = prepare_cotangent(dy, out_shape, out_dtype, like, name)
             if isinstance(cotangent, DenseCotangent):
-                if GUARDED[0] and checked and guarded():
+                if OPEN_GUARDS[0] and checked and steady_state_checked():
                     before = context_launches()
                     tangents = dense(cotangent.array)
-                    _count_unlaunched(name, "pullback", before)
+                    count_unlaunched(name, "pullback", before)
                     return finish(tangents)
                 return finish(dense(cotangent.array))
             if isinstance(cotangent, Fill):
@@ -741,7 +617,7 @@ class RuleOp(Op):
                 type(dy) is array_type
                 and dy.dtype is out_dtype
                 and dy.shape == out_shape
-                and not GUARDED[0]
+                and not OPEN_GUARDS[0]
                 and (any_layout or dy.flags.c_contiguous)
             ):
                 array: ArrayLike = dy
@@ -752,7 +628,7 @@ class RuleOp(Op):
 
     def _multiple_output_pullback(
         self, plan: Plan, saved: object, finish: Callable[[tuple[object, ...]], tuple[object, ...]]
-    ) -> Pullback:
+    ) -> RulePullback:
         """The pullback of a plan with several outputs: ``dy`` is a tuple (or list) of one
         cotangent per output, each dense, ``Fill``, ``ZeroTangent`` or ``Thunk``; the plan's
         dense pullback gets them prepared (``DenseCotangent``, ``Fill``, ``ZeroTangent``)."""
@@ -777,17 +653,17 @@ class RuleOp(Op):
                     f"cotangents, got {got}"
                 )
             prepared = tuple(
-                prepare_cotangent(entry, shape, dtype, like, name, f"dy[{index}]")
-                for index, (entry, shape) in enumerate(zip(dy, shapes))
+                prepare_cotangent(cotangent, shape, dtype, like, name, f"dy[{index}]")
+                for index, (cotangent, shape) in enumerate(zip(dy, shapes))
             )
             if dense is None:
                 return no_tangents
-            if all(isinstance(entry, ZeroTangent) for entry in prepared):
+            if all(isinstance(cotangent, ZeroTangent) for cotangent in prepared):
                 return zeros
-            if GUARDED[0] and checked and guarded() and any(isinstance(entry, DenseCotangent) for entry in prepared):
+            if OPEN_GUARDS[0] and checked and steady_state_checked() and any(isinstance(cotangent, DenseCotangent) for cotangent in prepared):
                 before = context_launches()
                 tangents = dense(prepared)
-                _count_unlaunched(name, "pullback", before)
+                count_unlaunched(name, "pullback", before)
                 return finish(tangents)
             return finish(dense(prepared))
 
@@ -803,11 +679,11 @@ class RuleOp(Op):
                 f"{self.name} frule: tangents must be a tuple with one entry per positional "
                 f"argument ({positional}), got {got}"
             )
-        checked = GUARDED[0] and guarded()
+        checked = OPEN_GUARDS[0] and steady_state_checked()
         before = context_launches() if checked else 0
         y = plan.forward(arrays)
         if checked and "forward" in plan.kernel_entries:
-            _count_unlaunched(self.name, "forward", before)
+            count_unlaunched(self.name, "forward", before)
         if not plan.differentiable:
             return y, NO_TANGENT
         prepared = self._prepare_tangents(plan, tuple(tangents), positional)
@@ -816,7 +692,7 @@ class RuleOp(Op):
         ):
             before = context_launches()
             dy = plan.pushforward(arrays, prepared)
-            _count_unlaunched(self.name, "pushforward", before)
+            count_unlaunched(self.name, "pushforward", before)
             return y, dy
         return y, plan.pushforward(arrays, prepared)
 
@@ -883,18 +759,31 @@ class _ResultForm:
         self.no_tangents = finish((NO_TANGENT,) * count)
 
 
-def _naming_errors(plan: Callable[..., Plan]) -> Callable[..., Plan]:
+def _count_dynamic_statics(op: RuleOp, statics: tuple[object, ...]) -> None:
+    """Count each plain static of a call (a dynamic argument; a ``DynamicFallbackError``
+    inside ``no_fallback()``): the one place statics are counted."""
+    for name, value in zip(op.static_names, statics):
+        if value is not None and type(value) is not Val and is_dynamic_static(value):
+            COUNTERS.note_dynamic_argument(name, value)
+
+
+def _planned(plan: Callable[..., Plan]) -> Callable[..., Plan]:
+    """An op's ``plan``, naming the op in its errors and counting the call's plain statics once
+    it validated them."""
+
     @functools.wraps(plan)
-    def plan_naming_errors(self: RuleOp, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+    def planned(self: RuleOp, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         try:
-            return plan(self, arrays, statics)
+            built = plan(self, arrays, statics)
         except (TypeError, ValueError) as error:
             message = str(error)
             if type(error) not in (TypeError, ValueError) or message.startswith((f"{self.name}:", f"{self.name} ")):
                 raise
             raise type(error)(f"{self.name}: {message}") from None
+        _count_dynamic_statics(self, statics)
+        return built
 
-    return plan_naming_errors
+    return planned
 
 
 def _prepare_tangent(
@@ -933,7 +822,6 @@ __all__ = [
     "KernelPullback",
     "NO_TANGENT",
     "Plan",
-    "Pullback",
     "RuleOp",
     "ZERO_TANGENT",
     "context_launches",

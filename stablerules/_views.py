@@ -26,11 +26,8 @@ class ViewPlan(Plan):
 
     def __init__(self, op: str, facts: InputFacts, out_shape: tuple[int, ...]) -> None:
         # The plan outlives the call: it keeps the facts, never the array.
-        self.op = op
+        super().__init__(op, (facts,), out_shape=out_shape, any_layout=True)
         self.in_shape = facts.shape
-        self.out_shape = out_shape
-        self.take_input(facts)
-        self.any_layout = True
 
     def view(self, array: ArrayLike) -> ArrayLike:
         """``y`` from an array of the input's shape."""

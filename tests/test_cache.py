@@ -158,17 +158,28 @@ def test_public_no_compile_guards_the_global_cache() -> None:
 
 
 def test_no_fallback_flags_dynamic_arguments() -> None:
+    """A plain static is counted once per call, whether the call builds its plan or finds
+    it, by the scaffold alone (the shared readers count nothing), and refused inside
+    ``no_fallback()``."""
     from stablerules._arrays import static_int
 
     before = sr.cache_info().dynamic_arguments
-    assert static_int(sr.Val(3), "axis") == 3
+    assert static_int(3, "axis") == 3 and static_int(sr.Val(3), "axis") == 3
     assert sr.cache_info().dynamic_arguments == before
-    assert static_int(3, "axis") == 3
-    assert sr.cache_info().dynamic_arguments == before + 1
+    x = np.arange(6.0).reshape(2, 3)
+    sr.clear_caches()  # the first call below builds its plan, the second finds it
+    for call in range(1, 3):
+        np.testing.assert_array_equal(sr.flip(x, 1), np.flip(x, 1))
+        assert sr.cache_info().dynamic_arguments == before + call
+    np.testing.assert_array_equal(sr.flip(x, sr.Val(1)), np.flip(x, 1))
+    assert sr.cache_info().dynamic_arguments == before + 2
     with sr.no_fallback():
-        assert static_int(sr.Val(2), "axis") == 2
+        sr.flip(x, sr.Val(1))
         with pytest.raises(sr.DynamicFallbackError, match="'axis'"):
-            static_int(2, "axis")
+            sr.flip(x, 1)
+        sr.clear_caches()
+        with pytest.raises(sr.DynamicFallbackError, match="'axis'"):
+            sr.flip(x, 1)
 
 
 def test_disabled_disk_cache_is_a_memory_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -196,3 +196,88 @@ def test_unregistered_function() -> None:
 def test_library_ops_cannot_be_registered_twice() -> None:
     with pytest.raises(ValueError, match="replace=True"):
         sr.register_rrule(sr.concatenate, lambda arrays: (arrays, arrays))
+
+
+# --- register_rrule's builder keyword -------------------------------------------------------
+
+
+def _halve(x: object) -> object:
+    return np.asarray(x) / 2
+
+
+def _halve_rrule(x: object) -> tuple[object, Callable[[object], tuple[object, ...]]]:
+    def halve_pullback(dy: object) -> tuple[object, ...]:
+        return (np.asarray(dy) / 2,)
+
+    return np.asarray(x) / 2, halve_pullback
+
+
+def _halve_builder(x: object) -> Callable[[object], tuple[object, ...]]:
+    def halve_pullback(dy: object) -> tuple[object, ...]:
+        return (np.asarray(dy) / 2 + 100.0,)  # tells the builder's pullback from the rrule's
+
+    return halve_pullback
+
+
+def test_register_rrule_takes_its_builder_as_pullback_builder() -> None:
+    from stablerules._registry import PULLBACK_BUILDERS, RRULES
+
+    try:
+        sr.register_rrule(_halve, _halve_rrule, pullback_builder=_halve_builder)
+        assert _halve in PULLBACK_BUILDERS
+        (dx,) = sr.pullback(_halve, sr.ArraySpec((2,), np.float64))(np.ones(2))
+        np.testing.assert_array_equal(np.asarray(dx), np.full(2, 100.5))
+        with pytest.raises(TypeError, match="register_rrule: pullback_builder must be callable"):
+            sr.register_rrule(_halve, _halve_rrule, pullback_builder=3, replace=True)  # type: ignore[arg-type]
+    finally:
+        RRULES.unregister(_halve)
+        PULLBACK_BUILDERS.unregister(_halve)
+
+
+def test_register_rrule_pullback_keyword_is_deprecated_but_works() -> None:
+    from stablerules._registry import PULLBACK_BUILDERS, RRULES
+
+    try:
+        with pytest.warns(DeprecationWarning, match="pullback= is deprecated; pass the builder as pullback_builder="):
+            sr.register_rrule(_halve, _halve_rrule, pullback=_halve_builder)
+        (dx,) = sr.pullback(_halve, np.ones(2))(np.ones(2))
+        np.testing.assert_array_equal(np.asarray(dx), np.full(2, 100.5))
+        with pytest.raises(TypeError, match="give pullback_builder only"):
+            sr.register_rrule(_halve, _halve_rrule, pullback=_halve_builder, pullback_builder=_halve_builder, replace=True)
+    finally:
+        RRULES.unregister(_halve)
+        PULLBACK_BUILDERS.unregister(_halve)
+
+
+# --- the input layer --------------------------------------------------------------------------
+
+
+def test_input_facts_reads_every_kind_of_array_argument() -> None:
+    from stablerules._arrays import input_facts
+
+    big_endian = input_facts(np.arange(6.0).astype(">f8").reshape(2, 3), "x", "op")
+    assert (big_endian.shape, big_endian.dtype, big_endian.native) == ((2, 3), np.dtype(">f8"), np.dtype(np.float64))
+    assert big_endian.tangent_dtype == np.dtype(np.float64) and big_endian.device == "cpu" and big_endian.target == "cpu"
+    spec = input_facts(sr.ArraySpec((4,), np.int32), "x", "op")
+    assert spec.array is None and spec.shape == (4,) and spec.tangent_dtype is None and spec.device == "cpu"
+    listed = input_facts([1.0, 2.0], "x", "op")  # NumPy's reading: float64, no device of its own
+    assert listed.shape == (2,) and listed.native == np.dtype(np.float64) and listed.device is None
+    weak = input_facts(3, "arrays[1]", "cat", weak_scalars=True)
+    assert weak.scalar and weak.value == 3 and weak.native == np.dtype(np.int64) and weak.shape == ()
+    assert input_facts(2.5, "x", "op").array is not None  # not weak: a 0-d array
+    with pytest.raises(TypeError, match=r"^op: argument 'x' has dtype object"):
+        input_facts(np.array([None]), "x", "op")
+    with pytest.raises(TypeError, match=r"^op: x must be an array \(an ArraySpec only describes one"):
+        spec.need_array("op")
+
+
+def test_joint_device_names_the_arguments_on_each_device() -> None:
+    from stablerules._arrays import InputFacts, joint_device, joint_namespace
+
+    def facts(name: str, device: str | None) -> InputFacts:
+        return InputFacts(name, None, (2,), np.dtype(np.float64), np, device)
+
+    assert joint_device([facts("a", None), facts("b", "cuda")]) == "cuda"  # a scalar lives anywhere
+    assert joint_device([facts("a", None)]) == "cpu" and joint_namespace([facts("a", None)]) is np
+    with pytest.raises(TypeError, match=r"arrays on mixed devices: a on cpu, b on cuda; move them to one device first"):
+        joint_device([facts("a", "cpu"), facts("b", "cuda")])

@@ -19,7 +19,7 @@ import pytest
 import stablerules
 import stablerules as sr
 import stablerules.testing
-from stablerules._registry import Op
+from stablerules._op import Op
 
 PUBLIC = [
     "ArraySpec",

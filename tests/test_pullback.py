@@ -15,7 +15,7 @@ import pytest
 
 import stablerules as sr
 from stablerules import ArraySpec, Fill, NoTangent, Thunk, Val, ZeroTangent
-from stablerules._registry import PULLBACKS, RRULES
+from stablerules._registry import PULLBACK_BUILDERS, RRULES
 
 F64 = npt.NDArray[np.float64]
 
@@ -84,10 +84,10 @@ builds: list[str] = []
 
 @pytest.fixture
 def registered() -> object:
-    sr.register_rrule(_double_sum, _double_sum_rrule, pullback=_double_sum_builder)
+    sr.register_rrule(_double_sum, _double_sum_rrule, pullback_builder=_double_sum_builder)
     yield _double_sum
     RRULES.unregister(_double_sum)
-    PULLBACKS.unregister(_double_sum)
+    PULLBACK_BUILDERS.unregister(_double_sum)
 
 
 def test_a_user_builder_takes_array_specs(registered: object) -> None:
@@ -100,7 +100,7 @@ def test_a_user_builder_takes_array_specs(registered: object) -> None:
     assert builds == ["ArraySpec", "ndarray"]  # the builder, not the rrule, served both
     # Replacing the rule without a builder drops the old builder (it would disagree).
     sr.register_rrule(_double_sum, _double_sum_rrule, replace=True)
-    assert _double_sum not in PULLBACKS
+    assert _double_sum not in PULLBACK_BUILDERS
     with pytest.raises(TypeError, match="ArraySpec.*no pullback builder"):
         sr.pullback(_double_sum, ArraySpec((2, 3), np.float64))  # type: ignore[call-overload]
 

@@ -23,11 +23,13 @@ import pytest
 
 import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
-from stablerules._arrays import ArrayLike, ArraySpec, as_array, check_dtype, contiguous, static_int
+from stablerules._arrays import ArrayLike, ArraySpec, InputFacts, as_array, contiguous, input_facts, static_int
 from stablerules._cache import CACHE, KernelSource, ShapeSignature
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
-from stablerules._registry import FRULES, PULLBACKS, RRULES, KernelRequest
-from stablerules._rule import DensePullback, Plan, count_launches, RuleOp, context_launches, cpu_launcher, kernel_launches
+from stablerules._op import KernelRequest
+from stablerules._registry import FRULES, PULLBACK_BUILDERS, RRULES
+from stablerules._launch import context_launches, count_launches, cpu_launcher, kernel_launches
+from stablerules._rule import DensePullback, Plan, RuleOp
 from stablerules._tangents import Cotangent, DenseCotangent
 from stablerules.testing import test_frule as check_frule
 from stablerules.testing import test_rrule as check_rrule
@@ -54,17 +56,14 @@ def _render_scale(signature: ShapeSignature) -> KernelSource:
 class ScalePlan(Plan):
     """``scale`` of one static factor, input dtype and shape."""
 
-    def __init__(self, shape: tuple[int, ...], dtype: np.dtype[np.generic], factor: int) -> None:
-        self.op = "scale"
-        self.out_shape = shape
-        self.out_dtype = dtype
-        self.differentiable = dtype.kind in "fc"
-        self.input_tangents = (self.differentiable,)
-        self.input_shapes = (shape,)
-        self.input_dtypes = (dtype,)
-        self.size = int(np.prod(shape))
+    def __init__(self, x: InputFacts, factor: int) -> None:
+        shape, dtype = x.shape, x.native
+        size = int(np.prod(shape))
+        super().__init__(
+            "scale", (x,), out_shape=shape, kernel_entries=frozenset({"forward", "pullback", "pushforward"} if size else ())
+        )
+        self.size = size
         self.factor = factor
-        self.kernel_entries = frozenset({"forward", "pullback", "pushforward"} if self.size else ())
         signature = ShapeSignature("test-scale", "forward", (factor,), (dtype.name,), (1,))
         self.request = KernelRequest(signature, lambda: _render_scale(signature))
 
@@ -115,22 +114,15 @@ class Scale(RuleOp):
         return (x,), (k,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        (x,) = arrays
-        factor = static_int(statics[0], "k")
-        if isinstance(x, ArraySpec):
-            shape, dtype = x.shape, x.dtype
-        else:
-            array = as_array(x, "x")
-            shape, dtype = tuple(array.shape), array.dtype
-        check_dtype(dtype, "x")
-        return ScalePlan(shape, np.dtype(dtype.name), factor)
+        x = input_facts(arrays[0], "x", "scale")  # the one input reader: shape, dtypes, device
+        return ScalePlan(x, static_int(statics[0], "k"))
 
 
 @pytest.fixture(scope="module")
 def scale() -> Iterator[Scale]:
     op = Scale()
     yield op
-    for registry in (RRULES, FRULES, PULLBACKS):
+    for registry in (RRULES, FRULES, PULLBACK_BUILDERS):
         registry.unregister(op)
 
 
@@ -192,12 +184,29 @@ def test_plain_int_statics_are_dynamic_every_call(scale: Scale) -> None:
         scale(x, Val(5))
 
 
+def test_a_plan_is_typed_fields_from_its_input_facts(scale: Scale) -> None:
+    """What the scaffold reads of a plan are the constructor's fields, derived from the input
+    facts; its own memos (one pullback per arity) are fields too, not hidden entries."""
+    x = _x().astype(">f8")  # a non-native input: the facts give its native dtype to tangents
+    plan = scale.lookup((x,), (Val(4),))
+    assert isinstance(plan, ScalePlan)
+    assert (plan.op, plan.out_shape, plan.out_dtype, plan.input_shapes) == ("scale", (3, 4), np.dtype(np.float64), ((3, 4),))
+    assert (plan.differentiable, plan.input_tangents, plan.input_dtypes) == (True, (True,), (np.dtype(np.float64),))
+    assert plan.namespace is np and plan.output_shapes is None and not plan.any_layout and not plan.saves_primals
+    _, first = _rrule(scale, x, Val(4))
+    _, again = _rrule(scale, x, Val(4))
+    assert first is again and plan.pullbacks == {2: first} and set(plan.result_forms) == {2}
+    assert not [name for name in vars(plan) if name.startswith("_")]
+    integers = scale.lookup((np.arange(3),), (Val(2),))
+    assert (integers.differentiable, integers.input_tangents) == (False, (False,))
+
+
 def test_pullback_builder_takes_specs_and_runs_no_forward(scale: Scale) -> None:
     x = _x()
     _rrule(scale, x, Val(4))
     with count_launches():
         forward_launches = kernel_launches()
-        builder: Callable[..., Any] = PULLBACKS.lookup(scale)
+        builder: Callable[..., Any] = PULLBACK_BUILDERS.lookup(scale)
         back = builder(ArraySpec((3, 4), np.float64), Val(4))
         assert kernel_launches() == forward_launches  # building it ran nothing
         dx, _ = back(np.ones((3, 4)))
@@ -418,16 +427,9 @@ def test_numpy_forward_and_pushforward_in_place_of_kernels_are_caught(
 class HalvesPlan(Plan):
     """``halves(x)``: the two halves of a 1-D ``x`` of even length, as copies (no kernel)."""
 
-    def __init__(self, length: int, dtype: np.dtype[np.generic]) -> None:
-        self.op = "halves"
-        self.half = length // 2
-        self.out_shape = (self.half,)
-        self.output_shapes = ((self.half,), (self.half,))
-        self.out_dtype = dtype
-        self.differentiable = dtype.kind in "fc"
-        self.input_tangents = (self.differentiable,)
-        self.input_shapes = ((length,),)
-        self.input_dtypes = (dtype,)
+    def __init__(self, x: InputFacts) -> None:
+        self.half = half = x.shape[0] // 2
+        super().__init__("halves", (x,), out_shape=(half,), output_shapes=((half,), (half,)))
 
     def forward(self, arrays: tuple[object, ...]) -> object:
         x = as_array(arrays[0], "x")
@@ -462,10 +464,10 @@ class Halves(RuleOp):
         return (x,), ()
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        x = as_array(arrays[0], "x")
-        if x.ndim != 1 or x.shape[0] % 2:
+        x = input_facts(arrays[0], "x", "halves")
+        if len(x.shape) != 1 or x.shape[0] % 2:
             raise ValueError(f"halves: x must be 1-D of even length, got shape {x.shape}")
-        return HalvesPlan(x.shape[0], x.dtype)
+        return HalvesPlan(x)
 
 
 def test_several_outputs_take_a_tuple_of_cotangents() -> None:
@@ -488,7 +490,7 @@ def test_several_outputs_take_a_tuple_of_cotangents() -> None:
         np.testing.assert_array_equal(d_second, [6.0, 8.0, 10.0])
         check_rrule(halves, np.random.default_rng(6).standard_normal(4))
     finally:
-        for registry in (RRULES, FRULES, PULLBACKS):
+        for registry in (RRULES, FRULES, PULLBACK_BUILDERS):
             registry.unregister(halves)
 
 

@@ -17,10 +17,12 @@ import pytest
 
 import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
-from stablerules._arrays import static_int
+from stablerules._arrays import is_dynamic_static, static_int
+from stablerules._launch import COUNTERS
 from stablerules._cache import CACHE, KernelSource, ShapeSignature
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
-from stablerules._registry import FRULES, RRULES, Pullback
+from stablerules._registry import FRULES, RRULES
+from stablerules._typing import RulePullback as Pullback
 from stablerules._tangents import DenseCotangent, prepare_cotangent, project
 from stablerules.testing import test_frule, test_rrule
 from tests.references import random_array
@@ -73,13 +75,21 @@ def _dense(dy: object, shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> A
 # User functions and their correct rules
 
 
+def _factor(k: Val[int] | int) -> int:
+    """A user rule's static ``k``: read, and counted as a dynamic argument when plain (the
+    library's readers only read; the library's ops count their statics in the scaffold)."""
+    if is_dynamic_static(k):
+        COUNTERS.note_dynamic_argument("k", k)
+    return static_int(k, "k")
+
+
 def scale(x: Array, k: Val[int] | int) -> Array:
     """``x * k`` with a static integer ``k``."""
-    return np.asarray(x * static_int(k, "k"))
+    return np.asarray(x * _factor(k))
 
 
 def scale_rrule(x: Array, k: Val[int] | int) -> tuple[Array, Pullback]:
-    factor = static_int(k, "k")
+    factor = _factor(k)
     shape, dtype = x.shape, x.dtype
 
     def scale_pullback(dy: object) -> tuple[object, ...]:
@@ -99,7 +109,7 @@ def scale_frule(tangents: tuple[object, ...], x: Array, k: Val[int] | int) -> tu
     y = scale(x, k)
     if isinstance(dx, ZeroTangent):
         return y, ZeroTangent()
-    return y, np.asarray(np.asarray(dx) * static_int(k, "k"), dtype=x.dtype)
+    return y, np.asarray(np.asarray(dx) * _factor(k), dtype=x.dtype)
 
 
 def outer(a: Array, b: Array) -> Array:

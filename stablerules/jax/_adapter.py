@@ -117,7 +117,7 @@ from jax.interpreters import ad, mlir
 from .._cache import CACHE, Kernel, KernelSource, ShapeSignature, source_hash
 from .._codegen import SourceWriter
 from .._memo import memoized, register
-from .._registry import KernelRequest
+from .._op import KernelRequest
 from .._val import Val
 
 Array: TypeAlias = jax.Array

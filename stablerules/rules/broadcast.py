@@ -59,7 +59,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from types import ModuleType
 from typing import TypeVar, cast, overload
 
 import numpy as np
@@ -67,16 +66,10 @@ import numpy.typing as npt
 
 from .._arrays import (
     ArrayLike,
-    ArraySpec,
-    array_namespace,
-    as_array,
-    check_dtype,
+    InputFacts,
     checked_size,
-    device_of,
-    is_differentiable,
-    kernel_target,
+    input_facts,
     shape_text,
-    spec_namespace,
     static_bool,
     static_ints,
 )
@@ -84,8 +77,9 @@ from .._cache import KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized
-from .._registry import KernelRequest
-from .._rule import ZERO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp, cpu_launcher, cuda_launch
+from .._op import KernelRequest
+from .._launch import cpu_launcher, cuda_launch
+from .._rule import ZERO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
 from .._typing import deprecated
 from .._val import Val
@@ -356,21 +350,7 @@ def _render_cuda(signature: ShapeSignature) -> KernelSource:
 # ---------------------------------------------------------------------------------------------
 
 
-def _input(x: object) -> tuple[tuple[int, ...], DType, str, ModuleType]:
-    """``(shape, dtype, kernel target, namespace)`` of an array or ``ArraySpec``; ``TypeError``
-    for a non-array or an unsupported dtype."""
-    if isinstance(x, ArraySpec):
-        check_dtype(x.dtype, "x")
-        return x.shape, x.dtype, kernel_target(device_of(x)), spec_namespace(x)
-    array = as_array(x, "x")
-    return tuple(array.shape), array.dtype, kernel_target(device_of(array)), array_namespace(array)
-
-
-def _tangent_dtype(dtype: DType) -> DType | None:
-    return np.dtype(dtype.name) if is_differentiable(dtype) else None
-
-
-def _check_broadcast_to(x_shape: tuple[int, ...], shape: tuple[int, ...], itemsize: int) -> _IndexMap:
+def _plan_broadcast_to(x_shape: tuple[int, ...], shape: tuple[int, ...], itemsize: int) -> _IndexMap:
     if any(extent < 0 for extent in shape):
         raise ValueError(f"broadcast_to: shape {shape_text(shape)} has a negative extent")
     if len(shape) < len(x_shape):
@@ -400,7 +380,7 @@ def _check_broadcast_to(x_shape: tuple[int, ...], shape: tuple[int, ...], itemsi
     return _IndexMap(x_shape, full_size, pattern, extents, count)
 
 
-def _check_sum(
+def _plan_sum(
     op: str, x_shape: tuple[int, ...], axis: tuple[int, ...] | None, keepdims: bool
 ) -> tuple[_IndexMap, tuple[int, ...], tuple[int, ...]]:
     """The index map, the normalized axes and the output's shape."""
@@ -442,19 +422,33 @@ class _IndexPlan(Plan):
     """What ``broadcast_to`` and ``sum``/``mean`` plans share: the index map, the input's
     tangent dtype (``None`` for an integer or bool input), the target and the pullback kernel."""
 
-    kind = "reduce"
-
-    def __init__(self, op: str, index_map: _IndexMap, dtype: DType, target: str, namespace: ModuleType) -> None:
-        self.op = op
+    def __init__(
+        self,
+        op: str,
+        index_map: _IndexMap,
+        facts: InputFacts,
+        *,
+        kernel_kind: str,
+        out_shape: tuple[int, ...],
+        out_dtype: DType,
+    ) -> None:
+        """``kernel_kind``: the pullback kernel's (``"reduce"``, ``"sum"``, ``"mean"``)."""
+        tangent_dtype = facts.tangent_dtype
+        request = _kernel_request(index_map, tangent_dtype, kernel_kind, facts.target)
+        super().__init__(
+            op,
+            (facts,),
+            out_shape=out_shape,
+            out_dtype=out_dtype,
+            differentiable=facts.differentiable,
+            kernel_entries=frozenset() if request is None else frozenset({"pullback"}),
+            any_layout=request is None,  # no kernel: dy is returned (or zeros made) as is
+        )
+        self.kernel_kind = kernel_kind
         self.index_map = index_map
-        self.tangent_dtype = _tangent_dtype(dtype)
-        self.target = target
-        self.namespace = namespace
-        self.input_tangents = (self.tangent_dtype is not None,)
-        self.input_shapes = (index_map.x_shape,)
-        self.input_dtypes = (self.tangent_dtype or np.dtype(dtype.name),)
-        self.request = _kernel_request(index_map, self.tangent_dtype, self.kind, target)
-        self.kernel_entries = frozenset() if self.request is None else frozenset({"pullback"})
+        self.tangent_dtype = tangent_dtype
+        self.target = facts.target
+        self.request = request
 
     def requests(self) -> list[KernelRequest]:
         return [] if self.request is None else [self.request]
@@ -467,14 +461,14 @@ class _IndexPlan(Plan):
         index_map = self.index_map
         extents = index_map.extents
         if self.target == "cuda":
-            if self.kind == "reduce":
+            if self.kernel_kind == "reduce":
                 kept = math.prod(index_map.x_shape)
 
                 def launch_cuda_reduce(dy: ArrayLike, dx: ArrayLike) -> None:
                     cuda_launch(kernel, kept, dy, dx, *extents, kept, work=index_map.count)
 
                 return launch_cuda_reduce
-            divisor = (float(index_map.count),) if self.kind == "mean" else ()
+            divisor = (float(index_map.count),) if self.kernel_kind == "mean" else ()
             size = index_map.full_size
 
             def launch_cuda_expand(dy: ArrayLike, dx: ArrayLike) -> None:
@@ -483,7 +477,7 @@ class _IndexPlan(Plan):
             return launch_cuda_expand
         # CPU: only broadcast_to's reduction launches through here (sum's and mean's pullback is
         # a KernelPullback). An outer reduced group: each thread adds into its own accumulator.
-        assert self.kind == "reduce"
+        assert self.kernel_kind == "reduce"
         private = 1 if index_map.pattern[0] == "r" else 0
         return cpu_launcher(kernel, 2, extents, extent=extents[0], work=index_map.full_size, private=private)
 
@@ -491,12 +485,10 @@ class _IndexPlan(Plan):
 class BroadcastPlan(_IndexPlan):
     """``broadcast_to`` of one input dtype and shape to one target shape."""
 
-    def __init__(self, index_map: _IndexMap, shape: tuple[int, ...], dtype: DType, target: str, namespace: ModuleType) -> None:
-        super().__init__("broadcast_to", index_map, dtype, target, namespace)
-        self.out_shape = shape
-        self.out_dtype = self.input_dtypes[0]
-        self.differentiable = self.tangent_dtype is not None
-        self.any_layout = self.request is None  # no kernel: dy is returned (or zeros made) as is
+    def __init__(self, index_map: _IndexMap, shape: tuple[int, ...], facts: InputFacts) -> None:
+        super().__init__(
+            "broadcast_to", index_map, facts, kernel_kind="reduce", out_shape=shape, out_dtype=facts.native
+        )
 
     def forward(self, arrays: tuple[object, ...]) -> object:
         return self.namespace.broadcast_to(arrays[0], self.out_shape)
@@ -555,21 +547,16 @@ class SumPlan(_IndexPlan):
         axes: tuple[int, ...],
         keepdims: bool,
         y_shape: tuple[int, ...],
-        dtype: DType,
-        target: str,
-        namespace: ModuleType,
+        facts: InputFacts,
     ) -> None:
-        self.kind = op
-        super().__init__(op, index_map, dtype, target, namespace)
-        self.mean = op == "mean"
+        mean = op == "mean"
+        # NumPy's result dtype (int32 sums to int64, integers average to float64)
+        reduction = np.mean if mean else np.sum
+        out_dtype = facts.tangent_dtype or np.dtype(reduction(np.zeros(1, dtype=facts.dtype)).dtype.name)
+        super().__init__(op, index_map, facts, kernel_kind=op, out_shape=y_shape, out_dtype=out_dtype)
+        self.mean = mean
         self.axes = axes
         self.keepdims = keepdims
-        self.out_shape = y_shape
-        self.differentiable = self.tangent_dtype is not None
-        # NumPy's result dtype (int32 sums to int64, integers average to float64)
-        reduction = np.mean if self.mean else np.sum
-        self.out_dtype = self.tangent_dtype or np.dtype(reduction(np.zeros(1, dtype=dtype)).dtype.name)
-        self.any_layout = self.request is None
 
     def _reduce(self, x: object) -> ArrayLike:
         """NumPy's (or CuPy's) own sum or mean; a 0-d array where NumPy gives a scalar."""
@@ -696,9 +683,9 @@ class BroadcastTo(RuleOp):
         return (x,), (shape,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        x_shape, dtype, target, namespace = _input(arrays[0])
+        facts = input_facts(arrays[0], "x", "broadcast_to")
         shape = static_ints(statics[0], "shape")
-        return BroadcastPlan(_check_broadcast_to(x_shape, shape, dtype.itemsize), shape, dtype, target, namespace)
+        return BroadcastPlan(_plan_broadcast_to(facts.shape, shape, facts.dtype.itemsize), shape, facts)
 
 
 class _Reduction(RuleOp):
@@ -711,11 +698,11 @@ class _Reduction(RuleOp):
         return (x,), (axis, keepdims)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        x_shape, dtype, target, namespace = _input(arrays[0])
+        facts = input_facts(arrays[0], "x", self.name)
         axis = None if statics[0] is None else static_ints(statics[0], "axis")
         keepdims = static_bool(statics[1], "keepdims")
-        index_map, axes, y_shape = _check_sum(self.name, x_shape, axis, keepdims)
-        return SumPlan(self.name, index_map, axes, keepdims, y_shape, dtype, target, namespace)
+        index_map, axes, y_shape = _plan_sum(self.name, facts.shape, axis, keepdims)
+        return SumPlan(self.name, index_map, axes, keepdims, y_shape, facts)
 
 
 class Sum(_Reduction):

@@ -49,7 +49,6 @@ from __future__ import annotations
 import math
 import types as pytypes
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import reduce
 from typing import TypeAlias, TypeVar, cast, overload
 
@@ -60,12 +59,12 @@ from .._arrays import (
     MAX_NDIM,
     ArrayLike,
     ArraySpec,
+    InputFacts,
     array_like,
-    array_namespace,
-    check_dtype,
     checked_size,
-    common_device,
+    input_facts,
     is_array,
+    joint_device,
     is_differentiable,
     normalize_axis,
     shape_text,
@@ -87,7 +86,6 @@ Scalar: TypeAlias = "bool | int | float | complex"
 
 _AXIS0: Val[int] = Val(0)
 _PYTHON_SCALARS = (bool, int, float, complex)
-_INT64: DType = np.dtype(np.int64)
 _LARGEST_FLOAT_INT = int(np.finfo(np.float64).max)
 
 
@@ -96,7 +94,6 @@ _LARGEST_FLOAT_INT = int(np.finfo(np.float64).max)
 # ======================================================================================
 
 
-@dataclass(frozen=True, eq=False)
 class ConcatenationPlan(Plan):
     """Where each input lives in the output, for one signature.
 
@@ -106,27 +103,47 @@ class ConcatenationPlan(Plan):
     concatenates along, or ``None`` for ``cat``'s block-diagonal form (zeros, then blocks);
     ``forward_shapes[i]`` is the shape input ``i`` is viewed as before that concatenation;
     ``flatten`` (``axis=None``) hands the inputs to the namespace's own flattening concatenate.
-    ``tangent_dtypes[i]`` is ``None`` for a non-differentiable input. ``views_only`` says
+    ``tangent_dtypes[i]`` is ``None`` for a non-differentiable input (an input's tangent has
+    its dtype as given, byte order included). ``views_only`` says
     that every tangent is a plain view of a cotangent of the output's dtype.
     """
 
-    op: str
-    out_shape: Shape
-    out_dtype: DType
-    differentiable: bool
-    input_shapes: tuple[Shape, ...]
-    input_dtypes: tuple[DType, ...]
-    input_tangents: tuple[bool, ...]
-    tangent_dtypes: tuple[DType | None, ...]
-    indices: tuple[Index, ...]
-    reshapes: tuple[Shape | None, ...]
-    forward_axis: int | None
-    forward_shapes: tuple[Shape | None, ...]
-    python_scalars: tuple[bool, ...]
-    flatten: bool
-    views_only: bool
-    namespace: pytypes.ModuleType
-    any_layout = True  # the pullback slices dy: any memory layout will do
+    def __init__(
+        self,
+        op: str,
+        inputs: Sequence[InputFacts],
+        out_shape: Shape,
+        out_dtype: DType,
+        indices: tuple[Index, ...],
+        reshapes: tuple[Shape | None, ...],
+        forward_axis: int | None,
+        forward_shapes: tuple[Shape | None, ...],
+        flatten: bool = False,
+    ) -> None:
+        tangent_dtypes = tuple(item.dtype if item.differentiable else None for item in inputs)
+        differentiable = is_differentiable(out_dtype)
+        super().__init__(
+            op,
+            inputs,
+            out_shape=out_shape,
+            out_dtype=out_dtype,
+            differentiable=differentiable,
+            input_tangents=tuple(dtype is not None for dtype in tangent_dtypes),
+            input_dtypes=tuple(item.dtype for item in inputs),
+            any_layout=True,  # the pullback slices dy: any memory layout will do
+        )
+        self.tangent_dtypes = tangent_dtypes
+        self.indices = indices
+        self.reshapes = reshapes
+        self.forward_axis = forward_axis
+        self.forward_shapes = forward_shapes
+        self.python_scalars = tuple(item.scalar for item in inputs)
+        self.flatten = flatten
+        self.views_only = differentiable and all(
+            # `is not None` first: NumPy reads `dtype == None` as `dtype == float64`.
+            dtype is not None and dtype == out_dtype and reshape is None
+            for dtype, reshape in zip(tangent_dtypes, reshapes)
+        )
 
     def forward(self, arrays: tuple[object, ...]) -> ArrayLike:
         """One allocation of the output's dtype, then block copies."""
@@ -198,17 +215,6 @@ class ConcatenationPlan(Plan):
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class _Input:
-    """One input as validation sees it: an array, an ``ArraySpec`` or a Python scalar."""
-
-    name: str
-    shape: Shape
-    dtype: DType
-    python_scalar: bool
-    value: object
-
-
 def _sequence(arrays: object, op: str) -> tuple[object, ...]:
     """The inputs of a sequence-taking op, as a tuple; ``TypeError`` for anything else."""
     if isinstance(arrays, (tuple, list)):
@@ -220,43 +226,28 @@ def _sequence(arrays: object, op: str) -> tuple[object, ...]:
     )
 
 
-def _namespace(values: Sequence[object]) -> pytypes.ModuleType:
-    for value in values:
-        if type(value) is np.ndarray:
-            return np
-        if is_array(value):
-            return array_namespace(value)
-    return np
-
-
-def _inputs(values: Sequence[object], names: Sequence[str], op: str, allow_scalars: bool) -> list[_Input]:
-    """Validate each input's kind and dtype (``TypeError`` naming it) and their device."""
-    described: list[_Input] = []
+def _inputs(values: Sequence[object], names: Sequence[str], op: str, allow_scalars: bool) -> list[InputFacts]:
+    """Read each input (``TypeError`` naming it for a kind or dtype no op takes) and check
+    their device. A Python scalar (``cat``'s) is weak: see ``input_facts``; the values that do
+    not fit the result dtype are refused by ``_check_python_ints``."""
+    described: list[InputFacts] = []
     for name, value in zip(names, values):
-        if type(value) in _PYTHON_SCALARS and allow_scalars:
-            # A Python int reads as int64 whatever its value (NumPy would pick uint64 or
-            # object for large ones): a plan is keyed by the scalar's type, not its value.
-            # _check_python_ints refuses the values that do not fit the result dtype.
-            dtype = _INT64 if type(value) is int else np.asarray(value).dtype
-            described.append(_Input(name, (), dtype, True, value))
-        elif is_array(value) or isinstance(value, ArraySpec):
-            spec = cast(ArraySpec, value)
-            try:
-                check_dtype(spec.dtype, name)
-            except TypeError as error:
-                raise TypeError(f"{op}: {error}") from None
-            described.append(_Input(name, tuple(int(n) for n in spec.shape), spec.dtype, False, value))
-        else:
+        scalar = type(value) in _PYTHON_SCALARS and allow_scalars
+        if not (scalar or is_array(value) or isinstance(value, ArraySpec)):
             wanted = "an array or a Python scalar" if allow_scalars else "an array"
             raise TypeError(f"{op}: {name} must be {wanted}, got {type(value).__name__}")
-    common_device(values, names)
+        described.append(input_facts(value, name, op, weak_scalars=allow_scalars))
+    try:
+        joint_device(described)
+    except TypeError as error:
+        raise TypeError(f"{op}: {error}") from None
     return described
 
 
-def _result_dtype(inputs: Sequence[_Input]) -> DType:
+def _result_dtype(inputs: Sequence[InputFacts]) -> DType:
     """NumPy's result dtype, Python scalars weak (NEP 50); no 32/64-argument limit."""
-    strong = [item.dtype for item in inputs if not item.python_scalar]
-    weak = [item.value for item in inputs if item.python_scalar]
+    strong = [item.dtype for item in inputs if not item.scalar]
+    weak = [item.value for item in inputs if item.scalar]
     if strong:
         dtype: DType = reduce(np.promote_types, strong)
         for scalar in weak:
@@ -265,16 +256,9 @@ def _result_dtype(inputs: Sequence[_Input]) -> DType:
     return reduce(np.promote_types, [item.dtype for item in inputs])
 
 
-def _tangent_dtype(item: _Input) -> DType | None:
-    if item.python_scalar:
-        return item.dtype if item.dtype.kind in "fc" else None
-    return item.dtype if is_differentiable(item.dtype) else None
-
-
-
 def _block_plan(
     op: str,
-    inputs: Sequence[_Input],
+    inputs: Sequence[InputFacts],
     block_shapes: Sequence[Shape],
     kept_axes: Sequence[tuple[int, ...]],
     joined_axes: tuple[int, ...],
@@ -323,13 +307,13 @@ def _block_plan(
     forward_shapes = tuple(
         None if block == item.shape else block for item, block in zip(inputs, block_shapes)
     )
-    return _plan(
+    return ConcatenationPlan(
         op, inputs, tuple(out_shape), out_dtype, tuple(indices), (None,) * len(inputs),
         None if block_diagonal else joined_axes[0], forward_shapes,
     )
 
 
-def _flat_plan(op: str, inputs: Sequence[_Input]) -> ConcatenationPlan:
+def _flat_plan(op: str, inputs: Sequence[InputFacts]) -> ConcatenationPlan:
     """``axis=None``: every input flattened (C order), then joined into one vector."""
     sizes = [math.prod(item.shape) for item in inputs]
     out_dtype = _result_dtype(inputs)
@@ -341,45 +325,7 @@ def _flat_plan(op: str, inputs: Sequence[_Input]) -> ConcatenationPlan:
         start += size
     reshapes = tuple(None if len(item.shape) == 1 else item.shape for item in inputs)
     no_views = (None,) * len(inputs)
-    return _plan(op, inputs, (start,), out_dtype, tuple(indices), reshapes, 0, no_views, flatten=True)
-
-
-def _plan(
-    op: str,
-    inputs: Sequence[_Input],
-    out_shape: Shape,
-    out_dtype: DType,
-    indices: tuple[Index, ...],
-    reshapes: tuple[Shape | None, ...],
-    forward_axis: int | None,
-    forward_shapes: tuple[Shape | None, ...],
-    flatten: bool = False,
-) -> ConcatenationPlan:
-    tangent_dtypes = tuple(_tangent_dtype(item) for item in inputs)
-    differentiable = is_differentiable(out_dtype)
-    views_only = differentiable and all(
-        # `is not None` first: NumPy reads `dtype == None` as `dtype == float64`.
-        dtype is not None and dtype == out_dtype and reshape is None
-        for dtype, reshape in zip(tangent_dtypes, reshapes)
-    )
-    return ConcatenationPlan(
-        op=op,
-        out_shape=out_shape,
-        out_dtype=out_dtype,
-        differentiable=differentiable,
-        input_shapes=tuple(item.shape for item in inputs),
-        input_dtypes=tuple(item.dtype if dtype is None else dtype for item, dtype in zip(inputs, tangent_dtypes)),
-        input_tangents=tuple(dtype is not None for dtype in tangent_dtypes),
-        tangent_dtypes=tangent_dtypes,
-        indices=indices,
-        reshapes=reshapes,
-        forward_axis=forward_axis,
-        forward_shapes=forward_shapes,
-        python_scalars=tuple(item.python_scalar for item in inputs),
-        flatten=flatten,
-        views_only=views_only,
-        namespace=_namespace([item.value for item in inputs]),
-    )
+    return ConcatenationPlan(op, inputs, (start,), out_dtype, tuple(indices), reshapes, 0, no_views, flatten=True)
 
 
 # ======================================================================================
@@ -461,7 +407,7 @@ def _plan_vstack(values: Sequence[object]) -> ConcatenationPlan:
     return _block_plan("vstack", inputs, blocks, kept, (0,), "along axis 0")
 
 
-def _check_same_ndim(op: str, inputs: Sequence[_Input], blocks: Sequence[Shape], how: str) -> None:
+def _check_same_ndim(op: str, inputs: Sequence[InputFacts], blocks: Sequence[Shape], how: str) -> None:
     for item, block in zip(inputs, blocks):
         if len(block) != len(blocks[0]):
             raise ValueError(

@@ -63,8 +63,9 @@ from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized
-from .._registry import KernelRequest
-from .._rule import DensePullback, Plan, RuleOp, cpu_launcher, cuda_launch
+from .._op import KernelRequest
+from .._launch import cpu_launcher, cuda_launch
+from .._rule import DensePullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
 from .._typing import deprecated
 from .._val import Val
@@ -469,13 +470,14 @@ class RollPlan(Plan):
         extents = tuple(math.prod(shape[axis] for axis in group) for group in layout.groups)
         forward = tuple(value % extent if extent else 0 for value, extent in zip(layout.shifts, extents))
         backward = tuple((extent - value) % extent if extent else 0 for value, extent in zip(forward, extents))
-        self.op = "roll"
+        size = checked_size(facts.shape, facts.dtype.itemsize, "roll")
+        super().__init__(
+            "roll", (facts,), out_shape=facts.shape, kernel_entries=frozenset({"forward", "pullback", "pushforward"} if size else ())
+        )
         self.layout = layout
-        self.out_shape = facts.shape
         self.y_dtype = facts.dtype  # the result keeps x's dtype, byte order included (as NumPy's)
-        self.take_input(facts)
         self.target = facts.target
-        self.size = checked_size(facts.shape, facts.dtype.itemsize, "roll")
+        self.size = size
         self.units = self.size * layout.factor
         # Results and tangents share the size (x's dtype and its native order): one allocator,
         # chosen here (the output pool's from 1 MiB up on the CPU, CuPy's own on a GPU).
@@ -489,7 +491,6 @@ class RollPlan(Plan):
         rolled = [level for level, kind in enumerate(layout.pattern) if kind == _ROLLED]
         self.forward_shifts = tuple(forward[level] for level in rolled)
         self.backward_shifts = tuple(backward[level] for level in rolled)
-        self.kernel_entries = frozenset({"forward", "pullback", "pushforward"} if self.size else ())
         self.request = _roll_request(layout, facts.target)
 
     def requests(self) -> list[KernelRequest]:

@@ -93,10 +93,11 @@ from .._arrays import (
     static_bool,
     static_int,
 )
-from .._cache import CACHE, Kernel, KernelSource, ShapeSignature
+from .._cache import Kernel, KernelSource, ShapeSignature
+from .._launch import COUNTERS
 from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
-from .._registry import KernelRequest
+from .._op import KernelRequest
 from .._rule import NO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp, cpu_launch, cuda_launch, empty_launch
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._typing import deprecated
@@ -329,7 +330,7 @@ def _static_index(value: object) -> Val[tuple[int, ...]]:
         return value.key
     if isinstance(value, (tuple, slice, int, np.integer)) or value is None or value is Ellipsis:
         index: StaticIndex[Basic] = StaticIndex(value)
-        CACHE.note_dynamic_argument("index", value)
+        COUNTERS.note_dynamic_argument("index", value)
         return index.key
     raise TypeError(
         f"getindex: index must be a static index sr.ix[...] (or a plain tuple of ints, slices, None "
@@ -593,16 +594,13 @@ class GetindexPlan(Plan):
 
     def __init__(self, facts: InputFacts, index: tuple[Entry, ...]) -> None:
         selection = _Selection(index, facts.shape)
-        self.op = "getindex"
+        super().__init__("getindex", (facts,), out_shape=selection.out_shape, any_layout=selection.covering)
         self.selection = selection
         self.view_index = selection.view_index
         self.in_shape = facts.shape
-        self.out_shape = selection.out_shape
-        self.take_input(facts)
         self.target = facts.target
         self.size = math.prod(facts.shape)
         self.covering = selection.covering
-        self.any_layout = self.covering
         self.request: KernelRequest | None = None
         if self.differentiable and not self.covering and self.size and math.prod(self.out_shape):
             pattern, self.arguments = _getindex_layout(selection, 1)
@@ -1331,17 +1329,13 @@ class TakePlan(_GatherPlan):
     def __init__(
         self, facts: InputFacts, index_facts: InputFacts, axis: int | None, unique: bool, sorted_: bool, deterministic: bool
     ) -> None:
-        self.op = "take"
         outer, n, inner = _layout(facts.shape, axis)
         m = math.prod(index_facts.shape)
         self.axis, self.outer, self.n, self.inner, self.m = axis, outer, n, inner, m
         self.unique, self.sorted = unique, sorted_
-        self.out_shape = index_facts.shape if axis is None else facts.shape[:axis] + index_facts.shape + facts.shape[axis + 1 :]
+        out_shape = index_facts.shape if axis is None else facts.shape[:axis] + index_facts.shape + facts.shape[axis + 1 :]
+        super().__init__("take", (facts, index_facts), out_shape=out_shape, namespace=facts.namespace)
         self.y_dtype = facts.dtype
-        self.take_input(facts)
-        self.input_tangents = (facts.differentiable, False)
-        self.input_shapes = (facts.shape, index_facts.shape)
-        self.input_dtypes = (facts.native, index_facts.native)
         self.target = facts.target
         self.in_shape = facts.shape
         self.size = math.prod(facts.shape)
@@ -1557,7 +1551,6 @@ class TakeAlongAxisPlan(_GatherPlan):
     saves_primals = True
 
     def __init__(self, facts: InputFacts, index_facts: InputFacts, axis: int | None) -> None:
-        self.op = "take_along_axis"
         shape, ishape = facts.shape, index_facts.shape
         if axis is None:
             if len(ishape) != 1:
@@ -1583,8 +1576,8 @@ class TakeAlongAxisPlan(_GatherPlan):
                         f"{shape_text(shape)} on axis {d} (indices broadcast against x, not x against indices)"
                     )
             out_shape = tuple(out)
+        super().__init__("take_along_axis", (facts, index_facts), out_shape=out_shape, namespace=facts.namespace)
         self.axis = axis
-        self.out_shape = out_shape
         self.index_shape = ishape
         outer, n, inner = _layout(shape, axis)
         m = 1 if axis is None else out_shape[axis]
@@ -1592,10 +1585,6 @@ class TakeAlongAxisPlan(_GatherPlan):
             m = math.prod(ishape)
         self.outer, self.n, self.inner, self.m = outer, n, inner, m
         self.y_dtype = facts.dtype
-        self.take_input(facts)
-        self.input_tangents = (facts.differentiable, False)
-        self.input_shapes = (facts.shape, ishape)
-        self.input_dtypes = (facts.native, index_facts.native)
         self.target = facts.target
         self.in_shape = shape
         self.size = math.prod(shape)
@@ -1736,7 +1725,6 @@ class IndexAddPlan(Plan):
     saves_primals = True
 
     def __init__(self, facts: InputFacts, index_facts: InputFacts, value_facts: InputFacts, axis: int) -> None:
-        self.op = "index_add"
         if facts.dtype.kind == "b":
             raise TypeError("index_add: x has dtype bool; index_add adds, so x must be numeric")
         if len(index_facts.shape) != 1:
@@ -1759,18 +1747,14 @@ class IndexAddPlan(Plan):
                 f"{shape_text(target_shape)} (x of shape {shape_text(shape)} with axis {axis} "
                 f"replaced by len(indices) = {m})"
             )
+        super().__init__("index_add", (facts, index_facts, value_facts), out_shape=shape, namespace=facts.namespace)
         self.axis = axis
-        self.out_shape = shape
         self.values_shape = value_facts.shape
         self.target_shape = target_shape
         outer, n, inner = _layout(shape, axis)
         self.outer, self.n, self.inner, self.m = outer, n, inner, m
-        self.take_input(facts)
         self.y_dtype = facts.native
-        values_diff = value_facts.differentiable and facts.differentiable
-        self.input_tangents = (facts.differentiable, False, values_diff)
-        self.input_shapes = (shape, index_facts.shape, value_facts.shape)
-        self.input_dtypes = (facts.native, index_facts.native, value_facts.native)
+        values_diff = self.input_tangents[2]
         self.values_dtype = value_facts.native
         self.target = facts.target
         self.size = checked_size(shape, facts.dtype.itemsize, "index_add")

@@ -46,11 +46,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from types import ModuleType
 from typing import TypeAlias, TypeVar, Union, overload
 
 import numpy as np
@@ -58,16 +56,15 @@ import numpy.typing as npt
 
 from .._arrays import (
     ArrayLike,
-    ArraySpec,
-    array_namespace,
+    InputFacts,
     as_array,
     check_dtype,
     checked_size,
-    common_device,
     contiguous,
-    device_of,
-    is_array,
+    input_facts,
     is_differentiable,
+    joint_device,
+    joint_namespace,
     kernel_target,
     shape_text,
 )
@@ -75,8 +72,9 @@ from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, conj, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel
 from .._memo import memoized
-from .._registry import KernelRequest
-from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp, cpu_launcher, cuda_launch, cuda_launch_blocks
+from .._op import KernelRequest
+from .._launch import cpu_launcher, cuda_launch, cuda_launch_blocks
+from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -624,16 +622,6 @@ def _render_pullback_cuda(signature: ShapeSignature) -> KernelSource:
 # --------------------------------------------------------------------------------------------
 
 
-def _operand_facts(value: object, name: str) -> tuple[tuple[int, ...], np.dtype[np.generic]]:
-    """An operand's shape and dtype: an array's, an ``ArraySpec``'s, or a Python scalar's as a
-    0-d NumPy array (as NumPy reads it); ``TypeError`` naming it for anything else."""
-    if isinstance(value, ArraySpec):
-        check_dtype(value.dtype, name)
-        return value.shape, value.dtype
-    array = as_array(value, name)
-    return tuple(array.shape), array.dtype
-
-
 def _kernel_operand(array: ArrayLike, dtype: np.dtype[np.generic]) -> ArrayLike:
     """``array`` as the flat C array of ``dtype`` that the kernels read."""
     if type(array) is np.ndarray and array.dtype is dtype and array.flags.c_contiguous:
@@ -668,23 +656,30 @@ class KronPlan(Plan):
     on CUDA those and the call's offset tables (:class:`_CudaCall`).
     """
 
-    op = "kron"
     saves_primals = True
 
-    def __init__(self, layout: _KronLayout, target: str, namespace: ModuleType) -> None:
-        self.layout = layout
-        self.target = target
-        self.namespace = namespace
-        self.out_shape = layout.y_shape
-        self.out_dtype = layout.result
-        self.differentiable = layout.a_differentiable or layout.b_differentiable
-        self.input_tangents = (layout.a_differentiable, layout.b_differentiable)
-        self.input_shapes = (layout.a_shape, layout.b_shape)
-        self.input_dtypes = (layout.a_kernel_dtype, layout.b_kernel_dtype)
+    def __init__(self, layout: _KronLayout, a: InputFacts, b: InputFacts) -> None:
+        device = joint_device((a, b))  # a Python scalar lives on any device
+        differentiable = layout.a_differentiable or layout.b_differentiable
         entries = ["forward"]
-        if self.differentiable:
+        if differentiable:
             entries += ["pullback", "pushforward"]
-        self.kernel_entries = frozenset(entries if layout.y_size else ())
+        super().__init__(
+            "kron",
+            (a, b),
+            out_shape=layout.y_shape,
+            out_dtype=layout.result,
+            differentiable=differentiable,
+            input_tangents=(layout.a_differentiable, layout.b_differentiable),
+            input_dtypes=(layout.a_kernel_dtype, layout.b_kernel_dtype),
+            namespace=joint_namespace((a, b)) if device == "cuda" else np,
+            kernel_entries=frozenset(entries if layout.y_size else ()),
+        )
+        self.layout = layout
+        self.target = kernel_target(device)
+        # The CPU pullback's launcher: the channel counts follow from the layout alone, so it
+        # is built once per plan, at the first pullback.
+        self.pullback_launcher: Callable[..., None] | None = None
 
     def requests(self) -> list[KernelRequest]:
         layout = self.layout
@@ -793,10 +788,10 @@ class KronPlan(Plan):
     def _pullback_launch(self, inputs: int, accumulators: int) -> Callable[..., None]:
         """``launch(dy, *inputs, *accumulators)``, built once per plan: the channel counts
         follow from the layout alone, so every rrule of the signature shares it."""
-        launch: Callable[..., None] | None = self.__dict__.get("_pullback_launcher")
+        launch = self.pullback_launcher
         if launch is None:
             layout = self.layout
-            launch = self.__dict__["_pullback_launcher"] = cpu_launcher(
+            launch = self.pullback_launcher = cpu_launcher(
                 _pullback_request(layout).get(),
                 1 + inputs + accumulators,
                 layout.pullback_extents,
@@ -926,17 +921,8 @@ class Kron(RuleOp):
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         """Validate ``kron(a, b)``: dtypes, devices (``TypeError`` naming the argument), axes."""
-        a, b = arrays
-        (a_shape, a_dtype), (b_shape, b_dtype) = _operand_facts(a, "a"), _operand_facts(b, "b")
-        device = common_device((a, b), ("a", "b"))  # a Python scalar lives on any device
-        layout = _layout(a_shape, a_dtype, b_shape, b_dtype)
-        namespace = np
-        if device == "cuda":
-            namespace = next(
-                (array_namespace(value) for value in arrays if is_array(value) and device_of(value) == "cuda"),
-                sys.modules.get("cupy", np),
-            )
-        return KronPlan(layout, kernel_target(device), namespace)
+        a, b = input_facts(arrays[0], "a", "kron"), input_facts(arrays[1], "b", "kron")
+        return KronPlan(_layout(a.shape, a.dtype, b.shape, b.dtype), a, b)
 
 
 kron = Kron()

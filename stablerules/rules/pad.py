@@ -43,7 +43,7 @@ Decisions
 from __future__ import annotations
 
 import math
-from types import EllipsisType, ModuleType
+from types import EllipsisType
 from typing import TypeAlias, TypeVar, cast, overload
 
 import numpy as np
@@ -52,21 +52,18 @@ import numpy.typing as npt
 from .._arrays import (
     ArrayLike,
     ArraySpec,
-    array_namespace,
-    as_array,
-    check_dtype,
+    InputFacts,
     checked_size,
+    input_facts,
     is_array,
-    is_differentiable,
     normalize_axis,
     shape_text,
-    spec_namespace,
     static_int,
     static_ints,
 )
-from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, Pullback, RuleOp
+from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, Thunk, ZeroTangent, unthunk
-from .._typing import deprecated
+from .._typing import RulePullback, deprecated
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -75,20 +72,6 @@ Index: TypeAlias = tuple["slice | EllipsisType", ...]
 
 _AXIS0: Val[int] = Val(0)
 _FLOAT64: DType = np.dtype(np.float64)
-
-
-def _input(x: object) -> tuple[tuple[int, ...], DType, ModuleType]:
-    """``(shape, dtype, namespace)`` of an array or ``ArraySpec``; ``TypeError`` for a
-    non-array or an unsupported dtype."""
-    if isinstance(x, ArraySpec):
-        check_dtype(x.dtype, "x")
-        return x.shape, x.dtype, spec_namespace(x)
-    array = as_array(x, "x")
-    return tuple(array.shape), array.dtype, array_namespace(array)
-
-
-def _tangent_dtype(dtype: DType) -> DType | None:
-    return np.dtype(dtype.name) if is_differentiable(dtype) else None
 
 
 # =============================================================================================
@@ -137,20 +120,6 @@ def _constant(constant_values: object, dtype: DType) -> np.generic:
     return cast(np.generic, scalar[()])
 
 
-def _constant_tangent_dtype(constant_values: object) -> DType | None:
-    """The dtype of the constant's tangent (see the module docstring), ``None`` for none."""
-    if isinstance(constant_values, (bool, int)):
-        return None
-    if isinstance(constant_values, float):
-        return _FLOAT64
-    if isinstance(constant_values, complex):
-        return np.dtype(np.complex128)
-    dtype = getattr(constant_values, "dtype", None)
-    if isinstance(dtype, np.dtype) and is_differentiable(dtype):
-        return np.dtype(dtype.name)
-    return None
-
-
 class PadPlan(Plan):
     """``pad`` of one input dtype and shape by static widths, with a constant of one type.
 
@@ -159,16 +128,8 @@ class PadPlan(Plan):
     array arguments are ``(x, constant_values)``.
     """
 
-    any_layout = True  # slicing takes dy in any layout
-
-    def __init__(
-        self,
-        x_shape: tuple[int, ...],
-        dtype: DType,
-        widths: tuple[int, ...],
-        constant_dtype: DType | None,
-        namespace: ModuleType,
-    ) -> None:
+    def __init__(self, x: InputFacts, widths: tuple[int, ...], constant: InputFacts) -> None:
+        x_shape, dtype = x.shape, x.dtype
         pairs = _pairs(x_shape, widths)
         y_shape = tuple(before + extent + after for extent, (before, after) in zip(x_shape, pairs))
         checked_size(y_shape, dtype.itemsize, "pad")
@@ -183,21 +144,23 @@ class PadPlan(Plan):
                 borders.append((*head, slice(0, before), *tail))
             if after:
                 borders.append((*head, slice(y_shape[axis] - after, y_shape[axis]), *tail))
-        self.op = "pad"
+        # The constant's tangent: of its own dtype (see the module docstring), when x has one.
+        constant_dtype = constant.tangent_dtype if x.differentiable else None
+        super().__init__(
+            "pad",
+            (x, constant),
+            out_shape=y_shape,
+            input_tangents=(x.differentiable, constant_dtype is not None),
+            input_dtypes=(x.native, constant_dtype or _FLOAT64),
+            namespace=x.namespace,
+            any_layout=True,  # slicing takes dy in any layout
+        )
         self.x_shape = x_shape
         self.dtype = dtype
         self.interior: Index = interior or (Ellipsis,)  # () would read a 0-d dy as a scalar, not a view
         self.borders = tuple(borders)
         self.border_size = math.prod(y_shape) - math.prod(x_shape)
-        self.namespace = namespace
-        tangent_dtype = _tangent_dtype(dtype)
-        self.out_shape = y_shape
-        self.out_dtype = tangent_dtype or np.dtype(dtype.name)
-        self.differentiable = tangent_dtype is not None
-        self.constant_dtype = constant_dtype if self.differentiable else None
-        self.input_tangents = (self.differentiable, self.constant_dtype is not None)
-        self.input_shapes = (x_shape, ())
-        self.input_dtypes = (self.out_dtype, self.constant_dtype or _FLOAT64)
+        self.constant_dtype = constant_dtype
 
     def forward(self, arrays: tuple[object, ...]) -> object:
         """One allocation: the border slabs set to the constant, the interior copied."""
@@ -319,15 +282,16 @@ class Pad(RuleOp):
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         x, constant_values = arrays
-        x_shape, dtype, namespace = _input(x)
+        facts = input_facts(x, "x", "pad")
         widths = static_ints(statics[0], "pad_width")
-        _constant(constant_values, dtype)  # its kind: checked once per plan (keyed by its type)
-        return PadPlan(x_shape, dtype, widths, _constant_tangent_dtype(constant_values), namespace)
+        _constant(constant_values, facts.dtype)  # its kind: checked once per plan (keyed by its type)
+        constant = input_facts(constant_values, "constant_values", "pad", weak_scalars=True)
+        return PadPlan(facts, widths, constant)
 
     # The scaffold orders tangents as the array arguments (x, constant_values); the call
     # orders them (x, pad_width, constant_values). Both overrides put them in the call's order.
 
-    def _make_pullback(self, plan: Plan, saved: object, positional: int) -> Pullback:
+    def _make_pullback(self, plan: Plan, saved: object, positional: int) -> RulePullback:
         if positional < 3:
             base = super()._make_pullback(plan, saved, 1)  # (dx,): no constant tangent wanted
             if positional == 1:
@@ -355,7 +319,7 @@ class Pad(RuleOp):
 # =============================================================================================
 
 
-def _check_split(x_shape: tuple[int, ...], sections: int | None, points: tuple[int, ...], axis: int) -> tuple[tuple[Index, ...], tuple[tuple[int, ...], ...], bool]:
+def _plan_split(x_shape: tuple[int, ...], sections: int | None, points: tuple[int, ...], axis: int) -> tuple[tuple[Index, ...], tuple[tuple[int, ...], ...], bool]:
     """Each part's index and shape, and whether the parts tile ``x`` (disjoint, covering)."""
     if not x_shape:
         raise ValueError("split: x has shape (); a 0-d array cannot be split (np.split needs an axis)")
@@ -397,30 +361,13 @@ class SplitPlan(Plan):
     out of ``x`` (NumPy's slices); ``tiles`` says the parts are disjoint and cover ``x`` (the
     pullback then writes blocks into ``np.empty``, else it adds them into zeros)."""
 
-    any_layout = True
-
     def __init__(
-        self,
-        x_shape: tuple[int, ...],
-        dtype: DType,
-        indices: tuple[Index, ...],
-        shapes: tuple[tuple[int, ...], ...],
-        tiles: bool,
-        namespace: ModuleType,
+        self, x: InputFacts, indices: tuple[Index, ...], shapes: tuple[tuple[int, ...], ...], tiles: bool
     ) -> None:
-        self.op = "split"
-        self.x_shape = x_shape
+        super().__init__("split", (x,), out_shape=x.shape, output_shapes=shapes, any_layout=True)
+        self.x_shape = x.shape
         self.indices = indices
         self.tiles = tiles
-        self.namespace = namespace
-        tangent_dtype = _tangent_dtype(dtype)
-        self.out_shape = x_shape
-        self.output_shapes = shapes
-        self.out_dtype = tangent_dtype or np.dtype(dtype.name)
-        self.differentiable = tangent_dtype is not None
-        self.input_tangents = (self.differentiable,)
-        self.input_shapes = (x_shape,)
-        self.input_dtypes = (self.out_dtype,)
 
     def forward(self, arrays: tuple[object, ...]) -> object:
         x = cast(ArrayLike, arrays[0])
@@ -509,7 +456,7 @@ class Split(RuleOp):
         return (x,), (indices_or_sections, axis)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        x_shape, dtype, namespace = _input(arrays[0])
+        facts = input_facts(arrays[0], "x", "split")
         given = statics[0]
         sections: int | None = None
         points: tuple[int, ...] = ()
@@ -520,8 +467,8 @@ class Split(RuleOp):
         else:
             sections = static_int(given, "indices_or_sections")
         axis = static_int(statics[1], "axis")
-        indices, shapes, tiles = _check_split(x_shape, sections, points, axis)
-        return SplitPlan(x_shape, dtype, indices, shapes, tiles, namespace)
+        indices, shapes, tiles = _plan_split(facts.shape, sections, points, axis)
+        return SplitPlan(facts, indices, shapes, tiles)
 
 
 pad = Pad()

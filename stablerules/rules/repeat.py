@@ -44,11 +44,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from types import ModuleType
 from typing import TypeVar, overload
 
 import numpy as np
@@ -57,16 +55,15 @@ import numpy.typing as npt
 from .._arrays import (
     ArrayLike,
     ArraySpec,
+    InputFacts,
     array_namespace,
     as_array,
-    check_dtype,
     checked_size,
-    common_device,
     contiguous,
-    device_of,
     dtype_name,
+    input_facts,
     is_array,
-    kernel_target,
+    joint_device,
     normalize_axis,
     shape_text,
     static_int,
@@ -76,18 +73,9 @@ from .._cache import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized
-from .._registry import KernelRequest
-from .._rule import (
-    NO_TANGENT,
-    DensePullback,
-    KernelPullback,
-    Plan,
-    RuleOp,
-    cpu_launch,
-    cpu_launcher,
-    cuda_launch,
-    empty_launch,
-)
+from .._op import KernelRequest
+from .._launch import cpu_launch, cpu_launcher, cuda_launch, empty_launch
+from .._rule import NO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._typing import deprecated
 from .._val import Val
@@ -763,33 +751,6 @@ def _flat_input(x: object, dtype: np.dtype[np.generic]) -> ArrayLike:
     return contiguous(as_array(x, "x")).astype(dtype, copy=False).reshape(-1)
 
 
-@dataclass(frozen=True, slots=True)
-class _Input:
-    """``x`` as a plan sees it: shape, native dtype, namespace, kernel target and the dtype as
-    given. Kernels compute in native byte order: a ``'>f8'`` input computes as float64, and its
-    result is given NumPy's dtype (``'>f8'``, one byte-swapping copy); its tangents are native."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype[np.generic]
-    namespace: ModuleType
-    target: str
-    given: np.dtype[np.generic]
-
-
-def _input(x: object) -> _Input:
-    """``TypeError`` naming ``x`` unless it is an array, an ``ArraySpec`` or a Python scalar
-    of a supported dtype."""
-    if isinstance(x, ArraySpec):
-        check_dtype(x.dtype, "x")
-        shape, dtype = x.shape, x.dtype
-        namespace: ModuleType = sys.modules.get("cupy", np) if device_of(x) == "cuda" else np
-    else:
-        array = as_array(x, "x")
-        shape, dtype, namespace = tuple(array.shape), array.dtype, array_namespace(array)
-    native = dtype if dtype.isnative else dtype.newbyteorder("=")
-    return _Input(shape, native, namespace, kernel_target(device_of(x)), dtype)
-
-
 def _check_counts_value(values: tuple[int, ...], name: str) -> None:
     for value in values:
         if value < 0:
@@ -797,21 +758,20 @@ def _check_counts_value(values: tuple[int, ...], name: str) -> None:
 
 
 class _RepeatPlan(Plan):
-    """What every repeat plan holds: the input and output, the kernel target, the kernels."""
+    """What every repeat plan holds: the input and output, the kernel target, the kernels.
+    Kernels compute in native byte order: a ``'>f8'`` input computes as float64, and its
+    result is given NumPy's dtype (``'>f8'``, one byte-swapping copy); its tangents are native."""
 
-    def _set(self, op: str, x: _Input, inputs: int) -> None:
-        self.op = op
-        self.shape = shape = x.shape
-        self.size = math.prod(shape)
-        self.out_dtype = dtype = x.dtype
-        self.differentiable = dtype.kind in "fc"
-        self.input_tangents = (self.differentiable,) + (False,) * (inputs - 1)
-        self.input_shapes = (shape,) * inputs
-        self.input_dtypes = (dtype,) * inputs
-        self.namespace = x.namespace
+    def __init__(
+        self, op: str, inputs: tuple[InputFacts, ...], out_shape: tuple[int, ...], kernel_entries: frozenset[str]
+    ) -> None:
+        super().__init__(op, inputs, out_shape=out_shape, kernel_entries=kernel_entries)
+        x = inputs[0]
+        self.shape = x.shape
+        self.size = math.prod(x.shape)
         self.target = x.target
         # NumPy's result keeps a non-native byte order (np.repeat of '>f8' is '>f8')
-        self.result_dtype = None if x.given == x.dtype else x.given
+        self.result_dtype = None if x.dtype == x.native else x.dtype
 
     def _result(self, y: ArrayLike) -> ArrayLike:
         """The kernels' native-order result in NumPy's result dtype."""
@@ -825,23 +785,25 @@ class NestPlan(_RepeatPlan):
     """A call with static counts (``repeat`` either form, ``tile``): the loop nest, this
     input's extents and the output's shape. The pushforward runs the forward kernel."""
 
-    def __init__(self, op: str, layout: _Layout, x: _Input, arguments: str) -> None:
+    def __init__(self, op: str, layout: _Layout, x: InputFacts, arguments: str) -> None:
         """``arguments``: the static arguments as the user wrote them (``"reps=(2, 3)"``), for
         messages."""
-        self._set(op, x, 1)
         try:
-            self.nest = nest = _nest(layout)
+            nest = _nest(layout)
         except _NestLimit as error:
             raise ValueError(f"{op}: {arguments} for x of shape {shape_text(x.shape)}: {error}") from None
-        self.out_shape = nest.output_shape(x.shape)
-        for extent in self.out_shape:
+        out_shape = nest.output_shape(x.shape)
+        for extent in out_shape:
             if extent >= _COUNT_LIMIT:
-                raise ValueError(f"{op}: the output shape {shape_text(self.out_shape)} is too large to allocate")
-        self.out_size = checked_size(self.out_shape, x.dtype.itemsize, op)
-        self.flat_output = len(self.out_shape) == 1
+                raise ValueError(f"{op}: the output shape {shape_text(out_shape)} is too large to allocate")
+        out_size = checked_size(out_shape, x.native.itemsize, op)
+        runs = not nest.empty and (x.target == "cpu" or out_size > 0)
+        kinds = ["forward", "pullback", "pushforward"] if x.differentiable else ["forward", "pushforward"]
+        super().__init__(op, (x,), out_shape, frozenset(kinds if runs else ()))
+        self.nest = nest
+        self.out_size = out_size
+        self.flat_output = len(out_shape) == 1
         self.extents = nest.extents(x.shape)
-        runs = not nest.empty and (self.target == "cpu" or self.out_size > 0)
-        self.kernel_entries = frozenset(self._kinds() + ["pushforward"] if runs else ())
 
     def requests(self) -> list[KernelRequest]:
         if self.nest.empty:
@@ -921,7 +883,7 @@ def _cuda_pair_launch(kernel: Kernel, total: int, extents: tuple[int, ...], work
 
 
 @dataclass(frozen=True, slots=True)
-class _Counts:
+class _SavedCounts:
     """One call's per-element counts: as int64 on ``x``'s device, their offsets, the output."""
 
     counts: ArrayLike
@@ -937,8 +899,7 @@ class CountsPlan(_RepeatPlan):
 
     saves_primals = True
 
-    def __init__(self, x: _Input, axis: int | None, counts: object) -> None:
-        self._set("repeat", x, 2)
+    def __init__(self, x: InputFacts, axis: int | None, counts: object) -> None:
         shape = x.shape
         if axis is None:
             self.outer, self.length, self.inner = 1, math.prod(shape), 1
@@ -948,15 +909,16 @@ class CountsPlan(_RepeatPlan):
             where = f"x has {self.length} elements along axis {axis} (shape {shape_text(shape)})"
         self.axis = axis
         self.unit_inner = axis is None or axis == len(shape) - 1
-        if isinstance(counts, ArraySpec):
-            counts_dtype, counts_shape = counts.dtype, counts.shape
-        elif is_array(counts):
-            counts_dtype, counts_shape = counts.dtype, tuple(counts.shape)
-        else:
+        if not (isinstance(counts, ArraySpec) or is_array(counts)):
             raise TypeError(
                 f"repeat: repeats must be Val(int) or a 1-D integer array of per-element counts, "
                 f"got {type(counts).__name__}"
             )
+        if counts.dtype.kind not in "iu":  # before the reader's dtype check: say what repeats holds
+            raise TypeError(f"repeat: repeats must hold integers, got an array of dtype {counts.dtype}")
+        counts_facts = input_facts(counts, "repeats", "repeat")
+        joint_device((x, counts_facts))
+        counts_dtype, counts_shape = counts_facts.dtype, counts_facts.shape
         if counts_dtype.kind not in "iu":
             raise TypeError(f"repeat: repeats must hold integers, got an array of dtype {counts_dtype}")
         if len(counts_shape) > 1:
@@ -968,13 +930,14 @@ class CountsPlan(_RepeatPlan):
         if axis is not None:
             location[axis] = self.length
         self.counts_shape = tuple(location) if axis is not None else shape  # the counts along x, for a Fill
-        self.out_shape = (0,) if axis is None else shape[:axis] + (0,) + shape[axis + 1 :]  # for an ArraySpec
-        self.kernel_entries = frozenset(self._kinds())
+        out_shape = (0,) if axis is None else shape[:axis] + (0,) + shape[axis + 1 :]  # for an ArraySpec
+        kinds = ["forward", "pullback"] if x.differentiable else ["forward"]
+        super().__init__("repeat", (x, counts_facts), out_shape, frozenset(kinds))
 
     def requests(self) -> list[KernelRequest]:
         return [_segments_request(self.out_dtype, kind, self.unit_inner, self.target) for kind in self._kinds()]
 
-    def save(self, arrays: tuple[object, ...]) -> _Counts:
+    def save(self, arrays: tuple[object, ...]) -> _SavedCounts:
         """Counts, offsets and output shape; every size checked before anything of ``x``'s
         length is allocated (``x`` may be a broadcast view far larger than memory, and one
         count stands for all of them)."""
@@ -998,13 +961,13 @@ class CountsPlan(_RepeatPlan):
         offsets = xp.zeros(length + 1, dtype=np.int64)
         if length:
             offsets[1:] = xp.cumsum(counts)
-        return _Counts(counts, offsets, total, out_shape)
+        return _SavedCounts(counts, offsets, total, out_shape)
 
     def cotangent_shape(self, saved: object) -> tuple[int, ...]:
-        assert isinstance(saved, _Counts)
+        assert isinstance(saved, _SavedCounts)
         return saved.out_shape
 
-    def _launch(self, kind: str, counts: _Counts, source: ArrayLike, target: ArrayLike) -> None:
+    def _launch(self, kind: str, counts: _SavedCounts, source: ArrayLike, target: ArrayLike) -> None:
         kernel = _segments_request(self.out_dtype, kind, self.unit_inner, self.target).get()
         arguments = (counts.offsets, self.outer, self.length, self.inner, counts.total)
         if self.target == "cuda":
@@ -1025,7 +988,7 @@ class CountsPlan(_RepeatPlan):
         return self._result(y)
 
     def pullback(self, saved: object) -> DensePullback:
-        assert isinstance(saved, _Counts)
+        assert isinstance(saved, _SavedCounts)
         counts = saved
         allocate = self.namespace.empty if self.unit_inner or self.target == "cuda" else self.namespace.zeros
         size, shape, dtype = self.size, self.shape, self.out_dtype
@@ -1039,7 +1002,7 @@ class CountsPlan(_RepeatPlan):
 
     def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
         """``value * counts[i]`` spread along the axis: of ``x``'s size, not ``dy``'s."""
-        assert isinstance(saved, _Counts)
+        assert isinstance(saved, _SavedCounts)
         xp = self.namespace
         dx: ArrayLike = xp.empty(self.shape, dtype=self.out_dtype)
         dx[...] = (xp.asarray(fill.value, dtype=self.out_dtype) * saved.counts).reshape(self.counts_shape)
@@ -1154,7 +1117,7 @@ class Repeat(RuleOp):
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         """Validate a ``repeat`` call (either form) and plan it; messages name the arguments."""
-        x = _input(arrays[0])
+        x = input_facts(arrays[0], "x", "repeat")
         repeats, axis, inner, outer = statics
         ndim = len(x.shape)
         if len(arrays) == 1 and repeats is None:
@@ -1187,7 +1150,6 @@ class Repeat(RuleOp):
             count = static_int(repeats, "repeats")
             _check_counts_value((count,), "repeats")
             return NestPlan("repeat", _numpy_layout(ndim, count, axis_index), x, f"repeats={count}")
-        common_device(arrays, ("x", "repeats"))
         return CountsPlan(x, axis_index, arrays[1])
 
 
@@ -1226,7 +1188,7 @@ class Tile(RuleOp):
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         """Validate a ``tile`` call and plan it."""
-        x = _input(arrays[0])
+        x = input_facts(arrays[0], "x", "tile")
         counts = static_ints(statics[0], "reps")
         if any(count < 0 for count in counts):
             raise ValueError(f"tile: reps={counts} has a negative count")

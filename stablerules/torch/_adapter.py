@@ -82,7 +82,7 @@ import stablerules as sr
 from stablerules import Val
 
 from .._binding import Binder, binder
-from .._cache import GUARDED as _GUARDED
+from .._launch import OPEN_GUARDS as _GUARDED
 from .._rule import RuleOp
 from .._memo import register as register_cache
 

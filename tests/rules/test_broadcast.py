@@ -382,15 +382,15 @@ def test_precompile_and_explain_with_specs() -> None:
 
 
 def test_pullback_without_forward_takes_specs() -> None:
-    from stablerules._registry import PULLBACKS
+    from stablerules._registry import PULLBACK_BUILDERS
 
-    builder: Callable[..., Any] = PULLBACKS.lookup(sr.broadcast_to)
+    builder: Callable[..., Any] = PULLBACK_BUILDERS.lookup(sr.broadcast_to)
     back = builder(sr.ArraySpec((1, 3, 1), np.float32), Val((4, 3, 5)))
     dy = integers((4, 3, 5), "float32")
     dx, static = back(dy)
     assert static == NoTangent()
     np.testing.assert_array_equal(dense(dx), broadcast_reference((1, 3, 1), dy))
-    builder = cast(Callable[..., Any], PULLBACKS.lookup(sr.mean))
+    builder = cast(Callable[..., Any], PULLBACK_BUILDERS.lookup(sr.mean))
     back = builder(sr.ArraySpec((4, 6), np.float64), axis=Val(1))
     dy = integers((4,))
     np.testing.assert_array_equal(dense(back(dy)[0]), sum_reference((4, 6), (1,), False, dy, 6))
@@ -427,14 +427,14 @@ def test_random_broadcasts_and_sums(data: st.DataObject) -> None:
 def test_fill_pullbacks_are_o1_whatever_the_size() -> None:
     """A 3e9-element x (never allocated: the pullback is built from an ArraySpec): the pullback
     of a Fill, or of a full sum's scalar, is a Fill, in microseconds."""
-    from stablerules._registry import PULLBACKS
+    from stablerules._registry import PULLBACK_BUILDERS
 
-    builder: Callable[..., Any] = PULLBACKS.lookup(sr.sum)
+    builder: Callable[..., Any] = PULLBACK_BUILDERS.lookup(sr.sum)
     huge = sr.ArraySpec((100_000, 3, 10_000), np.float64)
     back = builder(huge, axis=Val((0, 2)))
     assert back(Fill(2.0, (3,))) == (Fill(2.0, huge.shape, np.float64),)
     assert builder(huge)(np.asarray(1.5)) == (Fill(1.5, huge.shape, np.float64),)
-    back_mean = cast(Callable[..., Any], PULLBACKS.lookup(sr.mean))(huge, Val((0, 2)))
+    back_mean = cast(Callable[..., Any], PULLBACK_BUILDERS.lookup(sr.mean))(huge, Val((0, 2)))
     assert back_mean(Fill(1e9, (3,))) == (Fill(1.0, huge.shape, np.float64), NoTangent())
 
 

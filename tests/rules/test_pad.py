@@ -326,15 +326,15 @@ def test_random_pads_and_splits(data: st.DataObject) -> None:
 
 
 def test_pullbacks_without_forward_take_specs() -> None:
-    from stablerules._registry import PULLBACKS
+    from stablerules._registry import PULLBACK_BUILDERS
 
-    builder: Callable[..., Any] = PULLBACKS.lookup(sr.pad)
+    builder: Callable[..., Any] = PULLBACK_BUILDERS.lookup(sr.pad)
     back = builder(sr.ArraySpec((2, 3), np.float32), Val(1))
     dy = integers((4, 5), "float32")
     dx, static = back(dy)
     assert static == NoTangent()
     np.testing.assert_array_equal(dense(dx), dy[1:3, 1:4])
-    builder = cast(Callable[..., Any], PULLBACKS.lookup(sr.split))
+    builder = cast(Callable[..., Any], PULLBACK_BUILDERS.lookup(sr.split))
     back = builder(sr.ArraySpec((6, 4), np.float64), Val(2), axis=Val(1))
     parts = (integers((6, 2)), ZeroTangent())
     (dx, _) = back(parts)
