@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from types import CodeType, FunctionType
 
 import numpy as np
 
+from ._memo import memoized
 from ._cache import KernelSource, ShapeSignature, allow_template_compile
 
 _NUMBA_SCALARS = {
@@ -79,6 +81,16 @@ class SourceWriter:
         return "\n".join(self._lines) + "\n"
 
 
+@memoized(maxsize=None)
+def _pipeline_hash() -> str:
+    """A digest of the kernel pipeline's source, part of every kernel's text (hence of its
+    cache key): Numba's own cache does not see a change to a pipeline class it compiles with.
+    Read from the file, not imported: that would start Numba."""
+    import hashlib
+
+    return hashlib.sha256(Path(__file__).with_name("_kernel_pipeline.py").read_bytes()).hexdigest()[:16]
+
+
 def cpu_kernel(
     signature: ShapeSignature,
     parameters: Sequence[tuple[str, str]],
@@ -105,11 +117,16 @@ def cpu_kernel(
     text = (
         f'"""stablerules kernel: {description}\n\n'
         f"signature: {signature!r}\n"
+        f"pipeline: stablerules._kernel_pipeline {_pipeline_hash()}\n"
         f'"""\n'
         f"{imports}"
         f"from numba import njit, types\n\n"
+        f"from stablerules._kernel_pipeline import KernelCompiler\n\n"
         f"SIGNATURE = types.void(\n    {types_text},\n)\n\n\n"
-        f"@njit(SIGNATURE, cache={{CACHE}}, nogil=True, boundscheck=False, error_model='numpy'{fastmath})\n"
+        f"@njit(\n"
+        f"    SIGNATURE, cache={{CACHE}}, nogil=True, boundscheck=False, error_model='numpy'{fastmath},\n"
+        f"    no_cfunc_wrapper=True, pipeline_class=KernelCompiler,\n"
+        f")\n"
         f"def kernel({names}):\n"
         f"{body_text}"
     )
