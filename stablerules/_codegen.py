@@ -1,9 +1,9 @@
 """Kernel source generation: small templates in, readable Python modules out.
 
 A rule family writes the body of a kernel with :class:`SourceWriter`; :func:`cpu_kernel`
-wraps it in a module that Numba compiles eagerly for exactly one signature, with compilation
-disabled afterwards (so a call with other types is a ``TypeError``, never a silent recompile).
-The text is what ``sr.explain`` prints.
+wraps it in a module that Numba compiles eagerly for exactly one signature (through the reduced
+pipeline of ``_kernel_pipeline``), with compilation disabled afterwards (so a call with other
+types is a ``TypeError``, never a silent recompile). The text is what ``sr.explain`` prints.
 """
 
 from __future__ import annotations
@@ -108,6 +108,13 @@ def cpu_kernel(
     else: NaN, inf and signed zeros keep their meaning), which is what lets a reduction loop
     vectorize; only kernels whose results need not be bit-exact should ask for it.
     ``numpy=True`` imports NumPy as ``np`` for the body (``np.empty`` of a scratch buffer).
+
+    The kernel compiles with ``stablerules._kernel_pipeline.KernelCompiler`` (Numba's nopython
+    passes minus those that find nothing to rewrite in our templates; the optimized code is
+    the default pipeline's) and without Numba's C-callback wrapper (``no_cfunc_wrapper``: it
+    serves only a dispatcher passed as a first-class function into other jitted code, which
+    no caller does; calls go through the CPython wrapper, or from other compiled code, the
+    function itself). Both make a new signature's compile cheaper; see ``bench/README.md``.
     """
     names = ", ".join(name for name, _ in parameters)
     types_text = ",\n    ".join(kind for _, kind in parameters)
