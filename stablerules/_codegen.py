@@ -1,9 +1,9 @@
 """Kernel source generation: small templates in, readable Python modules out.
 
 A rule family writes the body of a kernel with :class:`SourceWriter`; :func:`cpu_kernel`
-wraps it in a module that Numba compiles eagerly for exactly one signature, with compilation
-disabled afterwards (so a call with other types is a ``TypeError``, never a silent recompile).
-The text is what ``sr.explain`` prints.
+wraps it in a module that Numba compiles eagerly for exactly one signature (through the reduced
+pipeline of ``_kernel_pipeline``), with compilation disabled afterwards (so a call with other
+types is a ``TypeError``, never a silent recompile). The text is what ``sr.explain`` prints.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from types import CodeType, FunctionType
 
 import numpy as np
 
+from ._memo import memoized
 from ._cache import KernelSource, ShapeSignature
 from ._launch import allow_template_compile
 
@@ -80,6 +82,16 @@ class SourceWriter:
         return "\n".join(self._lines) + "\n"
 
 
+@memoized(maxsize=None)
+def _pipeline_hash() -> str:
+    """A digest of the kernel pipeline's source, part of every kernel's text (hence of its
+    cache key): Numba's own cache does not see a change to a pipeline class it compiles with.
+    Read from the file, not imported: that would start Numba."""
+    import hashlib
+
+    return hashlib.sha256(Path(__file__).with_name("_kernel_pipeline.py").read_bytes()).hexdigest()[:16]
+
+
 def cpu_kernel(
     signature: ShapeSignature,
     parameters: Sequence[tuple[str, str]],
@@ -97,6 +109,13 @@ def cpu_kernel(
     else: NaN, inf and signed zeros keep their meaning), which is what lets a reduction loop
     vectorize; only kernels whose results need not be bit-exact should ask for it.
     ``numpy=True`` imports NumPy as ``np`` for the body (``np.empty`` of a scratch buffer).
+
+    The kernel compiles with ``stablerules._kernel_pipeline.KernelCompiler`` (Numba's nopython
+    passes minus those that find nothing to rewrite in our templates; the optimized code is
+    the default pipeline's) and without Numba's C-callback wrapper (``no_cfunc_wrapper``: it
+    serves only a dispatcher passed as a first-class function into other jitted code, which
+    no caller does; calls go through the CPython wrapper, or from other compiled code, the
+    function itself). Both make a new signature's compile cheaper; see ``bench/README.md``.
     """
     names = ", ".join(name for name, _ in parameters)
     types_text = ",\n    ".join(kind for _, kind in parameters)
@@ -106,11 +125,16 @@ def cpu_kernel(
     text = (
         f'"""stablerules kernel: {description}\n\n'
         f"signature: {signature!r}\n"
+        f"pipeline: stablerules._kernel_pipeline {_pipeline_hash()}\n"
         f'"""\n'
         f"{imports}"
         f"from numba import njit, types\n\n"
+        f"from stablerules._kernel_pipeline import KernelCompiler\n\n"
         f"SIGNATURE = types.void(\n    {types_text},\n)\n\n\n"
-        f"@njit(SIGNATURE, cache={{CACHE}}, nogil=True, boundscheck=False, error_model='numpy'{fastmath})\n"
+        f"@njit(\n"
+        f"    SIGNATURE, cache={{CACHE}}, nogil=True, boundscheck=False, error_model='numpy'{fastmath},\n"
+        f"    no_cfunc_wrapper=True, pipeline_class=KernelCompiler,\n"
+        f")\n"
         f"def kernel({names}):\n"
         f"{body_text}"
     )

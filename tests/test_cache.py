@@ -595,3 +595,88 @@ def test_clear_caches_empties_every_registered_cache(monkeypatch: pytest.MonkeyP
     finally:
         sr.clear_caches()
     assert {entry.name: entry.size() for entry in _memo.registered() if entry.size()} == {}
+
+
+# --- the kernels' Numba pipeline -----------------------------------------------------------------
+
+
+def _compiled_overload(text: str) -> Any:
+    """Numba's one compile result of the module ``text`` (a rendered kernel), compiled now."""
+    module = pytypes.ModuleType(f"_stablerules_k_test_{uuid.uuid4().hex}")
+    exec(compile(text.replace("{CACHE}", "False"), f"<{module.__name__}>", "exec"), module.__dict__)
+    (result,) = module.kernel.overloads.values()
+    return result
+
+
+def _with_numbas_default_pipeline(text: str) -> str:
+    """A rendered kernel's text as it would read without our pipeline and options: Numba's
+    default nopython pipeline, with its C-callback wrapper."""
+    lines = [line for line in text.splitlines(keepends=True) if "_kernel_pipeline" not in line]
+    changed = "".join(lines).replace("\n    no_cfunc_wrapper=True, pipeline_class=KernelCompiler,\n", "\n")
+    assert "KernelCompiler" not in changed and "no_cfunc_wrapper" not in changed
+    return changed
+
+
+def _optimized_kernel_ir(result: Any) -> str:
+    """The LLVM IR of the kernel function itself after Numba's optimization, its names
+    (which carry the module's name) replaced."""
+    import re
+
+    function = result.library._final_module.get_function(result.fndesc.mangled_name)
+    return re.sub(r"\w*_stablerules_k_test_\w+", "K", str(function))
+
+
+def test_cpu_kernels_compile_with_the_kernel_pipeline_and_no_c_callback_wrapper() -> None:
+    signature, render = doubling_kernel(uuid.uuid4().hex)
+    text = render().text
+    result = _compiled_overload(text)
+    assert list(result.metadata["pipeline_times"]) == ["stablerules_kernel"]
+    names = [function.name for function in result.library._final_module.functions if not function.is_declaration]
+    assert any(name.startswith("_ZN7cpython") for name in names)  # what calls go through
+    assert not any(name.startswith("cfunc.") for name in names), names
+    out = np.zeros(5)
+    result.entry_point(np.arange(5.0), out, 0, 5)
+    np.testing.assert_array_equal(out, 2 * np.arange(5.0))
+    # Numba's default pipeline, for contrast, runs its full pass list and adds the wrapper.
+    default = _compiled_overload(_with_numbas_default_pipeline(text))
+    assert list(default.metadata["pipeline_times"]) == ["nopython"]
+    assert any(f.name.startswith("cfunc.") for f in default.library._final_module.functions)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(lambda: sr.repeat.kernel_requests(np.empty((200, 3, 4)), inner=Val((7, 1, 10)), outer=Val((4, 1, 2))), id="repeat"),
+        pytest.param(lambda: sr.roll.kernel_requests(np.empty((4, 4, 6, 7), np.float32), Val((3, -5)), axis=Val((2, 3))), id="roll"),
+        pytest.param(lambda: sr.broadcast_to.kernel_requests(np.empty((1, 4, 1, 5), np.float32), Val((3, 4, 6, 5))), id="broadcast_to"),
+        pytest.param(lambda: sr.kron.kernel_requests(np.empty((10, 20)), np.empty((30, 10))), id="kron"),
+    ],
+)
+def test_the_kernel_pipeline_gives_the_code_numbas_default_pipeline_gives(call: Callable[[], list[Any]]) -> None:
+    """The passes the kernel pipeline leaves out change nothing in our kernels: each rule
+    kernel's optimized LLVM IR (hence its machine code) is the default pipeline's, text for
+    text, so steady-state speed cannot change."""
+    kernels = [request for request in call() if request.signature.kind != "pushforward"]
+    assert kernels
+    for request in kernels[:2]:
+        text = request.render().text
+        ours = _optimized_kernel_ir(_compiled_overload(text))
+        default = _optimized_kernel_ir(_compiled_overload(_with_numbas_default_pipeline(text)))
+        assert "K" in ours and len(ours) > 200
+        assert ours == default, request.signature
+
+
+def test_the_kernel_pipelines_source_is_part_of_every_kernels_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Numba's own cache does not see a change to the pipeline class a kernel names, so the
+    pipeline's source digest is in every kernel's text, hence in its hash and file name."""
+    import hashlib
+
+    from stablerules import _codegen
+    from stablerules._cache import source_hash
+
+    digest = hashlib.sha256((REPO / "stablerules" / "_kernel_pipeline.py").read_bytes()).hexdigest()[:16]
+    _, render = doubling_kernel("pipeline-key")
+    before = render()
+    assert f"pipeline: stablerules._kernel_pipeline {digest}\n" in before.text
+    monkeypatch.setattr(_codegen, "_pipeline_hash", lambda: "0" * 16)
+    assert source_hash(render()) != source_hash(before)
