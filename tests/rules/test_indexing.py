@@ -743,4 +743,4 @@ def test_precompile_and_explain_list_the_kernels() -> None:
     signatures = sr.precompile(sr.getindex, spec, sr.ix[1:, ::2])
     assert [s.kind for s in signatures] == ["pullback"]
     text = sr.explain(sr.take, random_array((6, 4)), np.array([1, 2]), Val(0))
-    assert "bucket" in text and "accumulate" in text and "gather" in text
+    assert "balance" in text and "accumulate" in text and "gather" in text
