@@ -23,29 +23,34 @@ take, take_along_axis, index_add: deterministic scatter-adds
 ``x`` is read as ``(outer, n, inner)`` around the indexed axis (``axis=None``: the flattened
 array, ``outer = inner = 1``). The gathers (``take``'s forward and pushforward, the ``values``
 tangent of ``index_add``) copy rows of ``inner`` elements, as unsigned integers of the dtype's
-size. The scatter-adds (``take``'s pullback and ``index_add``'s forward) are written as
-*gathers over buckets*: a serial counting sort (``bucket`` kernel, O(n + m) integers) lists,
-for every row ``i`` of ``x``, the positions ``t`` with ``indices[t] == i`` in increasing
-order; then each output row is owned by one thread, which writes ``base[o, i] + src[o, t0] +
-src[o, t1] + ...`` in that order (``base`` is zero for a pullback, ``x`` for ``index_add``).
-Every output element is written once, by one thread, with its terms in a fixed order: the
-bits are the same on every run and for every thread count, and equal those of ``np.add.at``
-(which adds in index order) on zeros or on a copy of ``x``. The static promises
-``sorted=Val(True)`` (indices non-decreasing after wrapping) and ``unique=Val(True)`` choose
-simpler kernels: sorted indices are their own bucket order (an ``offsets`` pass replaces the
-sort and the sum reads ``src`` directly), unique ones map each row to at most one position
-(a ``positions`` pass, then each row gets its one term, or none). Promises are checked on every call before any kernel
+size. The scatter-adds (``take``'s pullback and ``index_add``'s forward) need no sort on the
+CPU: ``dst``'s rows are cut into parts, one per thread (of about equal cost, rows written
+plus terms added, from a count of the indices per bin of rows: the ``balance`` kernel), and
+each part first writes all its rows (zeros for a pullback, a copy of ``x`` for
+``index_add``: one contiguous pass, so ``dx`` is written once, page faults included, by the
+thread that owns it, with no separate zero fill), then scans the indices in increasing
+``t`` and adds ``src[o, t]`` to each of its rows ``w[t]`` (the cotangent read in address
+order). Every output element is written by one thread with its terms in increasing ``t``:
+the bits are the same on every run and for every thread count, and equal those of
+``np.add.at`` (which adds in index order) on zeros or on a copy of ``x``. Each part reads
+all of ``indices`` (an O(m) integer scan per part and outer slab). ``sorted=Val(True)``
+(indices non-decreasing after wrapping) replaces the scan by two bisections per part (its
+``t`` range); ``unique=Val(True)`` needs no other kernel on the CPU (the scan is already one
+pass), its promise is still checked. Promises are checked on every call before any kernel
 runs (``ValueError`` naming the first offending position); the check costs an O(m) pass
 (``sorted``) or an O(n + m) count (``unique`` alone).
 
-``take_along_axis``'s pullback needs no sort: ``indices`` has the output's shape, so the
+``take_along_axis``'s pullback needs no scan: ``indices`` has the output's shape, so the
 pullback walks ``dx`` by its outer rows (one thread each): it zeroes the row's ``n * inner``
 elements and adds the row's ``m * inner`` cotangent entries in ``t`` order, in cache.
 
-On CUDA the bucket order is built by one thread (serial, deterministic) and each ``dx``
-element is summed by the one thread that owns it; ``take(..., deterministic=Val(False))``
-instead adds the cotangent with atomics into zeros (faster on a GPU, not bitwise
-reproducible). ``take_along_axis``'s CUDA pullback is a gather over ``t``.
+On CUDA the positions are sorted by index, stably, in parallel: ``ceil(log2 m)`` merge
+passes of doubling run width (each thread places one position by a bisection in the partner
+run; the keys ``(w[t], t)`` are distinct, so the order is the CPU's increasing ``t`` per
+index), then one bisection per row gives the bucket offsets; each ``dx`` element is summed
+by the one thread that owns it. ``take(..., deterministic=Val(False))`` instead adds the
+cotangent with atomics into zeros (faster on a GPU, not bitwise reproducible).
+``take_along_axis``'s CUDA pullback is a gather over ``t``.
 
 Decisions where NumPy is silent or where we differ
 --------------------------------------------------
@@ -965,9 +970,11 @@ def _render_scatter_along(signature: ShapeSignature, dtype: str) -> KernelSource
         writer.line("into = np.uintp(base)")
         with writer.block("for c in range(np.uintp(n * inner)):"):
             writer.line("dx[into + c] = 0")
-        with writer.block("for k in range(o * m * inner, (o + 1) * m * inner):"):
-            writer.line("c = k % inner")
-            writer.line("dx[base + w[k] * inner + c] += dy[k]")
+        writer.line("k = o * m * inner")
+        with writer.block("for t in range(m):"):
+            with writer.block("for c in range(inner):"):
+                writer.line("dx[base + w[k] * inner + c] += dy[k]")
+                writer.line("k += 1")
     parameters = [
         ("dy", readonly_array(dtype)),
         ("w", readonly_array("intp")),
