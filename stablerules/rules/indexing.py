@@ -25,8 +25,8 @@ array, ``outer = inner = 1``). The gathers (``take``'s forward and pushforward, 
 tangent of ``index_add``) copy rows of ``inner`` elements, as unsigned integers of the dtype's
 size. The scatter-adds (``take``'s pullback and ``index_add``'s forward) need no sort on the
 CPU: ``dst``'s rows are cut into parts, one per thread (of about equal cost, rows written
-plus terms added, from a count of the indices per bin of rows: the ``balance`` kernel), and
-each part first writes all its rows (zeros for a pullback, a copy of ``x`` for
+plus twice the terms added, from a count of the indices per bin of rows: the ``balance``
+kernel), and each part first writes all its rows (zeros for a pullback, a copy of ``x`` for
 ``index_add``: one contiguous pass, so ``dx`` is written once, page faults included, by the
 thread that owns it, with no separate zero fill), then scans the indices in increasing
 ``t`` and adds ``src[o, t]`` to each of its rows ``w[t]`` (the cotangent read in address
@@ -902,20 +902,24 @@ _BALANCE_BINS = 1024
 
 def _render_balance(signature: ShapeSignature) -> KernelSource:
     """Row bounds of ``parts`` parts of about equal cost (a row written costs one, a term
-    added one), for one outer slab (``outer == 1``), cut at the edges of bins of ``1 <<
+    added two: it reads a row of ``src`` and adds it, measured on float32 rows), for one outer slab (``outer == 1``), cut at the edges of bins of ``1 <<
     shift`` rows (a count of the indices per bin, O(m + bins)). Serial."""
     writer = SourceWriter()
     writer.line("bins = ((n - 1) >> shift) + 1")
-    writer.line("counts = np.zeros(bins, dtype=np.intp)")
+    writer.line("# four interleaved counts per bin: repeated indices do not wait on one counter")
+    writer.line("lanes = np.zeros(4 * bins, dtype=np.intp)")
     with writer.block("for t in range(m):"):
-        writer.line("counts[w[t] >> shift] += 1")
-    writer.line("total = n + m")
+        writer.line("lanes[((w[t] >> shift) << 2) | (t & 3)] += 1")
+    writer.line("counts = np.empty(bins, dtype=np.intp)")
+    with writer.block("for b in range(bins):"):
+        writer.line("counts[b] = lanes[4 * b] + lanes[4 * b + 1] + lanes[4 * b + 2] + lanes[4 * b + 3]")
+    writer.line("total = n + 2 * m  # a term reads its src row and adds it: about two rows written")
     writer.line("bounds[0] = 0")
     writer.line("p = 1")
     writer.line("terms = 0")
     with writer.block("for b in range(bins + 1):"):
         writer.line("edge = min(b << shift, n)")
-        writer.line("cost = edge + terms")
+        writer.line("cost = edge + 2 * terms")
         with writer.block("while p < parts and cost * parts >= total * p:"):
             writer.line("bounds[p] = edge")
             writer.line("p += 1")
