@@ -1021,17 +1021,17 @@ def _render_merge_cuda(signature: ShapeSignature) -> KernelSource:
     at its own run's rank plus the count of smaller keys in the partner run (a bisection);
     keys are distinct, so every position is written once and the order is the stable one."""
     writer = SourceWriter()
-    writer.line("start = (j // (2 * width)) * (2 * width)")
-    writer.line("mid = min(start + width, m)")
-    writer.line("end = min(start + 2 * width, m)")
+    writer.line("first = (j // (2 * width)) * (2 * width)  # not `start`: the grid-stride loop's own")
+    writer.line("mid = min(first + width, m)")
+    writer.line("last = min(first + 2 * width, m)")
     writer.line("v = src[j]")
     writer.line("key = w[v]")
     writer.line("# the partner run: the right one for an element of the left, and the reverse")
     with writer.block("if j < mid:"):
         writer.line("a = mid")
-        writer.line("b = end")
+        writer.line("b = last")
     with writer.block("else:"):
-        writer.line("a = start")
+        writer.line("a = first")
         writer.line("b = mid")
     with writer.block("while a < b:"):
         writer.line("h = (a + b) // 2")
