@@ -1022,8 +1022,13 @@ def _render_merge_cuda(signature: ShapeSignature) -> KernelSource:
     keys are distinct, so every position is written once and the order is the stable one."""
     writer = SourceWriter()
     writer.line("first = (j // (2 * width)) * (2 * width)  # not `start`: the grid-stride loop's own")
-    writer.line("mid = min(first + width, m)")
-    writer.line("last = min(first + 2 * width, m)")
+    writer.line("# no min(): typing it for a GPU asks the CUDA driver, which a PTX-only build lacks")
+    writer.line("mid = first + width")
+    with writer.block("if mid > m:"):
+        writer.line("mid = m")
+    writer.line("last = first + 2 * width")
+    with writer.block("if last > m:"):
+        writer.line("last = m")
     writer.line("v = src[j]")
     writer.line("key = w[v]")
     writer.line("# the partner run: the right one for an element of the left, and the reverse")
