@@ -23,29 +23,34 @@ take, take_along_axis, index_add: deterministic scatter-adds
 ``x`` is read as ``(outer, n, inner)`` around the indexed axis (``axis=None``: the flattened
 array, ``outer = inner = 1``). The gathers (``take``'s forward and pushforward, the ``values``
 tangent of ``index_add``) copy rows of ``inner`` elements, as unsigned integers of the dtype's
-size. The scatter-adds (``take``'s pullback and ``index_add``'s forward) are written as
-*gathers over buckets*: a serial counting sort (``bucket`` kernel, O(n + m) integers) lists,
-for every row ``i`` of ``x``, the positions ``t`` with ``indices[t] == i`` in increasing
-order; then each output row is owned by one thread, which writes ``base[o, i] + src[o, t0] +
-src[o, t1] + ...`` in that order (``base`` is zero for a pullback, ``x`` for ``index_add``).
-Every output element is written once, by one thread, with its terms in a fixed order: the
-bits are the same on every run and for every thread count, and equal those of ``np.add.at``
-(which adds in index order) on zeros or on a copy of ``x``. The static promises
-``sorted=Val(True)`` (indices non-decreasing after wrapping) and ``unique=Val(True)`` choose
-simpler kernels: sorted indices are their own bucket order (an ``offsets`` pass replaces the
-sort and the sum reads ``src`` directly), unique ones map each row to at most one position
-(a ``positions`` pass, then each row gets its one term, or none). Promises are checked on every call before any kernel
+size. The scatter-adds (``take``'s pullback and ``index_add``'s forward) need no sort on the
+CPU: ``dst``'s rows are cut into parts, one per thread (of about equal cost, rows written
+plus twice the terms added, from a count of the indices per bin of rows: the ``balance``
+kernel), and each part first writes all its rows (zeros for a pullback, a copy of ``x`` for
+``index_add``: one contiguous pass, so ``dx`` is written once, page faults included, by the
+thread that owns it, with no separate zero fill), then scans the indices in increasing
+``t`` and adds ``src[o, t]`` to each of its rows ``w[t]`` (the cotangent read in address
+order). Every output element is written by one thread with its terms in increasing ``t``:
+the bits are the same on every run and for every thread count, and equal those of
+``np.add.at`` (which adds in index order) on zeros or on a copy of ``x``. Each part reads
+all of ``indices`` (an O(m) integer scan per part and outer slab). ``sorted=Val(True)``
+(indices non-decreasing after wrapping) replaces the scan by two bisections per part (its
+``t`` range); ``unique=Val(True)`` needs no other kernel on the CPU (the scan is already one
+pass), its promise is still checked. Promises are checked on every call before any kernel
 runs (``ValueError`` naming the first offending position); the check costs an O(m) pass
 (``sorted``) or an O(n + m) count (``unique`` alone).
 
-``take_along_axis``'s pullback needs no sort: ``indices`` has the output's shape, so the
+``take_along_axis``'s pullback needs no scan: ``indices`` has the output's shape, so the
 pullback walks ``dx`` by its outer rows (one thread each): it zeroes the row's ``n * inner``
 elements and adds the row's ``m * inner`` cotangent entries in ``t`` order, in cache.
 
-On CUDA the bucket order is built by one thread (serial, deterministic) and each ``dx``
-element is summed by the one thread that owns it; ``take(..., deterministic=Val(False))``
-instead adds the cotangent with atomics into zeros (faster on a GPU, not bitwise
-reproducible). ``take_along_axis``'s CUDA pullback is a gather over ``t``.
+On CUDA the positions are sorted by index, stably, in parallel: ``ceil(log2 m)`` merge
+passes of doubling run width (each thread places one position by a bisection in the partner
+run; the keys ``(w[t], t)`` are distinct, so the order is the CPU's increasing ``t`` per
+index), then one bisection per row gives the bucket offsets; each ``dx`` element is summed
+by the one thread that owns it. ``take(..., deterministic=Val(False))`` instead adds the
+cotangent with atomics into zeros (faster on a GPU, not bitwise reproducible).
+``take_along_axis``'s CUDA pullback is a gather over ``t``.
 
 Decisions where NumPy is silent or where we differ
 --------------------------------------------------
@@ -820,99 +825,41 @@ def _render_gather(signature: ShapeSignature, unit: str) -> KernelSource:
     return cpu_kernel(signature, parameters, writer, "take gather: rows of x at the indices", numpy=True)
 
 
-def _render_bucket(signature: ShapeSignature) -> KernelSource:
-    """Stable counting sort of positions by index: ``order[offsets[i]:offsets[i + 1]]`` are the
-    ``t`` with ``w[t] == i``, increasing. Serial (O(n + m) integers)."""
-    writer = SourceWriter()
-    writer.line("# offsets has n + 1 entries; order has m.")
-    with writer.block("for i in range(n + 1):"):
-        writer.line("offsets[i] = 0")
-    with writer.block("for t in range(m):"):
-        writer.line("offsets[w[t] + 1] += 1")
-    with writer.block("for i in range(n):"):
-        writer.line("offsets[i + 1] += offsets[i]")
-    with writer.block("for t in range(m):"):
-        writer.line("i = w[t]")
-        writer.line("order[offsets[i]] = t")
-        writer.line("offsets[i] += 1")
-    writer.line("# offsets[i] is now where bucket i ends: shift back by one bucket")
-    with writer.block("for i in range(n, 0, -1):"):
-        writer.line("offsets[i] = offsets[i - 1]")
-    writer.line("offsets[0] = 0")
-    parameters = [
-        ("w", readonly_array("intp")),
-        ("offsets", writable_array("intp")),
-        ("order", writable_array("intp")),
-        ("n", INDEX),
-        ("m", INDEX),
-        ("lo", INDEX),
-        ("hi", INDEX),
-    ]
-    return cpu_kernel(signature, parameters, writer, "bucket: stable counting sort of positions by index")
-
-
-def _render_offsets(signature: ShapeSignature) -> KernelSource:
-    """Bucket starts of sorted indices: ``offsets[i]`` is the first ``t`` with ``w[t] >= i``."""
-    writer = SourceWriter()
-    writer.line("t = 0")
-    with writer.block("for i in range(n + 1):"):
-        with writer.block("while t < m and w[t] < i:"):
-            writer.line("t += 1")
-        writer.line("offsets[i] = t")
-    parameters = [
-        ("w", readonly_array("intp")),
-        ("offsets", writable_array("intp")),
-        ("n", INDEX),
-        ("m", INDEX),
-        ("lo", INDEX),
-        ("hi", INDEX),
-    ]
-    return cpu_kernel(signature, parameters, writer, "offsets: bucket starts of sorted indices")
-
-
-def _render_positions(signature: ShapeSignature) -> KernelSource:
-    """For unique indices: ``positions[i]`` is the ``t`` with ``w[t] == i``, or -1."""
-    writer = SourceWriter()
-    with writer.block("for i in range(n):"):
-        writer.line("positions[i] = -1")
-    with writer.block("for t in range(m):"):
-        writer.line("positions[w[t]] = t")
-    parameters = [
-        ("w", readonly_array("intp")),
-        ("positions", writable_array("intp")),
-        ("n", INDEX),
-        ("m", INDEX),
-        ("lo", INDEX),
-        ("hi", INDEX),
-    ]
-    return cpu_kernel(signature, parameters, writer, "positions: where each row's one index is")
-
-
 def _render_accumulate(signature: ShapeSignature, dtype: str, mode: str, based: bool) -> KernelSource:
-    """``dst[o, i, :] = base[o, i, :] + sum(src[o, t, :] for t in bucket i)`` (``base`` zero
-    unless ``based``), over rows ``r = o * n + i`` in ``[lo, hi)``, each written once by its
-    thread, terms in increasing ``t``. ``mode``: ``order`` (buckets from the counting sort),
-    ``sorted`` (bucket ``i`` is ``t`` in ``[offsets[i], offsets[i + 1])``) or ``unique``
-    (``positions[i]`` or none)."""
+    """``dst[o, i, :] = base[o, i, :] + sum(src[o, t, :] for t with w[t] == i)`` (``base``
+    zero unless ``based``), terms in increasing ``t``. Part ``p`` owns the rows ``r = o * n +
+    i`` in ``[bounds[p], bounds[p + 1])``: it writes them all first (``base`` or zeros, one
+    contiguous pass), then adds, ``t`` increasing, each ``src`` row whose index falls in
+    them; this call runs parts ``[lo, hi)``. ``mode``: ``scan`` reads all of ``w`` per
+    slab; ``sorted`` (``w`` non-decreasing) finds the part's ``t`` range by bisection."""
     writer = SourceWriter()
-    writer.line("# src is (outer, m, inner), dst (and base) (outer, n, inner), read flat. Part p owns")
-    writer.line("# rows r = o * n + i in [bounds[p], bounds[p + 1]); this call runs parts [lo, hi).")
+    writer.line("# src is (outer, m, inner), dst (and base) (outer, n, inner), read flat.")
     with writer.block("for part in range(lo, hi):"):
         writer.line("first = bounds[part]")
-        writer.line("o = first // n")
-        writer.line("i = first - o * n")
-        with writer.block("for r in range(first, bounds[part + 1]):"):
-            _emit_accumulate_row(writer, mode, based)
+        writer.line("last = bounds[part + 1]")
+        writer.line("into = np.uintp(first * inner)")
+        with writer.block("for c in range(np.uintp((last - first) * inner)):"):
+            writer.line("dst[into + c] = base[into + c]" if based else "dst[into + c] = 0")
+        with writer.block("if first < last:"):
+            with writer.block("for o in range(first // n, (last - 1) // n + 1):"):
+                writer.line("ilo = max(first - o * n, 0)")
+                writer.line("ihi = min(last - o * n, n)")
+                if mode == "scan":
+                    with writer.block("for t in range(m):"):
+                        writer.line("i = w[t]")
+                        with writer.block("if i >= ilo and i < ihi:"):
+                            _emit_add_row(writer)
+                else:
+                    _emit_bisect(writer, "t0", "ilo")
+                    _emit_bisect(writer, "t1", "ihi")
+                    with writer.block("for t in range(t0, t1):"):
+                        writer.line("i = w[t]")
+                        _emit_add_row(writer)
     parameters = [("src", readonly_array(dtype))]
     if based:
         parameters.append(("base", readonly_array(dtype)))
-    if mode == "unique":
-        parameters.append(("positions", readonly_array("intp")))
-    else:
-        parameters.append(("offsets", readonly_array("intp")))
-        if mode == "order":
-            parameters.append(("order", readonly_array("intp")))
     parameters += [
+        ("w", readonly_array("intp")),
         ("dst", writable_array(dtype)),
         ("bounds", readonly_array("intp")),
         ("n", INDEX),
@@ -926,59 +873,71 @@ def _render_accumulate(signature: ShapeSignature, dtype: str, mode: str, based: 
     )
 
 
-def _emit_accumulate_row(writer: SourceWriter, mode: str, based: bool) -> None:
-    """One output row ``r`` (at ``o``, ``i``): its base, then its bucket's terms in order."""
-    writer.line("into = np.uintp(r * inner)")
-    if based:
-        with writer.block("for c in range(np.uintp(inner)):"):
-            writer.line("dst[into + c] = base[into + c]")
-    else:
-        with writer.block("for c in range(np.uintp(inner)):"):
-            writer.line("dst[into + c] = 0")
-    if mode == "unique":
-        writer.line("t = positions[i]")
-        with writer.block("if t >= 0:"):
-            writer.line("fro = np.uintp((o * m + t) * inner)")
-            with writer.block("for c in range(np.uintp(inner)):"):
-                writer.line("dst[into + c] += src[fro + c]")
-    else:
-        with writer.block("for k in range(offsets[i], offsets[i + 1]):"):
-            writer.line("t = order[k]" if mode == "order" else "t = k")
-            writer.line("fro = np.uintp((o * m + t) * inner)")
-            with writer.block("for c in range(np.uintp(inner)):"):
-                writer.line("dst[into + c] += src[fro + c]")
-    writer.line("i += 1")
-    with writer.block("if i == n:"):
-        writer.line("i = 0")
-        writer.line("o += 1")
+def _emit_add_row(writer: SourceWriter) -> None:
+    """``dst`` row ``(o, i)`` += ``src`` row ``(o, t)``."""
+    writer.line("into = np.uintp((o * n + i) * inner)")
+    writer.line("fro = np.uintp((o * m + t) * inner)")
+    with writer.block("for c in range(np.uintp(inner)):"):
+        writer.line("dst[into + c] += src[fro + c]")
+
+
+def _emit_bisect(writer: SourceWriter, target: str, value: str) -> None:
+    """``target`` = the first ``t`` with ``w[t] >= value`` (``w`` non-decreasing)."""
+    writer.line("a = 0")
+    writer.line("b = m")
+    with writer.block("while a < b:"):
+        writer.line("h = (a + b) >> 1")
+        with writer.block(f"if w[h] < {value}:"):
+            writer.line("a = h + 1")
+        with writer.block("else:"):
+            writer.line("b = h")
+    writer.line(f"{target} = a")
+
+
+# Balance counts indices per bin of rows, at most this many bins (a power of two rows each).
+_BALANCE_BINS = 1024
 
 
 def _render_balance(signature: ShapeSignature) -> KernelSource:
-    """Row bounds of ``parts`` parts of about equal cost (a row written plus its bucket's
-    terms added, from the bucket offsets), for one outer slab (``outer == 1``). Serial."""
+    """Row bounds of ``parts`` parts of about equal cost (a row written costs one, a term
+    added two: it reads a row of ``src`` and adds it, measured on float32 rows), for one outer slab (``outer == 1``), cut at the edges of bins of ``1 <<
+    shift`` rows (a count of the indices per bin, O(m + bins)). Serial."""
     writer = SourceWriter()
-    writer.line("total = n + m  # cost in rows: every row is written, every term added once")
+    writer.line("bins = ((n - 1) >> shift) + 1")
+    writer.line("# four interleaved counts per bin: repeated indices do not wait on one counter")
+    writer.line("lanes = np.zeros(4 * bins, dtype=np.intp)")
+    with writer.block("for t in range(m):"):
+        writer.line("lanes[((w[t] >> shift) << 2) | (t & 3)] += 1")
+    writer.line("counts = np.empty(bins, dtype=np.intp)")
+    with writer.block("for b in range(bins):"):
+        writer.line("counts[b] = lanes[4 * b] + lanes[4 * b + 1] + lanes[4 * b + 2] + lanes[4 * b + 3]")
+    writer.line("total = n + 2 * m  # a term reads its src row and adds it: about two rows written")
     writer.line("bounds[0] = 0")
     writer.line("p = 1")
-    with writer.block("for i in range(n + 1):"):
-        writer.line("cost = i + offsets[i]")
+    writer.line("terms = 0")
+    with writer.block("for b in range(bins + 1):"):
+        writer.line("edge = min(b << shift, n)")
+        writer.line("cost = edge + 2 * terms")
         with writer.block("while p < parts and cost * parts >= total * p:"):
-            writer.line("bounds[p] = i")
+            writer.line("bounds[p] = edge")
             writer.line("p += 1")
+        with writer.block("if b < bins:"):
+            writer.line("terms += counts[b]")
     with writer.block("while p < parts:"):
         writer.line("bounds[p] = n")
         writer.line("p += 1")
     writer.line("bounds[parts] = n")
     parameters = [
-        ("offsets", readonly_array("intp")),
+        ("w", readonly_array("intp")),
         ("bounds", writable_array("intp")),
         ("n", INDEX),
         ("m", INDEX),
         ("parts", INDEX),
+        ("shift", INDEX),
         ("lo", INDEX),
         ("hi", INDEX),
     ]
-    return cpu_kernel(signature, parameters, writer, "balance: row bounds of parts of equal cost")
+    return cpu_kernel(signature, parameters, writer, "balance: row bounds of parts of equal cost", numpy=True)
 
 
 def _render_gather_along(signature: ShapeSignature, unit: str) -> KernelSource:
@@ -1013,9 +972,11 @@ def _render_scatter_along(signature: ShapeSignature, dtype: str) -> KernelSource
         writer.line("into = np.uintp(base)")
         with writer.block("for c in range(np.uintp(n * inner)):"):
             writer.line("dx[into + c] = 0")
-        with writer.block("for k in range(o * m * inner, (o + 1) * m * inner):"):
-            writer.line("c = k % inner")
-            writer.line("dx[base + w[k] * inner + c] += dy[k]")
+        writer.line("k = o * m * inner")
+        with writer.block("for t in range(m):"):
+            with writer.block("for c in range(inner):"):
+                writer.line("dx[base + w[k] * inner + c] += dy[k]")
+                writer.line("k += 1")
     parameters = [
         ("dy", readonly_array(dtype)),
         ("w", readonly_array("intp")),
@@ -1052,31 +1013,69 @@ def _render_gather_cuda(signature: ShapeSignature, unit: str) -> KernelSource:
     return cuda_kernel(signature, parameters, writer, "take gather: y[t] = x[row of w]")
 
 
-def _render_bucket_cuda(signature: ShapeSignature) -> KernelSource:
-    """The counting sort by one thread (serial, so the order is the CPU's)."""
+def _render_merge_cuda(signature: ShapeSignature) -> KernelSource:
+    """One pass of a merge sort of positions by ``(w[t], t)``: the runs of ``width`` in
+    ``src``, each already sorted, merged in pairs into ``dst``. Thread ``j`` places ``src[j]``
+    at its own run's rank plus the count of smaller keys in the partner run (a bisection);
+    keys are distinct, so every position is written once and the order is the stable one."""
     writer = SourceWriter()
-    with writer.block("for i in range(n + 1):"):
-        writer.line("offsets[i] = 0")
-    with writer.block("for j in range(m):"):
-        writer.line("offsets[w[j] + 1] += 1")
-    with writer.block("for i in range(n):"):
-        writer.line("offsets[i + 1] += offsets[i]")
-    with writer.block("for j in range(m):"):
-        writer.line("i = w[j]")
-        writer.line("order[offsets[i]] = j")
-        writer.line("offsets[i] += 1")
-    with writer.block("for i in range(n, 0, -1):"):
-        writer.line("offsets[i] = offsets[i - 1]")
-    writer.line("offsets[0] = 0")
+    writer.line("first = (j // (2 * width)) * (2 * width)  # not `start`: the grid-stride loop's own")
+    writer.line("# no min(): typing it for a GPU asks the CUDA driver, which a PTX-only build lacks")
+    writer.line("mid = first + width")
+    with writer.block("if mid > m:"):
+        writer.line("mid = m")
+    writer.line("last = first + 2 * width")
+    with writer.block("if last > m:"):
+        writer.line("last = m")
+    writer.line("v = src[j]")
+    writer.line("key = w[v]")
+    writer.line("# the partner run: the right one for an element of the left, and the reverse")
+    with writer.block("if j < mid:"):
+        writer.line("a = mid")
+        writer.line("b = last")
+    with writer.block("else:"):
+        writer.line("a = first")
+        writer.line("b = mid")
+    with writer.block("while a < b:"):
+        writer.line("h = (a + b) // 2")
+        writer.line("u = src[h]")
+        with writer.block("if w[u] < key or (w[u] == key and u < v):"):
+            writer.line("a = h + 1")
+        with writer.block("else:"):
+            writer.line("b = h")
+    writer.line("dst[j - mid + a] = v")
     parameters = [
         ("w", cuda_array_type("intp")),
-        ("offsets", cuda_array_type("intp")),
+        ("src", cuda_array_type("intp")),
+        ("dst", cuda_array_type("intp")),
+        ("m", INDEX),
+        ("width", INDEX),
+        ("total", INDEX),
+    ]
+    return cuda_kernel(signature, parameters, writer, "bucket: one merge pass of a stable sort by index", index="j")
+
+
+def _render_offsets_cuda(signature: ShapeSignature) -> KernelSource:
+    """Bucket starts from the sorted positions: ``offsets[i]`` is the first ``k`` with
+    ``w[order[k]] >= i`` (a bisection per ``i``)."""
+    writer = SourceWriter()
+    writer.line("a = 0")
+    writer.line("b = m")
+    with writer.block("while a < b:"):
+        writer.line("h = (a + b) // 2")
+        with writer.block("if w[order[h]] < i:"):
+            writer.line("a = h + 1")
+        with writer.block("else:"):
+            writer.line("b = h")
+    writer.line("offsets[i] = a")
+    parameters = [
+        ("w", cuda_array_type("intp")),
         ("order", cuda_array_type("intp")),
-        ("n", INDEX),
+        ("offsets", cuda_array_type("intp")),
         ("m", INDEX),
         ("total", INDEX),
     ]
-    return cuda_kernel(signature, parameters, writer, "bucket: stable counting sort (one thread)")
+    return cuda_kernel(signature, parameters, writer, "bucket offsets: where each index's positions start", index="i")
 
 
 def _render_accumulate_cuda(signature: ShapeSignature, dtype: str, based: bool) -> KernelSource:
@@ -1174,9 +1173,6 @@ def _render_scatter_along_cuda(signature: ShapeSignature, dtype: str) -> KernelS
 
 _CPU_RENDERERS: dict[str, Callable[..., KernelSource]] = {
     "gather": _render_gather,
-    "bucket": _render_bucket,
-    "offsets": _render_offsets,
-    "positions": _render_positions,
     "balance": _render_balance,
     "accumulate": _render_accumulate,
     "gather-along": _render_gather_along,
@@ -1184,7 +1180,8 @@ _CPU_RENDERERS: dict[str, Callable[..., KernelSource]] = {
 }
 _CUDA_RENDERERS: dict[str, Callable[..., KernelSource]] = {
     "gather": _render_gather_cuda,
-    "bucket": _render_bucket_cuda,
+    "merge": _render_merge_cuda,
+    "offsets": _render_offsets_cuda,
     "accumulate": _render_accumulate_cuda,
     "atomic": _render_atomic_cuda,
     "gather-along": _render_gather_along_cuda,
@@ -1198,71 +1195,83 @@ def _request(op: str, kind: str, dtype: str, target: str, options: tuple[object,
     signature = _signature(op, kind, options, dtype, target)
     renderers = _CUDA_RENDERERS if target == "cuda" else _CPU_RENDERERS
     render = renderers[kind]
-    if kind in ("bucket", "offsets", "positions", "balance"):
+    if kind in ("merge", "offsets", "balance"):
         return KernelRequest(signature, lambda: render(signature))
     return KernelRequest(signature, lambda: render(signature, dtype, *options))
 
 
-def _run_serial(kernel: Kernel, target: str, *args: object) -> None:
-    """A serial helper kernel (bucket, offsets, positions): one call, one CUDA thread."""
-    if target == "cuda":
-        cuda_launch(kernel, 1, *args, 1)
-    else:
-        cpu_launch(kernel, *args, extent=1, work=0)
+class _ScatterAdd:
+    """The deterministic scatter-add ``dst = base + (src added at w along the axis)`` of one
+    plan (``base`` zero unless ``based``): its kernels, chosen by the target and the
+    ``sorted`` promise, and the launches that run them.
 
+    CPU: one ``accumulate`` launch over parts of ``dst``'s rows (one part per thread where
+    the work is split, ``_parallel``'s policy; of about equal cost from a per-bin count of the
+    indices, the ``balance`` kernel, for one outer slab, else of equal rows). CUDA: a stable
+    sort of the positions by index (``merge`` passes, then ``offsets``), then one thread per
+    ``dst`` element sums its bucket in order."""
 
-class _Bucketing:
-    """How a scatter-add finds each output row's terms, chosen by the promises: the kernels
-    it runs before the accumulation and the arguments the accumulation then takes."""
-
-    def __init__(self, op: str, n: int, m: int, unique: bool, sorted_: bool, target: str) -> None:
-        self.n, self.m, self.target = n, m, target
+    def __init__(self, op: str, dtype: str, n: int, m: int, inner: int, outer: int, sorted_: bool, based: bool, target: str) -> None:
+        self.n, self.m, self.inner, self.outer, self.based, self.target = n, m, inner, outer, based, target
+        self.dtype = np.dtype(dtype)
         if target == "cuda":
-            self.mode = "order"
-        elif sorted_:
-            self.mode = "sorted"
-        elif unique:
-            self.mode = "unique"
+            self.prepare_requests = [_request(op, "merge", "intp", target), _request(op, "offsets", "intp", target)]
+            self.accumulate_request = _request(op, "accumulate", dtype, target, (based,))
+            self.balance_request: KernelRequest | None = None
         else:
-            self.mode = "order"
-        prepare = {"order": "bucket", "sorted": "offsets", "unique": "positions"}[self.mode]
-        self.prepare_request = _request(op, prepare, "intp", target)
-        self.balance_request = _request(op, "balance", "intp", target) if target == "cpu" and self.mode != "unique" else None
+            self.prepare_requests = []
+            self.accumulate_request = _request(op, "accumulate", dtype, target, ("sorted" if sorted_ else "scan", based))
+            self.balance_request = _request(op, "balance", "intp", target) if outer == 1 else None
+        self.shift = max(0, (n - 1).bit_length() - _BALANCE_BINS.bit_length() + 1) if n > 1 else 0
 
     def requests(self) -> list[KernelRequest]:
-        return [self.prepare_request] + ([self.balance_request] if self.balance_request is not None else [])
+        balance = [self.balance_request] if self.balance_request is not None else []
+        return [*self.prepare_requests, *balance, self.accumulate_request]
 
-    def bounds(self, buckets: tuple[ArrayLike, ...], outer: int, work: int) -> ArrayLike:
-        """The CPU accumulation's parts: one per thread where the work is split (``_parallel``'s
-        policy), of about equal cost where the bucket offsets say it (one outer slab), else of
-        equal rows. Each row is still written by one thread, terms in order, so the bits do
-        not depend on the split."""
-        rows = outer * self.n
+    def _bounds(self, w: ArrayLike, work: int) -> ArrayLike:
+        """The CPU parts' row bounds. Each row is written by one part, its terms in order, so
+        the bits do not depend on the split."""
+        rows = self.outer * self.n
         parts = _parallel.thread_count() if work >= _parallel.PARALLEL_THRESHOLD and rows >= 2 else 1
         parts = max(1, min(parts, rows))
         bounds = np.empty(parts + 1, dtype=_INTP)
-        if parts > 1 and outer == 1 and self.balance_request is not None:
-            cpu_launch(self.balance_request.get(), buckets[0], bounds, self.n, self.m, parts, extent=1, work=0)
+        if parts > 1 and self.balance_request is not None:
+            cpu_launch(self.balance_request.get(), w, bounds, self.n, self.m, parts, self.shift, extent=1, work=0)
         else:
             bounds[:] = [rows * part // parts for part in range(parts + 1)]
         return bounds
 
-    def prepare(self, w: ArrayLike, namespace: pytypes.ModuleType) -> tuple[ArrayLike, ...]:
-        """The bucket arrays for indices ``w`` (flat, wrapped): what ``accumulate`` reads."""
-        kernel = self.prepare_request.get()
+    def run(self, src: ArrayLike, base: ArrayLike | None, w: ArrayLike, dst: ArrayLike, namespace: pytypes.ModuleType) -> None:
+        """Write all of ``dst`` (flat, ``outer * n * inner``) from ``src`` (flat, ``outer * m *
+        inner``), ``base`` (flat, as ``dst``; only when ``based``) and ``w`` (flat, wrapped)."""
+        n, m, inner = self.n, self.m, self.inner
+        kernel = self.accumulate_request.get()
+        first: tuple[ArrayLike, ...] = (src, base) if base is not None else (src,)
+        if self.target == "cuda":
+            offsets, order = self._sort(w, namespace)
+            if base is None:
+                first = (src, namespace.zeros(1, dtype=self.dtype))
+            cuda_launch(kernel, dst.size, *first, offsets, order, dst, n, m, inner, dst.size, work=max(m // max(n, 1), 1))
+            return
+        work = dst.size + src.size
+        bounds = self._bounds(w, work)
+        cpu_launch(kernel, *first, w, dst, bounds, n, m, inner, extent=len(bounds) - 1, work=work)
+
+    def _sort(self, w: ArrayLike, namespace: pytypes.ModuleType) -> tuple[ArrayLike, ArrayLike]:
+        """CUDA: ``order`` (the positions sorted by index, stably: merge passes of doubling
+        width, ``ceil(log2 m)`` launches) and the bucket ``offsets`` (``n + 1``)."""
+        merge, offsets_kernel = (request.get() for request in self.prepare_requests)
         n, m = self.n, self.m
-        if self.mode == "order":
-            offsets = namespace.empty(n + 1, dtype=_INTP)
-            order = namespace.empty(max(m, 1), dtype=_INTP)
-            _run_serial(kernel, self.target, w, offsets, order, n, m)
-            return (offsets, order)
-        if self.mode == "sorted":
-            offsets = namespace.empty(n + 1, dtype=_INTP)
-            _run_serial(kernel, self.target, w, offsets, n, m)
-            return (offsets,)
-        positions = namespace.empty(max(n, 1), dtype=_INTP)
-        _run_serial(kernel, self.target, w, positions, n, m)
-        return (positions,)
+        order = namespace.arange(max(m, 1), dtype=_INTP)
+        spare = namespace.empty(max(m, 1), dtype=_INTP)
+        width = 1
+        while width < m:
+            cuda_launch(merge, m, w, order, spare, m, width, m)
+            order, spare = spare, order
+            width *= 2
+        offsets = namespace.empty(n + 1, dtype=_INTP)
+        cuda_launch(offsets_kernel, n + 1, w, order, offsets, m, n + 1)
+        return offsets, order
 
 
 def _layout(shape: Shape, axis: int | None) -> tuple[int, int, int]:
@@ -1299,6 +1308,9 @@ class _GatherPlan(Plan):
 
     op: str
     y_dtype: DType
+    in_shape: Shape
+    size: int
+    y_size: int
 
     def _indices(self, arrays: tuple[object, ...], copy: bool) -> ArrayLike:
         raise NotImplementedError
@@ -1318,6 +1330,35 @@ class _GatherPlan(Plan):
             x = input_facts(x, "x", self.op).need_array(self.op)
         w = self._indices(arrays, copy)
         return self._gather(x, w, self.y_dtype), w
+
+    def _empty_pullback(self) -> DensePullback:
+        """The pullback where ``x`` or ``y`` is empty: zeros, no kernel."""
+        in_shape, dtype, namespace = self.in_shape, self.out_dtype, self.namespace
+
+        def empty_pullback(dy: ArrayLike) -> tuple[object, ...]:
+            return (namespace.zeros(in_shape, dtype=dtype), NO_TANGENT)
+
+        return empty_pullback
+
+    def _dense_pullback(self, scatter: Callable[[ArrayLike, ArrayLike], None], zeros: bool = False) -> DensePullback:
+        """``dy -> (dx, NoTangent())`` where ``scatter(dy_flat, dx_flat)`` writes all of a fresh
+        ``dx`` (a pooled block on the CPU from 1 MiB up; ``zeros``: a zeroed one, for
+        atomics)."""
+        in_shape, dtype, namespace = self.in_shape, self.out_dtype, self.namespace
+        allocate: Callable[..., ArrayLike]
+        if zeros:
+            allocate = namespace.zeros
+        elif namespace is np:
+            allocate = _pool.allocator(self.size * dtype.itemsize)
+        else:
+            allocate = namespace.empty
+
+        def pullback(dy: ArrayLike) -> tuple[object, ...]:
+            dx = allocate(in_shape, dtype)
+            scatter(dy.reshape(-1), dx.reshape(-1))
+            return (dx, NO_TANGENT)
+
+        return pullback
 
 
 class TakePlan(_GatherPlan):
@@ -1344,30 +1385,22 @@ class TakePlan(_GatherPlan):
         self.unit, self.factor = unit, factor
         self.gather_request = _request("take", "gather", unit.name, facts.target)
         dtype = facts.native.name
-        self.bucketing = _Bucketing("take", n, m, unique, sorted_, facts.target)
         self.atomic = facts.target == "cuda" and not deterministic
-        options: tuple[object, ...]
-        if facts.target == "cuda":
-            kind, options = ("atomic", ()) if self.atomic else ("accumulate", (False,))
-        else:
-            kind, options = "accumulate", (self.bucketing.mode, False)
-        self.scatter_request = _request("take", kind, dtype, facts.target, options)
+        self.scatter = _ScatterAdd("take", dtype, n, m, inner, outer, sorted_, False, facts.target)
+        self.atomic_request = _request("take", "atomic", dtype, facts.target) if self.atomic else None
         entries = set()
         if self.y_size:
             entries |= {"forward", "pushforward"}
             if self.size:
                 entries.add("pullback")
         self.kernel_entries = frozenset(entries)
-        self.allocate = _pool.allocator(self.size * facts.native.itemsize) if facts.namespace is np else None
 
     def requests(self) -> list[KernelRequest]:
         if not self.y_size:
             return []
         requests = [self.gather_request]
         if self.differentiable:
-            if not self.atomic:
-                requests += self.bucketing.requests()
-            requests.append(self.scatter_request)
+            requests += [self.atomic_request] if self.atomic_request is not None else self.scatter.requests()
         return requests
 
     # --- data -----------------------------------------------------------------------------
@@ -1399,41 +1432,24 @@ class TakePlan(_GatherPlan):
 
     def pullback(self, saved: object) -> DensePullback:
         w: ArrayLike = saved  # type: ignore[assignment]
-        in_shape, dtype, namespace = self.in_shape, self.out_dtype, self.namespace
+        namespace = self.namespace
         if not self.size or not self.y_size:
+            return self._empty_pullback()
+        if self.atomic_request is not None:
+            kernel = self.atomic_request.get()
+            n, m, inner = self.n, self.m, self.inner
+            real = np.dtype(np.float32) if self.out_dtype.name in ("float32", "complex64") else np.dtype(np.float64)
 
-            def empty_pullback(dy: ArrayLike) -> tuple[object, ...]:
-                return (namespace.zeros(in_shape, dtype=dtype), NO_TANGENT)
+            def atomic(dy: ArrayLike, dx: ArrayLike) -> None:
+                cuda_launch(kernel, dy.size, dy, w, dx.view(real), n, m, inner, dy.size)
 
-            return empty_pullback
-        kernel = self.scatter_request.get()
-        n, m, inner, outer = self.n, self.m, self.inner, self.outer
-        if self.atomic:
-            real = np.dtype(np.float32) if dtype.name in ("float32", "complex64") else np.dtype(np.float64)
+            return self._dense_pullback(atomic, zeros=True)
+        scatter = self.scatter
 
-            def atomic_pullback(dy: ArrayLike) -> tuple[object, ...]:
-                dx = namespace.zeros(in_shape, dtype=dtype)
-                total = dy.size
-                cuda_launch(kernel, total, dy.reshape(-1), w, dx.reshape(-1).view(real), n, m, inner, total)
-                return (dx, NO_TANGENT)
+        def deterministic(dy: ArrayLike, dx: ArrayLike) -> None:
+            scatter.run(dy, None, w, dx, namespace)
 
-            return atomic_pullback
-        bucketing, target, allocate = self.bucketing, self.target, self.allocate
-
-        def take_pullback(dy: ArrayLike) -> tuple[object, ...]:
-            buckets = bucketing.prepare(w, namespace)
-            dx: ArrayLike = allocate(in_shape, dtype) if allocate is not None else namespace.empty(in_shape, dtype=dtype)
-            flat = dx.reshape(-1)
-            if target == "cuda":
-                zero = namespace.zeros(1, dtype=dtype)
-                cuda_launch(kernel, flat.size, dy.reshape(-1), zero, *buckets, flat, n, m, inner, flat.size, work=max(m // max(n, 1), 1))
-            else:
-                work = flat.size + dy.size
-                bounds = bucketing.bounds(buckets, outer, work)
-                cpu_launch(kernel, dy.reshape(-1), *buckets, flat, bounds, n, m, inner, extent=len(bounds) - 1, work=work)
-            return (dx, NO_TANGENT)
-
-        return take_pullback
+        return self._dense_pullback(deterministic)
 
     def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
         """A constant cotangent: each row of ``dx`` is the constant times its index count."""
@@ -1637,28 +1653,22 @@ class TakeAlongAxisPlan(_GatherPlan):
 
     def pullback(self, saved: object) -> DensePullback:
         w: ArrayLike = saved  # type: ignore[assignment]
-        in_shape, dtype, namespace = self.in_shape, self.out_dtype, self.namespace
         if not self.size or not self.y_size:
-
-            def empty_pullback(dy: ArrayLike) -> tuple[object, ...]:
-                return (namespace.zeros(in_shape, dtype=dtype), NO_TANGENT)
-
-            return empty_pullback
+            return self._empty_pullback()
         kernel = self.scatter_request.get()
-        n, m, inner, outer, target = self.n, self.m, self.inner, self.outer, self.target
-        allocate = _pool.allocator(self.size * dtype.itemsize) if namespace is np else None
+        n, m, inner, outer = self.n, self.m, self.inner, self.outer
+        if self.target == "cuda":
+            zero = self.namespace.zeros(1, dtype=self.out_dtype)
 
-        def take_along_axis_pullback(dy: ArrayLike) -> tuple[object, ...]:
-            dx: ArrayLike = allocate(in_shape, dtype) if allocate is not None else namespace.empty(in_shape, dtype=dtype)
-            flat = dx.reshape(-1)
-            if target == "cuda":
-                zero = namespace.zeros(1, dtype=dtype)
-                cuda_launch(kernel, flat.size, dy.reshape(-1), zero, w, flat, n, m, inner, flat.size, work=m)
-            else:
-                cpu_launch(kernel, dy.reshape(-1), w, flat, n, m, inner, extent=outer, work=flat.size + dy.size)
-            return (dx, NO_TANGENT)
+            def gather(dy: ArrayLike, dx: ArrayLike) -> None:
+                cuda_launch(kernel, dx.size, dy, zero, w, dx, n, m, inner, dx.size, work=m)
 
-        return take_along_axis_pullback
+            return self._dense_pullback(gather)
+
+        def rows(dy: ArrayLike, dx: ArrayLike) -> None:
+            cpu_launch(kernel, dy, w, dx, n, m, inner, extent=outer, work=dx.size + dy.size)
+
+        return self._dense_pullback(rows)
 
     def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
         tangent = tangents[0]
@@ -1763,10 +1773,7 @@ class IndexAddPlan(Plan):
         self.reduce_axes = tuple(range(lead)) + tuple(
             lead + d for d, extent in enumerate(value_facts.shape) if extent == 1 and target_shape[lead + d] != 1
         )
-        self.bucketing = _Bucketing("index_add", n, m, False, False, facts.target)
-        mode = self.bucketing.mode
-        options: tuple[object, ...] = (True,) if facts.target == "cuda" else (mode, True)
-        self.accumulate_request = _request("index_add", "accumulate", facts.native.name, facts.target, options)
+        self.scatter = _ScatterAdd("index_add", facts.native.name, n, m, inner, outer, False, True, facts.target)
         self.unit, self.factor = _unit_of(facts.native)
         self.gather_request = _request("index_add", "gather", self.unit.name, facts.target)
         entries = {"forward", "pushforward"} if self.size else set()
@@ -1777,7 +1784,7 @@ class IndexAddPlan(Plan):
     def requests(self) -> list[KernelRequest]:
         if not self.size:
             return []
-        requests = [*self.bucketing.requests(), self.accumulate_request]
+        requests = self.scatter.requests()
         if self.input_tangents[2]:
             requests.append(self.gather_request)
         return requests
@@ -1800,16 +1807,7 @@ class IndexAddPlan(Plan):
             src = namespace.zeros(1, dtype=dtype)
         elif namespace is np and not src.flags.writeable:  # a broadcast view: Numba's CUDA copies arguments back
             src = src.copy()
-        base_flat = _flat(base, dtype)
-        kernel = self.accumulate_request.get()
-        buckets = self.bucketing.prepare(w, namespace)
-        flat = y.reshape(-1)
-        if self.target == "cuda":
-            cuda_launch(kernel, flat.size, src, base_flat, *buckets, flat, self.n, self.m, self.inner, flat.size)
-        else:
-            work = flat.size + src.size
-            bounds = self.bucketing.bounds(buckets, self.outer, work)
-            cpu_launch(kernel, src, base_flat, *buckets, flat, bounds, self.n, self.m, self.inner, extent=len(bounds) - 1, work=work)
+        self.scatter.run(src, _flat(base, dtype), w, y.reshape(-1), namespace)
         return y
 
     def forward(self, arrays: tuple[object, ...]) -> object:

@@ -486,6 +486,68 @@ def test_take_pullback_splits_across_threads_and_matches_add_at(monkeypatch: pyt
     np.testing.assert_array_equal(dense(back(dz)[0]), take_reference_pullback((3, 50, 4), indices % 50, 1, dz))
     values = random_array((3000, 8), np.float32)
     np.testing.assert_array_equal(sr.index_add(x, indices, values), index_add_reference(x, indices, values, 0))
+    # Four parts where one row holds every term (parts cut at bin edges, some empty), and a
+    # tall x whose parts are cut at bins of several rows: the same bits as np.add.at.
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", "4")
+    same = np.full(3000, 7)
+    _, back = rrule(sr.take, x, same, Val(0))
+    np.testing.assert_array_equal(dense(back(dy)[0]), take_reference_pullback((400, 8), same, 0, dy))
+    np.testing.assert_array_equal(sr.index_add(x, same, values), index_add_reference(x, same, values, 0))
+    tall = random_array((5000, 2), np.float32)
+    spread = RNG.zipf(1.1, 3000) % 5000
+    _, back = rrule(sr.take, tall, spread, Val(0))
+    dt = random_array((3000, 2), np.float32)
+    np.testing.assert_array_equal(dense(back(dt)[0]), take_reference_pullback((5000, 2), spread, 0, dt))
+    _, back = rrule(sr.take, tall, np.sort(spread), Val(0), sorted=Val(True))
+    np.testing.assert_array_equal(dense(back(dt)[0]), take_reference_pullback((5000, 2), np.sort(spread), 0, dt))
+
+
+_CUDA_SORT_SCRIPT = r"""
+import numpy as np
+import stablerules as sr
+from stablerules import Val
+from stablerules._rule import count_launches, kernel_launches
+rng = np.random.default_rng(1)
+x = rng.standard_normal((40, 3))
+idx = (rng.zipf(1.3, 300) - 1) % 40 - 20  # many repeats, negative ones too: more than one grid of positions
+dy = rng.standard_normal((300, 3))
+expected = np.zeros_like(x)
+np.add.at(expected, idx, dy)
+with count_launches():
+    _, back = sr.rrule(sr.take, x, idx, Val(0))
+    dx = back(dy)[0]
+    merges = kernel_launches(op="take", kind="merge", device="cuda")
+    offsets = kernel_launches(op="take", kind="offsets", device="cuda")
+assert np.array_equal(dx, expected), "take pullback"
+assert (merges, offsets) == (9, 1), (merges, offsets)  # ceil(log2(300)) merge passes, then the offsets
+_, back = sr.rrule(sr.take, x, np.sort(idx % 40), Val(0), sorted=Val(True))
+expected = np.zeros_like(x)
+np.add.at(expected, np.sort(idx % 40), dy)
+assert np.array_equal(back(dy)[0], expected), "take pullback, sorted"
+values = rng.standard_normal((300, 3))
+expected = x.copy()
+np.add.at(expected, idx, values)
+assert np.array_equal(sr.index_add(x, idx, values), expected), "index_add"
+print("ok")
+"""
+
+
+@pytest.mark.cuda
+def test_cuda_bucket_sort_is_parallel_and_gives_np_add_at_bitwise(tmp_path: Path) -> None:
+    """The CUDA scatter-add's stable sort (merge passes, one thread per position) under
+    Numba's simulator, at more positions than the simulator's grid has threads."""
+    import importlib.util
+
+    from tests.ci import skip_unless_ci
+
+    if importlib.util.find_spec("numba.cuda") is None:
+        skip_unless_ci("numba.cuda (and so its simulator) is not installed")
+    environment = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", STABLERULES_DEVICE="cuda", PYTHONPATH=str(REPO))
+    environment.setdefault("STABLERULES_CACHE_DIR", str(tmp_path / "cache"))
+    result = subprocess.run(
+        [sys.executable, "-c", _CUDA_SORT_SCRIPT], cwd=REPO, env=environment, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout[-2000:] + result.stderr[-3000:]
 
 
 # ======================================================================================
@@ -743,7 +805,7 @@ def test_precompile_and_explain_list_the_kernels() -> None:
     signatures = sr.precompile(sr.getindex, spec, sr.ix[1:, ::2])
     assert [s.kind for s in signatures] == ["pullback"]
     text = sr.explain(sr.take, random_array((6, 4)), np.array([1, 2]), Val(0))
-    assert "bucket" in text and "accumulate" in text and "gather" in text
+    assert "balance" in text and "accumulate" in text and "gather" in text
 
 
 # =============================================================================================
