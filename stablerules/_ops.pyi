@@ -60,7 +60,19 @@ from ._shapes import (
     _Rle4,
     _Rle5,
 )
-from .rules.indexing import Basic, Slices, StaticIndex
+from .rules.indexing import (
+    Add1,
+    Add2,
+    Add3,
+    Add4,
+    Basic,
+    Drop1,
+    Drop2,
+    Drop3,
+    Drop4,
+    Slices,
+    StaticIndex,
+)
 from ._val import Val
 
 
@@ -1625,6 +1637,228 @@ class Getindex(RuleOp):
     @overload
     def __call__(
         self,
+        x: np.ndarray[_SU, np.dtype[_DT]],
+        index: StaticIndex[Basic],
+    ) -> npt.NDArray[_DT]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        index: StaticIndex[Drop1],
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[Drop1],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[Drop1],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[Drop1],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        index: StaticIndex[Drop1],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R6, np.dtype[_DT]],
+        index: StaticIndex[Drop1],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R0, np.dtype[_DT]],
+        index: StaticIndex[Add1],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        index: StaticIndex[Add1],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[Add1],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[Add1],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[Add1],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        index: StaticIndex[Add1],
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[Drop2],
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[Drop2],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[Drop2],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        index: StaticIndex[Drop2],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R6, np.dtype[_DT]],
+        index: StaticIndex[Drop2],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R0, np.dtype[_DT]],
+        index: StaticIndex[Add2],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        index: StaticIndex[Add2],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[Add2],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[Add2],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[Add2],
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[Drop3],
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[Drop3],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        index: StaticIndex[Drop3],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R6, np.dtype[_DT]],
+        index: StaticIndex[Drop3],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R0, np.dtype[_DT]],
+        index: StaticIndex[Add3],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        index: StaticIndex[Add3],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[Add3],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[Add3],
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[Drop4],
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        index: StaticIndex[Drop4],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R6, np.dtype[_DT]],
+        index: StaticIndex[Drop4],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R0, np.dtype[_DT]],
+        index: StaticIndex[Add4],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        index: StaticIndex[Add4],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[Add4],
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
         x: np.ndarray[_S, np.dtype[_DT]],
         index: StaticIndex[Basic],
     ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...
@@ -1641,8 +1875,360 @@ class Take(RuleOp):
     @overload
     def __call__(
         self,
+        x: np.ndarray[_SU, np.dtype[_DT]],
+        indices: _CountsArray | int | np.integer,
+        axis: Val[int] | None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> npt.NDArray[_DT]: ...
+    @overload
+    def __call__(
+        self,
         x: np.ndarray[_S, np.dtype[_DT]],
-        indices: _CountsArray,
+        indices: np.ndarray[_SU2, np.dtype[np.integer]],
+        axis: Val[int] | None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> npt.NDArray[_DT]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q2, np.dtype[np.integer]],
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q3, np.dtype[np.integer]],
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q4, np.dtype[np.integer]],
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q5, np.dtype[np.integer]],
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q6, np.dtype[np.integer]],
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_Rge1, np.dtype[_DT]],
+        indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[_Rge1, np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R6, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R7, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        indices: np.ndarray[_Q2, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        indices: np.ndarray[_Q2, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        indices: np.ndarray[_Q2, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        indices: np.ndarray[_Q2, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        indices: np.ndarray[_Q2, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        indices: np.ndarray[_Q3, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        indices: np.ndarray[_Q3, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        indices: np.ndarray[_Q3, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        indices: np.ndarray[_Q3, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        indices: np.ndarray[_Q4, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        indices: np.ndarray[_Q4, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        indices: np.ndarray[_Q4, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        indices: np.ndarray[_Q5, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        indices: np.ndarray[_Q5, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        indices: np.ndarray[_Q6, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: _CountsArray | int | np.integer,
         axis: Val[int] | None = ...,
         *,
         unique: Val[bool] = ...,
@@ -1654,7 +2240,7 @@ class Take(RuleOp):
     def __call__(
         self,
         x: np.ndarray[_S, np.dtype[_DT]],
-        indices: _CountsArray,
+        indices: _CountsArray | int | np.integer,
         axis: Val[int] | int | None = ...,
         *,
         unique: Val[bool] | bool = ...,
@@ -1695,6 +2281,30 @@ class IndexAdd(RuleOp):
         x: np.ndarray[_S, np.dtype[_DT]],
         indices: _CountsArray,
         values: np.ndarray[_S2, np.dtype[_DT]],
+        axis: Val[int] = ...,
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: _CountsArray,
+        values: int,
+        axis: Val[int] = ...,
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: _CountsArray,
+        values: float,
+        axis: Val[int] = ...,
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: _CountsArray,
+        values: complex,
         axis: Val[int] = ...,
     ) -> np.ndarray[_S, np.dtype[_DT]]: ...
     @overload

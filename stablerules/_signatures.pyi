@@ -87,7 +87,19 @@ from ._shapes import (
     _Rle5,
 )
 from ._tangents import Fill, NoTangent, ZeroTangent
-from .rules.indexing import Basic, Slices, StaticIndex
+from .rules.indexing import (
+    Add1,
+    Add2,
+    Add3,
+    Add4,
+    Basic,
+    Drop1,
+    Drop2,
+    Drop3,
+    Drop4,
+    Slices,
+    StaticIndex,
+)
 from ._typing import Function, Pullback, RulePullback, ScalarTangent, TuplePullback
 from ._val import Val
 
@@ -12372,6 +12384,598 @@ def rrule(
 @overload
 def rrule(
     op: Getindex,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Basic],
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_SU, np.dtype[_F]]],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]]],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]]],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]]],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]]],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]]],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]]],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop4],
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop4],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop4],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]]],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add4],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]]],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add4],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add4],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
@@ -12397,6 +13001,561 @@ def rrule(
         tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
         tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
         tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    index: StaticIndex[Basic],
+    /,
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop4],
+    /,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop4],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop4],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add4],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add4],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add4],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
         tuple[ZeroTangent, NoTangent],
     ],
 ]: ...
@@ -12517,10 +13676,650 @@ def rrule(
 @overload
 def rrule(
     op: Take,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_SU, np.dtype[_F]]],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]]],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]]],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R7, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R7, np.dtype[_F]]],
+        tuple[np.ndarray[_R7, np.dtype[_F]] | Fill[_R7, _F] | ZeroTangent],
+        tuple[np.ndarray[_R7, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -12537,8 +14336,648 @@ def rrule(
 @overload
 def rrule(
     op: Take,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R7, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R7, np.dtype[_F]] | Fill[_R7, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | None = ...,
@@ -12557,8 +14996,648 @@ def rrule(
 @overload
 def rrule(
     op: Take,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R7, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R7, np.dtype[_F]] | Fill[_R7, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -12580,7 +15659,7 @@ def rrule(
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -12598,7 +15677,7 @@ def rrule(
 def rrule(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | None = ...,
@@ -12618,7 +15697,7 @@ def rrule(
 def rrule(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -12641,7 +15720,7 @@ def rrule(
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -12660,7 +15739,7 @@ def rrule(
 def rrule(
     op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -12681,7 +15760,7 @@ def rrule(
 def rrule(
     op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -12704,7 +15783,7 @@ def rrule(
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -12723,7 +15802,7 @@ def rrule(
 def rrule(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -12744,7 +15823,7 @@ def rrule(
 def rrule(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -13151,6 +16230,252 @@ def rrule(
             NoTangent,
         ],
         tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[_S2, _G] | NoTangent, NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[Fill[_S, _F], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]]],
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent,
+        ],
+        tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.float64]],
+        tuple[ZeroTangent, NoTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]]],
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent,
+        ],
+        tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.complex128]],
+        tuple[ZeroTangent, NoTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent, NoTangent],
+        tuple[Fill[_S, _F], NoTangent, NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]], NoTangent],
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent,
+            NoTangent,
+        ],
+        tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.float64], NoTangent],
+        tuple[ZeroTangent, NoTangent, ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]], NoTangent],
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent,
+            NoTangent,
+        ],
+        tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.complex128], NoTangent],
+        tuple[ZeroTangent, NoTangent, ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent, NoTangent],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]] | NoTangent],
+        tuple[
+            np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent | NoTangent,
+        ],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.float64] | NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]] | NoTangent],
+        tuple[
+            np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent | NoTangent,
+        ],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.complex128] | NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent, NoTangent, NoTangent],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, NoTangent, NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]] | NoTangent, NoTangent],
+        tuple[
+            np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent | NoTangent,
+            NoTangent,
+        ],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.float64] | NoTangent, NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: complex,
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]] | NoTangent, NoTangent],
+        tuple[
+            np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent | NoTangent,
+            NoTangent,
+        ],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.complex128] | NoTangent, NoTangent],
         tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
     ],
 ]: ...
@@ -24018,6 +27343,487 @@ def pullback(
 @overload
 def pullback(
     op: Getindex,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Basic],
+) -> Pullback[
+    tuple[np.ndarray[_SU, np.dtype[_F]]],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]]],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]]],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]]],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]]],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]]],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]]],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop4],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop4],
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop4],
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]]],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add4],
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]]],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add4],
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add4],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
@@ -24038,6 +27844,450 @@ def pullback(
     tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
     tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
     tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    index: StaticIndex[Basic],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop4],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop4],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop4],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add4],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add4],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add4],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
     tuple[ZeroTangent, NoTangent],
 ]: ...
 @overload
@@ -24161,10 +28411,27 @@ def pullback(
 @overload
 def pullback(
     op: Take,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_SU, np.dtype[_F]]],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -24179,7 +28446,551 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]]],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]]],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R7, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R7, np.dtype[_F]]],
+    tuple[np.ndarray[_R7, np.dtype[_F]] | Fill[_R7, _F] | ZeroTangent],
+    tuple[np.ndarray[_R7, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
     /,
     *,
     axis: Val[int] | None = ...,
@@ -24196,7 +29007,1078 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R7, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R7, np.dtype[_F]] | Fill[_R7, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R7, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R7, np.dtype[_F]] | Fill[_R7, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -24215,7 +30097,7 @@ def pullback(
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -24230,7 +30112,7 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | None = ...,
@@ -24247,7 +30129,7 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -24267,7 +30149,7 @@ def pullback(
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -24283,7 +30165,7 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -24301,7 +30183,7 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -24321,7 +30203,7 @@ def pullback(
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -24337,7 +30219,7 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -24355,7 +30237,7 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -24694,6 +30576,216 @@ def pullback(
         NoTangent,
     ],
     tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[_S2, _G] | NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[Fill[_S, _F], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]]],
+    tuple[
+        np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent,
+    ],
+    tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.float64]],
+    tuple[ZeroTangent, NoTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]]],
+    tuple[
+        np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent,
+    ],
+    tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.complex128]],
+    tuple[ZeroTangent, NoTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent, NoTangent],
+    tuple[Fill[_S, _F], NoTangent, NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]], NoTangent],
+    tuple[
+        np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent,
+        NoTangent,
+    ],
+    tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.float64], NoTangent],
+    tuple[ZeroTangent, NoTangent, ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]], NoTangent],
+    tuple[
+        np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent,
+        NoTangent,
+    ],
+    tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.complex128], NoTangent],
+    tuple[ZeroTangent, NoTangent, ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent, NoTangent],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]] | NoTangent],
+    tuple[
+        np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent | NoTangent,
+    ],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.float64] | NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]] | NoTangent],
+    tuple[
+        np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent | NoTangent,
+    ],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.complex128] | NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent, NoTangent, NoTangent],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]] | NoTangent, NoTangent],
+    tuple[
+        np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent | NoTangent,
+        NoTangent,
+    ],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.float64] | NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: complex,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]] | NoTangent, NoTangent],
+    tuple[
+        np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent | NoTangent,
+        NoTangent,
+    ],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.complex128] | NoTangent, NoTangent],
     tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
 ]: ...
 @overload
@@ -36382,6 +42474,735 @@ def frule(
 def frule(
     op: Getindex,
     tangents: tuple[_AnyArray],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Basic],
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Basic],
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add1],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop2],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add2],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop3],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add3],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop4],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop4],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop4],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop4],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop4],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Drop4],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add4],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add4],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add4],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add4],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add4],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Add4],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
@@ -36412,6 +43233,661 @@ def frule(
     index: StaticIndex[Slices],
     /,
 ) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    index: StaticIndex[Basic],
+    /,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    index: StaticIndex[Basic],
+    /,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Add1],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Add2],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop3],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[Add3],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop4],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[Drop4],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop4],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[Drop4],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop4],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[Drop4],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add4],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[Add4],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add4],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[Add4],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add4],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[Add4],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
 @overload
 def frule(
     op: Getindex,
@@ -36508,10 +43984,908 @@ def frule(
 def frule(
     op: Take,
     tangents: tuple[_AnyArray],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R7, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R7, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -36524,7 +44898,7 @@ def frule(
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -36534,8 +44908,906 @@ def frule(
 def frule(
     op: Take,
     tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R7, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R7, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | None = ...,
@@ -36548,7 +45820,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | None = ...,
@@ -36560,8 +45832,906 @@ def frule(
 def frule(
     op: Take,
     tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R7, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R7, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -36574,7 +46744,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -36589,7 +46759,7 @@ def frule(
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -36600,7 +46770,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object],
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | None = ...,
@@ -36613,7 +46783,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object, object],
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -36629,7 +46799,7 @@ def frule(
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -36643,7 +46813,7 @@ def frule(
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -36655,7 +46825,7 @@ def frule(
     op: Take,
     tangents: tuple[_AnyArray, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -36669,7 +46839,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -36683,7 +46853,7 @@ def frule(
     op: Take,
     tangents: tuple[_AnyArray, object, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -36697,7 +46867,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -36713,7 +46883,7 @@ def frule(
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -36725,7 +46895,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object],
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -36739,7 +46909,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object, object],
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -37081,6 +47251,195 @@ def frule(
     x: np.ndarray[_S, np.dtype[_G]],
     indices: _CountsArray,
     values: np.ndarray[_S2, np.dtype[_G]],
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[_AnyArray, object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[_AnyArray, object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[_AnyArray, object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: complex,
     axis: Val[int],
     /,
 ) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib.util
+import itertools
 import types
 import re
 import sys
@@ -104,13 +105,27 @@ class Case:
     shared: bool = False
     full: bool = False
     maybe_full: bool = False
+    data: dict[str, str] = field(default_factory=dict)  # data parameters narrowed: name -> type
 
 
 UNKNOWN_RESULT = "tuple[Any, ...]"
 ANY_RANK = "tuple[int, ...]"
 
 
+SCALARS = {"int": "NoTangent", "float": "np.float64", "complex": "np.complex128"}
+"""A ``scalar`` parameter's Python types, in overload order, and their tangents' dtypes."""
+
+
 def rank_cases(sig: Signature) -> list[Case]:
+    """The rank rule's cases; each once per Python type of a ``scalar`` parameter."""
+    cases = _rank_cases(sig)
+    for p in sig.params:
+        if p.role == "scalar":
+            cases = [replace(case, data={**case.data, p.name: py}) for case in cases for py in SCALARS]
+    return cases
+
+
+def _rank_cases(sig: Signature) -> list[Case]:
     rule, _, arg = sig.rank.partition(":")
     if rule == "same":
         return [Case()]
@@ -140,12 +155,11 @@ def rank_cases(sig: Signature) -> list[Case]:
         return _kron_cases()
     if rule == "julia_cat":
         return _cat_cases()
-    if rule == "index":  # getindex: slices only keep the rank; ints, None and ... change it
-        return [
-            Case({arg or "index": ("StaticIndex[Slices]", False)}),
-            Case({arg or "index": ("StaticIndex[Basic]", False)}, result=ANY_RANK),
-        ]
-    if rule == "any":  # a rank the types do not follow (take: x's rank - 1 + the indices')
+    if rule == "index":
+        return _index_cases(arg or "index")
+    if rule == "take":
+        return _take_cases(*arg.split(","))
+    if rule == "any":  # a rank the types do not follow
         return [Case(result=ANY_RANK)]
     raise ValueError(f"unknown rank rule {sig.rank!r}")
 
@@ -188,6 +202,52 @@ def _reduce_cases() -> list[Case]:
                 Case({"axis": (f"Val[{_ints(k)}]", False), "keepdims": false}, shape=f"_R{r}", result=_ints(r - k), full=r == k)
             )
     cases.append(Case({"axis": (axes, True), "keepdims": ("Val[bool]", True)}, result=ANY_RANK, maybe_full=True))
+    return cases
+
+
+INDEX_CHANGES = 4
+"""``sr.ix[...]`` tracks rank changes of up to this many axes (tuples of up to this many entries)."""
+
+
+def index_kind(change: int) -> str:
+    """The ``StaticIndex`` parameter of an index that changes the rank by ``change``."""
+    return "Slices" if change == 0 else (f"Drop{-change}" if change < 0 else f"Add{change}")
+
+
+def _index_cases(name: str) -> list[Case]:
+    """getindex: the rank of ``x`` minus the index's ints plus its ``None``\\ s, carried by the
+    ``StaticIndex`` parameter (``Slices``: kept; ``Drop<k>``, ``Add<k>``); ``Basic``: unknown."""
+    def static(kind: str) -> dict[str, tuple[str, bool]]:
+        return {name: (f"StaticIndex[{kind}]", False)}
+
+    cases = [Case(static("Slices")), Case(static("Basic"), shape="_SU", result=UNKNOWN_RESULT)]
+    for k in range(1, INDEX_CHANGES + 1):
+        cases += [Case(static(f"Drop{k}"), shape=f"_R{r}", result=_ints(r - k)) for r in range(k, MAX_RANK + 1)]
+        cases += [Case(static(f"Add{k}"), shape=f"_R{r}", result=_ints(r + k)) for r in range(MAX_RANK - k + 1)]
+    cases.append(Case(static("Basic"), result=ANY_RANK))
+    return cases
+
+
+def _indices_type(q: int) -> str:
+    """Integer indices of rank ``q`` (a Python or NumPy int is 0-d, a list of ints 1-D)."""
+    extra = {0: " | int | np.integer", 1: " | Sequence[int]"}.get(q, "")
+    return f"_A[_Q{q}, np.integer]{extra}"
+
+
+def _take_cases(indices: str, axis: str) -> list[Case]:
+    """take: ``ndim(indices)`` for ``axis=None`` (flattened), else ``ndim(x) - 1 +
+    ndim(indices)``, for results of rank up to 6 (indices of one dimension keep ``x``'s shape
+    type); an unknown-rank ``x`` or ``indices`` gives an unknown rank."""
+    unknown_indices = {indices: "_A[_SU2, np.integer]"}
+    cases = [_unknown(), Case(data=unknown_indices, result=UNKNOWN_RESULT)]
+    flat = {axis: ("None", True)}
+    cases += [Case(flat, data={indices: _indices_type(q)}, result=_ints(q)) for q in range(MAX_RANK + 1)]
+    along = {axis: ("Val[int]", False)}
+    cases.append(Case(along, shape="_Rge1", data={indices: _indices_type(1)}, result="_Rge1"))
+    for q in (0, *range(2, MAX_RANK + 1)):
+        for r in range(1, MAX_RANK + 2 - q):
+            cases.append(Case(along, shape=f"_R{r}", data={indices: _indices_type(q)}, result=_ints(r - 1 + q)))
+    cases.append(Case(result=ANY_RANK))
     return cases
 
 
@@ -305,11 +365,12 @@ class Layout:
 
 
 def layouts(sig: Signature) -> Iterator[Layout]:
-    last_array = max(i for i, p in enumerate(sig.params) if p.role in ("array", "arrays", "varargs"))
+    arrays = ("array", "arrays", "varargs", "scalar")
+    last_array = max(i for i, p in enumerate(sig.params) if p.role in arrays)
     # the arrays, and a required data parameter between two of them (index_add's indices)
     leading = [
         p for i, p in enumerate(sig.params)
-        if p.role in ("array", "arrays", "varargs") or (p.role == "data" and p.default is None and i < last_array)
+        if p.role in arrays or (p.role == "data" and p.default is None and i < last_array)
     ]
     rest = [p for p in sig.params if p not in leading]
     can_be_positional = [p for p in rest if not p.keyword_only]
@@ -452,9 +513,13 @@ def write_params(
 
 def param_type(p: Param, case: Case, plain: bool) -> str:
     if p.role == "data":
-        return COUNTS_DATA + (" | Val[int] | int" if False else "")
+        if p.name in case.data:
+            return case.data[p.name]
+        return COUNTS_DATA + (" | int | np.integer" if "scalar" in p.kinds else "")
     if p.role == "value":
         return PAD_CONSTANT
+    if p.role == "scalar":
+        return case.data[p.name]
     if plain:
         return static_type(p, plain=True)
     return _fits_default(p, case)[0]
@@ -500,6 +565,8 @@ def tangent_entries(op: OpSchema, sig: Signature, layout: Layout, case: Case, va
             if layout.arity is None:
                 return f"tuple[{variant.tangent(shapes[p.name], kind, sig.fill_closed, case)}, ...]"
             entries += [variant.tangent(shapes[f"{p.name}[{j}]"], kind, sig.fill_closed, case) for j in range(layout.arity)]
+        elif p.role == "scalar":
+            entries.append(scalar_tangent(SCALARS[case.data[p.name]], kind, variant))
         elif p.role == "value":
             if variant.name == "I":
                 entries.append("NoTangent")
@@ -508,6 +575,16 @@ def tangent_entries(op: OpSchema, sig: Signature, layout: Layout, case: Case, va
         else:
             entries.append("NoTangent")
     return "tuple[" + ", ".join(entries) + "]"
+
+
+def scalar_tangent(dtype: str, kind: str, variant: Variant) -> str:
+    """A Python scalar's tangent: 0-d, of NumPy's dtype for the scalar (``NoTangent`` for ints)."""
+    if dtype == "NoTangent" or variant.name == "I":
+        return "NoTangent"
+    t = {"dense": f"_A[tuple[()], {dtype}]", "fill": f"Fill[tuple[()], {dtype}]", "zero": "ZeroTangent"}.get(
+        kind, f"_A[tuple[()], {dtype}] | Fill[tuple[()], {dtype}] | ZeroTangent"
+    )
+    return t + (" | NoTangent" if variant.name == "G" else "")
 
 
 def pullback_type(op: OpSchema, sig: Signature, layout: Layout, case: Case, variant: Variant) -> str:
@@ -594,7 +671,7 @@ def write_signatures() -> tuple[str, int]:
                                 _write_spec(w, op, sig, layout)
             # the plain-int forms, after every Val form
             for sig in op.signatures:
-                if not any(p.role == "static" for p in sig.params):
+                if not any(p.role == "static" for p in sig.params) or any(p.role == "scalar" for p in sig.params):  # scalars: Val forms only
                     continue
                 for variant in variants_for(op, sig):
                     for layout in layouts(sig):
@@ -765,11 +842,14 @@ from ._ops import (
 )
 {SHAPES_IMPORT}
 from ._tangents import Fill, NoTangent, ZeroTangent
-from .rules.indexing import Basic, Slices, StaticIndex
+{KINDS_IMPORT}
 from ._typing import Function, Pullback, RulePullback, ScalarTangent, TuplePullback
 from ._val import Val
 '''
 
+INDEX_KINDS = ("Basic", "Slices", *(f"{kind}{k}" for kind in ("Add", "Drop") for k in range(1, INDEX_CHANGES + 1)))
+_KINDS_IMPORT = "from .rules.indexing import (\n" + "".join(f"    {name},\n" for name in sorted(INDEX_KINDS)) + "    StaticIndex,\n)"
+SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{KINDS_IMPORT}", _KINDS_IMPORT)
 SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{SHAPES_IMPORT}\n", _shapes_import("_F", "_G", "_P", "_Q0", "_R", *_RANK_VARS, "_AnyArray", *_ALIASES) + "\n")
 
 OPS_HEAD = STUB_HEADER + '''"""The ops' classes as the type checkers see them: each op's ``__call__`` overloads (one per
@@ -786,11 +866,12 @@ from typing_extensions import deprecated, overload
 
 from ._rule import RuleOp
 {SHAPES_IMPORT}
-from .rules.indexing import Basic, Slices, StaticIndex
+{KINDS_IMPORT}
 from ._val import Val
 '''
 
 
+OPS_HEAD = OPS_HEAD.replace("{KINDS_IMPORT}", _KINDS_IMPORT)
 OPS_HEAD = OPS_HEAD.replace("{SHAPES_IMPORT}\n", _shapes_import("_DT", "_F", "_Q0", *_RANK_VARS, *_ALIASES) + "\n")
 
 
@@ -805,7 +886,7 @@ def write_ops() -> tuple[str, int]:
                 for case in rank_cases(sig):
                     _write_call(w, op, sig, layout, case, variant, plain=False)
         for sig in op.signatures:
-            if not any(p.role == "static" for p in sig.params):
+            if not any(p.role == "static" for p in sig.params) or any(p.role == "scalar" for p in sig.params):  # scalars: Val forms only
                 continue
             variants = [D] if sig.dtype == "same" else [F, integral(op)]
             for variant in variants:
@@ -819,6 +900,45 @@ def write_ops() -> tuple[str, int]:
     for op in OPS:
         w.lines.append(f"{op.name}: {op.cls}")
     return OPS_HEAD + "\n".join(w.lines) + "\n", w.count
+
+
+IX_HEAD = STUB_HEADER + '''"""``sr.ix[...]`` as the type checkers see it: the ``StaticIndex`` kind of each pattern of
+entries (a slice or ``...`` keeps an axis, an int removes one, ``None`` adds one), for single
+entries and tuples of up to {n} entries; longer tuples of slices keep the rank, anything else is
+``Basic`` (untracked). The run-time ``ix`` is ``stablerules.rules.indexing.ix``. Type checkers
+only.
+"""
+
+from types import EllipsisType
+from typing import SupportsIndex, TypeAlias, final
+
+from typing_extensions import overload
+
+{KINDS_IMPORT}
+
+_Keep: TypeAlias = slice[int | None, int | None, int | None] | EllipsisType
+"""An entry that keeps its axis: a slice, or ``...`` (which keeps the axes it stands for)."""
+'''
+
+
+def write_ix() -> tuple[str, int]:
+    """``_ix.pyi``: one ``__getitem__`` overload per pattern of entries (keep, int, None)."""
+    w = Writer()
+    entry = {"keep": "_Keep", "int": "SupportsIndex", "none": "None"}
+    change = {"keep": 0, "int": -1, "none": 1}
+    w.lines += ["", "", "@final", "class _IndexMaker:"]
+    for kind in ("keep", "int", "none"):
+        w.overload("__getitem__", ["self", f"entries: {entry[kind]}", "/"], f"StaticIndex[{index_kind(change[kind])}]", indent="    ")
+    for n in range(1, INDEX_CHANGES + 1):
+        for pattern in itertools.product(("keep", "int", "none"), repeat=n):
+            kinds = ", ".join(entry[kind] for kind in pattern)
+            net = sum(change[kind] for kind in pattern)
+            w.overload("__getitem__", ["self", f"entries: tuple[{kinds}]", "/"], f"StaticIndex[{index_kind(net)}]", indent="    ")
+    w.overload("__getitem__", ["self", "entries: tuple[_Keep, ...]", "/"], "StaticIndex[Slices]", indent="    ")
+    w.overload("__getitem__", ["self", "entries: object", "/"], "StaticIndex[Basic]", indent="    ")
+    w.lines += ["", "", "ix: _IndexMaker", '"""``sr.ix[2:5, ::2]`` is a static index (a :class:`StaticIndex`)."""']
+    head = IX_HEAD.replace("{n}", str(INDEX_CHANGES)).replace("{KINDS_IMPORT}", _KINDS_IMPORT)
+    return head + "\n".join(w.lines) + "\n", w.count
 
 
 def _write_call(w: Writer, op: OpSchema, sig: Signature, layout: Layout, case: Case, variant: Variant, plain: bool) -> None:
@@ -854,7 +974,8 @@ def write_init_block(init: str) -> str:
     for op in sorted(OPS, key=lambda o: o.name):
         lines.append(f"    from ._ops import {op.name} as {op.name}")
     for name, family in sorted(lazy.items()):
-        lines.append(f"    from .rules.{family} import {name} as {name}")
+        source = "._ix" if name == "ix" else f".rules.{family}"  # sr.ix's overloads: a stub
+        lines.append(f"    from {source} import {name} as {name}")
     lines.append("else:")
     lines += [f"    from ._dispatch import {name} as {name}" for name in rules]
     lines += ["", "_OPS = {"]
@@ -967,6 +1088,7 @@ def outputs() -> dict[Path, str]:
     return {
         pkg / "_signatures.pyi": spell_arrays(write_signatures()[0]),
         pkg / "_ops.pyi": spell_arrays(write_ops()[0]),
+        pkg / "_ix.pyi": write_ix()[0],
         pkg / "_layout.py": write_layout(),
         pkg / "__init__.py": write_init_block(init),
     }
@@ -978,7 +1100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", action="store_true", help="print the number of overloads written")
     args = parser.parse_args(argv)
     if args.count:
-        print("signatures:", write_signatures()[1], "ops:", write_ops()[1])
+        print("signatures:", write_signatures()[1], "ops:", write_ops()[1], "ix:", write_ix()[1])
         return 0
     stale = []
     for path, text in outputs().items():
