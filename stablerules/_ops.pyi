@@ -2051,17 +2051,6 @@ class Take(RuleOp):
     @overload
     def __call__(
         self,
-        x: np.ndarray[_R7, np.dtype[_DT]],
-        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
-        axis: Val[int],
-        *,
-        unique: Val[bool] = ...,
-        sorted: Val[bool] = ...,
-        deterministic: Val[bool] = ...,
-    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
-    @overload
-    def __call__(
-        self,
         x: np.ndarray[_R1, np.dtype[_DT]],
         indices: np.ndarray[_Q2, np.dtype[np.integer]],
         axis: Val[int],

@@ -13460,26 +13460,6 @@ def rrule(
 @overload
 def rrule(
     op: Take,
-    x: np.ndarray[_R7, np.dtype[_F]],
-    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
-    /,
-    *,
-    axis: Val[int],
-    unique: Val[bool] = ...,
-    sorted: Val[bool] = ...,
-    deterministic: Val[bool] = ...,
-) -> tuple[
-    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
-    Pullback[
-        tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent],
-        tuple[np.ndarray[_R7, np.dtype[_F]] | Fill[_R7, _F] | ZeroTangent, NoTangent],
-        tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent],
-        tuple[ZeroTangent, NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Take,
     x: np.ndarray[_R1, np.dtype[_F]],
     indices: np.ndarray[_Q2, np.dtype[np.integer]],
     /,
@@ -14114,26 +14094,6 @@ def rrule(
         tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent, NoTangent],
         tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent, NoTangent],
         tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent, NoTangent],
-        tuple[ZeroTangent, NoTangent, NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Take,
-    x: np.ndarray[_R7, np.dtype[_F]],
-    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
-    axis: Val[int],
-    /,
-    *,
-    unique: Val[bool] = ...,
-    sorted: Val[bool] = ...,
-    deterministic: Val[bool] = ...,
-) -> tuple[
-    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
-    Pullback[
-        tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent, NoTangent],
-        tuple[np.ndarray[_R7, np.dtype[_F]] | Fill[_R7, _F] | ZeroTangent, NoTangent, NoTangent],
-        tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent, NoTangent],
         tuple[ZeroTangent, NoTangent, NoTangent],
     ],
 ]: ...
@@ -27053,23 +27013,6 @@ def pullback(
 @overload
 def pullback(
     op: Take,
-    x: np.ndarray[_R7, np.dtype[_F]],
-    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
-    /,
-    *,
-    axis: Val[int],
-    unique: Val[bool] = ...,
-    sorted: Val[bool] = ...,
-    deterministic: Val[bool] = ...,
-) -> Pullback[
-    tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent],
-    tuple[np.ndarray[_R7, np.dtype[_F]] | Fill[_R7, _F] | ZeroTangent, NoTangent],
-    tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent],
-    tuple[ZeroTangent, NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Take,
     x: np.ndarray[_R1, np.dtype[_F]],
     indices: np.ndarray[_Q2, np.dtype[np.integer]],
     /,
@@ -27609,23 +27552,6 @@ def pullback(
     tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent, NoTangent],
     tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent, NoTangent],
     tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent, NoTangent],
-    tuple[ZeroTangent, NoTangent, NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Take,
-    x: np.ndarray[_R7, np.dtype[_F]],
-    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
-    axis: Val[int],
-    /,
-    *,
-    unique: Val[bool] = ...,
-    sorted: Val[bool] = ...,
-    deterministic: Val[bool] = ...,
-) -> Pullback[
-    tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent, NoTangent],
-    tuple[np.ndarray[_R7, np.dtype[_F]] | Fill[_R7, _F] | ZeroTangent, NoTangent, NoTangent],
-    tuple[np.ndarray[_R7, np.dtype[_F]], NoTangent, NoTangent],
     tuple[ZeroTangent, NoTangent, NoTangent],
 ]: ...
 @overload
@@ -41571,35 +41497,6 @@ def frule(
 def frule(
     op: Take,
     tangents: tuple[_AnyArray, object],
-    x: np.ndarray[_R7, np.dtype[_F]],
-    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
-    /,
-    *,
-    axis: Val[int],
-    unique: Val[bool] = ...,
-    sorted: Val[bool] = ...,
-    deterministic: Val[bool] = ...,
-) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Take,
-    tangents: tuple[object, object],
-    x: np.ndarray[_R7, np.dtype[_F]],
-    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
-    /,
-    *,
-    axis: Val[int],
-    unique: Val[bool] = ...,
-    sorted: Val[bool] = ...,
-    deterministic: Val[bool] = ...,
-) -> tuple[
-    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
-    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
-]: ...
-@overload
-def frule(
-    op: Take,
-    tangents: tuple[_AnyArray, object],
     x: np.ndarray[_R1, np.dtype[_F]],
     indices: np.ndarray[_Q2, np.dtype[np.integer]],
     /,
@@ -42490,35 +42387,6 @@ def frule(
 ) -> tuple[
     np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
     np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
-]: ...
-@overload
-def frule(
-    op: Take,
-    tangents: tuple[_AnyArray, object, object],
-    x: np.ndarray[_R7, np.dtype[_F]],
-    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
-    axis: Val[int],
-    /,
-    *,
-    unique: Val[bool] = ...,
-    sorted: Val[bool] = ...,
-    deterministic: Val[bool] = ...,
-) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Take,
-    tangents: tuple[object, object, object],
-    x: np.ndarray[_R7, np.dtype[_F]],
-    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
-    axis: Val[int],
-    /,
-    *,
-    unique: Val[bool] = ...,
-    sorted: Val[bool] = ...,
-    deterministic: Val[bool] = ...,
-) -> tuple[
-    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
-    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
 ]: ...
 @overload
 def frule(
