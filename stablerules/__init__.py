@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from ._ops import transpose as transpose
     from ._ops import vstack as vstack
     from .rules.indexing import StaticIndex as StaticIndex
-    from ._ix import ix as ix
+    from .rules.indexing import ix as ix
 else:
     from ._dispatch import frule as frule
     from ._dispatch import pullback as pullback

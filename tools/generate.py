@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib.util
-import itertools
 import types
 import re
 import sys
@@ -205,27 +204,14 @@ def _reduce_cases() -> list[Case]:
     return cases
 
 
-INDEX_CHANGES = 4
-"""``sr.ix[...]`` tracks rank changes of up to this many axes (tuples of up to this many entries)."""
-
-
-def index_kind(change: int) -> str:
-    """The ``StaticIndex`` parameter of an index that changes the rank by ``change``."""
-    return "Slices" if change == 0 else (f"Drop{-change}" if change < 0 else f"Add{change}")
-
-
 def _index_cases(name: str) -> list[Case]:
-    """getindex: the rank of ``x`` minus the index's ints plus its ``None``\\ s, carried by the
-    ``StaticIndex`` parameter (``Slices``: kept; ``Drop<k>``, ``Add<k>``); ``Basic``: unknown."""
-    def static(kind: str) -> dict[str, tuple[str, bool]]:
-        return {name: (f"StaticIndex[{kind}]", False)}
-
-    cases = [Case(static("Slices")), Case(static("Basic"), shape="_SU", result=UNKNOWN_RESULT)]
-    for k in range(1, INDEX_CHANGES + 1):
-        cases += [Case(static(f"Drop{k}"), shape=f"_R{r}", result=_ints(r - k)) for r in range(k, MAX_RANK + 1)]
-        cases += [Case(static(f"Add{k}"), shape=f"_R{r}", result=_ints(r + k)) for r in range(MAX_RANK - k + 1)]
-    cases.append(Case(static("Basic"), result=ANY_RANK))
-    return cases
+    """getindex: an index of slices only (``StaticIndex[Slices]``) keeps ``x``'s shape type;
+    ints, ``None`` and ``...`` give an untracked rank. (Tracking them through ``sr.ix``'s
+    overloads was measured and dropped: a checker re-reads an ``sr.ix[...]`` written inside a
+    call once per overload of the called function it tries, and with an overload per pattern
+    of entries one such ``rrule`` call cost mypy 6-17 s.)"""
+    index = {name: ("StaticIndex[Slices]", False)}
+    return [Case(index), Case({name: ("StaticIndex[Basic]", False)}, result=ANY_RANK)]
 
 
 def _indices_type(q: int) -> str:
@@ -648,18 +634,14 @@ def cases_with_layout(op: OpSchema, sig: Signature) -> Iterator[tuple[Layout, Ca
 
 
 def _per_rank_by_keyword(sig: Signature, layout: Layout, case: Case) -> bool:
-    """A per-rank case of getindex or take whose rank-driving argument (``index``,
-    ``indices``) the layout takes by keyword: not written (such calls get the unknown or
-    untracked rank). The rules' overload count stays about half of what it would be, for calls
-    nobody writes (``sr.rrule(sr.getindex, x, index=...)``)."""
+    """A per-rank case of take whose rank-driving argument (``indices``) the layout takes by
+    keyword: not written (such calls get the untracked rank). The rules' overload count stays
+    about half of what it would be, for calls nobody writes (``sr.rrule(sr.take, x,
+    indices=...)``)."""
     rule = sig.rank.partition(":")[0]
     keyword = {p.name for p in layout.keyword}
     if rule == "take":
         return any(name in keyword for name in case.data)
-    if rule == "index":
-        return any(
-            name in keyword and not value.endswith(("[Slices]", "[Basic]")) for name, (value, _) in case.statics.items()
-        )
     return False
 
 
@@ -863,8 +845,7 @@ from ._typing import Function, Pullback, RulePullback, ScalarTangent, TuplePullb
 from ._val import Val
 '''
 
-INDEX_KINDS = ("Basic", "Slices", *(f"{kind}{k}" for kind in ("Add", "Drop") for k in range(1, INDEX_CHANGES + 1)))
-_KINDS_IMPORT = "from .rules.indexing import (\n" + "".join(f"    {name},\n" for name in sorted(INDEX_KINDS)) + "    StaticIndex,\n)"
+_KINDS_IMPORT = "from .rules.indexing import Basic, Slices, StaticIndex"
 SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{KINDS_IMPORT}", _KINDS_IMPORT)
 SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{SHAPES_IMPORT}\n", _shapes_import("_F", "_G", "_P", "_Q0", "_R", *_RANK_VARS, "_AnyArray", *_ALIASES) + "\n")
 
@@ -918,45 +899,6 @@ def write_ops() -> tuple[str, int]:
     return OPS_HEAD + "\n".join(w.lines) + "\n", w.count
 
 
-IX_HEAD = STUB_HEADER + '''"""``sr.ix[...]`` as the type checkers see it: the ``StaticIndex`` kind of each pattern of
-entries (a slice or ``...`` keeps an axis, an int removes one, ``None`` adds one), for single
-entries and tuples of up to {n} entries; longer tuples of slices keep the rank, anything else is
-``Basic`` (untracked). The run-time ``ix`` is ``stablerules.rules.indexing.ix``. Type checkers
-only.
-"""
-
-from types import EllipsisType
-from typing import SupportsIndex, TypeAlias, final
-
-from typing_extensions import overload
-
-{KINDS_IMPORT}
-
-_Keep: TypeAlias = slice[int | None, int | None, int | None] | EllipsisType
-"""An entry that keeps its axis: a slice, or ``...`` (which keeps the axes it stands for)."""
-'''
-
-
-def write_ix() -> tuple[str, int]:
-    """``_ix.pyi``: one ``__getitem__`` overload per pattern of entries (keep, int, None)."""
-    w = Writer()
-    entry = {"keep": "_Keep", "int": "SupportsIndex", "none": "None"}
-    change = {"keep": 0, "int": -1, "none": 1}
-    w.lines += ["", "", "@final", "class _IndexMaker:"]
-    for kind in ("keep", "int", "none"):
-        w.overload("__getitem__", ["self", f"entries: {entry[kind]}", "/"], f"StaticIndex[{index_kind(change[kind])}]", indent="    ")
-    for n in range(1, INDEX_CHANGES + 1):
-        for pattern in itertools.product(("keep", "int", "none"), repeat=n):
-            kinds = ", ".join(entry[kind] for kind in pattern)
-            net = sum(change[kind] for kind in pattern)
-            w.overload("__getitem__", ["self", f"entries: tuple[{kinds}]", "/"], f"StaticIndex[{index_kind(net)}]", indent="    ")
-    w.overload("__getitem__", ["self", "entries: tuple[_Keep, ...]", "/"], "StaticIndex[Slices]", indent="    ")
-    w.overload("__getitem__", ["self", "entries: object", "/"], "StaticIndex[Basic]", indent="    ")
-    w.lines += ["", "", "ix: _IndexMaker", '"""``sr.ix[2:5, ::2]`` is a static index (a :class:`StaticIndex`)."""']
-    head = IX_HEAD.replace("{n}", str(INDEX_CHANGES)).replace("{KINDS_IMPORT}", _KINDS_IMPORT)
-    return head + "\n".join(w.lines) + "\n", w.count
-
-
 def _write_call(w: Writer, op: OpSchema, sig: Signature, layout: Layout, case: Case, variant: Variant, plain: bool) -> None:
     params = write_params(op, sig, layout, case, variant, positional_only=False, plain=plain)
     if _required_after_default(params):  # the rest by keyword: `sum(x, keepdims=Val(True))`
@@ -990,8 +932,7 @@ def write_init_block(init: str) -> str:
     for op in sorted(OPS, key=lambda o: o.name):
         lines.append(f"    from ._ops import {op.name} as {op.name}")
     for name, family in sorted(lazy.items()):
-        source = "._ix" if name == "ix" else f".rules.{family}"  # sr.ix's overloads: a stub
-        lines.append(f"    from {source} import {name} as {name}")
+        lines.append(f"    from .rules.{family} import {name} as {name}")
     lines.append("else:")
     lines += [f"    from ._dispatch import {name} as {name}" for name in rules]
     lines += ["", "_OPS = {"]
@@ -1104,7 +1045,6 @@ def outputs() -> dict[Path, str]:
     return {
         pkg / "_signatures.pyi": spell_arrays(write_signatures()[0]),
         pkg / "_ops.pyi": spell_arrays(write_ops()[0]),
-        pkg / "_ix.pyi": write_ix()[0],
         pkg / "_layout.py": write_layout(),
         pkg / "__init__.py": write_init_block(init),
     }
@@ -1116,7 +1056,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", action="store_true", help="print the number of overloads written")
     args = parser.parse_args(argv)
     if args.count:
-        print("signatures:", write_signatures()[1], "ops:", write_ops()[1], "ix:", write_ix()[1])
+        print("signatures:", write_signatures()[1], "ops:", write_ops()[1])
         return 0
     stale = []
     for path, text in outputs().items():

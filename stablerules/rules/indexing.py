@@ -199,46 +199,12 @@ def _check_entry(entry: object, position: int) -> Entry:
     )
 
 
+class Slices:
+    """To the type checker: a ``StaticIndex`` whose entries are all slices (it keeps the rank)."""
+
+
 class Basic:
-    """To the type checker: a ``StaticIndex`` of any basic entries (ints, slices, ``None``, ``...``);
-    the result's rank is not tracked. The kinds below are its special cases."""
-
-
-class Slices(Basic):
-    """To the type checker: a ``StaticIndex`` that keeps the rank (slices and ``...``; or as many
-    ``None``\\ s as ints)."""
-
-
-class Drop1(Basic):
-    """To the type checker: a ``StaticIndex`` that removes one axis (one int more than ``None``\\ s)."""
-
-
-class Drop2(Basic):
-    """To the type checker: a ``StaticIndex`` that removes two axes."""
-
-
-class Drop3(Basic):
-    """To the type checker: a ``StaticIndex`` that removes three axes."""
-
-
-class Drop4(Basic):
-    """To the type checker: a ``StaticIndex`` that removes four axes."""
-
-
-class Add1(Basic):
-    """To the type checker: a ``StaticIndex`` that adds one axis (one ``None`` more than ints)."""
-
-
-class Add2(Basic):
-    """To the type checker: a ``StaticIndex`` that adds two axes."""
-
-
-class Add3(Basic):
-    """To the type checker: a ``StaticIndex`` that adds three axes."""
-
-
-class Add4(Basic):
-    """To the type checker: a ``StaticIndex`` that adds four axes."""
+    """To the type checker: a ``StaticIndex`` of any basic entries (ints, slices, ``None``, ``...``)."""
 
 
 _Kind = TypeVar("_Kind", covariant=True)
@@ -249,9 +215,8 @@ class StaticIndex(Generic[_Kind]):
     """A static basic index, written ``sr.ix[...]``: ints (negative allowed), slices with any
     step, ``None`` and ``...``. Frozen and hashable; part of a plan's key as a ``Val`` is.
     ``entries`` holds the index as a tuple (slices with Python-int bounds). Its type parameter
-    is for the type checker only: the rank change ``sr.ix[...]`` reads from its entries'
-    types (``Slices``: kept, ``Drop1``: one axis fewer, ``Add1``: one more, ...; ``Basic``:
-    not tracked). Type checkers read ``sr.ix``'s overloads from ``stablerules/_ix.pyi``."""
+    is for the type checker only: ``Slices`` when every entry is a slice (the result keeps
+    ``x``'s rank), else ``Basic``."""
 
     __slots__ = ("entries", "key")
 

@@ -21,11 +21,10 @@ I2: TypeAlias = np.ndarray[tuple[int, int], np.dtype[np.int64]]
 def getindex(a: A2) -> None:
     # E: Incompatible types in assignment  [assignment]
     kept: sr.StaticIndex[Slices] = sr.ix[0, :]
+    y, back = sr.rrule(sr.getindex, a, sr.ix[1:, ::2])
     # E: Incompatible types in assignment  [assignment]
-    row: A2 = sr.getindex(a, sr.ix[0])
-    # E: Incompatible types in assignment  [assignment]
-    wider: A2 = sr.getindex(a, sr.ix[:, None])
-    del kept, row, wider
+    dx: A3 = back(y)[0]
+    del kept, dx
 
 
 def take(a: A2, i1: I1, i2: I2) -> None:
