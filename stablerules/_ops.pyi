@@ -1641,8 +1641,349 @@ class Take(RuleOp):
     @overload
     def __call__(
         self,
+        x: np.ndarray[_SU, np.dtype[_DT]],
+        indices: _CountsArray | int | np.integer,
+        axis: Val[int] | None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> npt.NDArray[_DT]: ...
+    @overload
+    def __call__(
+        self,
         x: np.ndarray[_S, np.dtype[_DT]],
-        indices: _CountsArray,
+        indices: np.ndarray[_SU2, np.dtype[np.integer]],
+        axis: Val[int] | None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> npt.NDArray[_DT]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q2, np.dtype[np.integer]],
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q3, np.dtype[np.integer]],
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q4, np.dtype[np.integer]],
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q5, np.dtype[np.integer]],
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: np.ndarray[_Q6, np.dtype[np.integer]],
+        axis: None = ...,
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_Rge1, np.dtype[_DT]],
+        indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[_Rge1, np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R6, np.dtype[_DT]],
+        indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        indices: np.ndarray[_Q2, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        indices: np.ndarray[_Q2, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        indices: np.ndarray[_Q2, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        indices: np.ndarray[_Q2, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        indices: np.ndarray[_Q2, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        indices: np.ndarray[_Q3, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        indices: np.ndarray[_Q3, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        indices: np.ndarray[_Q3, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        indices: np.ndarray[_Q3, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        indices: np.ndarray[_Q4, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        indices: np.ndarray[_Q4, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        indices: np.ndarray[_Q4, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        indices: np.ndarray[_Q5, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        indices: np.ndarray[_Q5, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        indices: np.ndarray[_Q6, np.dtype[np.integer]],
+        axis: Val[int],
+        *,
+        unique: Val[bool] = ...,
+        sorted: Val[bool] = ...,
+        deterministic: Val[bool] = ...,
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: _CountsArray | int | np.integer,
         axis: Val[int] | None = ...,
         *,
         unique: Val[bool] = ...,
@@ -1654,7 +1995,7 @@ class Take(RuleOp):
     def __call__(
         self,
         x: np.ndarray[_S, np.dtype[_DT]],
-        indices: _CountsArray,
+        indices: _CountsArray | int | np.integer,
         axis: Val[int] | int | None = ...,
         *,
         unique: Val[bool] | bool = ...,
@@ -1695,6 +2036,30 @@ class IndexAdd(RuleOp):
         x: np.ndarray[_S, np.dtype[_DT]],
         indices: _CountsArray,
         values: np.ndarray[_S2, np.dtype[_DT]],
+        axis: Val[int] = ...,
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: _CountsArray,
+        values: int,
+        axis: Val[int] = ...,
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: _CountsArray,
+        values: float,
+        axis: Val[int] = ...,
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        indices: _CountsArray,
+        values: complex,
         axis: Val[int] = ...,
     ) -> np.ndarray[_S, np.dtype[_DT]]: ...
     @overload

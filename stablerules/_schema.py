@@ -20,9 +20,11 @@ A row (:class:`OpSchema`) says:
 Parameter roles (:data:`Role`): ``array`` (a differentiable array), ``arrays`` (a sequence of
 arrays: its tangent is a tuple, of the call's arity for 1 to 4 arrays), ``varargs`` (``cat``'s
 ``*arrays``), ``static`` (a ``Val``; ``kinds`` lists the ``Val`` types it takes: ``"int"``,
-``"ints"`` (a tuple), ``"bool"``; ``none`` says ``None`` is accepted), ``data`` (an integer
-array of counts: no tangent) and ``value`` (``pad``'s constant: a tangent only when given
-positionally). ``default`` is the default's source text (``None``: required);
+``"ints"`` (a tuple), ``"bool"``, ``"ix"`` (``sr.ix[...]``); ``none`` says ``None`` is
+accepted), ``data`` (an integer array: no tangent; ``kinds=("scalar",)``: a Python or NumPy
+int too) ``value`` (``pad``'s constant: a tangent only when given
+positionally) and ``scalar`` (a Python number in an array's place, always positional: an
+``int`` gets ``NoTangent``, a ``float`` or ``complex`` a 0-d tangent of NumPy's dtype for it). ``default`` is the default's source text (``None``: required);
 ``keyword_only`` params are never positional.
 
 Rank rules (see the generator for the cases each one writes): ``same`` (the first array's
@@ -31,7 +33,8 @@ shape type: flip, roll, and every same-rank op), ``axis_or_flat:P`` (1-D when st
 (sum/mean over ``axis`` with ``keepdims``), ``stack`` (rank + 1), ``atleast_1d``/``atleast_2d``
 (hstack/vstack), ``counts:P,Q`` (the larger of the rank and the counts' length: tile's
 ``reps``, repeat's ``inner``/``outer``), ``kron`` (the larger rank), ``julia_cat`` (``cat``'s
-``dims``).
+``dims``), ``index`` (getindex: slices keep the shape type, other indices an untracked
+rank), ``take:I,A`` (``ndim(I)`` for ``A=None``, else ``ndim(x) - 1 + ndim(I)``).
 
 Adding an op: one :class:`OpSchema` row here (with an existing rank rule, or a new one in the
 generator), ``python tools/generate.py``, and the op's class in its family module.
@@ -42,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Role = Literal["array", "arrays", "varargs", "static", "data", "value"]
+Role = Literal["array", "arrays", "varargs", "static", "data", "value", "scalar"]
 RankRule = str
 DtypeRule = Literal["same", "sum", "mean", "scalars"]
 
@@ -194,13 +197,13 @@ OPS: tuple[OpSchema, ...] = (
             Signature(
                 (
                     _X,
-                    Param("indices", "data"),
+                    Param("indices", "data", ("scalar",)),
                     Param("axis", "static", _INT, none=True, default="None"),
                     Param("unique", "static", ("bool",), default="Val(False)", keyword_only=True),
                     Param("sorted", "static", ("bool",), default="Val(False)", keyword_only=True),
                     Param("deterministic", "static", ("bool",), default="Val(True)", keyword_only=True),
                 ),
-                "any",
+                "take:indices,axis",
                 fill_closed=False,
             ),
         ),
@@ -220,6 +223,10 @@ OPS: tuple[OpSchema, ...] = (
         (
             Signature(
                 (_X, Param("indices", "data"), Param("values", "array"), Param("axis", "static", _INT, default="Val(0)")),
+                "same",
+            ),
+            Signature(
+                (_X, Param("indices", "data"), Param("values", "scalar"), Param("axis", "static", _INT, default="Val(0)")),
                 "same",
             ),
         ),

@@ -12517,10 +12517,30 @@ def rrule(
 @overload
 def rrule(
     op: Take,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_SU, np.dtype[_F]]],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -12537,8 +12557,628 @@ def rrule(
 @overload
 def rrule(
     op: Take,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | None = ...,
@@ -12557,8 +13197,628 @@ def rrule(
 @overload
 def rrule(
     op: Take,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -12580,7 +13840,7 @@ def rrule(
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -12598,7 +13858,7 @@ def rrule(
 def rrule(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | None = ...,
@@ -12618,7 +13878,7 @@ def rrule(
 def rrule(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -12641,7 +13901,7 @@ def rrule(
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -12660,7 +13920,7 @@ def rrule(
 def rrule(
     op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -12681,7 +13941,7 @@ def rrule(
 def rrule(
     op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -12704,7 +13964,7 @@ def rrule(
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -12723,7 +13983,7 @@ def rrule(
 def rrule(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -12744,7 +14004,7 @@ def rrule(
 def rrule(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -13151,6 +14411,252 @@ def rrule(
             NoTangent,
         ],
         tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[_S2, _G] | NoTangent, NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[Fill[_S, _F], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]]],
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent,
+        ],
+        tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.float64]],
+        tuple[ZeroTangent, NoTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]]],
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent,
+        ],
+        tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.complex128]],
+        tuple[ZeroTangent, NoTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent, NoTangent],
+        tuple[Fill[_S, _F], NoTangent, NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]], NoTangent],
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent,
+            NoTangent,
+        ],
+        tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.float64], NoTangent],
+        tuple[ZeroTangent, NoTangent, ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]], NoTangent],
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent,
+            NoTangent,
+        ],
+        tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.complex128], NoTangent],
+        tuple[ZeroTangent, NoTangent, ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent, NoTangent],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]] | NoTangent],
+        tuple[
+            np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent | NoTangent,
+        ],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.float64] | NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]] | NoTangent],
+        tuple[
+            np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent | NoTangent,
+        ],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.complex128] | NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent, NoTangent, NoTangent],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, NoTangent, NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]] | NoTangent, NoTangent],
+        tuple[
+            np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent | NoTangent,
+            NoTangent,
+        ],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.float64] | NoTangent, NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: complex,
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]] | NoTangent, NoTangent],
+        tuple[
+            np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+            NoTangent,
+            np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent | NoTangent,
+            NoTangent,
+        ],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.complex128] | NoTangent, NoTangent],
         tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
     ],
 ]: ...
@@ -24161,10 +25667,27 @@ def pullback(
 @overload
 def pullback(
     op: Take,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_SU, np.dtype[_F]]],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -24178,8 +25701,25 @@ def pullback(
 @overload
 def pullback(
     op: Take,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
     /,
     *,
     axis: Val[int] | None = ...,
@@ -24196,7 +25736,1044 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -24215,7 +26792,7 @@ def pullback(
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -24230,7 +26807,7 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | None = ...,
@@ -24247,7 +26824,7 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -24267,7 +26844,7 @@ def pullback(
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -24283,7 +26860,7 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -24301,7 +26878,7 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -24321,7 +26898,7 @@ def pullback(
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -24337,7 +26914,7 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -24355,7 +26932,7 @@ def pullback(
 def pullback(
     op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -24694,6 +27271,216 @@ def pullback(
         NoTangent,
     ],
     tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[_S2, _G] | NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[Fill[_S, _F], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]]],
+    tuple[
+        np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent,
+    ],
+    tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.float64]],
+    tuple[ZeroTangent, NoTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]]],
+    tuple[
+        np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent,
+    ],
+    tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.complex128]],
+    tuple[ZeroTangent, NoTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent, NoTangent],
+    tuple[Fill[_S, _F], NoTangent, NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]], NoTangent],
+    tuple[
+        np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent,
+        NoTangent,
+    ],
+    tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.float64], NoTangent],
+    tuple[ZeroTangent, NoTangent, ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]], NoTangent],
+    tuple[
+        np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent,
+        NoTangent,
+    ],
+    tuple[Fill[_S, _F], NoTangent, Fill[tuple[()], np.complex128], NoTangent],
+    tuple[ZeroTangent, NoTangent, ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent, NoTangent],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]] | NoTangent],
+    tuple[
+        np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent | NoTangent,
+    ],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.float64] | NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]] | NoTangent],
+    tuple[
+        np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent | NoTangent,
+    ],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.complex128] | NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent, NoTangent, NoTangent],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.float64]] | NoTangent, NoTangent],
+    tuple[
+        np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.float64]] | Fill[tuple[()], np.float64] | ZeroTangent | NoTangent,
+        NoTangent,
+    ],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.float64] | NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: complex,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, np.ndarray[tuple[()], np.dtype[np.complex128]] | NoTangent, NoTangent],
+    tuple[
+        np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent,
+        NoTangent,
+        np.ndarray[tuple[()], np.dtype[np.complex128]] | Fill[tuple[()], np.complex128] | ZeroTangent | NoTangent,
+        NoTangent,
+    ],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, Fill[tuple[()], np.complex128] | NoTangent, NoTangent],
     tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
 ]: ...
 @overload
@@ -36508,10 +39295,36 @@ def frule(
 def frule(
     op: Take,
     tangents: tuple[_AnyArray],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray],
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -36524,7 +39337,7 @@ def frule(
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -36534,8 +39347,877 @@ def frule(
 def frule(
     op: Take,
     tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    /,
+    *,
+    axis: Val[int],
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | None = ...,
@@ -36548,7 +40230,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | None = ...,
@@ -36560,8 +40242,877 @@ def frule(
 def frule(
     op: Take,
     tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_SU2, np.dtype[np.integer]],
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_Rge1, np.dtype[_F]],
+    indices: np.ndarray[_Q1, np.dtype[np.integer]] | Sequence[int],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    indices: np.ndarray[_Q0, np.dtype[np.integer]] | int | np.integer,
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    indices: np.ndarray[_Q2, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    indices: np.ndarray[_Q3, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    indices: np.ndarray[_Q4, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    indices: np.ndarray[_Q5, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    indices: np.ndarray[_Q6, np.dtype[np.integer]],
+    axis: Val[int],
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Take,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -36574,7 +41125,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -36589,7 +41140,7 @@ def frule(
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None = ...,
     unique: Val[bool] = ...,
     sorted: Val[bool] = ...,
@@ -36600,7 +41151,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object],
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | None = ...,
@@ -36613,7 +41164,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object, object],
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | None,
     /,
     *,
@@ -36629,7 +41180,7 @@ def frule(
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -36643,7 +41194,7 @@ def frule(
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -36655,7 +41206,7 @@ def frule(
     op: Take,
     tangents: tuple[_AnyArray, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -36669,7 +41220,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -36683,7 +41234,7 @@ def frule(
     op: Take,
     tangents: tuple[_AnyArray, object, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -36697,7 +41248,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object, object],
     x: np.ndarray[_S, np.dtype[_F]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -36713,7 +41264,7 @@ def frule(
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None = ...,
     unique: Val[bool] | bool = ...,
     sorted: Val[bool] | bool = ...,
@@ -36725,7 +41276,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object],
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     /,
     *,
     axis: Val[int] | int | None = ...,
@@ -36739,7 +41290,7 @@ def frule(
     op: Take,
     tangents: tuple[object, object, object],
     x: np.ndarray[_S, np.dtype[_G]],
-    indices: _CountsArray,
+    indices: _CountsArray | int | np.integer,
     axis: Val[int] | int | None,
     /,
     *,
@@ -37081,6 +41632,195 @@ def frule(
     x: np.ndarray[_S, np.dtype[_G]],
     indices: _CountsArray,
     values: np.ndarray[_S2, np.dtype[_G]],
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[_AnyArray, object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[_AnyArray, object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[_AnyArray, object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    indices: _CountsArray,
+    values: complex,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: int,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: float,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: complex,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: int,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: float,
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: IndexAdd,
+    tangents: tuple[object, object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    indices: _CountsArray,
+    values: complex,
     axis: Val[int],
     /,
 ) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...

@@ -8,7 +8,11 @@ import numpy as np
 
 # Bound (not constrained) and covariant: ``Val((7, 1, 10))`` is a ``Val`` of a 3-tuple (of
 # literal ints, as a checker may show), and a ``Val[tuple[Literal[3], Literal[-1]]]`` is a
-# ``Val[tuple[int, int]]`` where one is expected.
+# ``Val[tuple[int, int]]`` where one is expected. The price of covariance: ``bool`` subclasses
+# ``int``, so a ``Val[bool]`` is a ``Val[int]`` and ``Val(True)`` type-checks where a count is
+# expected (run time refuses it: a flag is not a count). An invariant ``Val`` would reject
+# ``Val((7, 1, 10))`` where a ``Val[tuple[int, ...]]`` is expected, and a separate flag type
+# would break ``Val(True)`` being a ``Val[bool]``.
 _T = TypeVar("_T", bound=int | tuple[int, ...], covariant=True)
 
 

@@ -528,7 +528,11 @@ def _assert_zero(values: Mapping[_Path, _Values], leaves: Sequence[_Leaf], what:
 
 
 def _epsilon(dtype: np.dtype[np.generic]) -> float:
-    return float(np.finfo(np.dtype(dtype.char)).eps)
+    # typed step by step: written as one expression, mypy spent seconds on NumPy's np.finfo
+    # and np.dtype overloads here, in every type-check that imports this module
+    char: str = dtype.char
+    info: np.finfo[np.floating] = np.finfo(np.dtype(char))
+    return float(info.eps)
 
 
 def _default_rtol(leaves: Sequence[_Leaf]) -> float:

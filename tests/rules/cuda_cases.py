@@ -37,6 +37,12 @@ from stablerules._rule import count_launches, kernel_launches
 from tests.ci import in_ci
 from tests.rules import Case as RobustnessCase, assert_every_op_has_a_row, collect
 
+# The cases choose their ops at run time (typed Any): their rule calls go through these
+# untyped names, so that mypy does not try each of the rules' thousands of overloads on every
+# such call (about 0.25 s each; the result would be Any all the same).
+_rrule: Callable[..., Any] = sr.rrule
+_frule: Callable[..., Any] = sr.frule
+
 Array = npt.NDArray[Any]
 
 if os.environ.get("STABLERULES_DEVICE", "").strip().lower() != "cuda":
@@ -245,12 +251,12 @@ def test_repeat_family_forward_pullback_pushforward(
     assert_same(y, y_cpu, namespace, "forward vs CPU")
     np.testing.assert_array_equal(y_cpu, numpy_repeat(case, x_host))
 
-    y_rule, back = sr.rrule(case.op, *args, **case.kwargs)
+    y_rule, back = _rrule(case.op, *args, **case.kwargs)
     assert_same(y_rule, y_cpu, namespace, "rrule primal")
     dy_host = integers(y_cpu.shape, dtype)
     with cuda_kernel_runs("repeat", "pullback", runs):
         tangents = back(device(dy_host, namespace))
-    _, back_cpu = on_cpu(lambda: sr.rrule(case.op, x_host, *case.rest, **case.kwargs))
+    _, back_cpu = on_cpu(lambda: _rrule(case.op, x_host, *case.rest, **case.kwargs))
     expected = back_cpu(dy_host)
     assert len(tangents) == len(expected) == len(args)
     for position, (got, want) in enumerate(zip(tangents, expected)):
@@ -259,9 +265,9 @@ def test_repeat_family_forward_pullback_pushforward(
 
     dx_host = integers(case.shape, dtype)
     with cuda_kernel_runs("repeat", "forward", runs):  # the pushforward runs the forward kernel
-        y_frule, ydot = sr.frule(case.op, tangents_of(case, device(dx_host, namespace)), *args, **case.kwargs)
+        y_frule, ydot = _frule(case.op, tangents_of(case, device(dx_host, namespace)), *args, **case.kwargs)
     assert_same(y_frule, y_cpu, namespace, "frule primal")
-    _, ydot_cpu = on_cpu(lambda: sr.frule(case.op, tangents_of(case, dx_host), x_host, *case.rest, **case.kwargs))
+    _, ydot_cpu = on_cpu(lambda: _frule(case.op, tangents_of(case, dx_host), x_host, *case.rest, **case.kwargs))
     assert_same(ydot, ydot_cpu, namespace, "pushforward")
     np.testing.assert_array_equal(ydot_cpu, numpy_repeat(case, dx_host))
 
@@ -275,8 +281,8 @@ def test_repeat_family_lazy_cotangents(case: Case, namespace: str, on_cpu: Calla
     """``Fill``, ``ZeroTangent`` and ``Thunk`` cotangents and tangents give what the CPU gives."""
     x_host = integers(case.shape, "float64")
     args = arguments(case, device(x_host, namespace), namespace)
-    y, back = sr.rrule(case.op, *args, **case.kwargs)
-    _, back_cpu = on_cpu(lambda: sr.rrule(case.op, x_host, *case.rest, **case.kwargs))
+    y, back = _rrule(case.op, *args, **case.kwargs)
+    _, back_cpu = on_cpu(lambda: _rrule(case.op, x_host, *case.rest, **case.kwargs))
     shape = tuple(host(y).shape)
     fill = Fill(3.0, shape, np.float64)
     for cotangent in (fill, ZeroTangent(), Thunk(lambda: fill)):
@@ -286,8 +292,8 @@ def test_repeat_family_lazy_cotangents(case: Case, namespace: str, on_cpu: Calla
     dense_thunk = Thunk(lambda: device(np.full(shape, 2.0), namespace))
     assert_same(back(dense_thunk)[0], back_cpu(Thunk(lambda: np.full(shape, 2.0)))[0], namespace, "dense thunk")
     for tangent in (Fill(2.0, case.shape, np.float64), ZeroTangent()):
-        _, got_tangent = sr.frule(case.op, tangents_of(case, tangent), *args, **case.kwargs)
-        _, want_tangent = on_cpu(lambda: sr.frule(case.op, tangents_of(case, tangent), x_host, *case.rest, **case.kwargs))
+        _, got_tangent = _frule(case.op, tangents_of(case, tangent), *args, **case.kwargs)
+        _, want_tangent = on_cpu(lambda: _frule(case.op, tangents_of(case, tangent), x_host, *case.rest, **case.kwargs))
         assert_same(got_tangent, want_tangent, namespace, f"pushforward of {tangent!r}")
 
 
@@ -376,8 +382,8 @@ def test_concatenate_family_stays_on_the_device(
     hosts = [integers(shape, "float64") for shape in shapes]
     args = pack([device(array, namespace) for array in hosts])
     host_args = pack(hosts)
-    y, back = sr.rrule(op, *args, **kwargs)
-    y_cpu, back_cpu = on_cpu(lambda: sr.rrule(op, *host_args, **kwargs))
+    y, back = _rrule(op, *args, **kwargs)
+    y_cpu, back_cpu = on_cpu(lambda: _rrule(op, *host_args, **kwargs))
     assert_same(y, y_cpu, namespace, f"{name} forward")
     dy = integers(y_cpu.shape, "float64")
 
@@ -394,8 +400,8 @@ def test_concatenate_family_stays_on_the_device(
             return (*packed[:-1], NoTangent())
         return packed
 
-    _, ydot = sr.frule(op, tangents_for([device(t, namespace) for t in tangent_hosts]), *args, **kwargs)
-    _, ydot_cpu = on_cpu(lambda: sr.frule(op, tangents_for(tangent_hosts), *host_args, **kwargs))
+    _, ydot = _frule(op, tangents_for([device(t, namespace) for t in tangent_hosts]), *args, **kwargs)
+    _, ydot_cpu = on_cpu(lambda: _frule(op, tangents_for(tangent_hosts), *host_args, **kwargs))
     assert_same(ydot, ydot_cpu, namespace, f"{name} pushforward")
 
 
@@ -444,11 +450,11 @@ def test_structure_ops_forward_pullback_pushforward(
     y_cpu = on_cpu(lambda: op(x_host, *rest, **kwargs))
     assert_same(np.ascontiguousarray(host(y)) if namespace == "numpy" else y, np.ascontiguousarray(y_cpu), namespace, f"{name} forward")
     np.testing.assert_array_equal(y_cpu, forward(x_host))
-    y_rule, back = sr.rrule(op, *args, **kwargs)
+    y_rule, back = _rrule(op, *args, **kwargs)
     dy_host = integers(tuple(host(y_rule).shape), dtype)
     with cuda_kernel_runs("roll", "copy", kernels and np.dtype(dtype).kind in "fc"):
         got = back(device(dy_host, namespace))
-    want = on_cpu(lambda: sr.rrule(op, x_host, *rest, **kwargs)[1](dy_host))
+    want = on_cpu(lambda: _rrule(op, x_host, *rest, **kwargs)[1](dy_host))
     assert len(got) == len(want) == len(args)
     if np.dtype(dtype).kind in "fc":
         assert_same(np.ascontiguousarray(host(got[0])) if namespace == "numpy" else got[0], np.ascontiguousarray(want[0]), namespace, f"{name} pullback")
@@ -456,7 +462,7 @@ def test_structure_ops_forward_pullback_pushforward(
         dx_host = integers(shape, dtype)
         tangents = (device(dx_host, namespace),) + (NoTangent(),) * len(rest)
         with cuda_kernel_runs("roll", "copy", kernels):
-            _, ydot = sr.frule(op, tangents, *args, **kwargs)
+            _, ydot = _frule(op, tangents, *args, **kwargs)
         np.testing.assert_array_equal(host(ydot), forward(dx_host))
         fill = Fill(2.0, tuple(host(y_rule).shape), np.dtype(dtype))
         assert back(fill)[0] == Fill(2.0, shape, np.dtype(dtype))
@@ -687,8 +693,8 @@ def test_sum_mean_forward_pullback_pushforward(
     x_host = integers(x_shape, dtype)
     x = device(x_host, namespace)
     axis_value = None if axis is None else Val(axis)
-    y, back = sr.rrule(op, x, axis=axis_value, keepdims=Val(keepdims))
-    y_cpu, back_cpu = on_cpu(lambda: sr.rrule(op, x_host, axis=axis_value, keepdims=Val(keepdims)))
+    y, back = _rrule(op, x, axis=axis_value, keepdims=Val(keepdims))
+    y_cpu, back_cpu = on_cpu(lambda: _rrule(op, x_host, axis=axis_value, keepdims=Val(keepdims)))
     reference = (np.mean if op is sr.mean else np.sum)(x_host, axis=axis, keepdims=keepdims)
     np.testing.assert_allclose(host(y), reference, rtol=1e-6)
     dy_host = integers(tuple(np.shape(y_cpu)), dtype)
@@ -702,8 +708,8 @@ def test_sum_mean_forward_pullback_pushforward(
     kept = dy_host if keepdims else np.expand_dims(dy_host, axes)
     np.testing.assert_array_equal(np.asarray(want), np.broadcast_to(kept / count if count != 1 else kept, x_shape).astype(dtype))
     tangent_host = integers(x_shape, dtype)
-    _, ydot = sr.frule(op, (device(tangent_host, namespace),), x, axis=axis_value, keepdims=Val(keepdims))
-    _, ydot_cpu = on_cpu(lambda: sr.frule(op, (tangent_host,), x_host, axis=axis_value, keepdims=Val(keepdims)))
+    _, ydot = _frule(op, (device(tangent_host, namespace),), x, axis=axis_value, keepdims=Val(keepdims))
+    _, ydot_cpu = on_cpu(lambda: _frule(op, (tangent_host,), x_host, axis=axis_value, keepdims=Val(keepdims)))
     assert_same(ydot, ydot_cpu, namespace, "pushforward")
 
 

@@ -377,10 +377,37 @@ def generic(x: npt.NDArray[F], z: np.ndarray[S2, np.dtype[F]]) -> None:
     assert_type(s, np.ndarray[S1, np.dtype[F]])
     assert_type(sback(s), tuple[np.ndarray[S2, np.dtype[F]]])
     c, cback = sr.rrule(sr.concatenate, (z, z), axis=Val(1))
-    # The checkers differ here. A sequence of 1 to 4 arrays matches both its arity's overload and
-    # the homogeneous one (a tuple is a Sequence); with F's bound holding an Any, mypy's
-    # Any-ambiguity rule then gives up on the call (Any), where pyright takes the first match.
+    # The checkers differ here, and no overload order or shape of ours removes it (mypy 2.4):
+    # - an argument "contains Any" when a type variable's bound does (mypy's has_any_type
+    #   visits bounds), and np.inexact is inexact[Any, Any]: so mypy does not stop at the first
+    #   matching overload but collects every match;
+    # - the pair (z, z) matches both the 2-tuple overload (formal tuple[A, A]) and the
+    #   homogeneous one (formal Sequence[A]: a tuple is a Sequence); the formals differ and so
+    #   do the results (a pair of tangents against tuple[T, ...]), so its Any-ambiguity rule
+    #   returns Any. Single-array ops escape it because every matching overload's formal infers
+    #   to the same type.
+    # - the homogeneous overload could only stop matching 1-4-tuples by taking lists and
+    #   tuples of 5 or more instead of any Sequence: arguments typed Sequence[...] or
+    #   tuple[A, ...] would then no longer type-check, so it stays.
+    # pyright takes the first match. A bound without Any is exact under both: see below.
     assert_type(cback(c), tuple[tuple[np.ndarray[S2, np.dtype[F]], np.ndarray[S2, np.dtype[F]]]])  # type: ignore[assert-type]
+
+
+FR = TypeVar("FR", bound=np.float32 | np.float64)  # a bound without Any
+
+
+def generic_real(z: np.ndarray[S2, np.dtype[FR]]) -> None:
+    # the same sequence op in a generic function whose type variable's bound holds no Any:
+    # exact under both checkers
+    c, cback = sr.rrule(sr.concatenate, (z, z), axis=Val(1))
+    assert_type(c, np.ndarray[S2, np.dtype[FR]])
+    assert_type(cback(c), tuple[tuple[np.ndarray[S2, np.dtype[FR]], np.ndarray[S2, np.dtype[FR]]]])
+    s, sback = sr.rrule(sr.stack, (z, z, z))
+    assert_type(s, np.ndarray[S3, np.dtype[FR]])
+    assert_type(
+        sback(s),
+        tuple[tuple[np.ndarray[S2, np.dtype[FR]], np.ndarray[S2, np.dtype[FR]], np.ndarray[S2, np.dtype[FR]]]],
+    )
 
 
 def model(a: A2, b: A2) -> None:
