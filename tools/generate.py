@@ -1030,6 +1030,7 @@ class AdapterTypes:
     value: str  # an affine op's constant
     vararg: str  # one of cat's arrays
     scalar_operands: bool = False  # kron takes a Python scalar for either factor
+    scalar_values: bool = True  # index_add takes a Python number as ``values``
 
 
 ADAPTERS = (
@@ -1042,6 +1043,7 @@ ADAPTERS = (
         "bool | int | float | complex",
         "torch.Tensor",
         scalar_operands=True,
+        scalar_values=False,
     ),
     AdapterTypes(
         "jax",
@@ -1074,6 +1076,10 @@ def _adapter_param(types_: AdapterTypes, op: OpSchema, p: Param) -> str | None:
         return f"*{p.name}: {types_.vararg}"
     elif p.role == "value":
         kind = types_.value
+    elif p.role == "scalar":
+        if not types_.scalar_values:
+            return None
+        kind = "bool | int | float | complex"
     elif p.role == "data":
         reads = op.kind == "linear" and not op.primal_free  # the pullback reads it: indices
         taken = types_.data if reads else types_.counts

@@ -246,11 +246,21 @@ class TakeAlongAxis(Protocol):
 class IndexAdd(Protocol):
     """``stablerules.autograd.index_add``."""
 
+    @overload
     def __call__(
         self,
         x: npt.NDArray[Any],
         indices: npt.NDArray[np.integer[Any]] | Sequence[int],
         values: npt.NDArray[Any],
+        axis: Val[int] | int = ...,
+    ) -> npt.NDArray[Any]: ...
+
+    @overload
+    def __call__(
+        self,
+        x: npt.NDArray[Any],
+        indices: npt.NDArray[np.integer[Any]] | Sequence[int],
+        values: bool | int | float | complex,
         axis: Val[int] | int = ...,
     ) -> npt.NDArray[Any]: ...
 

@@ -227,11 +227,21 @@ class TakeAlongAxis(Protocol):
 class IndexAdd(Protocol):
     """``stablerules.jax.index_add``."""
 
+    @overload
     def __call__(
         self,
         x: jax.Array,
         indices: jax.Array | npt.NDArray[np.integer[Any]],
         values: jax.Array,
+        axis: Val[int] | int = ...,
+    ) -> jax.Array: ...
+
+    @overload
+    def __call__(
+        self,
+        x: jax.Array,
+        indices: jax.Array | npt.NDArray[np.integer[Any]],
+        values: bool | int | float | complex,
         axis: Val[int] | int = ...,
     ) -> jax.Array: ...
 
