@@ -763,7 +763,7 @@ def take_along_axis(x: _Input, indices: _Input, axis: Val[int] | int | None) -> 
     return jnp.take_along_axis(array, index, axis=0 if plan.axis is None else plan.axis, mode="fill")
 
 
-def index_add(x: _Input, indices: _Input, values: _Input, axis: Val[int] | int = Val(0)) -> Array:
+def index_add(x: _Input, indices: _Input, values: _Input | complex, axis: Val[int] | int = Val(0)) -> Array:
     """``stablerules.index_add`` on JAX arrays: ``x.at[..., indices, ...].add(values)``, XLA's
     scatter-add."""
     plan = _indexing_plan(_indexing_rules.index_add, (x, indices, values), axis)
