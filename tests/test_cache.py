@@ -398,15 +398,20 @@ def test_no_compile_fires_on_exec_compile_and_eval_of_source() -> None:
 
 def test_no_compile_lets_imports_and_other_threads_through(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     module = f"_stablerules_test_import_{uuid.uuid4().hex}"
-    (tmp_path / f"{module}.py").write_text("VALUE = 3\n")
+    # a module that generates code as it is imported (namedtuple, as numpy.testing does)
+    (tmp_path / f"{module}.py").write_text(
+        "import collections\nPoint = collections.namedtuple('Point', 'x y')\nVALUE = eval('3')\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     results: list[object] = []
     thread = threading.Thread(target=lambda: results.append(eval("2 + 2")))
     with sr.no_compile():
-        imported = __import__(module)  # code from a file: not generation
+        imported = __import__(module)  # an import runs once: not a steady path generating code
         thread.start()
         thread.join(30)
-    assert imported.VALUE == 3
+        with pytest.raises(sr.RecompileError, match="code was generated"):
+            imported.collections.namedtuple("Again", "a b")  # after the import: generation
+    assert imported.VALUE == 3 and imported.Point(1, 2).y == 2
     assert results == [4]  # another thread's guard state is its own
 
 
