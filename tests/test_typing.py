@@ -39,6 +39,7 @@ two spellings NumPy's stubs use for "any shape" and "any precision".
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
 import inspect
 import json
 import os
@@ -369,6 +370,40 @@ def test_generated_files_are_fresh() -> None:
         [sys.executable, str(REPO / "tools" / "generate.py"), "--check"], capture_output=True, text=True, timeout=300
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+def _generator() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location("_stablerules_generate", REPO / "tools" / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_files_cover_the_adapters_per_op_lines() -> None:
+    """The freshness check covers each adapter's per-op lines (re-exports, ``__all__``, typed
+    public names), and a hand edit inside a generated block (an op's line dropped) is stale."""
+    generate = _generator()
+    outputs = generate.outputs()
+    for package in ("torch", "jax", "autograd"):
+        for name in ("__init__.py", "_ops.py", "_signatures.py"):
+            assert REPO / "stablerules" / package / name in outputs, (package, name)
+    cases = [
+        ("autograd/_ops.py", generate.write_autograd_ops, 'flip: _signatures.Flip = adapt(_LAYOUTS["flip"])\n'),
+        ("torch/_ops.py", generate.write_torch_ops, "flip: _signatures.Flip = TorchOp(FLIP)\n"),
+        ("jax/_ops.py", generate.write_jax_ops, "    _flip: _signatures.Flip = flip\n"),
+        ("torch/__init__.py", generate.write_adapter_init, '    "flip",\n'),
+        ("jax/__init__.py", generate.write_adapter_init, "from ._ops import flip as flip\n"),
+        ("autograd/__init__.py", generate.write_adapter_init, "from ._ops import flip as flip\n"),
+    ]
+    for relative, write, line in cases:
+        text = (REPO / "stablerules" / relative).read_text()
+        edited = text.replace(line, "", 1)
+        assert edited != text, relative
+        assert write(edited, relative) == text, relative
+    # Every hand-written re-export of an adapter stays in its __all__ (torch: TorchOp).
+    assert "    \"TorchOp\",\n" in generate.write_adapter_init((REPO / "stablerules" / "torch" / "__init__.py").read_text(), "x")
 
 
 def test_stubs_are_what_types_numba(request: pytest.FixtureRequest) -> None:

@@ -10,7 +10,11 @@ Written from ``stablerules/_schema.py``:
 - ``stablerules/_ops.pyi``: each op's class with its ``__call__`` overloads;
 - ``stablerules/_layout.py``: each op's parameter layout, for the adapters (run time);
 - the block between the ``generated`` markers of ``stablerules/__init__.py``: the ops'
-  type-checking imports, the lazy-import table ``_OPS`` and ``__all__``.
+  type-checking imports, the lazy-import table ``_OPS`` and ``__all__``;
+- ``stablerules/{torch,jax,autograd}/_signatures.py``: each op's call signature in that adapter;
+- the marked block of each adapter's ``__init__.py`` (the ops' re-exports and ``__all__``) and
+  of its ``_ops.py`` (the typed public names: autograd's ``adapt`` lines, torch's ``TorchOp``
+  lines over the hand-written entries, JAX's type checks of the hand-written functions).
 
 Why ``.pyi`` stubs: the overloads exist for the type checkers only, so they live in stub
 modules that nothing imports at run time (``import stablerules`` never reads them), beside the
@@ -37,6 +41,7 @@ bounded by ``tuple[Never, *tuple[Never, ...]]``: only ``tuple[Any, ...]`` fits i
 from __future__ import annotations
 
 import argparse
+import builtins
 import difflib
 import importlib.util
 import types
@@ -1141,9 +1146,80 @@ def write_adapter_signatures(types_: AdapterTypes) -> str:
     return "\n".join(lines)
 
 
+# The adapters' per-op lines with nothing to say beyond the op's name (re-exports, ``__all__``,
+# the typed public names) are generated too, each in one marked block of a hand-written file:
+# a new op then needs, in the adapters, only what carries knowledge of it (torch's batching
+# rule, the JAX definition).
+
+
+def replace_block(text: str, body: list[str], path: str) -> str:
+    """``text`` with its one marked block's lines replaced by ``body``."""
+    if text.count(BEGIN) != 1 or text.count(END) != 1:
+        raise ValueError(f"{path}: expected one generated block (its begin and end markers)")
+    head, rest = text.split(BEGIN)
+    _, tail = rest.split(END)
+    return head + BEGIN + "\n".join(body) + "\n" + END + tail
+
+
+def write_adapter_init(text: str, path: str) -> str:
+    """An adapter's ``__init__.py``: each op re-exported from its ``_ops``, and ``__all__``
+    (the ops and the names the file re-exports by hand above the block)."""
+    head = text.split(BEGIN)[0]
+    own = set(re.findall(r"^from \.\w+ import (\w+) as \1$", head, re.M))
+    ops = sorted(op.name for op in OPS)
+    body = [f"from ._ops import {name} as {name}" for name in ops]
+    body += ["", "__all__ = [", *(f'    "{name}",' for name in sorted(own | set(ops))), "]"]
+    return replace_block(text, body, path)
+
+
+def _public_line(name: str, annotation: str, value: str) -> str:
+    """``name: annotation = value``, with the linter's note on NumPy's names that shadow a builtin."""
+    line = f"{name}: {annotation} = {value}"
+    return line + "  # noqa: A001 - NumPy's name" if name in dir(builtins) else line
+
+
+def write_autograd_ops(text: str, path: str) -> str:
+    """``stablerules.autograd._ops``: each op made by ``adapt`` from its layout, typed with its
+    Protocol (a tuple-returning op through ``cast``: ``adapt``'s result type is one array)."""
+    body = []
+    for op in OPS:
+        made = f'adapt(_LAYOUTS["{op.name}"])'
+        if any(sig.tuple_output for sig in op.signatures):
+            body.append(f'{op.name} = cast("_signatures.{op.cls}", {made})  # the op returns a tuple of arrays')
+        else:
+            body.append(_public_line(op.name, f"_signatures.{op.cls}", made))
+    return replace_block(text, body, path)
+
+
+def write_torch_ops(text: str, path: str) -> str:
+    """``stablerules.torch._ops``: each op's public ``TorchOp`` over its hand-written entry
+    (the constant named as the op in capitals), typed with its Protocol."""
+    body = [_public_line(op.name, f"_signatures.{op.cls}", f"TorchOp({op.name.upper()})") for op in OPS]
+    return replace_block(text, body, path)
+
+
+def write_jax_ops(text: str, path: str) -> str:
+    """``stablerules.jax._ops``: each hand-written op checked against its Protocol (for mypy
+    only: the ops are plain functions)."""
+    body = ["if TYPE_CHECKING:", "    from . import _signatures", ""]
+    body += [f"    _{op.name}: _signatures.{op.cls} = {op.name}" for op in OPS]
+    return replace_block(text, body, path)
+
+
 def adapter_outputs() -> dict[Path, str]:
     pkg = ROOT / "stablerules"
-    return {pkg / types_.package / "_signatures.py": write_adapter_signatures(types_) for types_ in ADAPTERS}
+    out = {pkg / types_.package / "_signatures.py": write_adapter_signatures(types_) for types_ in ADAPTERS}
+    blocks = {
+        pkg / "torch" / "__init__.py": write_adapter_init,
+        pkg / "jax" / "__init__.py": write_adapter_init,
+        pkg / "autograd" / "__init__.py": write_adapter_init,
+        pkg / "torch" / "_ops.py": write_torch_ops,
+        pkg / "jax" / "_ops.py": write_jax_ops,
+        pkg / "autograd" / "_ops.py": write_autograd_ops,
+    }
+    for path, write in blocks.items():
+        out[path] = write(path.read_text(), str(path.relative_to(ROOT)))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
