@@ -138,7 +138,13 @@ def test_pullback_refuses_unknown_functions_and_bad_builders() -> None:
 
     with pytest.raises(TypeError, match="pullback: no rrule is registered for .*unknown"):
         sr.pullback(unknown, np.ones(2))
-    with pytest.raises(TypeError, match="pullback must be callable"):
+    with pytest.raises(TypeError, match="register_rrule: pullback_builder must be callable, got int"):
+        sr.register_rrule(unknown, lambda x: (x, lambda dy: (dy,)), pullback_builder=3)  # type: ignore[arg-type]
+    # The builder's former keyword is refused alike, and says it is deprecated.
+    with (
+        pytest.warns(DeprecationWarning, match="register_rrule: pullback= is deprecated"),
+        pytest.raises(TypeError, match="register_rrule: pullback must be callable, got int"),
+    ):
         sr.register_rrule(unknown, lambda x: (x, lambda dy: (dy,)), pullback=3)  # type: ignore[arg-type]
     assert unknown not in RRULES
 
