@@ -26,9 +26,6 @@ from types import ModuleType
 from typing import Any, cast
 
 import numpy as np
-# numpy loads numpy.testing lazily, and that import builds namedtuples (code compiled from a
-# string), which a test's first np.testing call inside no_compile() would count as generated code.
-import numpy.testing
 import numpy.typing as npt
 import pytest
 
