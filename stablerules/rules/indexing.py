@@ -13,7 +13,13 @@ known when the plan is built. The kernel's static signature is the *pattern* of 
 (per axis of ``x``: ``full``, ``point`` or ``range``, the trailing run of fully selected axes
 merged into one contiguous level); extents, positions, starts, steps and counts are run-time
 arguments, so shapes share kernels (one kernel per pattern and floating dtype; the innermost
-copies use unsigned indices, so LLVM emits no negative-index wraparound code in them). When
+copies use unsigned indices, so LLVM emits no negative-index wraparound code in them). A
+4-byte dtype whose last axis takes every other element of an even extent (``sr.ix[..., ::2]``,
+``1::2``, ``::-2``) writes that axis as 64-bit units, one per pair of elements: the selected
+half holds the cotangent's bits, the other half zero (little-endian: the low half is the even
+offset), so each row is one unit store per selected element instead of a zero fill and a
+strided store (about 1.5x on a 2048x2048 float32 ``[1:-1, ::2]``); other dtypes, steps and odd
+extents take the element loop of the same kernel. When
 the selection covers all of ``x`` (``sr.ix[...]``,
 ``sr.ix[::-1]``, an int on an axis of length 1) the pullback is a view of the cotangent and a
 ``Fill`` cotangent gives a ``Fill``.
@@ -453,6 +459,33 @@ def _getindex_parameters(pattern: tuple[str, ...]) -> list[str]:
     return names
 
 
+def _emit_paired(writer: SourceWriter, last: int, x_base: str, y_base: str) -> None:
+    """One row of ``dx`` where the last level takes every other element of an even extent:
+    64-bit units ``wide[a + k]`` (``a`` the row's first unit; the row starts at an even
+    element since the extent is even), zeros before and after the selected units, each
+    selected unit dy's 32 bits shifted into the half at the selected offset (the low half,
+    little-endian, when ``f`` is even)."""
+    writer.line(f"half = f{last} % 2")
+    writer.line(f"a = ({x_base}) // 2 + (f{last} - half) // 2")
+    _emit_zero_units(writer, f"({x_base}) // 2", f"(f{last} - half) // 2")
+    writer.line("into = np.uintp(a)")
+    writer.line(f"fro = np.uintp({y_base} + yb{last})")
+    writer.line("shift = np.uint64(32 * half)")
+    with writer.block(f"if ys{last} > 0:"):
+        with writer.block(f"for j in range(np.uintp(c{last})):"):
+            writer.line("wide[into + j] = np.uint64(narrow[fro + j]) << shift")
+    with writer.block("else:"):
+        with writer.block(f"for j in range(np.uintp(c{last})):"):
+            writer.line("wide[into + j] = np.uint64(narrow[fro - j]) << shift")
+    _emit_zero_units(writer, f"a + c{last}", f"e{last} // 2 - (f{last} - half) // 2 - c{last}")
+
+
+def _emit_zero_units(writer: SourceWriter, target: str, count: str) -> None:
+    writer.line(f"into = np.uintp({target})")
+    with writer.block(f"for t in range(np.uintp({count})):"):
+        writer.line("wide[into + t] = 0")
+
+
 def _render_getindex_pullback(signature: ShapeSignature, pattern: tuple[str, ...], unit: str) -> KernelSource:
     """The CPU pullback of a basic index: ``dst`` (dx) written once, in its memory order;
     each element is the ``src`` (dy) entry selected there, or zero."""
@@ -462,6 +495,12 @@ def _render_getindex_pullback(signature: ShapeSignature, pattern: tuple[str, ...
     writer.line(f"# dx is a C array (e0, ..., e{last}) read flat; per level: full (every index), point")
     writer.line("# (only p), range (f + j*s for j < c, dy offset yb + j*ys); dx is zero where nothing is selected.")
     writer.line("# Loop i0 runs over [lo, hi) of dx's first level: each thread owns that range of dx.")
+    paired = last > 0 and pattern[last] == _RANGE and np.dtype(unit).itemsize == 4
+    if paired:
+        writer.line("# Step 2 on the last level: dx's pairs of elements as one 64-bit unit each (its 32-bit")
+        writer.line("# half that is selected holds dy's bits, the other half zero).")
+        writer.line("wide = dst[: dst.size - dst.size % 2].view(np.uint64)")
+        writer.line("narrow = src.view(np.uint32)")
     for level in range(last):
         writer.line(f"xs{level} = {' * '.join(f'e{k}' for k in range(level + 1, last + 1))}")
 
@@ -478,6 +517,9 @@ def _render_getindex_pullback(signature: ShapeSignature, pattern: tuple[str, ...
                 _emit_zero(writer, x_base, f"f{last}")
                 _emit_copy(writer, f"{x_base} + f{last}", y_base, f"c{last}")
                 _emit_zero(writer, f"{x_base} + f{last} + c{last}", f"{e} - f{last} - c{last}")
+            if paired:
+                with writer.block(f"elif s{last} == 2 and {e} % 2 == 0 and (ys{last} == 1 or ys{last} == -1):"):
+                    _emit_paired(writer, last, x_base, y_base)
             with writer.block("else:"):
                 _emit_zero(writer, x_base, e)
                 # Unsigned indices (no negative-index wraparound code in the loop): a reversed

@@ -858,3 +858,52 @@ def jax_op_calls() -> list[tuple[str, Callable[[Any], Any]]]:
         ("take_along_axis", lambda x: srj.take_along_axis(x, np.array([[1, -1]] * 3), Val(1))),
         ("index_add", lambda x: srj.index_add(x, np.array([2, 0, 2]), np.ones((3, 4)))),
     ]
+
+
+# Every other element on the last axis: the float32 pullback writes dx's pairs of elements as
+# 64-bit units (the selected half from dy, the other zero); odd extents and other dtypes take
+# the element loop. Starts even and odd, reversed steps, one or no element selected.
+STEP_TWO_CASES = [
+    ((6, 8), sr.ix[:, ::2]),
+    ((6, 8), sr.ix[:, 1::2]),
+    ((6, 8), sr.ix[:, ::-2]),
+    ((6, 8), sr.ix[:, -2::-2]),
+    ((6, 8), sr.ix[1:-1, 2:7:2]),
+    ((5, 7), sr.ix[:, 1::2]),
+    ((5, 7), sr.ix[:, ::-2]),
+    ((3, 4, 10), sr.ix[1, :, 3:9:2]),
+    ((5, 10, 4), sr.ix[:, ::2, 1::2]),
+    ((7, 2), sr.ix[1:, 1::2]),
+    ((4, 6), sr.ix[:, 3:4:2]),
+    ((4, 6), sr.ix[:, 6::2]),
+    ((4, 6), sr.ix[2:2, ::2]),
+    ((37, 130), sr.ix[2:-3, 1::2]),
+    ((37, 130), sr.ix[::3, -1::-2]),
+    ((66, 2048), sr.ix[1:-1, ::2]),
+]
+
+
+@pytest.mark.parametrize(("shape", "index"), STEP_TWO_CASES, ids=[f"{s}-{i}" for s, i in STEP_TWO_CASES])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_getindex_step_two_pullback_is_numpys_assignment_bit_for_bit(
+    shape: tuple[int, ...], index: sr.StaticIndex[Any], dtype: npt.DTypeLike, threads: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stablerules import _parallel
+
+    monkeypatch.setattr(_parallel, "PARALLEL_THRESHOLD", 1)
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", threads)
+    x = random_array(shape, dtype)
+    y, back = rrule(sr.getindex, x, index)
+    dy = random_array(y.shape, dtype)
+    if dy.size >= 3:  # bits copied, not values: a negative zero and a NaN with a payload
+        dy.reshape(-1)[:3] = (-0.0, np.inf, 0.0)
+        dy.reshape(-1)[1:2].view(np.uint32 if np.dtype(dtype).itemsize == 4 else np.uint64)[0] |= 5
+    expected = np.zeros(shape, dtype)
+    expected[numpy_index(index)] = dy
+    for _ in range(2):  # a reused output block: every element is written
+        got = np.asarray(dense(back(dy)[0]))
+        assert got.dtype == np.dtype(dtype) and got.shape == shape
+        assert got.tobytes() == expected.tobytes()
+    with sr.no_compile(), sr.no_fallback():
+        assert np.asarray(dense(back(dy)[0])).tobytes() == expected.tobytes()
