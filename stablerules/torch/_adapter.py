@@ -82,7 +82,7 @@ import stablerules as sr
 from stablerules import Val
 
 from .._binding import Binder, binder
-from .._launch import OPEN_GUARDS as _GUARDED
+from .._launch import OPEN_GUARDS as _OPEN_GUARDS
 from .._rule import RuleOp
 from .._memo import register as register_cache
 
@@ -1120,7 +1120,7 @@ class Signature:
         full = self._runner()
 
         def run_plan(arrays: list[object]) -> object:
-            if _GUARDED[0]:
+            if _OPEN_GUARDS[0]:
                 return full(arrays)
             return forward(tuple(arrays))
 
