@@ -12,15 +12,21 @@ leaves and a :class:`Structure` that rebuilds the call from new leaves (tangents
 cotangents). The JAX adapter's ops are functions with the ops' own signatures (Python binds
 them) that validate through the NumPy ops' ``bind``/``plan``.
 
-This module imports nothing from an engine, and nothing but the generated layout table.
+:func:`split_function` is the NumPy ops' own ``bind``: a function generated from the layout
+that splits a call into its arrays and its statics, with the layout's defaults, so Python
+itself binds the call (no per-call work beyond a plain function call).
+
+This module imports nothing from an engine, and nothing but the generated layout table and
+``Val`` (which the layout's defaults spell).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, NamedTuple, cast
 
 from ._layout import LAYOUTS, OpLayout, ParamLayout
+from ._val import Val
 
 ARRAY_ROLES = frozenset({"array", "arrays", "varargs", "value"})
 """The roles of parameters that may hold an engine's differentiable arrays (``value``: an
@@ -84,6 +90,57 @@ BINDERS: dict[str, Binder] = {layout.name: Binder(layout) for layout in LAYOUTS}
 def binder(name: str) -> Binder:
     """The binder of the op called ``name``."""
     return BINDERS[name]
+
+
+SPLIT_ROLES = frozenset({"array", "value", "data"})
+"""The roles of parameters that :func:`split_function` passes as arrays (the others of a
+generated split are statics)."""
+
+
+def split_function(
+    layout: OpLayout, qualname: str, required: Mapping[str, str] = {}, absent: object = None
+) -> Callable[..., tuple[tuple[object, ...], tuple[object, ...]]]:
+    """The method ``bind(self, ...)`` of the op of ``layout``: its parameters as the layout
+    lists them (positional or keyword, the layout's defaults), returning ``(arrays, statics)``
+    (the parameters of the roles in :data:`SPLIT_ROLES`, then the statics, each in parameter
+    order). ``qualname`` is the name Python's own binding errors give it (``"Flip.bind"``).
+    ``required`` holds the op's own message for a required parameter it words itself: a call
+    that gives it as ``absent`` raises the message as a ``TypeError``. A non-None ``absent`` is
+    also the parameter's default (leaving it out raises the message); with ``None`` the
+    parameter has no default (leaving it out is Python's own missing-argument error). An op
+    whose call splits otherwise (a sequence of arrays, a conversion) binds itself."""
+    params: list[str] = []
+    arrays: list[str] = []
+    statics: list[str] = []
+    checks: list[str] = []
+    keyword = False
+    for param in layout.params:
+        if param.role not in SPLIT_ROLES and param.role != "static":
+            raise ValueError(f"{layout.name}: a parameter of role {param.role!r} is not split by the layout")
+        if param.keyword_only and not keyword:
+            params.append("*")
+            keyword = True
+        if param.name in required:
+            params.append(param.name if absent is None else f"{param.name}=_absent")
+            checks.append(f"    if {param.name} is _absent:\n        raise TypeError(_required[{param.name!r}])\n")
+        elif param.default is not None:
+            params.append(f"{param.name}={param.default}")
+        else:
+            params.append(param.name)
+        (arrays if param.role in SPLIT_ROLES else statics).append(param.name)
+
+    def spelled(names: list[str]) -> str:
+        return "(" + "".join(f"{name}, " for name in names).rstrip(" ") + ")" if names else "()"
+
+    source = (
+        f"def bind(self, {', '.join(params)}):\n{''.join(checks)}"
+        f"    return {spelled(arrays)}, {spelled(statics)}\n"
+    )
+    namespace: dict[str, object] = {"Val": Val, "_absent": absent, "_required": dict(required)}
+    exec(compile(source, f"<bind of {layout.name}>", "exec"), namespace)
+    function = cast("Callable[..., tuple[tuple[object, ...], tuple[object, ...]]]", namespace["bind"])
+    function.__qualname__ = qualname
+    return function
 
 
 def rebuild(arguments: Sequence[Argument], values: Sequence[object]) -> tuple[tuple[object, ...], dict[str, object]]:
@@ -194,4 +251,16 @@ def split_leaves(arguments: Sequence[Argument], is_leaf: Callable[[object], bool
     return leaves, Structure(tuple(places), len(leaves))
 
 
-__all__ = ["ARRAY_ROLES", "Argument", "BINDERS", "Binder", "Place", "Structure", "binder", "rebuild", "split_leaves"]
+__all__ = [
+    "ARRAY_ROLES",
+    "Argument",
+    "BINDERS",
+    "Binder",
+    "Place",
+    "SPLIT_ROLES",
+    "Structure",
+    "binder",
+    "rebuild",
+    "split_function",
+    "split_leaves",
+]

@@ -118,10 +118,12 @@ import numpy as np
 
 from . import _parallel, _pool
 from ._arrays import ArrayLike, ArraySpec, InputFacts, device_of, is_array, is_dynamic_static, joint_namespace, kernel_target, shape_text
+from ._binding import split_function
 # The plan store lives with the kernel cache (it counts plan hits there); nothing else of the
 # cache is used here: kernels come through KernelRequest, counting through _launch.
 from ._cache import PlanCache
 from ._codegen import template_function
+from ._layout import BY_NAME as LAYOUT_BY_NAME
 # The launchers are re-exported: rule modules and tests reach the scaffold's whole toolkit here.
 from ._launch import (
     COUNTERS,
@@ -411,15 +413,30 @@ class RuleOp(Op):
     name: str = "op"
     static_names: tuple[str, ...] = ()
     sequence: bool = False
+    required_messages: ClassVar[dict[str, str]] = {}
+    """The op's own message for a required parameter it words itself (the layout's ``bind``
+    raises it when the parameter is given as ``absent_default``, or left out where that is not
+    ``None``; see :func:`split_function`)."""
+    absent_default: ClassVar[object] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """An op's ``plan`` names the op in its errors and counts its plain statics, for every
         caller (the scaffold and the adapters alike): a shared reader (``as_array``,
         ``static_int``) says only ``argument 'x'`` and counts nothing. (An op's ``plan`` must not
-        call a base class's ``plan``, which would count again.)"""
+        call a base class's ``plan``, which would count again.)
+
+        An op that defines no ``bind`` (nor inherits one from a base below ``RuleOp``) gets
+        the one its layout generates (:func:`split_function`), named after its top class below
+        ``RuleOp`` in Python's binding errors."""
         super().__init_subclass__(**kwargs)
         if "plan" in cls.__dict__:
             cls.plan = _planned(cls.__dict__["plan"])  # type: ignore[method-assign]
+        layout = LAYOUT_BY_NAME.get(cls.name)
+        if layout is not None and cls.bind is RuleOp.bind:
+            top = cls.__mro__[cls.__mro__.index(RuleOp) - 1]
+            cls.bind = split_function(  # type: ignore[method-assign]
+                layout, f"{top.__name__}.bind", cls.required_messages, cls.absent_default
+            )
 
     def __init__(self) -> None:
         op = self

@@ -679,9 +679,6 @@ class BroadcastTo(RuleOp):
     def __call__(self, x: npt.NDArray[_DT], shape: _ShapeArgument) -> npt.NDArray[_DT]:
         return cast("npt.NDArray[_DT]", self.forward(x, shape))
 
-    def bind(self, x: object, shape: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
-        return (x,), (shape,)
-
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         facts = input_facts(arrays[0], "x", "broadcast_to")
         shape = static_ints(statics[0], "shape")
@@ -691,11 +688,6 @@ class BroadcastTo(RuleOp):
 class _Reduction(RuleOp):
     static_names = ("axis", "keepdims")
     input_names = ("x",)
-
-    def bind(  # type: ignore[override]
-        self, x: object, axis: object = None, keepdims: object = _FALSE
-    ) -> tuple[tuple[object, ...], tuple[object, ...]]:
-        return (x,), (axis, keepdims)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         facts = input_facts(arrays[0], "x", self.name)

@@ -162,9 +162,6 @@ class Flip(RuleOp):
         """
         return self.forward(x, axis)  # type: ignore[return-value]
 
-    def bind(self, x: object, axis: object = None) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
-        return (x,), (axis,)
-
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         return _plan_flip(arrays[0], statics[0])
 
@@ -561,6 +558,7 @@ def _plan_roll(x: object, shift: object, axis: object) -> RollPlan:
 
 class Roll(RuleOp):
     name = "roll"
+    required_messages = {"shift": "roll: shift is required, e.g. roll(x, Val(1), axis=Val(0))"}
     static_names = ("shift", "axis")
     input_names = ("x",)
 
@@ -586,11 +584,6 @@ class Roll(RuleOp):
         ``ZeroTangent`` a ``ZeroTangent``; the pushforward rolls the tangent likewise.
         """
         return self.forward(x, shift, axis)  # type: ignore[return-value]
-
-    def bind(self, x: object, shift: object, axis: object = None) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
-        if shift is None:
-            raise TypeError("roll: shift is required, e.g. roll(x, Val(1), axis=Val(0))")
-        return (x,), (shift, axis)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         return _plan_roll(arrays[0], *statics)

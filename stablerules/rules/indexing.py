@@ -1568,18 +1568,6 @@ class Take(RuleOp):
         """
         return self.forward(x, indices, axis, unique=unique, sorted=sorted, deterministic=deterministic)  # type: ignore[return-value]
 
-    def bind(  # type: ignore[override]
-        self,
-        x: object,
-        indices: object,
-        axis: object = None,
-        *,
-        unique: object = Val(False),
-        sorted: object = Val(False),
-        deterministic: object = Val(True),
-    ) -> tuple[tuple[object, ...], tuple[object, ...]]:
-        return (x, indices), (axis, unique, sorted, deterministic)
-
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         facts = input_facts(arrays[0], "x", "take")
         index_facts = _index_facts("take", arrays[1], TypeError)
@@ -1724,6 +1712,8 @@ class TakeAlongAxisPlan(_GatherPlan):
 
 class TakeAlongAxis(RuleOp):
     name = "take_along_axis"
+    required_messages = {"axis": "take_along_axis: axis is required (Val(int), or None for the flattened array)"}
+    absent_default = "missing"  # None is an axis here (the flattened array)
     static_names = ("axis",)
     input_names = ("x", "indices")
 
@@ -1749,11 +1739,6 @@ class TakeAlongAxis(RuleOp):
         zeros). The pushforward is the tangent taken along the axis.
         """
         return self.forward(x, indices, axis)
-
-    def bind(self, x: object, indices: object, axis: object = "missing") -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
-        if axis == "missing":
-            raise TypeError("take_along_axis: axis is required (Val(int), or None for the flattened array)")
-        return (x, indices), (axis,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         facts = input_facts(arrays[0], "x", "take_along_axis")
@@ -1951,9 +1936,6 @@ class IndexAdd(RuleOp):
         pushforward is ``index_add(dx, indices, dvalues)``, deterministic as the forward.
         """
         return self.forward(x, indices, values, axis)
-
-    def bind(self, x: object, indices: object, values: object, axis: object = Val(0)) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
-        return (x, indices, values), (axis,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         facts = input_facts(arrays[0], "x", "index_add")

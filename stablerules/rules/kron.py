@@ -916,9 +916,6 @@ class Kron(RuleOp):
         """
         return self.forward(a, b)  # type: ignore[return-value]
 
-    def bind(self, a: object, b: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
-        return (a, b), ()
-
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         """Validate ``kron(a, b)``: dtypes, devices (``TypeError`` naming the argument), axes."""
         a, b = input_facts(arrays[0], "a", "kron"), input_facts(arrays[1], "b", "kron")

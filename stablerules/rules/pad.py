@@ -275,11 +275,6 @@ class Pad(RuleOp):
     ) -> npt.NDArray[_DT]:
         return cast("npt.NDArray[_DT]", self.forward(x, pad_width, constant_values))
 
-    def bind(  # type: ignore[override]
-        self, x: object, pad_width: object, constant_values: object = 0
-    ) -> tuple[tuple[object, ...], tuple[object, ...]]:
-        return (x, constant_values), (pad_width,)
-
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         x, constant_values = arrays
         facts = input_facts(x, "x", "pad")
@@ -449,11 +444,6 @@ class Split(RuleOp):
         axis: Val[int] | int = _AXIS0,
     ) -> tuple[npt.NDArray[_DT], ...]:
         return cast("tuple[npt.NDArray[_DT], ...]", self.forward(x, indices_or_sections, axis))
-
-    def bind(  # type: ignore[override]
-        self, x: object, indices_or_sections: object, axis: object = _AXIS0
-    ) -> tuple[tuple[object, ...], tuple[object, ...]]:
-        return (x,), (indices_or_sections, axis)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         facts = input_facts(arrays[0], "x", "split")

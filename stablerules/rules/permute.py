@@ -91,6 +91,7 @@ def _plan_permutation(op: str, x: object, axes: object) -> PermutationPlan:
 
 class PermuteDims(RuleOp):
     name = "permute_dims"
+    required_messages = {"axes": "permute_dims: axes is required, e.g. permute_dims(x, Val((1, 0)))"}
     static_names = ("axes",)
     input_names = ("x",)
 
@@ -112,11 +113,6 @@ class PermuteDims(RuleOp):
         """
         return self.forward(x, axes)  # type: ignore[return-value]
 
-    def bind(self, x: object, axes: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
-        if axes is None:
-            raise TypeError("permute_dims: axes is required, e.g. permute_dims(x, Val((1, 0)))")
-        return (x,), (axes,)
-
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         return _plan_permutation("permute_dims", arrays[0], statics[0])
 
@@ -137,9 +133,6 @@ class Transpose(RuleOp):
         """``np.transpose(x, axes)``: ``permute_dims`` with ``axes=None`` meaning the axes
         reversed. Same rules as ``permute_dims`` (``dx`` a view of the cotangent)."""
         return self.forward(x, axes)  # type: ignore[return-value]
-
-    def bind(self, x: object, axes: object = None) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
-        return (x,), (axes,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         return _plan_permutation("transpose", arrays[0], statics[0])
@@ -192,6 +185,7 @@ def _plan_reshape(x: object, shape: object) -> ReshapePlan:
 
 class Reshape(RuleOp):
     name = "reshape"
+    required_messages = {"shape": "reshape: shape is required, e.g. reshape(x, Val((2, -1)))"}
     static_names = ("shape",)
     input_names = ("x",)
 
@@ -212,11 +206,6 @@ class Reshape(RuleOp):
         layout allows (always for a C-contiguous ``dy``). A ``Fill`` gives a ``Fill``.
         """
         return self.forward(x, shape)  # type: ignore[return-value]
-
-    def bind(self, x: object, shape: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
-        if shape is None:
-            raise TypeError("reshape: shape is required, e.g. reshape(x, Val((2, -1)))")
-        return (x,), (shape,)
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         return _plan_reshape(arrays[0], statics[0])

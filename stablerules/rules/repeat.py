@@ -1183,9 +1183,6 @@ class Tile(RuleOp):
         """
         return self.forward(x, reps)  # type: ignore[return-value]
 
-    def bind(self, x: object, reps: object) -> tuple[tuple[object, ...], tuple[object, ...]]:  # type: ignore[override]
-        return (x,), (reps,)
-
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         """Validate a ``tile`` call and plan it."""
         x = input_facts(arrays[0], "x", "tile")
