@@ -131,12 +131,14 @@ def _cotangent(y: object) -> object:
 
 def measure_case(case: Case, budget: Budget) -> PerCallRow:
     op, args, kwargs = case.op, case.args, case.kwargs
-    y, back = sr.rrule(op, *args, **kwargs)
+    # Untyped names: the op is chosen at run time, and mypy would otherwise try each of the
+    # rules' thousands of overloads on every call below (local names time no attribute lookup).
+    rrule: Callable[..., Any] = sr.rrule
+    pullback: Callable[..., Any] = sr.pullback
+    y, back = rrule(op, *args, **kwargs)
     dy = _cotangent(y)
     back(dy)
-    sr.pullback(op, *args, **kwargs)(dy)
-    rrule = sr.rrule
-    pullback = sr.pullback
+    pullback(op, *args, **kwargs)(dy)
 
     def rrule_back() -> object:
         _, back = rrule(op, *args, **kwargs)

@@ -14,10 +14,15 @@ import stablerules as sr
 Array = npt.NDArray[Any]
 Back = Callable[[object], tuple[object, ...]]
 
+# Rule calls on an op and arguments typed only as callables and objects go through this untyped
+# name, so that mypy does not try each of the rules' thousands of overloads on every such call
+# (the result would be Any all the same).
+_rrule: Callable[..., Any] = sr.rrule
+
 
 def array_rrule(op: Callable[..., object], *args: object, **kwargs: object) -> tuple[Array, Back]:
     """``sr.rrule`` with the primal checked to be an array (for the type checker too)."""
-    y, back = sr.rrule(op, *args, **kwargs)
+    y, back = _rrule(op, *args, **kwargs)
     assert isinstance(y, np.ndarray)
     return y, back
 

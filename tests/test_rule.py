@@ -37,6 +37,7 @@ from stablerules.testing import test_rrule as check_rrule
 # Held as plain callables: the scaffold's example op has no overloads in _dispatch.py.
 _rrule: Callable[..., Any] = sr.rrule
 _frule: Callable[..., Any] = sr.frule
+_pullback: Callable[..., Any] = sr.pullback
 
 # A salt per test session: the kernel is compiled in this session, never found warm.
 _SALT = uuid.uuid4().hex[:8]
@@ -601,7 +602,7 @@ def test_steady_calls_of_every_op_generate_no_code(
         y, back = _rrule(op, *args, **kwargs)
         dy = _cotangent(y)
         back(dy)
-        sr.pullback(op, *args, **kwargs)(dy)
+        _pullback(op, *args, **kwargs)(dy)
         op(*args, **kwargs)
         _frule(op, tangents, *args, **kwargs)
 

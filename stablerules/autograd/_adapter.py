@@ -68,6 +68,11 @@ from .._tangents import Fill, NoTangent, ZeroTangent, unthunk
 Array = npt.NDArray[np.generic]
 Pullback = Callable[[object], tuple[object, ...]]
 
+# The op is chosen at run time: its rule calls go through these names, so that the type checker
+# does not try each of the rules' overloads on every such call (for the same loose result).
+_rrule: Callable[..., tuple[object, Pullback]] = sr.rrule
+_pullback: Callable[..., Pullback] = sr.pullback
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Call:
@@ -86,7 +91,7 @@ class _Call:
 
     def rrule(self, leaves: Sequence[object]) -> tuple[object, Pullback]:
         args, kwargs = self.structure.rebuild(leaves)
-        y, back = sr.rrule(self.op, *args, **kwargs)
+        y, back = _rrule(self.op, *args, **kwargs)
         return y, back
 
     def pullback_at(self, leaves: Sequence[object] | None) -> Pullback:
@@ -98,7 +103,7 @@ class _Call:
         elif leaves is None:
             leaves = [ArraySpec(shape, dtype) for shape, dtype in zip(self.shapes, self.dtypes)]
         args, kwargs = self.structure.rebuild(leaves)
-        return sr.pullback(self.op, *args, **kwargs)
+        return _pullback(self.op, *args, **kwargs)
 
     def tangent_call(self) -> _Call:
         """The call of the op's tangent map: itself, but for an affine op's static constant

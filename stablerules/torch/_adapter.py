@@ -107,6 +107,11 @@ _FORWARD_AD = torch.autograd.forward_ad
 # Fill costs more than copying a small one.
 FILL_THRESHOLD = 4096
 
+# The op is chosen at run time: its rule calls go through these names, so that the type checker
+# does not try each of the rules' overloads on every such call (for the same loose result).
+_rrule: Callable[..., tuple[object, Callable[[object], tuple[object, ...]]]] = sr.rrule
+_pullback: Callable[..., Callable[[object], tuple[object, ...]]] = sr.pullback
+
 
 # ---------------------------------------------------------------------------------------------
 # entries and calls
@@ -498,9 +503,9 @@ def run_forward(call: Call, tensors: Tensors) -> tuple[Tensors, Callable[[object
     arrays = [_array(tensor) for tensor in tensors]
     args, kwargs = _arguments(call, arrays)
     if tensors and tensors[0].is_cuda:
-        y, back = _on_stream(tensors, lambda: sr.rrule(call.entry.op, *args, **kwargs))
+        y, back = _on_stream(tensors, lambda: _rrule(call.entry.op, *args, **kwargs))
     else:
-        y, back = sr.rrule(call.entry.op, *args, **kwargs)
+        y, back = _rrule(call.entry.op, *args, **kwargs)
     if type(y) is tuple:
         return tuple(_tensor(item, arrays) for item in y), back  # type: ignore[return-value]
     return (_tensor(y, arrays),), back  # type: ignore[return-value]
@@ -529,7 +534,7 @@ def _closure(call: Call, tensors: Tensors) -> Callable[[object], tuple[object, .
             return known
     arrays = [_array(tensor) for tensor in tensors]
     args, kwargs = _arguments(call, arrays)
-    back: Callable[[object], tuple[object, ...]] = sr.pullback(call.entry.op, *args, **kwargs)
+    back: Callable[[object], tuple[object, ...]] = _pullback(call.entry.op, *args, **kwargs)
     if linear:
         _LINEAR_PULLBACKS[key] = back
     return back

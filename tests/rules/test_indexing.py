@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,12 @@ from tests.references import array_rrule as rrule, dense
 Array = npt.NDArray[Any]
 RNG = np.random.default_rng(25)
 REPO = Path(__file__).resolve().parents[2]
+
+# Calls on ops chosen at run time (typed Any) go through these untyped names, so that mypy does
+# not try each of the rules' thousands of overloads on every such call (the result would be Any
+# all the same).
+_rrule: Callable[..., Any] = sr.rrule
+_frule: Callable[..., Any] = sr.frule
 
 
 def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
@@ -791,13 +798,13 @@ def test_warm_calls_compile_nothing_and_take_no_fallback() -> None:
         (sr.getindex, (x, sr.ix[::2, 1:]), {}),
     ]
     for op, args, kwargs in calls:
-        y, back = sr.rrule(op, *args, **kwargs)
+        y, back = _rrule(op, *args, **kwargs)
         back(np.ones(np.shape(y), np.float32))
     with sr.no_compile(), sr.no_fallback():
         for op, args, kwargs in calls:
-            y, back = sr.rrule(op, *args, **kwargs)
+            y, back = _rrule(op, *args, **kwargs)
             back(np.ones(np.shape(y), np.float32))
-            sr.frule(op, (np.ones(x.shape, np.float32),) + (NoTangent(),) * (len(args) - 1), *args, **kwargs)
+            _frule(op, (np.ones(x.shape, np.float32),) + (NoTangent(),) * (len(args) - 1), *args, **kwargs)
 
 
 def test_precompile_and_explain_list_the_kernels() -> None:

@@ -27,6 +27,12 @@ Array = npt.NDArray[Any]
 RNG = np.random.default_rng(77)
 FLOATING = ["float32", "float64", "complex64", "complex128"]
 
+# Rule calls on arrays of run-time dtypes (typed Array, of Any) go through these untyped names, so
+# that mypy does not try each of the rules' thousands of overloads on every such call (the result
+# would be Any all the same); calls on arrays of a declared dtype keep the overloads.
+_rrule: Callable[..., Any] = sr.rrule
+_frule: Callable[..., Any] = sr.frule
+
 
 def integers(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
     return references.small_integers(RNG, shape, dtype)
@@ -65,7 +71,7 @@ def test_pad_forward_and_pullback(shape: tuple[int, ...], widths: tuple[int, ...
     x = integers(shape, dtype)
     width_pairs = pairs(widths, len(shape))
     expected = numpy_pad(x, widths, 2.5)
-    y, back = sr.rrule(sr.pad, x, Val(widths), 2.5)
+    y, back = _rrule(sr.pad, x, Val(widths), 2.5)
     assert y.dtype == expected.dtype and y.shape == expected.shape
     np.testing.assert_array_equal(y, expected)
     np.testing.assert_array_equal(sr.pad(x, Val(widths)), numpy_pad(x, widths))
@@ -111,33 +117,33 @@ def test_pad_rules_against_finite_differences() -> None:
 def test_pad_constant_tangent_kinds() -> None:
     x = integers((2, 2))
     dy = integers((4, 4))
-    assert sr.rrule(sr.pad, x, Val(1), 3)[1](dy)[2] == NoTangent()  # a Python int
-    assert sr.rrule(sr.pad, x, Val(1), np.int64(3))[1](dy)[2] == NoTangent()
-    dc = dense(sr.rrule(sr.pad, x, Val(1), np.float32(3))[1](dy)[2])
+    assert _rrule(sr.pad, x, Val(1), 3)[1](dy)[2] == NoTangent()  # a Python int
+    assert _rrule(sr.pad, x, Val(1), np.int64(3))[1](dy)[2] == NoTangent()
+    dc = dense(_rrule(sr.pad, x, Val(1), np.float32(3))[1](dy)[2])
     assert dc.dtype == np.float32 and dc == dy.sum() - dy[1:3, 1:3].sum()
     dc = dense(sr.rrule(sr.pad, x.astype(np.complex128), Val(1), 1j)[1](dy.astype(np.complex128))[2])
     assert dc.dtype == np.complex128
     assert sr.rrule(sr.pad, x.astype(np.int32), Val(1), 2.5)[1](dy) == (NoTangent(),) * 3
     # a keyword constant gets no entry
-    assert len(sr.rrule(sr.pad, x, Val(1), constant_values=2.5)[1](dy)) == 2
+    assert len(_rrule(sr.pad, x, Val(1), constant_values=2.5)[1](dy)) == 2
 
 
 def test_pad_lazy_cotangents_and_tangents() -> None:
     x = integers((2, 3))
-    _, back = sr.rrule(sr.pad, x, Val(1), 0.5)
+    _, back = _rrule(sr.pad, x, Val(1), 0.5)
     assert back(Fill(2.0, (4, 5)))[0] == Fill(2.0, (2, 3), np.float64)
     assert dense(back(Fill(2.0, (4, 5)))[2]) == 2.0 * (20 - 6)
     assert back(ZeroTangent()) == (ZeroTangent(), NoTangent(), ZeroTangent())
     dy = integers((4, 5))
     np.testing.assert_array_equal(dense(back(Thunk(lambda: dy))[0]), dy[1:3, 1:4])
-    _, ydot = sr.frule(sr.pad, (ZeroTangent(), NoTangent()), x, Val(1))
+    _, ydot = _frule(sr.pad, (ZeroTangent(), NoTangent()), x, Val(1))
     assert ydot == ZeroTangent()
-    _, ydot = sr.frule(sr.pad, (Fill(1.5, (2, 3)), NoTangent(), 1.5), x, Val(1), 0.5)
+    _, ydot = _frule(sr.pad, (Fill(1.5, (2, 3)), NoTangent(), 1.5), x, Val(1), 0.5)
     assert ydot == Fill(1.5, (4, 5), np.float64)
-    _, ydot = sr.frule(sr.pad, (Fill(1.5, (2, 3)), NoTangent()), x, Val(1))
+    _, ydot = _frule(sr.pad, (Fill(1.5, (2, 3)), NoTangent()), x, Val(1))
     expected = np.pad(np.full((2, 3), 1.5), 1)
     np.testing.assert_array_equal(dense(ydot), expected)
-    _, ydot = sr.frule(sr.pad, (ZeroTangent(), NoTangent(), 2.0), x, Val(1), 0.5)
+    _, ydot = _frule(sr.pad, (ZeroTangent(), NoTangent(), 2.0), x, Val(1), 0.5)
     np.testing.assert_array_equal(dense(ydot), np.pad(np.zeros((2, 3)), 1, constant_values=2.0))
 
 
@@ -194,7 +200,7 @@ def test_split_forward_and_pullback(shape: tuple[int, ...], indices: int | tuple
     x = integers(shape, dtype)
     expected = np.split(x, indices, axis=axis)
     static: Val[int] | Val[tuple[int, ...]] = Val(indices) if isinstance(indices, int) else Val(indices)
-    parts, back = sr.rrule(sr.split, x, static, Val(axis))
+    parts, back = _rrule(sr.split, x, static, Val(axis))
     assert isinstance(parts, tuple) and len(parts) == len(expected)
     for got, want in zip(parts, expected):
         assert got.dtype == want.dtype and got.shape == want.shape and np.shares_memory(got, x) or got.size == 0
@@ -218,7 +224,7 @@ def test_split_rules_against_finite_differences() -> None:
 
 def test_split_pullback_takes_zero_fill_and_thunk_parts() -> None:
     x = integers((6, 4))
-    _, back = sr.rrule(sr.split, x, Val(3))
+    _, back = _rrule(sr.split, x, Val(3))
     da = integers((2, 4))
     dx, _ = back((da, ZeroTangent(), Fill(2.0, (2, 4))))
     np.testing.assert_array_equal(dense(dx), np.concatenate([da, np.zeros((2, 4)), np.full((2, 4), 2.0)]))
@@ -239,20 +245,20 @@ def test_split_pullback_takes_zero_fill_and_thunk_parts() -> None:
 
 def test_split_frule_lazy_tangents() -> None:
     x = integers((6, 4))
-    _, parts = sr.frule(sr.split, (Fill(1.0, (6, 4)), NoTangent()), x, Val(2))
+    _, parts = _frule(sr.split, (Fill(1.0, (6, 4)), NoTangent()), x, Val(2))
     assert parts == (Fill(1.0, (3, 4), np.float64),) * 2
-    _, parts = sr.frule(sr.split, (ZeroTangent(), NoTangent()), x, Val(2))
+    _, parts = _frule(sr.split, (ZeroTangent(), NoTangent()), x, Val(2))
     assert parts == ZeroTangent()
     _, parts = sr.frule(sr.split, (NoTangent(), NoTangent()), x.astype(np.int32), Val(2))
     assert parts == NoTangent()
     tangent = integers((6, 4))
-    _, parts = sr.frule(sr.split, (tangent, NoTangent()), x, Val(2))
+    _, parts = _frule(sr.split, (tangent, NoTangent()), x, Val(2))
     assert isinstance(parts, tuple) and all(np.shares_memory(dense(part), tangent) for part in parts)
 
 
 def test_split_integer_input() -> None:
     x = integers((6, 4), "int32")
-    parts, back = sr.rrule(sr.split, x, Val(2))
+    parts, back = _rrule(sr.split, x, Val(2))
     assert all(part.dtype == np.int32 for part in parts)
     result: object = back((np.ones((3, 4)), ZeroTangent()))
     assert result == (NoTangent(), NoTangent())
@@ -311,14 +317,14 @@ def test_random_pads_and_splits(data: st.DataObject) -> None:
     shape = tuple(data.draw(st.lists(st.integers(0, 5), min_size=ndim, max_size=ndim)))
     widths = tuple(data.draw(st.lists(st.integers(0, 3), min_size=2 * ndim, max_size=2 * ndim)))
     x = integers(shape)
-    y, back = sr.rrule(sr.pad, x, Val(widths), 1.0)
+    y, back = _rrule(sr.pad, x, Val(widths), 1.0)
     np.testing.assert_array_equal(y, numpy_pad(x, widths, 1.0))
     dy = integers(y.shape)
     interior = tuple(slice(before, before + extent) for extent, (before, _) in zip(shape, pairs(widths, ndim))) or (Ellipsis,)
     np.testing.assert_array_equal(dense(back(dy)[0]), dy[interior])
     axis = data.draw(st.integers(-ndim, ndim - 1))
     indices = tuple(data.draw(st.lists(st.integers(-6, 8), max_size=4)))
-    parts, split_back = sr.rrule(sr.split, x, Val(indices), axis=Val(axis))
+    parts, split_back = _rrule(sr.split, x, Val(indices), axis=Val(axis))
     expected = np.split(x, indices, axis=axis)
     assert [part.shape for part in parts] == [part.shape for part in expected]
     dys = [integers(part.shape) for part in parts]
