@@ -6,7 +6,8 @@ rank case; ``tools/generate.py`` explains the scheme). The run-time classes are 
 """
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from types import EllipsisType
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -62,6 +63,19 @@ from ._shapes import (
 )
 from .rules.indexing import Basic, Slices, StaticIndex
 from ._val import Val
+
+_IxKeep: TypeAlias = slice[int | None, int | None, int | None] | EllipsisType
+"""An index entry that keeps an axis (a slice) or all the rest (``...``)."""
+_Ix01: TypeAlias = None | tuple[None] | tuple[None, _IxKeep] | tuple[_IxKeep, None] | tuple[None, _IxKeep, _IxKeep] | tuple[_IxKeep, None, _IxKeep] | tuple[_IxKeep, _IxKeep, None]
+_Ix02: TypeAlias = tuple[None, None] | tuple[None, None, _IxKeep] | tuple[None, _IxKeep, None] | tuple[_IxKeep, None, None]
+_Ix03: TypeAlias = tuple[None, None, None]
+_Ix10: TypeAlias = int | tuple[int] | tuple[int, _IxKeep] | tuple[_IxKeep, int] | tuple[int, _IxKeep, _IxKeep] | tuple[_IxKeep, int, _IxKeep] | tuple[_IxKeep, _IxKeep, int]
+_Ix11: TypeAlias = tuple[int, None] | tuple[None, int] | tuple[int, None, _IxKeep] | tuple[int, _IxKeep, None] | tuple[None, int, _IxKeep] | tuple[None, _IxKeep, int] | tuple[_IxKeep, int, None] | tuple[_IxKeep, None, int]
+_Ix12: TypeAlias = tuple[int, None, None] | tuple[None, int, None] | tuple[None, None, int]
+_Ix20: TypeAlias = tuple[int, int] | tuple[int, int, _IxKeep] | tuple[int, _IxKeep, int] | tuple[_IxKeep, int, int]
+_Ix21: TypeAlias = tuple[int, int, None] | tuple[int, None, int] | tuple[None, int, int]
+_Ix30: TypeAlias = tuple[int, int, int]
+"""``_Ix<i><n>``: an index of ``i`` ints and ``n`` Nones (up to 3 entries)."""
 
 
 class Repeat(RuleOp):
@@ -1622,6 +1636,288 @@ class Getindex(RuleOp):
         x: np.ndarray[_S, np.dtype[_DT]],
         index: StaticIndex[Slices],
     ) -> np.ndarray[_S, np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_SU, np.dtype[_DT]],
+        index: StaticIndex[Basic],
+    ) -> npt.NDArray[_DT]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R0, np.dtype[_DT]],
+        index: StaticIndex[_Ix01],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        index: StaticIndex[_Ix01],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[_Ix01],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[_Ix01],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[_Ix01],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        index: StaticIndex[_Ix01],
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R0, np.dtype[_DT]],
+        index: StaticIndex[_Ix02],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        index: StaticIndex[_Ix02],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[_Ix02],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[_Ix02],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[_Ix02],
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R0, np.dtype[_DT]],
+        index: StaticIndex[_Ix03],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        index: StaticIndex[_Ix03],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[_Ix03],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[_Ix03],
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        index: StaticIndex[_Ix10],
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[_Ix10],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[_Ix10],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[_Ix10],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        index: StaticIndex[_Ix10],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R6, np.dtype[_DT]],
+        index: StaticIndex[_Ix10],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        index: StaticIndex[_Ix11],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[_Ix11],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[_Ix11],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[_Ix11],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        index: StaticIndex[_Ix11],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R6, np.dtype[_DT]],
+        index: StaticIndex[_Ix11],
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R1, np.dtype[_DT]],
+        index: StaticIndex[_Ix12],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[_Ix12],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[_Ix12],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[_Ix12],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        index: StaticIndex[_Ix12],
+    ) -> np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[_Ix20],
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[_Ix20],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[_Ix20],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        index: StaticIndex[_Ix20],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R6, np.dtype[_DT]],
+        index: StaticIndex[_Ix20],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R2, np.dtype[_DT]],
+        index: StaticIndex[_Ix21],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[_Ix21],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[_Ix21],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        index: StaticIndex[_Ix21],
+    ) -> np.ndarray[tuple[int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R6, np.dtype[_DT]],
+        index: StaticIndex[_Ix21],
+    ) -> np.ndarray[tuple[int, int, int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R3, np.dtype[_DT]],
+        index: StaticIndex[_Ix30],
+    ) -> np.ndarray[tuple[()], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R4, np.dtype[_DT]],
+        index: StaticIndex[_Ix30],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R5, np.dtype[_DT]],
+        index: StaticIndex[_Ix30],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_R6, np.dtype[_DT]],
+        index: StaticIndex[_Ix30],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
     @overload
     def __call__(
         self,

@@ -33,8 +33,8 @@ shape type: flip, roll, and every same-rank op), ``axis_or_flat:P`` (1-D when st
 (sum/mean over ``axis`` with ``keepdims``), ``stack`` (rank + 1), ``atleast_1d``/``atleast_2d``
 (hstack/vstack), ``counts:P,Q`` (the larger of the rank and the counts' length: tile's
 ``reps``, repeat's ``inner``/``outer``), ``kron`` (the larger rank), ``julia_cat`` (``cat``'s
-``dims``), ``index`` (getindex: slices keep the shape type, other indices an untracked
-rank), ``take:I,A`` (``ndim(I)`` for ``A=None``, else ``ndim(x) - 1 + ndim(I)``).
+``dims``), ``index`` (getindex: slices and ``...`` keep the shape type; ints and ``None``
+give ``ndim(x)`` minus the ints plus the ``None`` entries, for up to three entries), ``take:I,A`` (``ndim(I)`` for ``A=None``, else ``ndim(x) - 1 + ndim(I)``).
 
 Adding an op: one :class:`OpSchema` row here (with an existing rank rule, or a new one in the
 generator), ``python tools/generate.py``, and the op's class in its family module.

@@ -5,7 +5,8 @@ dtype kind and rank case (``tools/generate.py`` explains the scheme). Type check
 """
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from types import EllipsisType
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -90,6 +91,19 @@ from ._tangents import Fill, NoTangent, ZeroTangent
 from .rules.indexing import Basic, Slices, StaticIndex
 from ._typing import Function, Pullback, RulePullback, ScalarTangent, TuplePullback
 from ._val import Val
+
+_IxKeep: TypeAlias = slice[int | None, int | None, int | None] | EllipsisType
+"""An index entry that keeps an axis (a slice) or all the rest (``...``)."""
+_Ix01: TypeAlias = None | tuple[None] | tuple[None, _IxKeep] | tuple[_IxKeep, None] | tuple[None, _IxKeep, _IxKeep] | tuple[_IxKeep, None, _IxKeep] | tuple[_IxKeep, _IxKeep, None]
+_Ix02: TypeAlias = tuple[None, None] | tuple[None, None, _IxKeep] | tuple[None, _IxKeep, None] | tuple[_IxKeep, None, None]
+_Ix03: TypeAlias = tuple[None, None, None]
+_Ix10: TypeAlias = int | tuple[int] | tuple[int, _IxKeep] | tuple[_IxKeep, int] | tuple[int, _IxKeep, _IxKeep] | tuple[_IxKeep, int, _IxKeep] | tuple[_IxKeep, _IxKeep, int]
+_Ix11: TypeAlias = tuple[int, None] | tuple[None, int] | tuple[int, None, _IxKeep] | tuple[int, _IxKeep, None] | tuple[None, int, _IxKeep] | tuple[None, _IxKeep, int] | tuple[_IxKeep, int, None] | tuple[_IxKeep, None, int]
+_Ix12: TypeAlias = tuple[int, None, None] | tuple[None, int, None] | tuple[None, None, int]
+_Ix20: TypeAlias = tuple[int, int] | tuple[int, int, _IxKeep] | tuple[int, _IxKeep, int] | tuple[_IxKeep, int, int]
+_Ix21: TypeAlias = tuple[int, int, None] | tuple[int, None, int] | tuple[None, int, int]
+_Ix30: TypeAlias = tuple[int, int, int]
+"""``_Ix<i><n>``: an index of ``i`` ints and ``n`` Nones (up to 3 entries)."""
 
 
 # ========================================================================================
@@ -12372,6 +12386,758 @@ def rrule(
 @overload
 def rrule(
     op: Getindex,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Basic],
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_SU, np.dtype[_F]]],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]]],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]]],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]]],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]]],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]]],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]]],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]]],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]]],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]]],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]]],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]]],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]]],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]]],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
@@ -12397,6 +13163,711 @@ def rrule(
         tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
         tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
         tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    index: StaticIndex[Basic],
+    /,
+) -> tuple[
+    npt.NDArray[_F],
+    Pullback[
+        tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> tuple[
+    np.ndarray[tuple[()], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+        tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
         tuple[ZeroTangent, NoTangent],
     ],
 ]: ...
@@ -25524,6 +26995,617 @@ def pullback(
 @overload
 def pullback(
     op: Getindex,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Basic],
+) -> Pullback[
+    tuple[np.ndarray[_SU, np.dtype[_F]]],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]]],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]]],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]]],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]]],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]]],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]]],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]]],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]]],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]]],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]]],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]]],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]]],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]]],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
@@ -25544,6 +27626,570 @@ def pullback(
     tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
     tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
     tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_SU, np.dtype[_F]],
+    index: StaticIndex[Basic],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_SU, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_SU, np.dtype[_F]] | Fill[_SU, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R0, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R0, np.dtype[_F]] | Fill[_R0, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R1, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R1, np.dtype[_F]] | Fill[_R1, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R2, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R2, np.dtype[_F]] | Fill[_R2, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R3, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R3, np.dtype[_F]] | Fill[_R3, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R4, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R4, np.dtype[_F]] | Fill[_R4, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R5, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R5, np.dtype[_F]] | Fill[_R5, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Getindex,
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_R6, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F] | ZeroTangent, NoTangent],
+    tuple[np.ndarray[_R6, np.dtype[_F]] | Fill[_R6, _F], NoTangent],
     tuple[ZeroTangent, NoTangent],
 ]: ...
 @overload
@@ -39169,6 +41815,939 @@ def frule(
 def frule(
     op: Getindex,
     tangents: tuple[_AnyArray],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Basic],
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[Basic],
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix01],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix02],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix03],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix10],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix11],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix12],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix20],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix21],
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    /,
+    *,
+    index: StaticIndex[_Ix30],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray],
     x: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
@@ -39199,6 +42778,845 @@ def frule(
     index: StaticIndex[Slices],
     /,
 ) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    index: StaticIndex[Basic],
+    /,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_SU, np.dtype[_F]],
+    index: StaticIndex[Basic],
+    /,
+) -> tuple[npt.NDArray[_F], npt.NDArray[_F] | Fill[tuple[int, ...], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix01],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix02],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R0, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix03],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix10],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix11],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R1, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix12],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix20],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R2, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix21],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R3, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> tuple[np.ndarray[tuple[()], np.dtype[_F]], np.ndarray[tuple[()], np.dtype[_F]] | Fill[tuple[()], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R4, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R5, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Getindex,
+    tangents: tuple[object, object],
+    x: np.ndarray[_R6, np.dtype[_F]],
+    index: StaticIndex[_Ix30],
+    /,
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
 @overload
 def frule(
     op: Getindex,

@@ -209,14 +209,60 @@ def _reduce_cases() -> list[Case]:
     return cases
 
 
+INDEX_LENGTH = 3  # the longest index whose ints and None the types count (longer: untracked)
+
+
+def _index_groups() -> dict[tuple[int, int], list[str]]:
+    """The patterns of an ``sr.ix[...]`` key (the type ``sr.ix`` gives its key unchanged)
+    grouped by (ints, ``None`` entries): a bare entry, or a tuple of up to ``INDEX_LENGTH`` entries
+    of which each is an int, ``None`` or ``_IxKeep`` (a slice or ``...``, keeping an axis)."""
+    from itertools import product
+
+    groups: dict[tuple[int, int], list[str]] = {(1, 0): ["int"], (0, 1): ["None"]}
+    for length in range(1, INDEX_LENGTH + 1):
+        for entries in product(("int", "None", "_IxKeep"), repeat=length):
+            key = (entries.count("int"), entries.count("None"))
+            if key != (0, 0):
+                groups.setdefault(key, []).append(f"tuple[{', '.join(entries)}]")
+    return dict(sorted(groups.items()))
+
+
+def _index_alias(key: tuple[int, int]) -> str:
+    return f"_Ix{key[0]}{key[1]}"
+
+
+def index_aliases() -> str:
+    """The stubs' aliases of the index patterns, one per (ints, ``None`` entries)."""
+    lines = [
+        "",
+        "_IxKeep: TypeAlias = slice[int | None, int | None, int | None] | EllipsisType",
+        '"""An index entry that keeps an axis (a slice) or all the rest (``...``)."""',
+    ]
+    for key, members in _index_groups().items():
+        lines.append(f"_Ix{key[0]}{key[1]}: TypeAlias = {' | '.join(members)}")
+    lines.append(f'"""``_Ix<i><n>``: an index of ``i`` ints and ``n`` Nones (up to {INDEX_LENGTH} entries)."""')
+    return "\n".join(lines) + "\n"
+
+
 def _index_cases(name: str) -> list[Case]:
-    """getindex: an index of slices only (``StaticIndex[Slices]``) keeps ``x``'s shape type;
-    ints, ``None`` and ``...`` give an untracked rank. (Tracking them through ``sr.ix``'s
-    overloads was measured and dropped: a checker re-reads an ``sr.ix[...]`` written inside a
-    call once per overload of the called function it tries, and with an overload per pattern
-    of entries one such ``rrule`` call cost mypy 6-17 s.)"""
-    index = {name: ("StaticIndex[Slices]", False)}
-    return [Case(index), Case({name: ("StaticIndex[Basic]", False)}, result=ANY_RANK)]
+    """getindex: the rank NumPy gives, ``ndim(x)`` minus the index's ints plus its ``None`` entries.
+    ``sr.ix[...]`` keeps its key's type (one generic signature: a checker re-reads an inline
+    ``sr.ix[...]`` once per overload of the called function it tries, so ``sr.ix`` itself has
+    no overloads), and these overloads match that key: slices and ``...`` only keep ``x``'s
+    shape type; up to ``INDEX_LENGTH`` entries with ints or ``None`` give an exact rank (0 to
+    6) for an ``x`` with at least as many axes as the index has ints; anything else an
+    untracked rank."""
+    def static(kind: str) -> dict[str, tuple[str, bool]]:
+        return {name: (f"StaticIndex[{kind}]", False)}
+
+    cases = [Case(static("Slices")), Case(static("Basic"), shape="_SU", result=UNKNOWN_RESULT)]
+    for key in _index_groups():
+        ints, nones = key
+        for r in range(ints, MAX_RANK + 1):
+            if r - ints + nones <= MAX_RANK:
+                cases.append(Case(static(_index_alias(key)), shape=f"_R{r}", result=_ints(r - ints + nones)))
+    cases.append(Case(static("Basic"), result=ANY_RANK))
+    return cases
 
 
 def _indices_type(q: int) -> str:
@@ -812,7 +858,8 @@ dtype kind and rank case (``tools/generate.py`` explains the scheme). Type check
 """
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from types import EllipsisType
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -851,7 +898,7 @@ from ._val import Val
 '''
 
 _KINDS_IMPORT = "from .rules.indexing import Basic, Slices, StaticIndex"
-SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{KINDS_IMPORT}", _KINDS_IMPORT)
+SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{KINDS_IMPORT}", _KINDS_IMPORT) + index_aliases()
 SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{SHAPES_IMPORT}\n", _shapes_import("_F", "_G", "_P", "_Q0", "_R", *_RANK_VARS, "_AnyArray", *_ALIASES) + "\n")
 
 OPS_HEAD = STUB_HEADER + '''"""The ops' classes as the type checkers see them: each op's ``__call__`` overloads (one per
@@ -860,7 +907,8 @@ rank case; ``tools/generate.py`` explains the scheme). The run-time classes are 
 """
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from types import EllipsisType
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -873,7 +921,7 @@ from ._val import Val
 '''
 
 
-OPS_HEAD = OPS_HEAD.replace("{KINDS_IMPORT}", _KINDS_IMPORT)
+OPS_HEAD = OPS_HEAD.replace("{KINDS_IMPORT}", _KINDS_IMPORT) + index_aliases()
 OPS_HEAD = OPS_HEAD.replace("{SHAPES_IMPORT}\n", _shapes_import("_DT", "_F", "_Q0", *_RANK_VARS, *_ALIASES) + "\n")
 
 

@@ -211,31 +211,35 @@ def _check_entry(entry: object, position: int) -> Entry:
     )
 
 
-class Slices:
-    """To the type checker: a ``StaticIndex`` whose entries are all slices (it keeps the rank)."""
+Slices: TypeAlias = "_Slice | pytypes.EllipsisType | tuple[_Slice | pytypes.EllipsisType, ...]"
+"""To the type checker: the key of a ``StaticIndex`` of slices and ``...`` only (it keeps the
+rank): ``StaticIndex[Slices]``."""
 
+Basic: TypeAlias = object
+"""To the type checker: the key of any ``StaticIndex`` (ints, slices, ``None``, ``...``):
+``StaticIndex[Basic]``."""
 
-class Basic:
-    """To the type checker: a ``StaticIndex`` of any basic entries (ints, slices, ``None``, ``...``)."""
-
-
-_Kind = TypeVar("_Kind", covariant=True)
+_Key = TypeVar("_Key", covariant=True)
+_NewKey = TypeVar("_NewKey")
 
 
 @final
-class StaticIndex(Generic[_Kind]):
+class StaticIndex(Generic[_Key]):
     """A static basic index, written ``sr.ix[...]``: ints (negative allowed), slices with any
     step, ``None`` and ``...``. Frozen and hashable; part of a plan's key as a ``Val`` is.
     ``entries`` holds the index as a tuple (slices with Python-int bounds). Its type parameter
-    is for the type checker only: ``Slices`` when every entry is a slice (the result keeps
-    ``x``'s rank), else ``Basic``."""
+    is for the type checker only: the key's own type as written, ``sr.ix[0, :, None]`` a
+    ``StaticIndex[tuple[int, slice[None, None, None], None]]``, from which getindex's result
+    type counts the rank (``ndim(x)`` minus the ints plus the ``None`` entries, for indices of
+    up to three entries; longer ones give an untracked rank). ``StaticIndex[Slices]`` is one of
+    slices and ``...`` only, ``StaticIndex[Basic]`` any."""
 
     __slots__ = ("entries", "key")
 
     entries: tuple[Entry, ...]
     key: Val[tuple[int, ...]]
 
-    def __init__(self, entries: object) -> None:
+    def __init__(self, entries: _Key) -> None:
         given = entries if isinstance(entries, tuple) else (entries,)
         checked = tuple(_check_entry(entry, position) for position, entry in enumerate(given))
         if sum(entry is Ellipsis for entry in checked) > 1:
@@ -318,13 +322,8 @@ class _IndexMaker:
 
     __slots__ = ()
 
-    @overload
-    def __getitem__(self, entries: _Slice | tuple[_Slice, ...]) -> StaticIndex[Slices]: ...  # type: ignore[overload-overlap]
-
-    @overload
-    def __getitem__(self, entries: object) -> StaticIndex[Basic]: ...
-
-    def __getitem__(self, entries: object) -> StaticIndex[Any]:
+    def __getitem__(self, entries: _NewKey) -> StaticIndex[_NewKey]:
+        """One generic signature, no overloads: the key keeps its type (see StaticIndex)."""
         return StaticIndex(entries)
 
     def __repr__(self) -> str:

@@ -19,12 +19,19 @@ I2: TypeAlias = np.ndarray[tuple[int, int], np.dtype[np.int64]]
 
 
 def getindex(a: A2) -> None:
-    # E: Incompatible types in assignment  [assignment]
+    # E: Invalid index type "tuple[int, slice[None, None, None]]"  [index]
     kept: sr.StaticIndex[Slices] = sr.ix[0, :]
     y, back = sr.rrule(sr.getindex, a, sr.ix[1:, ::2])
     # E: Incompatible types in assignment  [assignment]
     dx: A3 = back(y)[0]
-    del kept, dx
+    # E: Incompatible types in assignment  [assignment]
+    dropped: A2 = sr.getindex(a, sr.ix[0])
+    # E: Incompatible types in assignment  [assignment]
+    added: A2 = sr.getindex(a, sr.ix[:, None])
+    z, back_z = sr.rrule(sr.getindex, a, sr.ix[0, 1])
+    # E: Incompatible types in assignment  [assignment]
+    scalar: A1 = z
+    del kept, dx, dropped, added, back_z, scalar
 
 
 def take(a: A2, i1: I1, i2: I2) -> None:

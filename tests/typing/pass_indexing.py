@@ -1,5 +1,6 @@
 """The indexing ops' result types (SPEC sections 11 and 12): a getindex by slices only keeps
-x's shape type (ints, None and ``...`` give an untracked rank); take's is ``ndim(indices)`` for
+x's shape type, ints and None give NumPy's rank (``ndim(x)`` minus the ints plus the Nones, for
+indices of up to three entries; longer ones an untracked rank); take's is ``ndim(indices)`` for
 ``axis=None`` and ``ndim(x) - 1 + ndim(indices)`` along an axis; take_along_axis and index_add
 keep x's shape type. An unknown-rank argument gives an unknown-rank result.
 
@@ -9,6 +10,7 @@ executed, never collected by pytest.
 
 from __future__ import annotations
 
+from types import EllipsisType
 from typing import Any, TypeAlias, assert_type
 
 import numpy as np
@@ -34,14 +36,34 @@ I2: TypeAlias = np.ndarray[tuple[int, int], np.dtype[np.int64]]
 I3: TypeAlias = np.ndarray[tuple[int, int, int], np.dtype[np.int64]]
 
 
-def getindex(a: A2, z: T3, u: npt.NDArray[f32]) -> None:
-    # slices only: x's shape type; ints, None and ... : an untracked rank
-    assert_type(sr.ix[1:-1, ::2], sr.StaticIndex[Slices])
-    assert_type(sr.ix[..., 0], sr.StaticIndex[Basic])
+def getindex(a: A2, a6: A6, z: T3, u: npt.NDArray[f32]) -> None:
+    # slices (and ...) only: x's shape type
+    kept: sr.StaticIndex[Slices] = sr.ix[1:-1, ::2]  # the public kinds still annotate
+    basic: sr.StaticIndex[Basic] = sr.ix[..., 0]
+    del kept, basic
+    assert_type(sr.ix[...], sr.StaticIndex[EllipsisType])
     assert_type(sr.getindex(a, sr.ix[1:-1, ::2]), A2)
     assert_type(sr.getindex(z, sr.ix[::-1]), T3)
-    assert_type(sr.getindex(a, sr.ix[:, None, -1]), AnyRank32)
+    assert_type(sr.getindex(a, sr.ix[...]), A2)
+    assert_type(sr.getindex(a, sr.ix[()]), A2)
     assert_type(sr.getindex(u, sr.ix[1:]), npt.NDArray[f32])
+    # ints and None: ndim(x) - ints + Nones
+    assert_type(sr.getindex(a, sr.ix[:, None, -1]), A2)
+    assert_type(sr.getindex(a, sr.ix[0]), A1)
+    assert_type(sr.getindex(a, sr.ix[0, 1]), A0)
+    assert_type(sr.getindex(a, sr.ix[None]), A3)
+    assert_type(sr.getindex(a, sr.ix[..., None]), A3)
+    assert_type(sr.getindex(a, sr.ix[None, None, None]), A5)
+    assert_type(sr.getindex(a, sr.ix[1, None, None]), A3)
+    assert_type(sr.getindex(z, sr.ix[..., 0]), np.ndarray[tuple[int, int], np.dtype[np.complex128]])
+    assert_type(sr.getindex(z, sr.ix[0, 1, 2]), np.ndarray[tuple[()], np.dtype[np.complex128]])
+    assert_type(sr.getindex(a6, sr.ix[0, None]), A6)
+    assert_type(sr.getindex(a6, sr.ix[None]), AnyRank32)  # past rank 6
+    assert_type(sr.getindex(a, sr.ix[0, :, None, :]), AnyRank32)  # past three entries
+    assert_type(sr.getindex(u, sr.ix[0, None]), npt.NDArray[f32])  # an unknown rank stays unknown
+    y3, back3 = sr.rrule(sr.getindex, a6, sr.ix[0, 1, 2])
+    assert_type(y3, A3)
+    assert_type(back3(y3), tuple[A6, NoTangent])
     y, back = sr.rrule(sr.getindex, a, sr.ix[1:, ::2])
     assert_type(y, A2)
     assert_type(back(y), tuple[A2, NoTangent])  # a dense cotangent: a dense tangent
