@@ -16,10 +16,10 @@ once and then write all of ``dx`` once into a preallocated buffer, timed as one 
 and split over the cores: ``ndarray.fill`` holds the GIL, so only the compiled fill shows what
 two threads write); "of bound" is ``bound / ours``. The row "each part alone" adds the read
 and the write timed apart, each with only its own buffer in the cache: it is reported, not
-a goal, since where ``dx`` and ``dy`` do not fit in the cache together no step that reads
-one and writes the other runs that fast. A peer goal above ``peer / bound`` cannot be met by
-any pullback and is marked unreachable. The promise check's cost is the forward's extra time with the promise
-(``sorted``/``unique``) against the same call without it.
+a goal, since where ``dx`` and ``dy`` do not fit in the cache together a step that reads one
+and writes the other cannot count on that. A peer goal above ``peer / bound`` (the lower of
+the two bounds) is marked unreachable (``verdict``). The promise check's cost is the
+forward's extra time with the promise (``sorted``/``unique``) against the same call without it.
 
 Run: ``python bench/indexing.py [--quick] [--rounds 3] [--no-peers]``.
 """
