@@ -111,7 +111,7 @@ import functools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from types import CodeType, ModuleType
+from types import CodeType, FunctionType, ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
@@ -160,6 +160,10 @@ if TYPE_CHECKING:
 DensePullback = Callable[[Any], tuple[object, ...]]
 """A plan's pullback of a dense cotangent (an array; for a plan with ``output_shapes``, the
 tuple of prepared cotangents): one tangent per array argument."""
+
+SavedDense = Callable[[Any, Any], tuple[object, ...]]
+"""A ``saves_primals`` plan's dense pullback as one function of ``(saved, dy)``, shared by
+every rrule of the signature (:meth:`Plan.saved_dense`)."""
 
 NO_TANGENT = NoTangent()
 ZERO_TANGENT = ZeroTangent()
@@ -306,6 +310,7 @@ class Plan:
     any_layout: bool
     pullbacks: dict[int, RulePullback]
     result_forms: dict[int, _ResultForm]
+    saved_forms: dict[int, _SavedForm | None]
 
     def __init__(
         self,
@@ -339,6 +344,7 @@ class Plan:
         self.any_layout = any_layout
         self.pullbacks = {}
         self.result_forms = {}
+        self.saved_forms = {}
 
     def requests(self) -> list[KernelRequest]:
         return []
@@ -362,6 +368,19 @@ class Plan:
 
     def pullback(self, saved: object) -> DensePullback | KernelPullback:
         raise NotImplementedError
+
+    def saved_dense(self) -> SavedDense | None:
+        """For ``saves_primals``: the dense pullback as one function ``dense(saved, dy)``
+        (same contract as ``pullback(saved)(dy)``), built once and shared by every rrule of the
+        signature; ``None`` (the default) where the plan has none, and then ``pullback(saved)``
+        makes a dense function per rrule.
+
+        With it, a pullback kept on a tape is one small object holding the signature's shared
+        form and ``saved``: two objects for Python's cyclic garbage collector to track, where a
+        closure per rrule holds dozens, which every collection re-scans (a long hand-chained
+        tape then slows down as it grows). Used only where ``cotangent_shape`` is the plan's
+        ``out_shape`` (not data-dependent)."""
+        return None
 
     def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
         """Tangents for a ``Fill`` cotangent; by default, the dense pullback of it materialized."""
@@ -590,7 +609,17 @@ class RuleOp(Op):
         return form
 
     def _make_pullback(self, plan: Plan, saved: object, positional: int) -> RulePullback:
-        """The pullback closure: everything but ``dy`` settled here, once."""
+        """The pullback closure: everything but ``dy`` settled here, once. A ``saves_primals``
+        plan with a :meth:`Plan.saved_dense` gets a :class:`_SavedPullback` instead: the
+        shared form and ``saved``, nothing else per rrule."""
+        if plan.saves_primals:
+            forms = plan.saved_forms
+            if positional in forms:
+                saved_form = forms[positional]
+            else:
+                saved_form = forms.setdefault(positional, _SavedForm.of(self, plan, positional))
+            if saved_form is not None:
+                return saved_form.kind(saved_form, saved)
         form = self._result_form(plan, positional)
         finish, padding, name = form.finish, form.padding, self.name
         out_shape, out_dtype, like = plan.cotangent_shape(saved), plan.out_dtype, plan.like
@@ -776,6 +805,106 @@ class _ResultForm:
         self.no_tangents = finish((NO_TANGENT,) * count)
 
 
+class _SavedForm:
+    """What every pullback of one (``saves_primals`` plan, positional arity) shares, settled
+    once: the plan's :meth:`~Plan.saved_dense`, the cotangent's expected type, dtype and shape,
+    the result form, and the pullback class named after the op (``kron_pullback``)."""
+
+    __slots__ = (
+        "plan", "name", "dense", "array_type", "out_dtype", "out_shape", "any_layout",
+        "simple", "padding", "finish", "zeros", "checked", "kind",
+    )
+
+    @classmethod
+    def of(cls, op: RuleOp, plan: Plan, positional: int) -> _SavedForm | None:
+        """The shared form, or ``None`` where the plan's pullbacks are closures (no
+        ``saved_dense``; several outputs; not differentiable; a data-dependent cotangent
+        shape)."""
+        if (
+            not plan.differentiable
+            or plan.output_shapes is not None
+            or type(plan).cotangent_shape is not Plan.cotangent_shape
+        ):
+            return None
+        dense = plan.saved_dense()
+        return None if dense is None else cls(op, plan, positional, dense)
+
+    def __init__(self, op: RuleOp, plan: Plan, positional: int, dense: SavedDense) -> None:
+        form = op._result_form(plan, positional)
+        self.plan = plan
+        self.name = op.name
+        self.dense = dense
+        self.array_type = type(plan.like)
+        self.out_dtype = plan.out_dtype
+        self.out_shape = plan.out_shape
+        self.any_layout = plan.any_layout
+        self.simple = form.simple
+        self.padding = form.padding
+        self.finish = form.finish
+        self.zeros = form.zeros
+        self.checked = "pullback" in plan.kernel_entries
+        self.kind = _saved_pullback_class(f"{op.name}_pullback")
+
+    def general(self, saved: object, dy: object) -> tuple[object, ...]:
+        """Any cotangent but a C-contiguous array of the output's type, dtype and shape, and
+        any call inside a guard (the closures' ``general``)."""
+        name, finish = self.name, self.finish
+        cotangent = prepare_cotangent(dy, self.out_shape, self.out_dtype, self.plan.like, name)
+        dense: DensePullback = functools.partial(self.dense, saved)
+        if isinstance(cotangent, DenseCotangent):
+            if OPEN_GUARDS[0] and self.checked and steady_state_checked():
+                before = context_launches()
+                tangents = dense(cotangent.array)
+                count_unlaunched(name, "pullback", before)
+                return finish(tangents)
+            return finish(dense(cotangent.array))
+        if isinstance(cotangent, Fill):
+            return finish(self.plan.fill_pullback(saved, dense, cotangent))
+        return self.zeros
+
+
+class _SavedPullback:
+    """One rrule's pullback of a plan with :meth:`Plan.saved_dense`: its shared
+    :class:`_SavedForm` and the rrule's ``saved``, so a tape of them holds two tracked objects
+    a step (this instance and ``saved``'s tuple; arrays are not tracked). Each op gets a
+    subclass named ``<op>_pullback`` whose ``__call__``'s code carries that name, so
+    tracebacks and ``__name__`` read as the closures' do."""
+
+    __slots__ = ("form", "saved")
+
+    def __init__(self, form: _SavedForm, saved: object) -> None:
+        self.form = form
+        self.saved = saved
+
+    def __call__(self, dy: Any) -> tuple[object, ...]:
+        form = self.form
+        if (
+            type(dy) is form.array_type
+            and dy.dtype is form.out_dtype
+            and dy.shape == form.out_shape
+            and not OPEN_GUARDS[0]
+            and (form.any_layout or dy.flags.c_contiguous)
+        ):
+            if form.simple:
+                return form.dense(self.saved, dy) + form.padding
+            return form.finish(form.dense(self.saved, dy))
+        return form.general(self.saved, dy)
+
+
+_SAVED_PULLBACK_CLASSES: dict[str, type[_SavedPullback]] = {}
+
+
+def _saved_pullback_class(name: str) -> type[_SavedPullback]:
+    """The subclass of :class:`_SavedPullback` called ``name``, made once per name."""
+    kind = _SAVED_PULLBACK_CLASSES.get(name)
+    if kind is None:
+        call = _SavedPullback.__call__
+        renamed = FunctionType(call.__code__.replace(co_name=name, co_qualname=name), call.__globals__, name)
+        namespace = {"__slots__": (), "__call__": renamed, "__name__": name, "__qualname__": name}
+        kind = _SAVED_PULLBACK_CLASSES.setdefault(name, type(name, (_SavedPullback,), namespace))
+    return kind
+
+
 def _count_dynamic_statics(op: RuleOp, statics: tuple[object, ...]) -> None:
     """Count each plain static of a call (a dynamic argument; a ``DynamicFallbackError``
     inside ``no_fallback()``): the one place statics are counted."""
@@ -838,6 +967,7 @@ __all__ = [
     "DensePullback",
     "KernelPullback",
     "NO_TANGENT",
+    "SavedDense",
     "Plan",
     "RuleOp",
     "ZERO_TANGENT",

@@ -74,7 +74,7 @@ from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel
 from .._memo import memoized
 from .._op import KernelRequest
 from .._launch import cpu_launcher, cuda_launch, cuda_launch_blocks
-from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp
+from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp, SavedDense
 from .._tangents import Cotangent, DenseCotangent, Fill
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -771,7 +771,7 @@ class KronPlan(Plan):
         inputs = (*a_side, *b_side)
         launch = self._pullback_launch(len(inputs), len(sizes))
         if layout.result.kind != "c" and len(a_side) == len(b_side) == 1:
-            return _real_dense_pullback(launch, a_side[0], b_side[0], layout)
+            return functools.partial(_real_saved_dense, launch, layout, (a_side[0], b_side[0]))
         zeros = np.zeros
 
         def dense(dy: ArrayLike) -> tuple[object, ...]:
@@ -784,6 +784,15 @@ class KronPlan(Plan):
             )
 
         return dense
+
+    def saved_dense(self) -> SavedDense | None:
+        """The CPU pullback of a real ``kron`` with both operands differentiable as one shared
+        function of ``(saved, dy)`` (see ``Plan.saved_dense``): the saved flat operands are
+        the kernel's channels, cast to the result's dtype where they differ."""
+        layout = self.layout
+        if self.target == "cuda" or layout.result.kind == "c" or not (layout.a_differentiable and layout.b_differentiable):
+            return None
+        return functools.partial(_real_saved_dense, self._pullback_launch(2, 2), layout)
 
     def _pullback_launch(self, inputs: int, accumulators: int) -> Callable[..., None]:
         """``launch(dy, *inputs, *accumulators)``, built once per plan: the channel counts
@@ -969,28 +978,30 @@ def _pullback_channels(layout: _KronLayout, a: ArrayLike, b: ArrayLike) -> tuple
     return a_side, b_side
 
 
-def _real_dense_pullback(
-    launch: Callable[..., None], a_channel: ArrayLike, b_channel: ArrayLike, layout: _KronLayout
-) -> DensePullback:
+def _real_saved_dense(
+    launch: Callable[..., None], layout: _KronLayout, saved: object, dy: ArrayLike
+) -> tuple[object, ...]:
     """The CPU dense pullback of a real ``kron`` whose operands are both differentiable: one
-    channel a side, so the two float64 accumulators are ``da`` and ``db`` themselves, reshaped
-    (and cast to a float32 operand's dtype). The general path's tuples of channels and its
-    combining calls are per-call overhead a small kron feels."""
-    zeros, size = np.zeros, layout.y_size
-    size_a, size_b, a_shape, b_shape = a_channel.size, b_channel.size, layout.a_shape, layout.b_shape
-    a_dtype = None if layout.a_dtype == _FLOAT64 else layout.a_dtype
-    b_dtype = None if layout.b_dtype == _FLOAT64 else layout.b_dtype
-
-    def dense(dy: ArrayLike) -> tuple[object, ...]:
-        da, db = zeros(size_a), zeros(size_b)
-        if size:
-            launch(dy.reshape(-1), a_channel, b_channel, da, db)
-        return (
-            da.reshape(a_shape) if a_dtype is None else da.reshape(a_shape).astype(a_dtype),
-            db.reshape(b_shape) if b_dtype is None else db.reshape(b_shape).astype(b_dtype),
-        )
-
-    return dense
+    channel a side (``saved``'s flat operands, cast to the result's real dtype where they
+    differ), so the two float64 accumulators are ``da`` and ``db`` themselves, reshaped (and
+    cast to a float32 operand's dtype). The general path's tuples of channels and its
+    combining calls are per-call overhead a small kron feels. A module function bound to the
+    plan's ``launch`` and ``layout`` by ``functools.partial``: a pullback kept per rrule then
+    holds only ``saved``."""
+    a, b = _operand_pair(saved)
+    real = layout.real
+    if a.dtype != real:
+        a = a.astype(real)
+    if b.dtype != real:
+        b = b.astype(real)
+    da, db = np.zeros(a.size), np.zeros(b.size)
+    if layout.y_size:
+        launch(dy.reshape(-1), a, b, da, db)
+    a_dtype, b_dtype = layout.a_dtype, layout.b_dtype
+    return (
+        da.reshape(layout.a_shape) if a_dtype == _FLOAT64 else da.reshape(layout.a_shape).astype(a_dtype),
+        db.reshape(layout.b_shape) if b_dtype == _FLOAT64 else db.reshape(layout.b_shape).astype(b_dtype),
+    )
 
 
 def _combine_da(totals: _Totals, layout: _KronLayout) -> ArrayLike:
