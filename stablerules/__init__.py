@@ -26,6 +26,7 @@ from ._errors import DynamicFallbackError as DynamicFallbackError
 from ._errors import RecompileError as RecompileError
 from ._launch import no_compile as no_compile
 from ._launch import no_fallback as no_fallback
+from ._record import record as record
 from ._tangents import Fill as Fill
 from ._tangents import NoTangent as NoTangent
 from ._tangents import Thunk as Thunk
@@ -137,6 +138,7 @@ __all__ = [
     "permute_dims",
     "precompile",
     "pullback",
+    "record",
     "register_frule",
     "register_rrule",
     "repeat",

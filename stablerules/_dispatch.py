@@ -10,6 +10,7 @@ no op.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from ._arrays import ArraySpec
@@ -136,11 +137,22 @@ def frule(
 # ======================================================================================
 
 
-def precompile(op: Op, *args: object, **kwargs: object) -> tuple[ShapeSignature, ...]:
+def precompile(op: Op | str | os.PathLike[str], *args: object, **kwargs: object) -> tuple[ShapeSignature, ...]:
     """Compile (or load from disk) every kernel of this call's signature without running it.
 
     Arguments may be arrays or ``ArraySpec(shape, dtype, device)``. Returns the signatures.
+
+    ``precompile(path)`` (a ``str`` or ``os.PathLike``, no other argument): every kernel of
+    every signature a ``with sr.record(path):`` block wrote there, each once (see
+    ``stablerules._record``): run it in a build step or at a deployment's start-up, on a
+    machine of the same CPU, and the recorded program's first step compiles nothing.
     """
+    if isinstance(op, (str, os.PathLike)):
+        if args or kwargs:
+            raise TypeError("precompile(path) takes the signatures file alone, no further arguments")
+        from ._record import precompile_file  # noqa: PLC0415
+
+        return precompile_file(op)
     requests = _requests(op, args, kwargs)
     for request in requests:
         request.get()

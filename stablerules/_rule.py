@@ -140,6 +140,8 @@ from ._launch import (
     steady_state_checked,
 )
 from ._op import KernelRequest, Op
+from ._record import RECORDINGS
+from ._record import note as note_signature
 from ._registry import FRULES, PULLBACK_BUILDERS, RRULES
 from ._tangents import (
     Cotangent,
@@ -496,6 +498,8 @@ class RuleOp(Op):
         """The plan of this call's signature: from the plan cache, or validated and built.
         ``specs`` says whether ``ArraySpec``s may stand for arrays (no computation runs)."""
         key = self._key(arrays, statics, specs)
+        if RECORDINGS:
+            note_signature(self, key, arrays, statics)
         if key is None:
             if not specs:
                 self._refuse_specs(arrays)
