@@ -142,14 +142,14 @@ def _encode_array(value: object) -> dict[str, Any] | None:
     if is_array(value):
         import numpy as np  # noqa: PLC0415 - numpy is imported by the caller already
 
-        dtype = np.dtype(value.dtype)  # type: ignore[attr-defined]
-        shape = [int(extent) for extent in value.shape]  # type: ignore[attr-defined]
+        dtype = np.dtype(value.dtype)
+        shape = [int(extent) for extent in value.shape]
         return {"shape": shape, "dtype": dtype.name, "device": device_of(value)}
     return None
 
 
 def _encode_static(value: object) -> object:
-    inner = value.value if type(value) is Val else value  # type: ignore[attr-defined]
+    inner = value.value if isinstance(value, Val) else value
     if inner is None:
         return None
     if type(inner) in (bool, int):

@@ -198,6 +198,6 @@ def test_precompile_of_a_path_refuses_bad_files_and_arguments(tmp_path: Path) ->
     with pytest.raises(ValueError, match=r"signature 0 \(flip\).*axis"):
         sr.precompile(path)
     with pytest.raises(TypeError, match="no further arguments"):
-        sr.precompile(path, 1)  # type: ignore[call-overload]
+        sr.precompile(path, 1)
     path.write_text(json.dumps({**good, "signatures": []}))
     assert sr.precompile(path) == ()

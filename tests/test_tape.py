@@ -61,12 +61,12 @@ def test_a_kron_pullback_holds_its_form_and_saved_arrays_only(dtype: str) -> Non
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((2, 3)).astype(dtype), rng.standard_normal((3, 2)).astype(dtype)
     _, back = sr.rrule(sr.kron, a, b)
-    form = back.form  # type: ignore[attr-defined]
+    form = back.form
     reached = _tracked_reachable(back, _shared_objects(form))
     # The pullback itself and the tuple of its saved operands: nothing per call besides.
     assert len(reached) <= 2, [type(item).__name__ for item in reached]
     _, other = sr.rrule(sr.kron, a, b)
-    assert other.form is form  # type: ignore[attr-defined]  # shared by every rrule of the signature
+    assert other.form is form  # shared by every rrule of the signature
 
 
 def test_a_tape_of_kron_pullbacks_tracks_a_few_objects_per_step() -> None:
