@@ -57,6 +57,7 @@ PUBLIC = [
     "permute_dims",
     "precompile",
     "pullback",
+    "record",
     "register_frule",
     "register_rrule",
     "repeat",
