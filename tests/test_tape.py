@@ -37,7 +37,7 @@ def _tracked_reachable(root: object, stop: set[int]) -> list[object]:
         item = stack.pop()
         if id(item) in seen or id(item) in stop or not gc.is_tracked(item):
             continue
-        if isinstance(item, type) or type(item).__name__ == "module":
+        if issubclass(type(item), type) or type(item).__name__ == "module":
             continue
         seen[id(item)] = item
         stack.extend(gc.get_referents(item))
@@ -49,7 +49,7 @@ def _shared_objects(root: object) -> set[int]:
     stack = [root]
     while stack:
         item = stack.pop()
-        if id(item) in found or isinstance(item, type) or type(item).__name__ == "module":
+        if id(item) in found or issubclass(type(item), type) or type(item).__name__ == "module":
             continue
         found.add(id(item))
         stack.extend(gc.get_referents(item))
