@@ -57,6 +57,9 @@ def cache() -> None:
 def precompile(x: F32) -> None:
     assert_type(sr.precompile(sr.repeat, sr.ArraySpec((3, 4), np.float32), Val(2)), tuple[sr.ShapeSignature, ...])
     assert_type(sr.precompile(sr.kron, x, x), tuple[sr.ShapeSignature, ...])
+    with sr.record("signatures.json") as recording:
+        assert_type(recording.unkeyed, int)
+    assert_type(sr.precompile("signatures.json"), tuple[sr.ShapeSignature, ...])
     assert_type(sr.explain(sr.tile, x, Val(2)), str)
     assert_type(sr.ArraySpec((3,), "float32").shape, tuple[int, ...])
 
