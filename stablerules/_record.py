@@ -27,6 +27,10 @@ Decisions where nothing else decides:
   until then is still worth warming). Records nest: every open one notes each signature.
 - A call whose plan has no key (a list where an array goes, a NumPy integer as a static) is not
   recorded; ``Recording.unkeyed`` counts them.
+- A recording notes the calls of every thread while it is open (a data loader's threads run the
+  program's ops too). It sees what goes through the plan cache: the NumPy ops and the PyTorch
+  adapter's calls; the JAX adapter plans inside its trace, outside the cache, and is not
+  recorded.
 - ``precompile(path)``: a file that is not a signatures file, or of a newer format version, is a
   ``ValueError`` naming the path; a signature the running library cannot replay (an op it does
   not have, a dtype NumPy does not know, an invalid call) is a ``ValueError`` naming its entry.
@@ -160,7 +164,10 @@ def _encode_static(value: object) -> object:
 
 
 def _encode(op: RuleOp, arrays: tuple[object, ...], statics: tuple[object, ...]) -> dict[str, Any] | None:
-    encoded = [_encode_array(value) for value in arrays]
+    try:
+        encoded = [_encode_array(value) for value in arrays]
+    except (TypeError, ValueError, AttributeError):  # an array whose dtype NumPy cannot name
+        return None
     if any(entry is None for entry in encoded):
         return None
     try:

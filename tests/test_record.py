@@ -201,3 +201,25 @@ def test_precompile_of_a_path_refuses_bad_files_and_arguments(tmp_path: Path) ->
         sr.precompile(path, 1)
     path.write_text(json.dumps({**good, "signatures": []}))
     assert sr.precompile(path) == ()
+
+
+def test_record_sees_the_torch_adapters_calls(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    import stablerules.torch as srt
+
+    path = tmp_path / "torch.json"
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    with sr.record(path) as recording:
+        y = srt.kron(x, x)
+        y.sum().backward()
+    assert recording.unkeyed == 0
+    assert recording.signatures == [
+        {
+            "op": "kron",
+            "arrays": [{"shape": [3, 4], "dtype": "float64", "device": "cpu"}] * 2,
+            "statics": [],
+        }
+    ]
+    kernels = sr.precompile(path)
+    assert {signature.kind for signature in kernels} >= {"forward", "pullback"}
+    assert all(signature.op == "kron" for signature in kernels)
