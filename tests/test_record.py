@@ -211,8 +211,9 @@ def test_record_sees_the_torch_adapters_calls(tmp_path: Path) -> None:
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     with sr.record(path) as recording:
         y = srt.kron(x, x)
-        y.sum().backward()
+        (gradient,) = torch.autograd.grad(y.sum(), x)
     assert recording.unkeyed == 0
+    np.testing.assert_allclose(gradient.numpy(), np.full((3, 4), 2 * x.detach().numpy().sum()))  # d sum(kron(x, x)) / dx
     assert recording.signatures == [
         {
             "op": "kron",
