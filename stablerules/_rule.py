@@ -51,7 +51,10 @@ An op module supplies three things; the scaffold does the rest.
      input). Only called when the output is differentiable (else ``dy`` is ``NoTangent()``);
    - with ``saves_primals`` only: ``save(arrays)``, ``forward_and_save(arrays)`` (override it
      when the two share work) and, when the output's shape depends on data (repeat's counts
-     array), ``cotangent_shape(saved)``.
+     array), ``cotangent_shape(saved)``; optionally ``saved_dense()``: the dense pullback as
+     one shared function of ``(saved, dy)``, so that a pullback kept on a tape is one small
+     object (its signature's shared form and ``saved``) rather than closures the garbage
+     collector must scan (see :meth:`Plan.saved_dense`).
 
    Kernels run through the launchers of ``_launch`` (``cpu_launcher``, ``cpu_launch``,
    ``cuda_launch``, ``cuda_launch_blocks``), never by calling a kernel directly: that is
@@ -63,10 +66,13 @@ What the scaffold does, for every op alike:
 - registration: ``rrule``/``frule`` in ``RRULES``/``FRULES`` and, in ``PULLBACK_BUILDERS``, a builder
   ``builder(*args, **kwargs) -> pullback`` that runs no forward, takes ``ArraySpec``s unless
   the plan ``saves_primals``, and shares the rrule's plan and kernels. Rules and pullbacks are
-  named functions (``repeat_rrule``, ``repeat_pullback``) so tracebacks read well;
+  named functions (``repeat_rrule``, ``repeat_pullback``) so tracebacks read well (a
+  ``saved_dense`` plan's pullback is an instance of a class of that name whose ``__call__``
+  carries it);
 - the plan key: the op, each array argument's dtype and shape (a Python scalar's type), the
   static values and the kernel target (``kernel_target`` of the arguments' device). An
-  argument it cannot key (a list, a NumPy integer as a static) gets a plan for that call alone;
+  argument it cannot key (a list, a NumPy integer as a static) gets a plan for that call alone.
+  While a ``sr.record(path)`` block is open, each lookup's signature is noted (``_record``);
 - dynamic statics: a plain ``int``/``tuple`` static is counted in
   ``cache_info().dynamic_arguments`` and refused inside ``no_fallback()``, on every call;
 - cotangents: ``Thunk``s unthunked, shapes validated before any kernel (``ValueError`` naming
