@@ -22,12 +22,12 @@ from ._val import Val
 
 ArrayLike: TypeAlias = npt.NDArray[np.generic]
 
-FLOATING = frozenset({"float32", "float64", "complex64", "complex128"})
+FLOATING = frozenset({"float16", "bfloat16", "float32", "float64", "complex64", "complex128"})
 # Annotated, and the names typed as plain strs: left to inference, this one expression cost
 # mypy 0.4 s (NumPy's np.dtype overloads) in every user's type-check.
 _SUPPORTED_NAMES: tuple[str, ...] = (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float32", "float64", "complex64", "complex128",
+    "float16", "float32", "float64", "complex64", "complex128",
 )
 _SUPPORTED_DTYPES: frozenset[np.dtype[np.generic]] = frozenset(np.dtype(name) for name in _SUPPORTED_NAMES)
 
@@ -183,14 +183,16 @@ def kernel_target(device: str) -> str:
 
 def check_dtype(dtype: np.dtype[np.generic], name: str) -> None:
     """``TypeError`` naming the argument for dtypes no rule handles (object, str, structured,
-    datetime, float16...)."""
+    datetime, longdouble...). The 16-bit floats are accepted: their plans are ``_half``'s."""
     # Non-native byte order is accepted: ``contiguous`` converts it (the kernels compute in
     # native order; a forward result gets NumPy's dtype back, byte order included, and
     # tangents are native).
-    if dtype not in _SUPPORTED_DTYPES and dtype.newbyteorder("=") not in _SUPPORTED_DTYPES:
+    if dtype not in _SUPPORTED_DTYPES and dtype.newbyteorder("=") not in _SUPPORTED_DTYPES and not (
+        dtype.itemsize == 2 and dtype.name == "bfloat16"  # ml_dtypes' (kind 'V'): see _half
+    ):
         raise TypeError(
-            f"argument {name!r} has dtype {dtype}, which stablerules does not support; "
-            f"use bool, an integer dtype, float32, float64, complex64 or complex128"
+            f"argument {name!r} has dtype {dtype}, which stablerules does not support; use bool, "
+            f"an integer dtype, float16, bfloat16, float32, float64, complex64 or complex128"
         )
 
 

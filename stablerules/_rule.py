@@ -791,7 +791,9 @@ def _planned(plan: Callable[..., Plan]) -> Callable[..., Plan]:
     @functools.wraps(plan)
     def planned(self: RuleOp, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         try:
-            built = plan(self, arrays, statics)
+            # A 16-bit argument (float16, bfloat16) gets a plan wrapping float32/uint16 ones.
+            halves = _half.half_arguments(arrays)
+            built = plan(self, arrays, statics) if halves is None else _half.half_plan(self, plan, halves, statics)
         except (TypeError, ValueError) as error:
             message = str(error)
             if type(error) not in (TypeError, ValueError) or message.startswith((f"{self.name}:", f"{self.name} ")):
@@ -801,6 +803,9 @@ def _planned(plan: Callable[..., Plan]) -> Callable[..., Plan]:
         return built
 
     return planned
+
+
+from . import _half  # noqa: E402 - it builds on Plan, defined above
 
 
 def _prepare_tangent(

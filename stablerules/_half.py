@@ -1,0 +1,327 @@
+"""The 16-bit floats: ``np.float16`` and ``ml_dtypes.bfloat16`` in every op (SPEC section 15).
+
+Numba has no float16 or bfloat16 type on the CPU, so no kernel is generated for them. Instead
+an op's plan for a signature with a 16-bit argument is a :class:`HalfPlan` wrapping plans of
+dtypes the kernels have, built by the scaffold (``_rule._planned``) in place of the op's own:
+
+- **Detection.** A 16-bit argument is a ``float16`` array (any byte order) or a 2-byte array
+  whose dtype is named ``bfloat16`` (ml_dtypes' type has ``kind == 'V'``, so it is found by its
+  name). ``ml_dtypes`` is never imported here: an array of that dtype brings it along, and the
+  casts used below are the ones it registers with NumPy.
+- **Results have NumPy's dtypes.** The ops that join their arguments (the concatenate family,
+  ``kron``) give ``np.result_type`` of them (``float16`` with ``int8`` is ``float16``, with
+  ``int16`` ``float32``, with ``bfloat16`` ``float32``; a weak Python scalar keeps the format);
+  every other op gives its first argument's dtype (``np.sum`` and ``np.mean`` of ``float16``
+  are ``float16``). Tangents have each primal's dtype.
+- **Data movement moves bits.** The forward of every op but ``sum``, ``mean``, ``kron`` and
+  ``index_add``, when every data argument has the same 16-bit dtype (index and count arguments
+  may be integers), runs that op's own plan on ``uint16`` views of the arguments and views the
+  result back: bit-exact, signalling NaNs and NaN payloads included, equal to NumPy's.
+- **Everything else runs in float32.** The 16-bit arguments are converted to float32 (exact,
+  NumPy's cast), the op's float32 plan runs, and each result is rounded once to its dtype with
+  NumPy's cast (round-to-nearest-even, NaN and infinities kept, both for ``float16`` and for
+  ml_dtypes' ``bfloat16``). So a pullback that adds (repeat/tile, broadcast_to, sum/mean,
+  kron, the scatter-adds of take, take_along_axis and getindex, index_add's forward)
+  accumulates at least in float32 (``broadcast_to``/``sum``/``kron``'s float32 kernels
+  accumulate in float64) and rounds once, as deterministically as the float32 kernels are
+  (the same bits for every thread count: they fix the order of their sums). The pullbacks of
+  pure data movement are exact on every value (a 16-bit value round-trips through float32),
+  a signalling NaN coming back quiet. ``kron``'s forward is exact too: the product of two
+  11-bit (or 8-bit) significands fits float32's 24, so the one rounding is NumPy's own
+  (NumPy and ml_dtypes multiply 16-bit values in float32 and round the product).
+  The conversion is NumPy's (or CuPy's) vectorized cast around the float32 kernels, not bit
+  operations inside them: it gives the same bits as converting in the kernel would, on
+  the CPU and on CUDA alike, at the cost of one float32 copy of each 16-bit operand.
+- **sum and mean forwards are NumPy's own** (``xp.sum``/``xp.mean`` on the 16-bit array): a
+  static choice per dtype, since NumPy's ``float16`` sum follows its own pairwise order (a
+  float32 accumulator along the contiguous axis, float16 additions across rows) that no
+  single float32 accumulation reproduces bit for bit. Their pullbacks are float32 kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ._arrays import ArraySpec, array_like, device_of, is_array
+from ._rule import KernelPullback, Plan
+from ._tangents import Cotangent, DenseCotangent, Fill
+
+_FLOAT32: np.dtype[np.generic] = np.dtype(np.float32)
+_UINT16: np.dtype[np.generic] = np.dtype(np.uint16)
+
+# The ops whose result dtype is the promotion of all their array arguments.
+_JOINING = frozenset({"concatenate", "stack", "hstack", "vstack", "cat", "kron"})
+# The ops whose forward adds (or, for sum and mean, is NumPy's own): no uint16 route.
+_ADDING_FORWARD = frozenset({"sum", "mean", "kron", "index_add"})
+_NUMPY_FORWARD = frozenset({"sum", "mean"})
+# Per op, the argument positions that hold indices or counts (integers, moved as they are).
+_INDEX_POSITIONS: dict[str, frozenset[int]] = {
+    "repeat": frozenset({1}),
+    "take": frozenset({1}),
+    "take_along_axis": frozenset({1}),
+    "index_add": frozenset({1}),
+}
+
+# Per op, the argument position of a fill value (pad's ``constant_values``): on the bits route
+# it is cast to the result's dtype first, as ``np.pad`` casts it, and moved as bits too.
+_CONSTANT_POSITIONS: dict[str, int] = {"pad": 1}
+
+
+def is_half(dtype: np.dtype[Any]) -> bool:
+    """``float16`` (any byte order) or ml_dtypes' ``bfloat16``."""
+    return dtype.itemsize == 2 and (dtype.kind == "f" or dtype.name == "bfloat16")
+
+
+def _dtype_of(value: object) -> np.dtype[Any] | None:
+    if isinstance(value, ArraySpec) or is_array(value):
+        return value.dtype  # type: ignore[attr-defined,no-any-return]
+    return None
+
+
+def half_arguments(arrays: tuple[object, ...]) -> tuple[object, ...] | None:
+    """``arrays`` with 16-bit array-likes read as arrays, or ``None`` when none is 16-bit (the
+    op's own plan then runs). Called only when a plan is built."""
+    found = False
+    read: list[object] = []
+    for index, value in enumerate(arrays):
+        if isinstance(value, (np.generic, list, tuple)):
+            try:
+                converted = array_like(value, f"arrays[{index}]")
+            except (TypeError, ValueError):
+                converted = value
+            if is_array(converted) and is_half(converted.dtype):
+                value = converted
+        dtype = _dtype_of(value)
+        if dtype is not None and is_half(dtype):
+            found = True
+        read.append(value)
+    return tuple(read) if found else None
+
+
+def _spec(value: object, dtype: np.dtype[Any]) -> ArraySpec:
+    shape = tuple(value.shape)  # type: ignore[attr-defined]
+    where = value.device if isinstance(value, ArraySpec) else device_of(value)
+    return ArraySpec(shape, dtype, where)
+
+
+def _native(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
+
+
+def half_plan(op: Any, plan: Callable[..., Plan], arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+    """The plan of a signature with a 16-bit argument (``arrays`` from :func:`half_arguments`):
+    the op's ``plan`` (unwrapped) built for float32 stand-ins, wrapped."""
+    halves = tuple(_dtype_of(value) is not None and is_half(_dtype_of(value)) for value in arrays)  # type: ignore[arg-type]
+    wide = tuple(_spec(value, _FLOAT32) if half else value for value, half in zip(arrays, halves))
+    inner = plan(op, wide, statics)
+    name = op.name
+    originals = tuple(
+        _native(_dtype_of(value)) if half else None  # type: ignore[arg-type]
+        for value, half in zip(arrays, halves)
+    )
+    # The result dtype: NumPy's for these arguments.
+    out_dtype = inner.out_dtype
+    if inner.out_dtype.kind in "fc" and inner.out_dtype.itemsize <= 8:
+        if name in _JOINING:
+            joined = [
+                _dtype_of(value) if _dtype_of(value) is not None else value
+                for value in arrays
+                if value is not None
+            ]
+            out_dtype = _native(np.result_type(*joined))  # type: ignore[arg-type]
+        elif halves and halves[0]:
+            out_dtype = originals[0]  # type: ignore[assignment]
+    # The bits route: every data argument of one 16-bit dtype, the others integer indices.
+    index_positions = _INDEX_POSITIONS.get(name, frozenset())
+    first = next(dtype for dtype in originals if dtype is not None)
+    bits = name not in _ADDING_FORWARD and out_dtype == first
+    constant = _CONSTANT_POSITIONS.get(name)
+    for position, (value, half) in enumerate(zip(arrays, halves)):
+        if value is None or half and originals[position] == first or position == constant:
+            continue
+        dtype = _dtype_of(value)
+        if position in index_positions and dtype is not None and dtype.kind in "biu":
+            continue
+        bits = False
+    narrow = None
+    if bits:
+        narrow = tuple(
+            _spec(value, _UINT16)
+            if half
+            else ArraySpec(np.shape(value), _UINT16)  # type: ignore[arg-type]
+            if position == constant and value is not None
+            else value
+            for position, (value, half) in enumerate(zip(arrays, halves))
+        )
+    cls = HalfSavingPlan if inner.saves_primals else HalfPlan
+    return cls(op, plan, statics, inner, halves, originals, out_dtype, narrow)
+
+
+def _round(value: object, dtype: np.dtype[Any]) -> object:
+    """A float32 result rounded once to ``dtype`` (an array, a ``Fill``, a tuple of them)."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_round(item, dtype) for item in value)
+    if isinstance(value, Fill):
+        return Fill(value.value, value.shape, dtype)
+    if is_array(value):
+        if value.dtype == dtype:
+            return value
+        return value.astype(dtype)
+    return value
+
+
+def _view(value: object, dtype: np.dtype[Any]) -> object:
+    """A uint16 result (or a tuple of them) seen as ``dtype``, byte order kept."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_view(item, dtype) for item in value)
+    if is_array(value):
+        return value.view(dtype if value.dtype.isnative else dtype.newbyteorder())
+    return value
+
+
+def _widen(cotangent: Cotangent, dtype: np.dtype[Any]) -> Cotangent:
+    """A prepared 16-bit cotangent or tangent in the float32 plan's ``dtype``."""
+    if isinstance(cotangent, DenseCotangent):
+        return DenseCotangent(cotangent.array.astype(dtype))
+    if isinstance(cotangent, Fill):
+        return Fill(cotangent.value, cotangent.shape, dtype)
+    return cotangent
+
+
+class HalfPlan(Plan):
+    """A signature with a 16-bit argument: the op's float32 plan (and, for data movement, its
+    uint16 plan) behind the scaffold's fields of the 16-bit signature (module docstring)."""
+
+    def __init__(
+        self,
+        op: Any,
+        plan: Callable[..., Plan],
+        statics: tuple[object, ...],
+        inner: Plan,
+        halves: tuple[bool, ...],
+        originals: tuple[np.dtype[Any] | None, ...],
+        out_dtype: np.dtype[Any],
+        narrow: tuple[object, ...] | None,
+    ) -> None:
+        # Plan's fields, set from the float32 plan's (no InputFacts of a 16-bit dtype exist).
+        self.op = inner.op
+        self.out_shape = inner.out_shape
+        self.out_dtype = out_dtype
+        self.output_shapes = inner.output_shapes
+        self.differentiable = inner.differentiable
+        self.input_tangents = inner.input_tangents
+        self.input_shapes = inner.input_shapes
+        self.input_dtypes = tuple(
+            original if original is not None else dtype for original, dtype in zip(originals, inner.input_dtypes)
+        )
+        self.namespace = inner.namespace
+        self.kernel_entries = inner.kernel_entries - {"forward"} if op.name in _NUMPY_FORWARD else inner.kernel_entries
+        self.any_layout = False
+        self.pullbacks = {}
+        self.result_forms = {}
+        self.inner = inner
+        self.halves = halves
+        self._op = op
+        self._plan = plan
+        self._statics = statics
+        self._narrow_specs = narrow
+        self._numpy_forward = op.name in _NUMPY_FORWARD
+        self._constant = _CONSTANT_POSITIONS.get(op.name)
+
+    @cached_property
+    def narrow(self) -> Plan | None:
+        """The op's plan for uint16 views (data movement), built on first use."""
+        if self._narrow_specs is None:
+            return None
+        return self._plan(self._op, self._narrow_specs, self._statics)
+
+    def requests(self) -> list[Any]:
+        narrow = self.narrow
+        return self.inner.requests() + (narrow.requests() if narrow is not None else [])
+
+    def _wide(self, arrays: tuple[object, ...]) -> tuple[object, ...]:
+        return tuple(
+            value.astype(_FLOAT32) if half else value  # type: ignore[attr-defined]
+            for value, half in zip(arrays, self.halves)
+        )
+
+    def forward(self, arrays: tuple[object, ...]) -> object:
+        narrow = self.narrow
+        if narrow is not None:
+            constant, out_dtype = self._constant, self.out_dtype
+            views = tuple(
+                value.view(_UINT16 if value.dtype.isnative else _UINT16.newbyteorder())  # type: ignore[attr-defined]
+                if half
+                else self.namespace.asarray(value).astype(out_dtype).view(_UINT16)
+                if position == constant and value is not None
+                else value
+                for position, (value, half) in enumerate(zip(arrays, self.halves))
+            )
+            return _view(narrow.forward(views), self.out_dtype)
+        if self._numpy_forward:
+            x: Any = arrays[0]
+            function = self.namespace.mean if self.op == "mean" else self.namespace.sum
+            return function(x, axis=self.inner.axes, keepdims=self.inner.keepdims)  # type: ignore[attr-defined]
+        return _round(self.inner.forward(self._wide(arrays)), self.out_dtype)
+
+    def save(self, arrays: tuple[object, ...]) -> object:
+        return self.inner.save(self._wide(arrays))
+
+    def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
+        if self.narrow is not None:
+            return self.forward(arrays), self.save(arrays)
+        y, saved = self.inner.forward_and_save(self._wide(arrays))
+        return _round(y, self.out_dtype), saved
+
+    def cotangent_shape(self, saved: object) -> tuple[int, ...]:
+        return self.inner.cotangent_shape(saved)
+
+    def _back(self, tangents: Sequence[object]) -> tuple[object, ...]:
+        return tuple(
+            _round(tangent, dtype) if half else tangent
+            for tangent, half, dtype in zip(tangents, self.halves, self.input_dtypes)
+        )
+
+    def pullback(self, saved: object) -> Callable[[Any], tuple[object, ...]]:
+        made = self.inner.pullback(saved)
+        inner = made.dense() if isinstance(made, KernelPullback) else made
+        wide = self.inner.out_dtype
+        back = self._back
+        if self.output_shapes is not None:
+
+            def dense(dy: Any) -> tuple[object, ...]:
+                return back(inner(tuple(_widen(cotangent, wide) for cotangent in dy)))
+
+        else:
+
+            def dense(dy: Any) -> tuple[object, ...]:
+                return back(inner(dy.astype(wide)))
+
+        dense.inner = inner  # type: ignore[attr-defined]
+        return dense
+
+    def fill_pullback(self, saved: object, dense: Callable[[Any], tuple[object, ...]], fill: Fill) -> tuple[object, ...]:
+        inner = getattr(dense, "inner", None)
+        if inner is None:  # pragma: no cover - dense always comes from pullback above
+            return super().fill_pullback(saved, dense, fill)
+        wide = Fill(fill.value, fill.shape, self.inner.out_dtype)
+        return self._back(self.inner.fill_pullback(saved, inner, wide))
+
+    def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
+        wide = tuple(
+            _widen(tangent, _FLOAT32) if half else tangent for tangent, half in zip(tangents, self.halves)
+        )
+        return _round(self.inner.pushforward(self._wide(arrays), wide), self.out_dtype)
+
+
+class HalfSavingPlan(HalfPlan):
+    """A :class:`HalfPlan` whose float32 plan reads the primals in its pullback."""
+
+    saves_primals = True
+
+
+__all__ = ["HalfPlan", "HalfSavingPlan", "half_arguments", "half_plan", "is_half"]

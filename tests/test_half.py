@@ -1,0 +1,347 @@
+"""The 16-bit floats (SPEC section 15): ``np.float16`` and ``ml_dtypes.bfloat16`` in every op.
+
+- Forwards equal NumPy's bit for bit (``index_add``, which NumPy has no single function for,
+  against the float64 sum rounded once: it accumulates in float32, as the spec asks).
+- Pullbacks equal the float64 reference (the VJP of NumPy's own forward in float64, by basis
+  vectors, never the rule's formula) rounded once to the format, or within one unit in the
+  last place where the float32 accumulation rounds differently from float64 (the ops that add:
+  counted, and bounded by one ulp).
+- Scatter-adds bitwise equal for 1 and 2 threads (subprocesses); CUDA under the simulator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+import stablerules as sr
+from stablerules import Fill, NoTangent, Val, ZeroTangent
+from tests.ci import skip_unless_ci
+
+ml_dtypes = pytest.importorskip("ml_dtypes") if not os.environ.get("CI") else __import__("ml_dtypes")
+
+REPO = Path(__file__).resolve().parents[1]
+Array = npt.NDArray[Any]
+FORMATS = [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
+_rrule: Callable[..., Any] = sr.rrule
+_frule: Callable[..., Any] = sr.frule
+
+COUNTS = np.array([1, 0, 2, 3])
+TAKE = np.array([2, 0, 2, 1, 2])
+ALONG = np.array([[0, 3, 3], [1, 1, 2], [3, 0, 3]])
+
+
+@dataclass(frozen=True)
+class Op:
+    """``call(*xs)``: the op, its arguments and keywords; NumPy's ``reference(*xs)`` (the same call on any dtype), the data
+    arguments' shapes, and how a pullback's result holds their tangents."""
+
+    name: str
+    call: Callable[..., tuple[Any, tuple[Any, ...], dict[str, Any]]]
+    reference: Callable[..., Any]
+    shapes: tuple[tuple[int, ...], ...]
+    sequence: bool = False  # the tangents are back(dy)[0] (one tuple for the sequence)
+    adds: bool = False  # the pullback (or forward) sums: one-ulp differences allowed
+    positions: tuple[int, ...] = (0, 1)  # where the data arguments' tangents are in back(dy)
+
+    def ours(self, *xs: Array) -> Any:
+        target, args, kwargs = self.call(*xs)
+        return target(*args, **kwargs)
+
+    def rrule(self, *xs: Array) -> tuple[Any, Callable[[object], tuple[object, ...]]]:
+        target, args, kwargs = self.call(*xs)
+        result: tuple[Any, Callable[[object], tuple[object, ...]]] = _rrule(target, *args, **kwargs)
+        return result
+
+
+def _index_add(x: Array, values: Array) -> Array:
+    out = x.astype(np.float64)
+    np.add.at(out, TAKE, values.astype(np.float64))
+    return out
+
+
+OPS = [
+    Op("repeat", lambda x: (sr.repeat, (x, Val(3)), dict(axis=Val(0))), lambda x: np.repeat(x, 3, axis=0), ((3, 4),), adds=True),
+    Op("repeat_counts", lambda x: (sr.repeat, (x, COUNTS), dict(axis=Val(1))), lambda x: np.repeat(x, COUNTS, axis=1), ((3, 4),), adds=True),
+    Op("tile", lambda x: (sr.tile, (x, Val((2, 3))), dict()), lambda x: np.tile(x, (2, 3)), ((3, 4),), adds=True),
+    Op("concatenate", lambda a, b: (sr.concatenate, ((a, b),), dict(axis=Val(1))), lambda a, b: np.concatenate((a, b), axis=1), ((3, 4), (3, 2)), sequence=True),
+    Op("stack", lambda a, b: (sr.stack, ((a, b),), dict(axis=Val(1))), lambda a, b: np.stack((a, b), axis=1), ((3, 4), (3, 4)), sequence=True),
+    Op("hstack", lambda a, b: (sr.hstack, ((a, b),), dict()), lambda a, b: np.hstack((a, b)), ((3, 4), (3, 2)), sequence=True),
+    Op("vstack", lambda a, b: (sr.vstack, ((a, b),), dict()), lambda a, b: np.vstack((a, b)), ((3, 4), (2, 4)), sequence=True),
+    Op("cat", lambda a, b: (sr.cat, (a, b), dict(dims=Val(1))), lambda a, b: np.concatenate((a, b), axis=1), ((3, 4), (3, 2))),
+    Op("kron", lambda a, b: (sr.kron, (a, b), dict()), lambda a, b: np.kron(a, b), ((2, 3), (3, 2)), adds=True),
+    Op("flip", lambda x: (sr.flip, (x, Val(1)), dict()), lambda x: np.flip(x, 1), ((3, 4),)),
+    Op("roll", lambda x: (sr.roll, (x, Val(2)), dict(axis=Val(1))), lambda x: np.roll(x, 2, axis=1), ((3, 4),)),
+    Op("permute_dims", lambda x: (sr.permute_dims, (x, Val((1, 2, 0))), dict()), lambda x: np.permute_dims(x, (1, 2, 0)), ((2, 3, 4),)),
+    Op("transpose", lambda x: (sr.transpose, (x,), dict()), lambda x: np.transpose(x), ((3, 4),)),
+    Op("reshape", lambda x: (sr.reshape, (x, Val((4, 3))), dict()), lambda x: np.reshape(x, (4, 3)), ((3, 4),)),
+    Op("broadcast_to", lambda x: (sr.broadcast_to, (x, Val((2, 3, 5, 4))), dict()), lambda x: np.broadcast_to(x, (2, 3, 5, 4)), ((3, 1, 4),), adds=True),
+    Op("sum", lambda x: (sr.sum, (x, Val(0)), dict()), lambda x: np.sum(x, 0), ((7, 5),), adds=True),
+    Op("sum_all", lambda x: (sr.sum, (x,), dict()), lambda x: np.sum(x), ((7, 5),), adds=True),
+    Op("mean", lambda x: (sr.mean, (x, Val(1)), dict(keepdims=Val(True))), lambda x: np.mean(x, 1, keepdims=True), ((7, 5),), adds=True),
+    Op("pad", lambda x: (sr.pad, (x, Val((1, 2, 0, 1)), 1.5), dict()), lambda x: np.pad(x, ((1, 2), (0, 1)), constant_values=1.5), ((3, 4),)),
+    Op("split", lambda x: (sr.split, (x, Val((1, 3))), dict(axis=Val(1))), lambda x: tuple(np.split(x, (1, 3), axis=1)), ((3, 4),)),
+    Op("getindex", lambda x: (sr.getindex, (x, sr.ix[1:, ::2]), dict()), lambda x: x[1:, ::2], ((3, 4),)),
+    Op("take", lambda x: (sr.take, (x, TAKE), dict(axis=Val(0))), lambda x: np.take(x, TAKE, axis=0), ((3, 4),), adds=True),
+    Op("take_along_axis", lambda x: (sr.take_along_axis, (x, ALONG), dict(axis=Val(1))), lambda x: np.take_along_axis(x, ALONG, axis=1), ((3, 4),), adds=True),
+    Op("index_add", lambda x, v: (sr.index_add, (x, TAKE, v), dict(axis=Val(0))), _index_add, ((3, 4), (5, 4)), adds=True, positions=(0, 2)),
+]
+IDS = [op.name for op in OPS]
+
+
+def _data(shape: tuple[int, ...], dtype: np.dtype[Any], seed: int) -> Array:
+    rng = np.random.default_rng(seed)
+    return np.asarray(rng.standard_normal(shape) * 3).astype(dtype)
+
+
+def _bits(array: Array) -> Array:
+    assert array.dtype.itemsize == 2, array.dtype
+    return np.ascontiguousarray(array).view(np.uint16)
+
+
+def _ulps(ours: Array, expected: Array) -> Array:
+    """How many representable values apart, per element (same format; sign-magnitude order)."""
+    def ordered(array: Array) -> Array:
+        bits = _bits(array).astype(np.int64)
+        return np.where(bits & 0x8000, -(bits & 0x7FFF), bits)
+
+    return np.abs(ordered(ours) - ordered(expected))
+
+
+def _outputs(value: object) -> list[Array]:
+    return [np.asarray(item) for item in value] if isinstance(value, tuple) else [np.asarray(value)]
+
+
+def _vjp(op: Op, xs: list[Array], dys: list[Array]) -> list[Array]:
+    """The float64 VJP of NumPy's forward, by basis vectors: every op is affine in each
+    argument (kron bilinear), so ``dx[i] = <f(x with x_k = e_i) - f(x with x_k = 0), dy>``."""
+    wide = [x.astype(np.float64) for x in xs]
+    grads = []
+    for k, x in enumerate(wide):
+        zero = list(wide)
+        zero[k] = np.zeros_like(x)
+        base = _outputs(op.reference(*zero))
+        grad = np.zeros(x.size)
+        for i in range(x.size):
+            basis = np.zeros(x.size)
+            basis[i] = 1.0
+            trial = list(wide)
+            trial[k] = basis.reshape(x.shape)
+            grad[i] = sum(float(np.sum((y - y0) * dy)) for y, y0, dy in zip(_outputs(op.reference(*trial)), base, dys))
+        grads.append(grad.reshape(x.shape))
+    return grads
+
+
+def _tangents(op: Op, result: tuple[object, ...], count: int) -> list[object]:
+    """The data arguments' tangents, a ``Fill`` made dense."""
+    found = list(result[0]) if op.sequence else [result[position] for position in op.positions[:count]]
+    return [np.full(tangent.shape, tangent.value, tangent.dtype) if isinstance(tangent, Fill) else tangent for tangent in found]
+
+
+@pytest.mark.parametrize("dtype", FORMATS, ids=str)
+@pytest.mark.parametrize("op", OPS, ids=IDS)
+def test_forward_is_numpys_bit_for_bit(op: Op, dtype: np.dtype[Any]) -> None:
+    xs = [_data(shape, dtype, seed) for seed, shape in enumerate(op.shapes)]
+    xs[0].flat[0] = np.nan
+    ours = _outputs(op.ours(*xs))
+    if op.name == "index_add":
+        expected = [op.reference(*xs).astype(dtype)]  # float32 accumulation, one rounding
+    else:
+        expected = _outputs(op.reference(*xs))
+    assert len(ours) == len(expected)
+    for got, want in zip(ours, expected):
+        assert got.dtype == want.dtype == dtype
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+def test_forward_moves_signalling_nans_and_payloads_as_bits() -> None:
+    for dtype, bits in [(np.dtype(np.float16), [0x7D01, 0xFC01, 0x7E05]), (np.dtype(ml_dtypes.bfloat16), [0x7F81, 0xFF81, 0x7FC3])]:
+        x = np.array(bits * 4, np.uint16).view(dtype).reshape(3, 4)
+        for op in OPS:
+            if op.adds and op.name not in ("repeat", "tile", "broadcast_to", "take", "take_along_axis", "repeat_counts"):
+                continue
+            xs = [x] + [_data(shape, dtype, 1) for shape in op.shapes[1:]] if op.shapes[0] == (3, 4) else None
+            if xs is None:
+                continue
+            for got, want in zip(_outputs(op.ours(*xs)), _outputs(op.reference(*xs))):
+                np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=op.name)
+
+
+@pytest.mark.parametrize("dtype", FORMATS, ids=str)
+@pytest.mark.parametrize("op", OPS, ids=IDS)
+def test_pullback_is_the_float64_reference_rounded_once(op: Op, dtype: np.dtype[Any]) -> None:
+    xs = [_data(shape, dtype, seed) for seed, shape in enumerate(op.shapes)]
+    y, back = op.rrule(*xs)
+    dys = [_data(out.shape, dtype, 10 + index) for index, out in enumerate(_outputs(y))]
+    result = back(tuple(dys) if isinstance(y, tuple) else dys[0])
+    tangents = _tangents(op, result, len(xs))
+    references = _vjp(op, xs, [dy.astype(np.float64) for dy in dys])
+    for tangent, reference, x in zip(tangents, references, xs):
+        assert isinstance(tangent, np.ndarray), tangent
+        assert tangent.dtype == dtype and tangent.shape == x.shape
+        rounded = reference.astype(dtype)
+        ulps = _ulps(tangent, rounded)
+        if op.adds:
+            assert ulps.max() <= 1, (op.name, ulps.max())
+        else:
+            np.testing.assert_array_equal(_bits(tangent), _bits(rounded))
+
+
+def test_adding_pullbacks_mostly_round_exactly() -> None:
+    """The one-ulp allowance is rare: over many sums, almost every entry is the float64 sum
+    rounded once (a float32 accumulation differs only near a halfway point)."""
+    for dtype in FORMATS:
+        x = _data((64, 256), dtype, 3)
+        y, back = _rrule(sr.broadcast_to, x[:, None, :], Val((64, 40, 256)))
+        dy = _data(y.shape, dtype, 4)
+        (dx, *_) = back(dy)
+        reference = dy.astype(np.float64).sum(axis=1, keepdims=True).astype(dtype)
+        ulps = _ulps(dx, reference)
+        assert ulps.max() <= 1
+        assert (ulps == 0).mean() > 0.99
+
+
+@pytest.mark.parametrize("dtype", FORMATS, ids=str)
+def test_mixed_dtypes_follow_numpys_promotion(dtype: np.dtype[Any]) -> None:
+    x = _data((3, 4), dtype, 0)
+    for other, in [(np.ones((3, 2), np.float32),), (np.ones((3, 2), np.int8),), (np.ones((3, 2), np.int16),), (np.ones((3, 2), np.float64),)]:
+        got = sr.concatenate((x, other), axis=Val(1))
+        want = np.concatenate((x, other), axis=1)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        y, back = _rrule(sr.concatenate, (x, other), axis=Val(1))
+        (dx, dother), *_ = back(np.ones(y.shape, y.dtype))
+        assert dx.dtype == dtype
+        if other.dtype.kind == "f":
+            assert dother.dtype == other.dtype
+    assert sr.kron(x, np.ones(2, np.int8)).dtype == np.kron(x, np.ones(2, np.int8)).dtype
+    assert sr.cat(x[0], 1.5, dims=Val(0)).dtype == np.result_type(x, 1.5) == dtype  # NEP 50: a weak scalar
+
+
+@pytest.mark.parametrize("dtype", FORMATS, ids=str)
+def test_fill_and_zero_cotangents_and_frule(dtype: np.dtype[Any]) -> None:
+    x = _data((3, 4), dtype, 0)
+    y, back = _rrule(sr.sum, x)
+    (dx, *_) = back(Fill(2.0, (), dtype))
+    assert isinstance(dx, Fill) and dx.dtype == dtype and dx.value == 2.0 and dx.shape == (3, 4)
+    assert isinstance(back(ZeroTangent())[0], ZeroTangent)
+    y, back = _rrule(sr.repeat, x, Val(2), axis=Val(1))
+    (dx, *_) = back(Fill(1.5, y.shape, dtype))
+    np.testing.assert_array_equal(np.asarray(dx, np.float64), np.full((3, 4), 3.0))
+    assert np.asarray(dx).dtype == dtype
+    t = _data((3, 4), dtype, 5)
+    y, dy = _frule(sr.repeat, (t, NoTangent()), x, Val(2))
+    assert dy.dtype == dtype
+    np.testing.assert_array_equal(_bits(dy), _bits(np.repeat(t, 2)))
+    a, b = _data((2, 2), dtype, 1), _data((3,), dtype, 2)
+    ta, tb = _data((2, 2), dtype, 3), _data((3,), dtype, 4)
+    y, dy = _frule(sr.kron, (ta, tb), a, b)
+    wide = lambda v: v.astype(np.float64)  # noqa: E731
+    reference = (np.kron(wide(ta), wide(b)) + np.kron(wide(a), wide(tb))).astype(dtype)
+    assert dy.dtype == dtype and _ulps(dy, reference).max() <= 1
+
+
+def test_bad_16_bit_relatives_are_still_refused() -> None:
+    with pytest.raises(TypeError, match=r"^repeat: argument 'x' has dtype float8_e4m3fn"):
+        sr.repeat(np.ones(3, ml_dtypes.float8_e4m3fn), Val(2))
+
+
+_THREADS_SCRIPT = """
+import hashlib, numpy as np, ml_dtypes, stablerules as sr
+from stablerules import Val
+digest = hashlib.sha256()
+for dtype in (np.float16, ml_dtypes.bfloat16):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((50, 64)).astype(dtype)
+    idx = rng.integers(0, 50, 4000)
+    along = rng.integers(0, 64, (50, 300))
+    for op, args, kwargs in [
+        (sr.take, (x, idx), dict(axis=Val(0))),
+        (sr.take_along_axis, (x, along), dict(axis=Val(1))),
+        (sr.repeat, (x, Val(40)), dict(axis=Val(0))),
+    ]:
+        y, back = sr.rrule(op, *args, **kwargs)
+        dy = rng.standard_normal(y.shape).astype(dtype)
+        digest.update(back(dy)[0].tobytes())
+    v = rng.standard_normal((4000, 64)).astype(dtype)
+    digest.update(sr.index_add(x, idx, v, axis=Val(0)).tobytes())
+print(digest.hexdigest())
+"""
+
+
+def test_scatter_adds_are_bitwise_equal_for_one_and_two_threads(tmp_path: Path) -> None:
+    digests = []
+    for threads in ("1", "2"):
+        environment = dict(os.environ, STABLERULES_NUM_THREADS=threads, STABLERULES_PARALLEL_THRESHOLD="1024")
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), environment.get("PYTHONPATH")]))
+        result = subprocess.run([sys.executable, "-c", _THREADS_SCRIPT], cwd=REPO, env=environment, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        digests.append(result.stdout.strip())
+    assert len(digests[0]) == 64 and digests[0] == digests[1]
+
+
+_CUDA_SCRIPT = """
+import numpy as np, ml_dtypes, stablerules as sr
+from stablerules import Val
+from stablerules._arrays import kernel_target
+from stablerules._rule import count_launches, kernel_launches
+assert kernel_target("cpu") == "cuda"
+with count_launches():
+  for dtype in (np.float16, ml_dtypes.bfloat16):
+      rng = np.random.default_rng(0)
+      x = rng.standard_normal((3, 4)).astype(dtype)
+      y = sr.repeat(x, Val(2), axis=Val(1))
+      assert y.dtype == dtype and (y.view(np.uint16) == np.repeat(x, 2, axis=1).view(np.uint16)).all()
+      idx = np.array([2, 0, 2, 1, 2])
+      y, back = sr.rrule(sr.take, x, idx, axis=Val(0))
+      assert (y.view(np.uint16) == np.take(x, idx, axis=0).view(np.uint16)).all()
+      dy = rng.standard_normal(y.shape).astype(dtype)
+      dx = back(dy)[0]
+      want = np.zeros((3, 4))
+      np.add.at(want, idx, dy.astype(np.float64))
+      assert dx.dtype == dtype and (dx.view(np.uint16) == want.astype(dtype).view(np.uint16)).all(), (dx, want)
+      y, back = sr.rrule(sr.sum, x, Val(0))
+      assert (y.view(np.uint16) == np.sum(x, 0).view(np.uint16)).all()
+assert kernel_launches(op="take", device="cuda") >= 4 and kernel_launches(op="repeat", device="cuda") >= 2 and kernel_launches(device="cpu") == 0
+print("ok")
+"""
+
+
+@pytest.mark.slow
+def test_cuda_kernels_take_16_bit_floats_in_the_simulator(tmp_path: Path) -> None:
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("numba.cuda") is not None
+    except ImportError:
+        found = False
+    if not found:
+        skip_unless_ci("numba.cuda (and so its simulator) is not installed")
+    environment = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", STABLERULES_DEVICE="cuda")
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), environment.get("PYTHONPATH")]))
+    environment.setdefault("STABLERULES_CACHE_DIR", str(tmp_path / "cache"))
+    result = subprocess.run([sys.executable, "-c", _CUDA_SCRIPT], cwd=REPO, env=environment, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "ok"
+
+
+def test_import_does_not_import_ml_dtypes() -> None:
+    code = "import sys, stablerules as sr, numpy as np; sr.repeat(np.ones(3, np.float16), sr.Val(2)); print('ml_dtypes' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+_ = hashlib  # used in the subprocess scripts' text
