@@ -25,6 +25,7 @@ import numpy.typing as npt
 import pytest
 
 import stablerules as sr
+import stablerules.testing as testing
 from stablerules import Fill, NoTangent, Val, ZeroTangent
 from tests.ci import skip_unless_ci
 
@@ -196,6 +197,39 @@ def test_pullback_is_the_float64_reference_rounded_once(op: Op, dtype: np.dtype[
             assert ulps.max() <= 1, (op.name, ulps.max())
         else:
             np.testing.assert_array_equal(_bits(tangent), _bits(rounded))
+
+
+@pytest.mark.parametrize("dtype", FORMATS, ids=str)
+@pytest.mark.parametrize("op", OPS, ids=IDS)
+def test_testing_utilities_check_every_op(op: Op, dtype: np.dtype[Any]) -> None:
+    """``sr.testing`` on 16-bit arguments: finite differences in float64, the format's
+    tolerance, lazy cotangents and the steady state (no compile, no fallback) included."""
+    xs = [_data(shape, dtype, seed) for seed, shape in enumerate(op.shapes)]
+    target, args, kwargs = op.call(*xs)
+    testing.test_rrule(target, *args, **kwargs)
+    testing.test_frule(target, *args, **kwargs)
+
+
+def test_testing_tolerances_are_the_formats() -> None:
+    """A pullback off by a few units in the last place fails, one off by a fraction of a unit
+    passes: the default tolerance is the format's (``rtol`` 1e-3 for float16, 1e-2 for
+    bfloat16), with finite differences in float64."""
+    for dtype, eps in [(np.dtype(np.float16), 2.0**-10), (np.dtype(ml_dtypes.bfloat16), 2.0**-7)]:
+        for factor, passes in [(1.0, True), (1.0 + eps / 4, True), (1.0 + 8 * eps, False)]:
+            def double(x: Array) -> Array:
+                return (np.asarray(x, np.float64) * 2).astype(np.asarray(x).dtype)
+
+            def rule(x: Array, factor: float = factor) -> tuple[Array, Callable[[object], tuple[Array]]]:
+                y = double(x)
+                return y, lambda dy: ((sr.materialize(dy, y).astype(np.float64) * 2 * factor).astype(x.dtype),)
+
+            sr.register_rrule(double, rule)
+            x = np.linspace(1.0, 2.0, 8).astype(dtype)
+            if passes:
+                testing.test_rrule(double, x, check_compile=False)
+            else:
+                with pytest.raises(AssertionError, match="finite differences"):
+                    testing.test_rrule(double, x, check_compile=False)
 
 
 def test_adding_pullbacks_mostly_round_exactly() -> None:
