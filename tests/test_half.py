@@ -120,7 +120,7 @@ def _ulps(ours: Array, expected: Array) -> Array:
 
 
 def _outputs(value: object) -> list[Array]:
-    return [np.asarray(item) for item in value] if isinstance(value, tuple) else [np.asarray(value)]
+    return [np.asarray(item) for item in value] if isinstance(value, (tuple, list)) else [np.asarray(value)]
 
 
 def _vjp(op: Op, xs: list[Array], dys: list[Array]) -> list[Array]:
@@ -230,6 +230,50 @@ def test_testing_tolerances_are_the_formats() -> None:
             else:
                 with pytest.raises(AssertionError, match="finite differences"):
                     testing.test_rrule(double, x, check_compile=False)
+
+
+@pytest.mark.parametrize("op", OPS, ids=IDS)
+def test_autograd_takes_float16_through_every_op(op: Op) -> None:
+    """``autograd.grad`` through ``stablerules.autograd`` on float16 leaves (autograd's own
+    vspaces take float16; it has no bfloat16): the forward NumPy's bits, the gradients of
+    ``sum(op(xs) * dy)`` float16, equal to the float64 reference rounded once (one ulp where
+    an adding op's float32 accumulation rounds differently)."""
+    import autograd
+    import autograd.numpy as anp
+
+    import stablerules.autograd as sra
+
+    dtype = np.dtype(np.float16)
+    xs = [_data(shape, dtype, seed) for seed, shape in enumerate(op.shapes)]
+    target, args, kwargs = op.call(*xs)
+    boxed = getattr(sra, target.name)
+    outputs = _outputs(op.reference(*xs))
+    dys = [_data(y.shape, dtype, 10 + index) for index, y in enumerate(outputs)]
+    positions = [index for index, arg in enumerate(args) if any(arg is x for x in xs)]
+
+    def call(*values: Any) -> Any:
+        if op.sequence:
+            return boxed(tuple(values), *args[1:], **kwargs)
+        given = list(args)
+        for position, value in zip(positions if positions else [0], values):
+            given[position] = value
+        return boxed(*given, **kwargs)
+
+    if op.name != "index_add":  # (its float32 accumulation is checked in the forward test)
+        for got, want in zip(_outputs(call(*xs)), outputs, strict=True):
+            np.testing.assert_array_equal(_bits(got), _bits(want))
+
+    def loss(*values: Any) -> Any:
+        y = call(*values)
+        parts = [y[index] for index in range(len(dys))] if op.name == "split" else [y]  # a SequenceBox
+        return sum(anp.sum(part * dy) for part, dy in zip(parts, dys))
+
+    references = _vjp(op, xs, [dy.astype(np.float64) for dy in dys])
+    for k, (x, reference) in enumerate(zip(xs, references)):
+        gradient = autograd.grad(loss, k)(*xs)
+        assert gradient.dtype == dtype and gradient.shape == x.shape
+        ulps = _ulps(gradient, reference.astype(dtype))
+        assert ulps.max() <= (1 if op.adds else 0), (op.name, k, ulps.max())
 
 
 def test_adding_pullbacks_mostly_round_exactly() -> None:
