@@ -78,7 +78,8 @@ def is_half(dtype: np.dtype[Any]) -> bool:
 
 def _dtype_of(value: object) -> np.dtype[Any] | None:
     if isinstance(value, ArraySpec) or is_array(value):
-        return value.dtype  # type: ignore[attr-defined,no-any-return]
+        dtype: np.dtype[Any] = value.dtype
+        return dtype
     return None
 
 
@@ -152,7 +153,7 @@ def half_plan(op: Any, plan: Callable[..., Plan], arrays: tuple[object, ...], st
         narrow = tuple(
             _spec(value, _UINT16)
             if half
-            else ArraySpec(np.shape(value), _UINT16)  # type: ignore[arg-type]
+            else ArraySpec(np.shape(value), _UINT16)  # type: ignore[call-overload]
             if position == constant and value is not None
             else value
             for position, (value, half) in enumerate(zip(arrays, halves))
