@@ -1102,7 +1102,7 @@ def _normalize(
             f"{shape_text(shape)}"
         )
     try:
-        check_dtype(value.dtype, dtype_name)
+        check_dtype(value.dtype, dtype_name, half=True)
     except TypeError as error:
         raise TypeError(f"{subject.rsplit(': ', 1)[0]}: {error}") from None
     xp = array_namespace(value)
