@@ -45,8 +45,14 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from ._arrays import ArraySpec, array_like, device_of, is_array
+from ._arrays import ArraySpec, array_like, device_of, is_array, kernel_target
+from ._cache import Kernel, KernelSource, ShapeSignature
+from ._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
+from ._launch import cpu_launcher
+from ._memo import memoized
+from ._op import KernelRequest
 from ._rule import KernelPullback, Plan
 from ._tangents import Cotangent, DenseCotangent, Fill
 
@@ -162,16 +168,137 @@ def half_plan(op: Any, plan: Callable[..., Plan], arrays: tuple[object, ...], st
     return cls(op, plan, statics, inner, halves, originals, out_dtype, narrow)
 
 
-def _round(value: object, dtype: np.dtype[Any]) -> object:
+# --- the conversions: CPU kernels on the bits ------------------------------------------------
+#
+# float32 -> 16-bit rounds to nearest even from the float32 bits (overflow to infinity, float16
+# subnormals by an integer shift, NaN kept with its sign and leading payload, made quiet);
+# bfloat16 -> float32 is a shift; float16 -> float32 reads a 65536-entry table made once with
+# NumPy's own cast (exact). Every one equals NumPy's (ml_dtypes') cast bit for bit on
+# non-NaN values, and runs split across threads like any kernel; NumPy's casts (a scalar loop
+# for these formats) are several times slower. Other layouts and CUDA use ``astype``.
+
+_NARROW_BODY = {
+    "bfloat16": [
+        "for i in range(lo, hi):",
+        "    b = x[i]",
+        "    if (b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):",
+        "        y[i] = np.uint16((b >> np.uint32(16)) | np.uint32(0x40))",
+        "    else:",
+        "        y[i] = np.uint16((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))",
+    ],
+    "float16": [
+        "for i in range(lo, hi):",
+        "    b = x[i]",
+        "    sign = np.uint32((b >> np.uint32(16)) & np.uint32(0x8000))",
+        "    a = b & np.uint32(0x7FFFFFFF)",
+        "    if a > np.uint32(0x7F800000):  # NaN: quiet, sign and leading payload kept",
+        "        o = np.uint32(0x7E00) | ((a >> np.uint32(13)) & np.uint32(0x3FF))",
+        "    elif a >= np.uint32(0x477FF000):  # rounds past 65504: infinity",
+        "        o = np.uint32(0x7C00)",
+        "    elif a >= np.uint32(0x38800000):  # a normal float16: add the exponent bias, round",
+        "        o = (a - np.uint32(0x38000000) + np.uint32(0xFFF) + ((a >> np.uint32(13)) & np.uint32(1))) >> np.uint32(13)",
+        "    else:  # subnormal (or zero): the significand shifted by 126 - exponent, rounded",
+        "        e = np.int64(a >> np.uint32(23))",
+        "        shift = 126 - e",
+        "        if shift > 24 or e == 0:",
+        "            o = np.uint32(0)",
+        "        else:",
+        "            m = np.uint32((a & np.uint32(0x7FFFFF)) | np.uint32(0x800000))",
+        "            q = m >> np.uint32(shift)",
+        "            r = m & ((np.uint32(1) << np.uint32(shift)) - np.uint32(1))",
+        "            half = np.uint32(1) << np.uint32(shift - 1)",
+        "            if r > half or (r == half and (q & np.uint32(1)) != np.uint32(0)):",
+        "                q += np.uint32(1)",
+        "            o = q",
+        "    y[i] = np.uint16(o | sign)",
+    ],
+}
+
+
+def _render_narrow(signature: ShapeSignature, format: str) -> KernelSource:
+    writer = SourceWriter()
+    writer.line(f"# y[lo:hi] = x[lo:hi] (float32 bits) rounded to {format} bits, to nearest even")
+    for line in _NARROW_BODY[format]:
+        writer.line(line)
+    parameters = [("x", readonly_array("uint32")), ("y", writable_array("uint16")), ("lo", INDEX), ("hi", INDEX)]
+    return cpu_kernel(signature, parameters, writer, f"float32 -> {format}, round to nearest even", numpy=True)
+
+
+def _render_widen(signature: ShapeSignature, format: str) -> KernelSource:
+    writer = SourceWriter()
+    if format == "bfloat16":
+        writer.line("# y[lo:hi] = x[lo:hi] (bfloat16 bits) as float32 bits: the upper half")
+        with writer.block("for i in range(lo, hi):"):
+            writer.line("y[i] = np.uint32(x[i]) << np.uint32(16)")
+        parameters = [("x", readonly_array("uint16")), ("y", writable_array("uint32")), ("table", readonly_array("float32"))]
+    else:
+        writer.line("# y[lo:hi] = x[lo:hi] (float16 bits) as float32, read from NumPy's conversion table")
+        with writer.block("for i in range(lo, hi):"):
+            writer.line("y[i] = table[x[i]]")
+        parameters = [("x", readonly_array("uint16")), ("y", writable_array("float32")), ("table", readonly_array("float32"))]
+    parameters += [("lo", INDEX), ("hi", INDEX)]
+    return cpu_kernel(signature, parameters, writer, f"{format} -> float32", numpy=True)
+
+
+def _request(kind: str, format: str) -> KernelRequest:
+    signature = ShapeSignature("half", kind, (), (format,), (1,), "cpu")
+    render = _render_narrow if kind == "narrow" else _render_widen
+    return KernelRequest(signature, lambda: render(signature, format))
+
+
+@memoized(maxsize=None)
+def _table() -> npt.NDArray[np.float32]:
+    """Every float16 value as float32 (NumPy's cast), indexed by its bits."""
+    table: npt.NDArray[np.float32] = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+    return table
+
+
+@memoized(maxsize=None)
+def _kernel(kind: str, format: str) -> Kernel:
+    return _request(kind, format).get()
+
+
+def _cpu_ready(array: Any) -> bool:
+    return type(array) is np.ndarray and array.dtype.isnative and array.size > 0
+
+
+def widen(array: Any, kernels: bool = True) -> Any:
+    """A 16-bit array as float32 (exact); a C-ordered NumPy array through a kernel when
+    ``kernels`` (the plan's target is the CPU)."""
+    if not kernels or not _cpu_ready(array) or not array.flags.c_contiguous:
+        return array.astype(_FLOAT32)
+    format = array.dtype.name
+    out = np.empty(array.shape, _FLOAT32)
+    size = array.size
+    launch = cpu_launcher(_kernel("widen", format), 2, (_table(),), extent=size, work=size)
+    target = out.reshape(-1).view(np.uint32) if format == "bfloat16" else out.reshape(-1)
+    launch(array.reshape(-1).view(np.uint16), target)
+    return out
+
+
+def narrow(array: Any, dtype: np.dtype[Any], kernels: bool = True) -> Any:
+    """A float32 array rounded once to the 16-bit ``dtype`` (nearest even)."""
+    if not kernels or not _cpu_ready(array) or array.dtype != _FLOAT32 or not is_half(dtype) or not dtype.isnative:
+        return array.astype(dtype)
+    if not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array)
+    out = np.empty(array.shape, dtype)
+    size = array.size
+    launch = cpu_launcher(_kernel("narrow", dtype.name), 2, (), extent=size, work=size)
+    launch(array.reshape(-1).view(np.uint32), out.reshape(-1).view(np.uint16))
+    return out
+
+
+def _round(value: object, dtype: np.dtype[Any], kernels: bool) -> object:
     """A float32 result rounded once to ``dtype`` (an array, a ``Fill``, a tuple of them)."""
     if isinstance(value, (tuple, list)):
-        return type(value)(_round(item, dtype) for item in value)
+        return type(value)(_round(item, dtype, kernels) for item in value)
     if isinstance(value, Fill):
         return Fill(value.value, value.shape, dtype)
     if is_array(value):
         if value.dtype == dtype:
             return value
-        return value.astype(dtype)
+        return narrow(value, dtype, kernels) if is_half(dtype) else value.astype(dtype)
     return value
 
 
@@ -184,10 +311,14 @@ def _view(value: object, dtype: np.dtype[Any]) -> object:
     return value
 
 
-def _widen(cotangent: Cotangent, dtype: np.dtype[Any]) -> Cotangent:
+def _widened(array: Any, dtype: np.dtype[Any], kernels: bool) -> Any:
+    return widen(array, kernels) if dtype == _FLOAT32 and is_half(array.dtype) else array.astype(dtype)
+
+
+def _widen(cotangent: Cotangent, dtype: np.dtype[Any], kernels: bool) -> Cotangent:
     """A prepared 16-bit cotangent or tangent in the float32 plan's ``dtype``."""
     if isinstance(cotangent, DenseCotangent):
-        return DenseCotangent(cotangent.array.astype(dtype))
+        return DenseCotangent(_widened(cotangent.array, dtype, kernels))
     if isinstance(cotangent, Fill):
         return Fill(cotangent.value, cotangent.shape, dtype)
     return cotangent
@@ -232,27 +363,31 @@ class HalfPlan(Plan):
         self._narrow_specs = narrow
         self._numpy_forward = op.name in _NUMPY_FORWARD
         self._constant = _CONSTANT_POSITIONS.get(op.name)
+        # The conversions run as CPU kernels where the float32 plan runs on the CPU.
+        self.kernels = self.namespace is np and kernel_target("cpu") == "cpu"
 
     @cached_property
-    def narrow(self) -> Plan | None:
+    def bits(self) -> Plan | None:
         """The op's plan for uint16 views (data movement), built on first use."""
         if self._narrow_specs is None:
             return None
         return self._plan(self._op, self._narrow_specs, self._statics)
 
     def requests(self) -> list[Any]:
-        narrow = self.narrow
-        return self.inner.requests() + (narrow.requests() if narrow is not None else [])
+        bits = self.bits
+        converts = []
+        if self.kernels:
+            formats = sorted({dtype.name for dtype in (*self.input_dtypes, self.out_dtype) if is_half(dtype)})
+            converts = [_request(kind, format) for format in formats for kind in ("widen", "narrow")]
+        return self.inner.requests() + (bits.requests() if bits is not None else []) + converts
 
     def _wide(self, arrays: tuple[object, ...]) -> tuple[object, ...]:
-        return tuple(
-            value.astype(_FLOAT32) if half else value  # type: ignore[attr-defined]
-            for value, half in zip(arrays, self.halves)
-        )
+        kernels = self.kernels
+        return tuple(widen(value, kernels) if half else value for value, half in zip(arrays, self.halves))
 
     def forward(self, arrays: tuple[object, ...]) -> object:
-        narrow = self.narrow
-        if narrow is not None:
+        bits = self.bits
+        if bits is not None:
             constant, out_dtype = self._constant, self.out_dtype
             views = tuple(
                 value.view(_UINT16 if value.dtype.isnative else _UINT16.newbyteorder())  # type: ignore[attr-defined]
@@ -262,45 +397,45 @@ class HalfPlan(Plan):
                 else value
                 for position, (value, half) in enumerate(zip(arrays, self.halves))
             )
-            return _view(narrow.forward(views), self.out_dtype)
+            return _view(bits.forward(views), self.out_dtype)
         if self._numpy_forward:
             x: Any = arrays[0]
             function = self.namespace.mean if self.op == "mean" else self.namespace.sum
             return function(x, axis=self.inner.axes, keepdims=self.inner.keepdims)  # type: ignore[attr-defined]
-        return _round(self.inner.forward(self._wide(arrays)), self.out_dtype)
+        return _round(self.inner.forward(self._wide(arrays)), self.out_dtype, self.kernels)
 
     def save(self, arrays: tuple[object, ...]) -> object:
         return self.inner.save(self._wide(arrays))
 
     def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
-        if self.narrow is not None:
+        if self.bits is not None:
             return self.forward(arrays), self.save(arrays)
         y, saved = self.inner.forward_and_save(self._wide(arrays))
-        return _round(y, self.out_dtype), saved
+        return _round(y, self.out_dtype, self.kernels), saved
 
     def cotangent_shape(self, saved: object) -> tuple[int, ...]:
         return self.inner.cotangent_shape(saved)
 
     def _back(self, tangents: Sequence[object]) -> tuple[object, ...]:
         return tuple(
-            _round(tangent, dtype) if half else tangent
+            _round(tangent, dtype, self.kernels) if half else tangent
             for tangent, half, dtype in zip(tangents, self.halves, self.input_dtypes)
         )
 
     def pullback(self, saved: object) -> Callable[[Any], tuple[object, ...]]:
         made = self.inner.pullback(saved)
         inner = made.dense() if isinstance(made, KernelPullback) else made
-        wide = self.inner.out_dtype
+        wide, kernels = self.inner.out_dtype, self.kernels
         back = self._back
         if self.output_shapes is not None:
 
             def dense(dy: Any) -> tuple[object, ...]:
-                return back(inner(tuple(_widen(cotangent, wide) for cotangent in dy)))
+                return back(inner(tuple(_widen(cotangent, wide, kernels) for cotangent in dy)))
 
         else:
 
             def dense(dy: Any) -> tuple[object, ...]:
-                return back(inner(dy.astype(wide)))
+                return back(inner(_widened(dy, wide, kernels)))
 
         dense.inner = inner  # type: ignore[attr-defined]
         return dense
@@ -314,9 +449,9 @@ class HalfPlan(Plan):
 
     def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
         wide = tuple(
-            _widen(tangent, _FLOAT32) if half else tangent for tangent, half in zip(tangents, self.halves)
+            _widen(tangent, _FLOAT32, self.kernels) if half else tangent for tangent, half in zip(tangents, self.halves)
         )
-        return _round(self.inner.pushforward(self._wide(arrays), wide), self.out_dtype)
+        return _round(self.inner.pushforward(self._wide(arrays), wide), self.out_dtype, self.kernels)
 
 
 class HalfSavingPlan(HalfPlan):

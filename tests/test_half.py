@@ -283,6 +283,40 @@ def test_autograd_takes_float16_through_every_op(op: Op) -> None:
         assert ulps.max() <= (1 if op.adds else 0), (op.name, k, ulps.max())
 
 
+@pytest.mark.parametrize("dtype", FORMATS, ids=str)
+def test_conversion_kernels_are_numpys_casts_bit_for_bit(dtype: np.dtype[Any]) -> None:
+    """The CPU kernels that convert (``_half.widen``/``narrow``) against NumPy's and ml_dtypes'
+    own casts: every 16-bit pattern widened, and float32 patterns around every rounding case
+    (halfway points both ways, the subnormal range, overflow to infinity, zeros, infinities)
+    narrowed; a NaN stays a NaN of its sign."""
+    from stablerules import _half
+
+    every = np.arange(1 << 16, dtype=np.uint16).view(dtype)
+    wide = _half.widen(every)
+    assert wide.dtype == np.float32
+    expected = every.astype(np.float32)
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(wide.view(np.uint32)[~nan], expected.view(np.uint32)[~nan])
+    assert np.isnan(wide[nan]).all()
+    # float32 patterns: each 16-bit value's float32 bits, plus and minus 0..2 and a halfway step
+    step = 1 << (13 if dtype == np.float16 else 16)
+    base = expected[~nan].view(np.uint32).astype(np.int64)
+    offsets = np.array([0, 1, 2, step // 2 - 1, step // 2, step // 2 + 1, -1, -2, -(step // 2)])
+    bits = (base[:, None] + offsets[None, :]).reshape(-1)
+    rng = np.random.default_rng(0)
+    bits = np.concatenate([bits, rng.integers(0, 1 << 32, 200000)])
+    bits = bits[(bits >= 0) & (bits < (1 << 32))].astype(np.uint32)
+    values = bits.view(np.float32)
+    with np.errstate(all="ignore"):
+        reference = values.astype(dtype)
+    got = _half.narrow(values, dtype)
+    assert got.dtype == dtype
+    keep = ~np.isnan(values)
+    np.testing.assert_array_equal(_bits(got)[keep], _bits(reference)[keep])
+    assert np.isnan(got[~keep].astype(np.float32)).all()
+    np.testing.assert_array_equal(np.signbit(got[~keep].astype(np.float32)), np.signbit(values[~keep]))
+
+
 def test_adding_pullbacks_mostly_round_exactly() -> None:
     """The one-ulp allowance is rare: over many sums, almost every entry is the float64 sum
     rounded once (a float32 accumulation differs only near a halfway point)."""
