@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import _pool
 from ._arrays import ArraySpec, array_like, device_of, is_array, kernel_target
 from ._cache import Kernel, KernelSource, ShapeSignature
 from ._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
@@ -179,7 +180,9 @@ def half_plan(op: Any, plan: Callable[..., Plan], arrays: tuple[object, ...], st
 
 _NARROW_BODY = {
     "bfloat16": [
-        "for i in range(lo, hi):",
+        "base = np.uintp(lo)",
+        "for t in range(np.uintp(hi - lo)):",
+        "    i = base + t",
         "    b = x[i]",
         "    if (b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):",
         "        y[i] = np.uint16((b >> np.uint32(16)) | np.uint32(0x40))",
@@ -187,7 +190,9 @@ _NARROW_BODY = {
         "        y[i] = np.uint16((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))",
     ],
     "float16": [
-        "for i in range(lo, hi):",
+        "base = np.uintp(lo)",
+        "for t in range(np.uintp(hi - lo)):",
+        "    i = base + t",
         "    b = x[i]",
         "    sign = np.uint32((b >> np.uint32(16)) & np.uint32(0x8000))",
         "    a = b & np.uint32(0x7FFFFFFF)",
@@ -228,13 +233,15 @@ def _render_widen(signature: ShapeSignature, format: str) -> KernelSource:
     writer = SourceWriter()
     if format == "bfloat16":
         writer.line("# y[lo:hi] = x[lo:hi] (bfloat16 bits) as float32 bits: the upper half")
-        with writer.block("for i in range(lo, hi):"):
-            writer.line("y[i] = np.uint32(x[i]) << np.uint32(16)")
+        writer.line("base = np.uintp(lo)  # unsigned indices: no wraparound check, a vector loop")
+        with writer.block("for t in range(np.uintp(hi - lo)):"):
+            writer.line("y[base + t] = np.uint32(x[base + t]) << np.uint32(16)")
         parameters = [("x", readonly_array("uint16")), ("y", writable_array("uint32")), ("table", readonly_array("float32"))]
     else:
         writer.line("# y[lo:hi] = x[lo:hi] (float16 bits) as float32, read from NumPy's conversion table")
-        with writer.block("for i in range(lo, hi):"):
-            writer.line("y[i] = table[x[i]]")
+        writer.line("base = np.uintp(lo)")
+        with writer.block("for t in range(np.uintp(hi - lo)):"):
+            writer.line("y[base + t] = table[x[base + t]]")
         parameters = [("x", readonly_array("uint16")), ("y", writable_array("float32")), ("table", readonly_array("float32"))]
     parameters += [("lo", INDEX), ("hi", INDEX)]
     return cpu_kernel(signature, parameters, writer, f"{format} -> float32", numpy=True)
@@ -268,7 +275,7 @@ def widen(array: Any, kernels: bool = True) -> Any:
     if not kernels or not _cpu_ready(array) or not array.flags.c_contiguous:
         return array.astype(_FLOAT32)
     format = array.dtype.name
-    out = np.empty(array.shape, _FLOAT32)
+    out = _pool.empty(array.shape, _FLOAT32)
     size = array.size
     launch = cpu_launcher(_kernel("widen", format), 2, (_table(),), extent=size, work=size)
     target = out.reshape(-1).view(np.uint32) if format == "bfloat16" else out.reshape(-1)
@@ -282,7 +289,7 @@ def narrow(array: Any, dtype: np.dtype[Any], kernels: bool = True) -> Any:
         return array.astype(dtype)
     if not array.flags.c_contiguous:
         array = np.ascontiguousarray(array)
-    out = np.empty(array.shape, dtype)
+    out = _pool.empty(array.shape, dtype)
     size = array.size
     launch = cpu_launcher(_kernel("narrow", dtype.name), 2, (), extent=size, work=size)
     launch(array.reshape(-1).view(np.uint32), out.reshape(-1).view(np.uint16))
