@@ -317,6 +317,24 @@ def test_conversion_kernels_are_numpys_casts_bit_for_bit(dtype: np.dtype[Any]) -
     np.testing.assert_array_equal(np.signbit(got[~keep].astype(np.float32)), np.signbit(values[~keep]))
 
 
+def test_specs_precompile_and_the_steady_state() -> None:
+    """``ArraySpec``s of the 16-bit dtypes plan (``precompile``, ``sr.pullback``): after
+    ``precompile`` a call compiles nothing and falls back to nothing."""
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    spec = sr.ArraySpec((3, 4), bf16)
+    signatures = sr.precompile(sr.repeat, spec, Val(2), axis=Val(0))
+    kinds = {(signature.op, signature.kind, signature.dtypes) for signature in signatures}
+    assert ("half", "narrow", ("bfloat16",)) in kinds and ("half", "widen", ("bfloat16",)) in kinds
+    assert ("repeat", "forward", ("uint16",)) in kinds and ("repeat", "pullback", ("float32",)) in kinds
+    back = sr.pullback(sr.repeat, spec, Val(2), axis=Val(0))
+    dy = _data((6, 4), bf16, 1)
+    x = _data((3, 4), bf16, 0)
+    with sr.no_compile(), sr.no_fallback():
+        y, back_again = _rrule(sr.repeat, x, Val(2), axis=Val(0))
+        assert y.dtype == bf16
+        np.testing.assert_array_equal(_bits(back(dy)[0]), _bits(back_again(dy)[0]))
+
+
 def test_adding_pullbacks_mostly_round_exactly() -> None:
     """The one-ulp allowance is rare: over many sums, almost every entry is the float64 sum
     rounded once (a float32 accumulation differs only near a halfway point)."""
