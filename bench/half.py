@@ -38,6 +38,14 @@ def _torch() -> Any:
     return torch
 
 
+def _call(back: Callable[[object], object], dy: Array) -> Callable[[], object]:
+    return lambda: back(dy)
+
+
+def _grad(torch: Any, y: Any, x: Any, dy: Any) -> Callable[[], object]:
+    return lambda: torch.autograd.grad(y, x, dy, retain_graph=True)
+
+
 def cases(bf16: np.dtype[Any]) -> dict[str, dict[str, Callable[[], object]]]:
     rng = np.random.default_rng(3)
     x3 = rng.standard_normal((200, 3, 4))
@@ -51,11 +59,11 @@ def cases(bf16: np.dtype[Any]) -> dict[str, dict[str, Callable[[], object]]]:
         x = x3.astype(dtype)
         y, back3 = sr.rrule(sr.repeat, x, inner=Val(inner), outer=Val(outer))
         dy3 = rng.standard_normal(y.shape).astype(dtype)
-        out["W3"][f"ours {name}"] = lambda back=back3, dy=dy3: back(dy)
+        out["W3"][f"ours {name}"] = _call(back3, dy3)
         xt10 = x10.astype(dtype)
         y, back10 = sr.rrule(sr.take, xt10, idx, Val(0))
         dy10 = rng.standard_normal(y.shape).astype(dtype)
-        out["W10"][f"ours {name}"] = lambda back=back10, dy=dy10: back(dy)
+        out["W10"][f"ours {name}"] = _call(back10, dy10)
         if torch is not None:
             tdtype = torch.float32 if name == "float32" else torch.bfloat16
             xt = torch.from_numpy(x3).to(tdtype).requires_grad_()
@@ -64,11 +72,11 @@ def cases(bf16: np.dtype[Any]) -> dict[str, dict[str, Callable[[], object]]]:
                 z = z.repeat_interleave(n, dim=axis) if n > 1 else z
             z = z.tile(outer)
             dzt = torch.from_numpy(dy3.astype(np.float32)).to(tdtype)
-            out["W3"][f"torch {name}"] = lambda z=z, xt=xt, d=dzt: torch.autograd.grad(z, xt, d, retain_graph=True)
+            out["W3"][f"torch {name}"] = _grad(torch, z, xt, dzt)
             xe = torch.from_numpy(x10).to(tdtype).requires_grad_()
             ye = xe.index_select(0, torch.from_numpy(idx))
             dye = torch.from_numpy(dy10.astype(np.float32)).to(tdtype)
-            out["W10"][f"torch {name}"] = lambda y=ye, xe=xe, d=dye: torch.autograd.grad(y, xe, d, retain_graph=True)
+            out["W10"][f"torch {name}"] = _grad(torch, ye, xe, dye)
     return out
 
 

@@ -2,12 +2,13 @@
 
 Numba has no float16 or bfloat16 type on the CPU, so no kernel is generated for them. Instead
 an op's plan for a signature with a 16-bit argument is a :class:`HalfPlan` wrapping plans of
-dtypes the kernels have, built by the scaffold (``_rule._planned``) in place of the op's own:
+dtypes the kernels have, built by the scaffold's ``lookup`` (``_rule._plan_of``) in place of
+the op's own (an adapter calling ``op.plan`` itself gets the op's own, which refuses them):
 
 - **Detection.** A 16-bit argument is a ``float16`` array (any byte order) or a 2-byte array
   whose dtype is named ``bfloat16`` (ml_dtypes' type has ``kind == 'V'``, so it is found by its
-  name). ``ml_dtypes`` is never imported here: an array of that dtype brings it along, and the
-  casts used below are the ones it registers with NumPy.
+  name). ``ml_dtypes`` is never imported here: an array of that dtype brings it along, with
+  the casts it registers with NumPy (used where the kernels below are not).
 - **Results have NumPy's dtypes.** The ops that join their arguments (the concatenate family,
   ``kron``) give ``np.result_type`` of them (``float16`` with ``int8`` is ``float16``, with
   ``int16`` ``float32``, with ``bfloat16`` ``float32``; a weak Python scalar keeps the format);
@@ -16,26 +17,34 @@ dtypes the kernels have, built by the scaffold (``_rule._planned``) in place of 
 - **Data movement moves bits.** The forward of every op but ``sum``, ``mean``, ``kron`` and
   ``index_add``, when every data argument has the same 16-bit dtype (index and count arguments
   may be integers), runs that op's own plan on ``uint16`` views of the arguments and views the
-  result back: bit-exact, signalling NaNs and NaN payloads included, equal to NumPy's.
-- **Everything else runs in float32.** The 16-bit arguments are converted to float32 (exact,
-  NumPy's cast), the op's float32 plan runs, and each result is rounded once to its dtype with
-  NumPy's cast (round-to-nearest-even, NaN and infinities kept, both for ``float16`` and for
-  ml_dtypes' ``bfloat16``). So a pullback that adds (repeat/tile, broadcast_to, sum/mean,
-  kron, the scatter-adds of take, take_along_axis and getindex, index_add's forward)
-  accumulates at least in float32 (``broadcast_to``/``sum``/``kron``'s float32 kernels
-  accumulate in float64) and rounds once, as deterministically as the float32 kernels are
-  (the same bits for every thread count: they fix the order of their sums). The pullbacks of
-  pure data movement are exact on every value (a 16-bit value round-trips through float32),
-  a signalling NaN coming back quiet. ``kron``'s forward is exact too: the product of two
-  11-bit (or 8-bit) significands fits float32's 24, so the one rounding is NumPy's own
-  (NumPy and ml_dtypes multiply 16-bit values in float32 and round the product).
-  The conversion is NumPy's (or CuPy's) vectorized cast around the float32 kernels, not bit
-  operations inside them: it gives the same bits as converting in the kernel would, on
-  the CPU and on CUDA alike, at the cost of one float32 copy of each 16-bit operand.
+  result back: bit-exact, signalling NaNs and NaN payloads included, equal to NumPy's (pad's
+  ``constant_values`` is cast to the result's dtype first, as ``np.pad`` casts it). Mixed
+  dtypes and ``cat``'s Python scalars go the float32 way below (values exact there too).
+- **Everything else runs in float32.** The 16-bit arguments are converted to float32 (exact),
+  the op's float32 plan runs, and each result is rounded once to its dtype, to nearest even
+  (NaN and infinities kept). So a pullback that adds (repeat/tile, broadcast_to, sum/mean,
+  kron, the scatter-adds of take, take_along_axis and index_add, and index_add's forward)
+  accumulates at least in float32 (the float32 kernels of ``broadcast_to``, the reductions and
+  ``kron`` accumulate in float64) and rounds once, as deterministically as the float32 kernels
+  are (the same bits for every thread count: they fix the order of their sums). The pullbacks
+  of pure data movement are exact on every value (a 16-bit value round-trips through
+  float32), a signalling NaN coming back quiet. ``kron``'s forward is exact too: the product
+  of two 11-bit (or 8-bit) significands fits float32's 24, so the one rounding is the one
+  NumPy and ml_dtypes make (they multiply 16-bit values in float32 and round the product).
+- **The conversions are kernels on the bits** (CPU; around the float32 kernels, not fused
+  into each op's templates): float32 to 16-bit rounds to nearest even from the float32 bits
+  (overflow to infinity, float16 subnormals by an integer shift, a NaN kept with its sign and
+  leading payload, made quiet); bfloat16 to float32 is a shift; float16 to float32 reads a
+  65536-entry table made once with NumPy's own cast. Each equals NumPy's (ml_dtypes') cast bit
+  for bit on every non-NaN value and runs split across threads like any kernel: NumPy's casts
+  for these formats are scalar loops, several times slower. Fusing the conversion into each
+  op's kernels would save the float32 copy of each operand; it is not done. Arrays in other
+  layouts, and the CUDA target, use ``astype``.
 - **sum and mean forwards are NumPy's own** (``xp.sum``/``xp.mean`` on the 16-bit array): a
-  static choice per dtype, since NumPy's ``float16`` sum follows its own pairwise order (a
-  float32 accumulator along the contiguous axis, float16 additions across rows) that no
-  single float32 accumulation reproduces bit for bit. Their pullbacks are float32 kernels.
+  static choice per dtype, so the forward equals NumPy's bit for bit. NumPy's own summation of
+  these formats rounds to the format at each step across rows (float16 along an outer axis;
+  bfloat16, whose additions are ml_dtypes' ufuncs, everywhere), which no single float32
+  accumulation reproduces. Their pullbacks (broadcast copies) are exact.
 """
 
 from __future__ import annotations

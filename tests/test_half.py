@@ -326,7 +326,7 @@ def test_specs_precompile_and_the_steady_state() -> None:
     kinds = {(signature.op, signature.kind, signature.dtypes) for signature in signatures}
     assert ("half", "narrow", ("bfloat16",)) in kinds and ("half", "widen", ("bfloat16",)) in kinds
     assert ("repeat", "forward", ("uint16",)) in kinds and ("repeat", "pullback", ("float32",)) in kinds
-    back = sr.pullback(sr.repeat, spec, Val(2), axis=Val(0))
+    back: Callable[[object], tuple[Any, ...]] = sr.pullback(sr.repeat, spec, Val(2), axis=Val(0))
     dy = _data((6, 4), bf16, 1)
     x = _data((3, 4), bf16, 0)
     with sr.no_compile(), sr.no_fallback():
