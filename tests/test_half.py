@@ -393,6 +393,21 @@ def test_fill_and_zero_cotangents_and_frule(dtype: np.dtype[Any]) -> None:
     assert dy.dtype == dtype and _ulps(dy, reference).max() <= 1
 
 
+@pytest.mark.parametrize("dtype", FORMATS, ids=str)
+def test_tangent_algebra_keeps_the_format(dtype: np.dtype[Any]) -> None:
+    x = _data((2, 3), dtype, 0)
+    fill = Fill(1.5, (2, 3), dtype)
+    assert fill.dtype == dtype and fill.value == 1.5
+    total = np.asarray(fill + x)
+    assert total.dtype == dtype
+    np.testing.assert_array_equal(_bits(total), _bits((x.astype(np.float64) + 1.5).astype(dtype)))
+    dense = sr.materialize(fill, x)
+    assert dense.dtype == dtype and (dense.astype(np.float64) == 1.5).all()
+    zeros = sr.materialize(ZeroTangent(), x)
+    assert zeros.dtype == dtype and not zeros.astype(np.float64).any()
+    assert (fill * 2).dtype == dtype and (fill * 2).value == 3.0
+
+
 def test_bad_16_bit_relatives_are_still_refused() -> None:
     with pytest.raises(TypeError, match=r"^repeat: argument 'x' has dtype float8_e4m3fn"):
         sr.repeat(np.ones(3, ml_dtypes.float8_e4m3fn), Val(2))
