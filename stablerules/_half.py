@@ -167,7 +167,7 @@ def half_plan(op: Any, plan: Callable[..., Plan], arrays: tuple[object, ...], st
     narrow = None
     if bits:
         narrow = tuple(
-            _spec(value, _UINT16)
+            _spec(value, _UINT16 if value.dtype.isnative else _UINT16.newbyteorder())  # type: ignore[attr-defined]
             if half
             else ArraySpec(np.shape(value), _UINT16)  # type: ignore[call-overload]
             if position == constant and value is not None

@@ -173,6 +173,21 @@ def test_forward_is_numpys_bit_for_bit(op: Op, dtype: np.dtype[Any]) -> None:
         np.testing.assert_array_equal(_bits(got), _bits(want))
 
 
+@pytest.mark.parametrize("op", OPS, ids=IDS)
+def test_non_native_float16_gets_numpys_dtype_and_values(op: Op) -> None:
+    swapped = np.dtype(np.float16).newbyteorder()
+    xs = [_data(shape, np.dtype(np.float16), seed).astype(swapped) for seed, shape in enumerate(op.shapes)]
+    ours = _outputs(op.ours(*xs))
+    expected = [op.reference(*xs).astype(np.float16)] if op.name == "index_add" else _outputs(op.reference(*xs))
+    for got, want in zip(ours, expected, strict=True):
+        assert got.dtype == want.dtype, (op.name, got.dtype, want.dtype)
+        np.testing.assert_array_equal(_bits(got.astype(np.float16)), _bits(want.astype(np.float16)))
+    y, back = op.rrule(*xs)
+    dys = [_data(out.shape, np.dtype(np.float16), 9) for out in _outputs(y)]
+    tangents = _tangents(op, back(tuple(dys) if isinstance(y, tuple) else dys[0]), len(xs))
+    assert all(isinstance(t, np.ndarray) and t.dtype == np.float16 for t in tangents)
+
+
 def test_forward_moves_signalling_nans_and_payloads_as_bits() -> None:
     for dtype, bits in [(np.dtype(np.float16), [0x7D01, 0xFC01, 0x7E05]), (np.dtype(ml_dtypes.bfloat16), [0x7F81, 0xFF81, 0x7FC3])]:
         x = np.array(bits * 4, np.uint16).view(dtype).reshape(3, 4)
