@@ -362,6 +362,18 @@ def test_adding_pullbacks_mostly_round_exactly() -> None:
         ulps = _ulps(dx, reference)
         assert ulps.max() <= 1
         assert (ulps == 0).mean() > 0.99
+        # take's scatter-add (float32 accumulation, about 300 terms a row) and repeat's sums
+        idx = np.random.default_rng(0).integers(0, 64, 20000)
+        y, back = _rrule(sr.take, x, idx, axis=Val(0))
+        dy = _data(y.shape, dtype, 5)
+        expected = np.zeros((64, 256))
+        np.add.at(expected, idx, dy.astype(np.float64))
+        ulps = _ulps(back(dy)[0], expected.astype(dtype))
+        assert ulps.max() <= 1 and (ulps == 0).mean() > 0.99
+        y, back = _rrule(sr.repeat, x, Val(300), axis=Val(1))
+        dy = _data(y.shape, dtype, 6)
+        ulps = _ulps(back(dy)[0], dy.astype(np.float64).reshape(64, 256, 300).sum(2).astype(dtype))
+        assert ulps.max() <= 1 and (ulps == 0).mean() > 0.99
 
 
 @pytest.mark.parametrize("dtype", FORMATS, ids=str)
