@@ -82,6 +82,8 @@ _INDEX_POSITIONS: dict[str, frozenset[int]] = {
     "index_add": frozenset({1}),
 }
 
+# The ops whose plans save only their index or count argument (``save`` reads nothing else).
+_SAVES_INDICES = frozenset({"repeat", "take", "take_along_axis", "index_add"})
 # Per op, the argument position of a fill value (pad's ``constant_values``): on the bits route
 # it is cast to the result's dtype first, as ``np.pad`` casts it, and moved as bits too.
 _CONSTANT_POSITIONS: dict[str, int] = {"pad": 1}
@@ -164,9 +166,9 @@ def half_plan(op: Any, plan: Callable[..., Plan], arrays: tuple[object, ...], st
         if position in index_positions and dtype is not None and dtype.kind in "biu":
             continue
         bits = False
-    narrow = None
+    bit_specs = None
     if bits:
-        narrow = tuple(
+        bit_specs = tuple(
             _spec(value, _UINT16 if value.dtype.isnative else _UINT16.newbyteorder())  # type: ignore[attr-defined]
             if half
             else ArraySpec(np.shape(value), _UINT16)  # type: ignore[call-overload]
@@ -175,17 +177,10 @@ def half_plan(op: Any, plan: Callable[..., Plan], arrays: tuple[object, ...], st
             for position, (value, half) in enumerate(zip(arrays, halves))
         )
     cls = HalfSavingPlan if inner.saves_primals else HalfPlan
-    return cls(op, plan, statics, inner, halves, originals, out_dtype, narrow)
+    return cls(op, plan, statics, inner, halves, originals, out_dtype, bit_specs)
 
 
-# --- the conversions: CPU kernels on the bits ------------------------------------------------
-#
-# float32 -> 16-bit rounds to nearest even from the float32 bits (overflow to infinity, float16
-# subnormals by an integer shift, NaN kept with its sign and leading payload, made quiet);
-# bfloat16 -> float32 is a shift; float16 -> float32 reads a 65536-entry table made once with
-# NumPy's own cast (exact). Every one equals NumPy's (ml_dtypes') cast bit for bit on
-# non-NaN values, and runs split across threads like any kernel; NumPy's casts (a scalar loop
-# for these formats) are several times slower. Other layouts and CUDA use ``astype``.
+# --- the conversions: CPU kernels on the bits (module docstring) ---------------------------
 
 _NARROW_BODY = {
     "bfloat16": [
@@ -328,6 +323,8 @@ def _view(value: object, dtype: np.dtype[Any]) -> object:
 
 
 def _widened(array: Any, dtype: np.dtype[Any], kernels: bool) -> Any:
+    if array.dtype == dtype:
+        return array
     return widen(array, kernels) if dtype == _FLOAT32 and is_half(array.dtype) else array.astype(dtype)
 
 
@@ -353,7 +350,7 @@ class HalfPlan(Plan):
         halves: tuple[bool, ...],
         originals: tuple[np.dtype[Any] | None, ...],
         out_dtype: np.dtype[Any],
-        narrow: tuple[object, ...] | None,
+        bit_specs: tuple[object, ...] | None,
     ) -> None:
         # Plan's fields, set from the float32 plan's (no InputFacts of a 16-bit dtype exist).
         self.op = inner.op
@@ -376,7 +373,7 @@ class HalfPlan(Plan):
         self._op = op
         self._plan = plan
         self._statics = statics
-        self._narrow_specs = narrow
+        self._bit_specs = bit_specs
         self._numpy_forward = op.name in _NUMPY_FORWARD
         self._constant = _CONSTANT_POSITIONS.get(op.name)
         # The conversions run as CPU kernels where the float32 plan runs on the CPU.
@@ -385,9 +382,9 @@ class HalfPlan(Plan):
     @cached_property
     def bits(self) -> Plan | None:
         """The op's plan for uint16 views (data movement), built on first use."""
-        if self._narrow_specs is None:
+        if self._bit_specs is None:
             return None
-        return self._plan(self._op, self._narrow_specs, self._statics)
+        return self._plan(self._op, self._bit_specs, self._statics)
 
     def requests(self) -> list[Any]:
         bits = self.bits
@@ -421,6 +418,8 @@ class HalfPlan(Plan):
         return _round(self.inner.forward(self._wide(arrays)), self.out_dtype, self.kernels)
 
     def save(self, arrays: tuple[object, ...]) -> object:
+        if self.op in _SAVES_INDICES:  # they keep the indices or counts: no float32 copy of x
+            return self.inner.save(arrays)
         return self.inner.save(self._wide(arrays))
 
     def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
