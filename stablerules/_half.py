@@ -352,22 +352,23 @@ class HalfPlan(Plan):
         out_dtype: np.dtype[Any],
         bit_specs: tuple[object, ...] | None,
     ) -> None:
-        # Plan's fields, set from the float32 plan's (no InputFacts of a 16-bit dtype exist).
-        self.op = inner.op
-        self.out_shape = inner.out_shape
-        self.out_dtype = out_dtype
-        self.output_shapes = inner.output_shapes
-        self.differentiable = inner.differentiable
-        self.input_tangents = inner.input_tangents
-        self.input_shapes = inner.input_shapes
-        self.input_dtypes = tuple(
-            original if original is not None else dtype for original, dtype in zip(originals, inner.input_dtypes)
+        # Plan's fields from the float32 plan's (no InputFacts of a 16-bit dtype exist: the
+        # constructor gets none, every field it would read from them is given).
+        super().__init__(
+            inner.op,
+            (),
+            out_shape=inner.out_shape,
+            out_dtype=out_dtype,
+            output_shapes=inner.output_shapes,
+            differentiable=inner.differentiable,
+            input_tangents=inner.input_tangents,
+            input_dtypes=tuple(
+                original if original is not None else dtype for original, dtype in zip(originals, inner.input_dtypes)
+            ),
+            namespace=inner.namespace,
+            kernel_entries=inner.kernel_entries - {"forward"} if op.name in _NUMPY_FORWARD else inner.kernel_entries,
         )
-        self.namespace = inner.namespace
-        self.kernel_entries = inner.kernel_entries - {"forward"} if op.name in _NUMPY_FORWARD else inner.kernel_entries
-        self.any_layout = False
-        self.pullbacks = {}
-        self.result_forms = {}
+        self.input_shapes = inner.input_shapes
         self.inner = inner
         self.halves = halves
         self._op = op
