@@ -6,7 +6,12 @@
   vectors, never the rule's formula) rounded once to the format, or within one unit in the
   last place where the float32 accumulation rounds differently from float64 (the ops that add:
   counted, and bounded by one ulp).
+  On the small cases every pullback is exact; on long sums (about 300 terms) take's float32
+  scatter-add is one ulp off on a few entries in ten thousand.
 - Scatter-adds bitwise equal for 1 and 2 threads (subprocesses); CUDA under the simulator.
+- The conversion kernels against NumPy's and ml_dtypes' casts on every 16-bit pattern; the
+  testing utilities (float64 finite differences, the format's tolerance), autograd (float16),
+  the tangent algebra, specs and precompile, byte order, NumPy's dtype promotion.
 """
 
 from __future__ import annotations
