@@ -22,7 +22,7 @@ from ._val import Val
 
 ArrayLike: TypeAlias = npt.NDArray[np.generic]
 
-FLOATING = frozenset({"float32", "float64", "complex64", "complex128"})
+FLOATING = frozenset({"float16", "bfloat16", "float32", "float64", "complex64", "complex128"})
 # Annotated, and the names typed as plain strs: left to inference, this one expression cost
 # mypy 0.4 s (NumPy's np.dtype overloads) in every user's type-check.
 _SUPPORTED_NAMES: tuple[str, ...] = (
@@ -181,17 +181,28 @@ def kernel_target(device: str) -> str:
     return target
 
 
-def check_dtype(dtype: np.dtype[np.generic], name: str) -> None:
+def check_dtype(dtype: np.dtype[np.generic], name: str, *, half: bool = False) -> None:
     """``TypeError`` naming the argument for dtypes no rule handles (object, str, structured,
-    datetime, float16...)."""
+    datetime, longdouble...). The 16-bit floats are accepted with ``half`` (a cotangent; the
+    scaffold gives 16-bit arguments ``_half``'s plans, whose stand-ins are float32 and uint16);
+    without it they are refused with the message of the dtypes an op's own plan (and an
+    adapter that does not take them) handles."""
     # Non-native byte order is accepted: ``contiguous`` converts it (the kernels compute in
     # native order; a forward result gets NumPy's dtype back, byte order included, and
     # tangents are native).
-    if dtype not in _SUPPORTED_DTYPES and dtype.newbyteorder("=") not in _SUPPORTED_DTYPES:
+    if dtype in _SUPPORTED_DTYPES or dtype.newbyteorder("=") in _SUPPORTED_DTYPES:
+        return
+    if dtype.itemsize == 2 and (dtype.kind == "f" or dtype.name == "bfloat16"):  # ml_dtypes' is kind 'V'
+        if half:
+            return
         raise TypeError(
-            f"argument {name!r} has dtype {dtype}, which stablerules does not support; "
-            f"use bool, an integer dtype, float32, float64, complex64 or complex128"
+            f"argument {name!r} has dtype {dtype}, which stablerules does not support; use bool, "
+            f"an integer dtype, float32, float64, complex64 or complex128"
         )
+    raise TypeError(
+        f"argument {name!r} has dtype {dtype}, which stablerules does not support; use bool, "
+        f"an integer dtype, float16, bfloat16, float32, float64, complex64 or complex128"
+    )
 
 
 _DTYPE_NAMES: dict[np.dtype[np.generic], str] = {}

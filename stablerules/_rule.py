@@ -509,10 +509,10 @@ class RuleOp(Op):
         if key is None:
             if not specs:
                 self._refuse_specs(arrays)
-            return self.plan(arrays, statics)
+            return _plan_of(self, arrays, statics)
         plan = _PLANS.get(key)
         if plan is None:
-            return _PLANS.remember(key, self.plan(arrays, statics))
+            return _PLANS.remember(key, _plan_of(self, arrays, statics))
         # A plan hit builds nothing, so the plain statics are counted here; a plan built
         # counts them in ``plan`` (``_planned``): once per call either way.
         for value in statics:
@@ -929,17 +929,38 @@ def _planned(plan: Callable[..., Plan]) -> Callable[..., Plan]:
 
     @functools.wraps(plan)
     def planned(self: RuleOp, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
-        try:
-            built = plan(self, arrays, statics)
-        except (TypeError, ValueError) as error:
-            message = str(error)
-            if type(error) not in (TypeError, ValueError) or message.startswith((f"{self.name}:", f"{self.name} ")):
-                raise
-            raise type(error)(f"{self.name}: {message}") from None
-        _count_dynamic_statics(self, statics)
-        return built
+        return _named_errors(self, lambda: plan(self, arrays, statics), statics)
 
     return planned
+
+
+def _named_errors(op: RuleOp, build: Callable[[], Plan], statics: tuple[object, ...]) -> Plan:
+    try:
+        built = build()
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        if type(error) not in (TypeError, ValueError) or message.startswith((f"{op.name}:", f"{op.name} ")):
+            raise
+        raise type(error)(f"{op.name}: {message}") from None
+    _count_dynamic_statics(op, statics)
+    return built
+
+
+def _plan_of(op: RuleOp, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+    """The plan the scaffold builds for a call (``lookup``): the op's own, or for a 16-bit
+    argument (float16, bfloat16) ``_half``'s, wrapping the op's plans for float32 and uint16
+    stand-ins. (An adapter calling ``op.plan`` directly gets the op's own, which refuses the
+    16-bit dtypes with its usual message.)"""
+    halves = _half.half_arguments(arrays)
+    if halves is None:
+        return op.plan(arrays, statics)
+    plan = getattr(type(op).plan, "__wrapped__", None)  # the op's unwrapped plan
+    if plan is None:  # pragma: no cover - every op's plan is wrapped by __init_subclass__
+        return op.plan(arrays, statics)
+    return _named_errors(op, lambda: _half.half_plan(op, plan, halves, statics), statics)
+
+
+from . import _half  # noqa: E402 - it builds on Plan, defined above
 
 
 def _prepare_tangent(

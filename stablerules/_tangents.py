@@ -380,7 +380,7 @@ class Fill(Generic[_FS, _FT]):
         self, value: _FillScalar, shape: Sequence[SupportsIndex] | SupportsIndex, dtype: npt.DTypeLike = np.float64
     ) -> None:
         resolved = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
-        kind = resolved.kind
+        kind = "f" if resolved.name == "bfloat16" else resolved.kind  # ml_dtypes' kind is 'V'
         if kind not in "biufc":
             raise TypeError(
                 f"Fill: dtype must be a bool, integer, floating or complex dtype, got {resolved}"
@@ -414,7 +414,7 @@ class Fill(Generic[_FS, _FT]):
         object.__setattr__(fill, "value", array.item())
         object.__setattr__(fill, "shape", shape)
         object.__setattr__(fill, "dtype", array.dtype)
-        if array.dtype.kind not in "biufc":
+        if array.dtype.kind not in "biufc" and array.dtype.name != "bfloat16":
             raise TypeError(f"Fill: the result has dtype {array.dtype}, which a Fill cannot hold")
         return fill
 
@@ -1085,7 +1085,7 @@ def _normalize(
             )
         projected = value.value if dtype.kind == "c" else complex(value.value).real
         return Fill(projected, shape, dtype)
-    if isinstance(value, (int, float, complex, np.number)) and not isinstance(value, bool) and shape == ():
+    if shape == () and (isinstance(value, (int, float, complex, np.number)) or type(value).__name__ == "bfloat16") and not isinstance(value, bool):
         value = np.asarray(value) if like is None else array_namespace(like).asarray(value)
     if not is_array(value):
         raise TypeError(
@@ -1102,7 +1102,7 @@ def _normalize(
             f"{shape_text(shape)}"
         )
     try:
-        check_dtype(value.dtype, dtype_name)
+        check_dtype(value.dtype, dtype_name, half=True)
     except TypeError as error:
         raise TypeError(f"{subject.rsplit(': ', 1)[0]}: {error}") from None
     xp = array_namespace(value)

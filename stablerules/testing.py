@@ -35,7 +35,10 @@ Decisions:
   to each element); an argument with more than 1024 real directions is checked on a random
   sample of its elements plus two random full directions.
 * **Tolerances.** An element passes when ``|actual - expected| <= atol + rtol * |expected|``.
-  Default ``rtol``: ``1e-4`` when any differentiable input or output is 32-bit, else ``1e-6``.
+  Default ``rtol``: ``1e-2`` when any differentiable input or output is ``bfloat16``, else
+  ``1e-3`` when one is ``float16`` (about two units in their last place: the ops accumulate in
+  float32 and round once, SPEC 15), ``1e-4`` when one is 32-bit, else ``1e-6``. The finite
+  differences of 16-bit arguments are taken in float64 like any other's.
   Default ``atol``: ``rtol`` times the largest magnitude in the two tangents compared (so
   entries that cancel to near zero are judged on the tangent's scale) plus an estimate of
   finite-difference round-off. An explicit ``atol`` is absolute.
@@ -98,6 +101,9 @@ _DENSE_DIRECTIONS = 1024
 _RTOL_32 = 1e-4
 _RTOL_64 = 1e-6
 _RTOL_FD_32 = 1e-3
+# The 16-bit formats: about two units of their last place (a result rounded once from a
+# float32 accumulation is within half of one).
+_RTOL_16 = {"float16": 1e-3, "bfloat16": 1e-2}
 
 
 # --------------------------------------------------------------------------------------------
@@ -138,7 +144,7 @@ def _floating_dtype(value: object) -> np.dtype[np.generic] | None:
         return None
     if is_array(value) or isinstance(value, np.generic):
         dtype: np.dtype[np.generic] = value.dtype
-        return dtype if dtype.kind in "fc" else None
+        return dtype if dtype.kind in "fc" or dtype.name == "bfloat16" else None
     if isinstance(value, (float, complex)):
         return np.dtype(np.complex128 if isinstance(value, complex) else np.float64)
     return None
@@ -530,12 +536,17 @@ def _assert_zero(values: Mapping[_Path, _Values], leaves: Sequence[_Leaf], what:
 def _epsilon(dtype: np.dtype[np.generic]) -> float:
     # typed step by step: written as one expression, mypy spent seconds on NumPy's np.finfo
     # and np.dtype overloads here, in every type-check that imports this module
+    if dtype.name == "bfloat16":  # ml_dtypes' (np.finfo does not know it): 8-bit significand
+        return 2.0**-7
     char: str = dtype.char
     info: np.finfo[np.floating] = np.finfo(np.dtype(char))
     return float(info.eps)
 
 
 def _default_rtol(leaves: Sequence[_Leaf]) -> float:
+    half = [_RTOL_16[leaf.dtype.name] for leaf in leaves if leaf.dtype.name in _RTOL_16]
+    if half:
+        return max(half)
     low_precision = any(leaf.dtype.itemsize < (16 if leaf.is_complex else 8) for leaf in leaves)
     return _RTOL_32 if low_precision else _RTOL_64
 

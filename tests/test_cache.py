@@ -561,6 +561,8 @@ def test_clear_caches_empties_every_registered_cache(monkeypatch: pytest.MonkeyP
             rule = cast(Any, op)
             rule.lookup(*rule.bind(*args, **kwargs))  # plans only: nothing compiles
     sr.cat(np.ones(2), 1, dims=Val(0))  # a Python int's range is checked on each call (no kernel)
+    _, half_back = sr.rrule(sr.repeat, np.ones(2, np.float16), Val(2))  # the 16-bit conversions
+    half_back(np.ones(4, np.float16))
     kron_rules._cuda_kernels(kron_rules._layout((2, 3), x.dtype, (2, 3), x.dtype))
     _cuda.cuda_available()
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # the simulator's count, no device asked

@@ -32,7 +32,7 @@ Array = npt.NDArray[Any]
 Shape = tuple[int, ...]
 
 SUPPORTED = [np.dtype(name) for name in ("float64", "float32", "complex128", "complex64", "int64", "int8", "bool")]
-UNSUPPORTED = [np.dtype(object), np.dtype("U2"), np.dtype(np.float16), np.dtype([("a", "f8")]), np.dtype("M8[s]")]
+UNSUPPORTED = [np.dtype(object), np.dtype("U2"), np.dtype(np.longdouble), np.dtype([("a", "f8")]), np.dtype("M8[s]")]
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
