@@ -86,6 +86,8 @@ from .._launch import OPEN_GUARDS as _OPEN_GUARDS
 from .._rule import RuleOp
 from .._memo import register as register_cache
 
+from .. import _parallel
+from ._native import FACTS, FORWARDS
 from ._sharding import DTENSOR, is_dtensor
 
 if TYPE_CHECKING:
@@ -547,7 +549,53 @@ def run_pullback(
     back: Callable[[object], tuple[object, ...]] | None,
     dense: bool = False,
 ) -> OptionalTensors:
-    """One gradient per tensor (``None`` for a zero, unless ``dense``) from the cotangents."""
+    """One gradient per tensor (``None`` for a zero, unless ``dense``) from the cotangents.
+
+    Meta tensors give empty gradients of the inputs' shapes and dtypes (no data). 16-bit
+    floats (which our kernels do not take) run the float32 kernel on the cotangents upcast
+    once, the gradient rounded once to the input's dtype: float32 accumulation, one rounding.
+    Our kernels run with ``torch.get_num_threads()`` threads (``STABLERULES_NUM_THREADS`` wins)."""
+    if tensors and (tensors[0].is_meta or any(c is not None and c.is_meta for c in cotangents)):
+        return tuple(
+            None if not (dense or differentiable(t)) else torch.empty(t.shape, dtype=t.dtype, device="meta") for t in tensors
+        )
+    if any(t.dtype in _HALF for t in tensors) or any(c is not None and c.dtype in _HALF for c in cotangents):
+        wide = run_pullback(
+            call,
+            tuple(None if c is None else _widened(c) for c in cotangents),
+            tuple(_widened(t) for t in tensors),
+            None,
+            dense,
+        )
+        return tuple(g if g is None else g.to(t.dtype) for g, t in zip(wide, tensors))
+    threads = _parallel.ENGINE_THREADS
+    outer = threads[0]
+    threads[0] = torch.get_num_threads()
+    try:
+        return _run_pullback(call, cotangents, tensors, back, dense)
+    finally:
+        threads[0] = outer
+
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _widened(tensor: torch.Tensor) -> torch.Tensor:
+    """A 16-bit float tensor as float32 (a stride-0 one stays stride-0); others as they are."""
+    if tensor.dtype not in _HALF:
+        return tensor
+    if tensor.numel() and not any(tensor.stride()):
+        return tensor.detach()[(0,) * tensor.ndim].to(torch.float32).expand(tensor.shape)
+    return tensor.to(torch.float32)
+
+
+def _run_pullback(
+    call: Call,
+    cotangents: OptionalTensors,
+    tensors: Tensors,
+    back: Callable[[object], tuple[object, ...]] | None,
+    dense: bool,
+) -> OptionalTensors:
     if back is None:
         back = _closure(call, tensors)
     dy: object
@@ -681,8 +729,8 @@ class _Function(torch.autograd.Function):
 class _Forward(_Function):
     @staticmethod
     def forward(call: Call, box: _Box, *tensors: torch.Tensor) -> Tensors:
-        outputs, box.back = run_forward(call, tensors)
-        return outputs
+        box.back = None  # built in backward from the saved tensors
+        return _owned(FORWARDS[call.entry.name](call, tensors), tensors)
 
     @staticmethod
     def setup_context(ctx: FunctionCtx, inputs: tuple[object, ...], output: object) -> None:
@@ -749,7 +797,8 @@ class _PlainForward(torch.autograd.Function):
         c = cast("_Context", ctx)
         signature = c.signature
         if signature.linear:
-            tensors, back = signature.placeholders(), signature.linear_pullback()
+            tensors = signature.placeholders()
+            back = None if signature.special else signature.linear_pullback()
         else:
             tensors, back = c.saved_tensors, None
         if all(g is None for g in cotangents):
@@ -943,7 +992,7 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
         # (a view is copied); contiguous, as the fake implementation promises (a permuted view
         # of a fresh buffer keeps its strides otherwise).
         tensors = tuple(arrays)
-        return [t.contiguous() for t in signature_of(decode(entry, call), tensors).forward(tensors)]
+        return [t.contiguous() for t in run_op(decode(entry, call), tensors)]
 
     def forward_fake(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
         meta = output_meta(decode(entry, call), arrays)
@@ -1021,6 +1070,171 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
     return ops
 
 
+def _owned(outputs: Tensors, inputs: Tensors) -> Tensors:
+    """A kernel op's results as its Function may return them: never an input itself."""
+    for output in outputs:
+        if any(output is t for t in inputs):
+            return tuple(o.clone() if any(o is t for t in inputs) else o for o in outputs)
+    return outputs
+
+
+def _spec_dtype(dtype: torch.dtype) -> np.dtype[np.generic]:
+    return _NUMPY_DTYPES.get(dtype, np.dtype(np.float32))  # 16-bit floats: validated as float32
+
+
+def validate(call: Call, tensors: Tensors) -> Callable[[], object] | None:
+    """Validate a new signature with the core's own plan (``ArraySpec``s: shapes and dtypes,
+    no data, nothing computed): every error is the core's, before torch's op runs. Returns
+    what later calls must repeat: the plan lookup that counts plain (dynamic) statics, or
+    ``None`` when every static is static."""
+    specs = [sr.ArraySpec(tuple(int(n) for n in t.shape), _spec_dtype(t.dtype)) for t in tensors]
+    op = cast("RuleOp", call.entry.op)
+    args, kwargs = _arguments(call, specs)
+    bound, statics = op.bind(*args, **kwargs)
+    op.lookup(bound, statics, specs=True)
+    if all(value is None or type(value) is Val or type(value) is _STATIC_INDEX for _, value in call.statics):
+        return None
+    return lambda: op.lookup(bound, statics, specs=True)
+
+
+# --- kernel ops outside plain eager mode: torch's op forward, our vjp as a custom op -----------
+
+_ENTRIES: dict[str, Entry] = {}
+
+
+def compiled(call: Call, tensors: Tensors) -> Tensors:
+    """The call as ``torch.compile`` and fake tensors see it: torch's own op; for a kernel op
+    inside an autograd Function whose backward is the ``stablerules::<name>_vjp`` custom op."""
+    name = call.entry.name
+    if FACTS[name].pullback == "torch":
+        return FORWARDS[name](call, tensors)
+    return cast("Tensors", _Kernel.apply(name, encode(call), *tensors))
+
+
+def _needed(call: Call) -> tuple[bool, ...]:
+    """Which of a call's tensors its pullback reads (the others: only their shapes)."""
+    if not call.linear:
+        return (True,) * sum(max(count, 1) for _, count in call.arrays)
+    return call.data_mask()
+
+
+class _Kernel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: FunctionCtx, name: str, text: str, *tensors: torch.Tensor) -> Tensors:
+        c = cast("Any", ctx)
+        c.name, c.text = name, text
+        c.save_for_backward(*tensors)
+        c.set_materialize_grads(False)
+        return _owned(FORWARDS[name](decode(_ENTRIES[name], text), tensors), tensors)
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, *cotangents: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        c = cast("Any", ctx)
+        tensors = cast("Tensors", c.saved_tensors)
+        call = decode(_ENTRIES[c.name], c.text)
+        if all(g is None for g in cotangents):
+            return (None,) * (2 + len(tensors))
+        grads = _vjp(call, cotangents, tensors)
+        return (None, None, *grads)
+
+
+def _vjp(call: Call, cotangents: OptionalTensors, tensors: Tensors) -> OptionalTensors:
+    needed = _needed(call)
+    saved = [t for t, keep in zip(tensors, needed) if keep]
+    shapes = [n for t in tensors for n in t.shape]
+    ndims = [t.ndim for t in tensors]
+    dtypes = ",".join(_dtype_name(t.dtype) for t in tensors)
+    op = _VJPS[call.entry.name]
+    grads = op(list(cotangents), saved, shapes, ndims, encode(call), dtypes)
+    data = call.data_mask()
+    return tuple(None if is_data or not differentiable(t) else g for g, t, is_data in zip(grads, tensors, data))
+
+
+class _CompiledEngine:
+    """Calls through torch's ops and the vjp custom ops (torch.compile, fake tensors)."""
+
+    def forward(self, call: Call, tensors: Tensors) -> Tensors:
+        return compiled(call, tensors)
+
+    def pullback(self, call: Call, cotangents: OptionalTensors, tensors: Tensors) -> OptionalTensors:
+        return _vjp(call, cotangents, tensors)
+
+
+COMPILED = _CompiledEngine()
+_VJPS: dict[str, Callable[..., list[torch.Tensor]]] = {}
+
+
+def _rebuild(
+    call: Call, saved: Sequence[torch.Tensor], shapes: Sequence[int], ndims: Sequence[int], dtypes: str, device: torch.device
+) -> Tensors:
+    """A call's tensors from those its pullback reads and the others' shapes (stride-0 zeros)."""
+    kinds = [getattr(torch, name) for name in dtypes.split(",")]
+    it = iter(saved)
+    tensors: list[torch.Tensor] = []
+    offset = 0
+    for keep, ndim, dtype in zip(_needed(call), ndims, kinds):
+        shape = tuple(shapes[offset : offset + ndim])
+        offset += ndim
+        tensors.append(next(it) if keep else torch.zeros((), dtype=dtype, device=device).expand(shape))
+    return tuple(tensors)
+
+
+def register_vjp(entry: Entry) -> None:
+    """Define ``stablerules::<name>_vjp`` (once per name): the kernel op's pullback, its inputs'
+    shapes as ``SymInt[]`` (the fake implementation builds them symbolically: one graph for
+    every size), the tensors it reads, the call's statics (no shapes) and the dtypes as text."""
+    name = entry.name
+    _ENTRIES[name] = entry
+    if name in _VJPS or FACTS[name].pullback == "torch":
+        return
+    schema = "(Tensor?[] cotangents, Tensor[] saved, SymInt[] shapes, int[] ndims, str call, str dtypes) -> Tensor[]"
+
+    def vjp_kernel(
+        cotangents: list[torch.Tensor | None], saved: list[torch.Tensor], shapes: list[int], ndims: list[int], call: str, dtypes: str
+    ) -> list[torch.Tensor]:
+        bound = decode(entry, call)
+        device = next(c.device for c in cotangents if c is not None)
+        tensors = _rebuild(bound, saved, shapes, ndims, dtypes, device)
+        grads = run_pullback(bound, tuple(cotangents), tensors, None, dense=True)
+        inputs = [*saved, *(c for c in cotangents if c is not None)]
+        return [fresh(cast("torch.Tensor", g), inputs) for g in grads]
+
+    def vjp_fake(
+        cotangents: list[torch.Tensor | None], saved: list[torch.Tensor], shapes: list[int], ndims: list[int], call: str, dtypes: str
+    ) -> list[torch.Tensor]:
+        device = next(c.device for c in cotangents if c is not None)
+        kinds = [getattr(torch, kind) for kind in dtypes.split(",")]
+        out: list[torch.Tensor] = []
+        offset = 0
+        for ndim, dtype in zip(ndims, kinds):
+            out.append(torch.empty(tuple(shapes[offset : offset + ndim]), dtype=dtype, device=device))
+            offset += ndim
+        return out
+
+    def vjp_setup(ctx: FunctionCtx, inputs: tuple[object, ...], output: object) -> None:
+        c = cast("Any", ctx)
+        cotangents = cast("list[torch.Tensor | None]", inputs[0])
+        c.counts = len(cotangents)
+        c.shapes, c.ndims, c.text, c.dtypes = inputs[2], inputs[3], inputs[4], inputs[5]
+        c.save_for_backward(*cotangents, *cast("list[torch.Tensor]", inputs[1]))
+
+    def vjp_backward(ctx: FunctionCtx, grads: list[torch.Tensor | None]) -> tuple[object, ...]:
+        c = cast("Any", ctx)
+        values = cast("OptionalTensors", c.saved_tensors)
+        cotangents, saved = values[: c.counts], cast("Tensors", values[c.counts :])
+        bound = decode(entry, c.text)
+        device = next(v.device for v in values if v is not None)
+        tensors = _rebuild(bound, saved, c.shapes, c.ndims, c.dtypes, device)
+        d_cotangents, d_tensors = pullback_of_pullback(COMPILED, bound, cotangents, tensors, tuple(grads))
+        d_saved = [d for d, keep in zip(d_tensors, _needed(bound)) if keep]
+        return list(d_cotangents), d_saved, None, None, None, None
+
+    op = torch.library.custom_op(f"stablerules::{name}_vjp", vjp_kernel, mutates_args=(), schema=schema)
+    op.register_fake(vjp_fake)
+    op.register_autograd(vjp_backward, setup_context=vjp_setup)
+    _VJPS[name] = cast("Callable[..., list[torch.Tensor]]", op)
+
+
 def fresh(tensor: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
     """``tensor`` as a custom op may return it: contiguous, aliasing none of ``inputs``."""
     return tensor.clone(memory_format=torch.contiguous_format) if _aliases(tensor, inputs) else tensor.contiguous()
@@ -1056,14 +1270,14 @@ def check_tensors(call: Call, tensors: Sequence[torch.Tensor]) -> None:
     """``TypeError`` naming the op and the argument for a dtype or device we do not take."""
     names = [name if count < 0 else f"{name}[{index}]" for name, count in call.arrays for index in range(max(count, 1))]
     for name, tensor in zip(names, tensors):
-        if tensor.dtype not in _NUMPY_DTYPES:
-            supported = "bool, the integer dtypes, float32, float64, complex64 and complex128"
+        if tensor.dtype not in _NUMPY_DTYPES and tensor.dtype not in _HALF:
+            supported = "bool, the integer dtypes, float16, bfloat16, float32, float64, complex64 and complex128"
             raise TypeError(
                 f"stablerules.torch.{call.entry.name}: argument {name!r} has dtype {_dtype_name(tensor.dtype)}, "
                 f"which stablerules does not support (its kernels take {supported}); convert it first, "
                 f"e.g. {name}.to(torch.float32)"
             )
-        if tensor.device.type not in ("cpu", "cuda", "meta") or (tensor.device.type == "meta" and type(tensor) in _PLAIN_TENSORS):
+        if tensor.device.type not in ("cpu", "cuda", "meta"):
             raise TypeError(
                 f"stablerules.torch.{call.entry.name}: argument {name!r} is on {tensor.device}, which is not "
                 f"supported (CPU and CUDA tensors are)"
@@ -1076,22 +1290,30 @@ class Signature:
     the first call with that signature; every later call looks it up by a key made from its
     arguments' structure, statics, dtypes and shapes, and goes straight to the op."""
 
-    __slots__ = ("call", "entry", "order", "plain", "dtensor", "linear", "run", "likes", "_placeholders", "_back")
+    __slots__ = (
+        "call", "entry", "order", "plain", "dtensor", "linear", "run", "likes", "_placeholders", "_back",
+        "native", "torch_forward", "recount", "special",
+    )
 
     def __init__(self, call: Call, tensors: Tensors, order: tuple[int, ...] | None) -> None:
         check_tensors(call, tensors)
+        self.recount = validate(call, tensors)
+        self.native = FACTS[call.entry.name].pullback == "torch"  # torch's autograd: plain torch code
+        self.torch_forward = FORWARDS[call.entry.name]
         self.call = call
         self.entry = call.entry
         self.order = order  # where each bound tensor sits among the arguments, when not in order
         self.plain = all(type(t) in _PLAIN_TENSORS for t in tensors)
         self.dtensor = not self.plain and any(is_dtensor(t) for t in tensors)
-        if self.dtensor and call.entry.name in _UNSHARDED:
+        if self.dtensor and call.entry.name in _UNSHARDED and not self.native:
             raise TypeError(
                 f"stablerules.torch.{call.entry.name}: DTensor inputs are not supported yet (no sharding rule); "
                 f"call it on local tensors (DTensor.to_local, or full_tensor for the gathered array)"
             )
         self.linear = call.linear and call.primal_free  # saves no tensors, shares one pullback
         self.likes = tuple((tuple(t.shape), t.dtype, t.device) for t in tensors)
+        # meta tensors and 16-bit floats: run_pullback's own paths (no shared closure)
+        self.special = any(t.is_meta or t.dtype in _HALF for t in tensors)
         self._placeholders: Tensors | None = None
         self._back: Callable[[object], tuple[object, ...]] | None = None
         self.run: Callable[[list[object]], object] = self._first_run
@@ -1153,7 +1375,11 @@ class Signature:
         return run
 
     def forward(self, tensors: Tensors) -> Tensors:
-        """The op's results (no autograd)."""
+        """The op's results: torch's own op (in a kernel op's Function: no aliasing)."""
+        return _owned(self.torch_forward(self.call, tensors), tensors)
+
+    def numpy_forward(self, tensors: Tensors) -> Tensors:
+        """The op's results through our NumPy op (no autograd)."""
         arrays = [_array(t) for t in tensors]
         if tensors and not tensors[0].is_cpu:
             y = _on_stream(tensors, lambda: (self.run(arrays),))[0]
@@ -1164,11 +1390,20 @@ class Signature:
         return (_tensor(y, arrays),)
 
     def apply(self, tensors: Tensors) -> Tensors:
-        """The call through the mechanism its tensors and torch's modes ask for."""
+        """The call through the mechanism its tensors and torch's modes ask for: a view op is
+        torch's own code (every mode, every tensor subclass); a kernel op an autograd
+        Function around torch's op whose backward is our kernel."""
+        if self.recount is not None:
+            self.recount()
+        if self.native:
+            outputs = self.torch_forward(self.call, tensors)
+            if not _GRAD_ENABLED():  # torch keeps requires_grad on views made under no_grad
+                return tuple(o.detach() if o.requires_grad else o for o in outputs)
+            return outputs
         if _FUNCTORCH_ACTIVE() or _FORWARD_AD._current_level >= 0:
             return cast("Tensors", _Forward.apply(self.call, _Box(), *tensors))
-        if not self.plain:  # tensor subclasses: the custom ops (DTensor's with sharding rules)
-            return (DTENSOR if self.dtensor else OPS).forward(self.call, tensors)
+        if not self.plain:  # DTensor: custom ops with sharding rules; others (fake): the vjp op
+            return DTENSOR.forward(self.call, tensors) if self.dtensor else compiled(self.call, tensors)
         if _GRAD_ENABLED():
             for tensor in tensors:
                 if tensor.requires_grad:
@@ -1292,6 +1527,7 @@ class TorchOp(Generic[_R]):
         self.signatures: dict[tuple[object, ...], Signature] = {}
         _TORCH_OPS.append(self)
         register(entry)
+        register_vjp(entry)
         self.__name__ = entry.name
         self.__qualname__ = entry.name
         self.__doc__ = (
@@ -1300,9 +1536,9 @@ class TorchOp(Generic[_R]):
         )
 
     def __call__(self, *args: object, **kwargs: object) -> _R:
-        if _IS_COMPILING():  # dynamo traces this branch: the custom ops, one node per call
+        if _IS_COMPILING():  # dynamo traces this branch: torch's op, our vjp as a custom op
             call, tensors = bind(self.entry, args, kwargs)
-            outputs = OPS.forward(call, tensors)
+            outputs = compiled(call, tensors)
         else:
             signature, found = self.signature(args, kwargs)
             outputs = signature.apply(found)
