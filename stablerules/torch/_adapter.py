@@ -929,7 +929,8 @@ def _decode_static(value: object) -> object:
 def encode(call: Call) -> str:
     """The call's arrays layout and statics as text (Python literals: ints, tuples, None)."""
     text = repr((call.arrays, tuple((name, _encode_static(value)) for name, value in call.statics)))
-    _CALLS.setdefault(call.entry.name + text, call)
+    if not _IS_COMPILING():  # a table written while dynamo traces would be guarded on
+        _CALLS.setdefault(call.entry.name + text, call)
     return text
 
 
@@ -1108,7 +1109,7 @@ def compiled(call: Call, tensors: Tensors) -> Tensors:
     name = call.entry.name
     if FACTS[name].pullback == "torch":
         return FORWARDS[name](call, tensors)
-    return cast("Tensors", _Kernel.apply(name, encode(call), *tensors))
+    return cast("Tensors", _Kernel.apply(call, *tensors))
 
 
 def _needed(call: Call) -> tuple[bool, ...]:
@@ -1120,22 +1121,20 @@ def _needed(call: Call) -> tuple[bool, ...]:
 
 class _Kernel(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: FunctionCtx, name: str, text: str, *tensors: torch.Tensor) -> Tensors:
+    def forward(ctx: FunctionCtx, call: Call, *tensors: torch.Tensor) -> Tensors:
         c = cast("Any", ctx)
-        c.name, c.text = name, text
+        c.call = call
         c.save_for_backward(*tensors)
         c.set_materialize_grads(False)
-        return _owned(FORWARDS[name](decode(_ENTRIES[name], text), tensors), tensors)
+        return _owned(FORWARDS[call.entry.name](call, tensors), tensors)
 
     @staticmethod
     def backward(ctx: FunctionCtx, *cotangents: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         c = cast("Any", ctx)
         tensors = cast("Tensors", c.saved_tensors)
-        call = decode(_ENTRIES[c.name], c.text)
         if all(g is None for g in cotangents):
-            return (None,) * (2 + len(tensors))
-        grads = _vjp(call, cotangents, tensors)
-        return (None, None, *grads)
+            return (None,) * (1 + len(tensors))
+        return (None, *_vjp(c.call, cotangents, tensors))
 
 
 def _vjp(call: Call, cotangents: OptionalTensors, tensors: Tensors) -> OptionalTensors:

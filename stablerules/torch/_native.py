@@ -260,9 +260,14 @@ def _kron(call: Call, tensors: Tensors) -> Tensors:
         dtype = _scalar_dtype(t.dtype, type(scalar))
         return ((t.to(dtype) * scalar).to(dtype),)
     a, b = _promoted(tensors)
-    if a.ndim == 0 and b.ndim == 0:
-        return (a * b,)
-    return (torch.kron(a, b),)
+    # torch.kron's own composition, written out: it specializes symbolic sizes under
+    # torch.compile(dynamic=True); this one does not (the same products, the same values).
+    ndim = max(a.ndim, b.ndim)
+    a = a.reshape(*(1,) * (ndim - a.ndim), *a.shape)
+    b = b.reshape(*(1,) * (ndim - b.ndim), *b.shape)
+    spread_a = a.reshape([n for m in a.shape for n in (m, 1)])
+    spread_b = b.reshape([n for m in b.shape for n in (1, m)])
+    return ((spread_a * spread_b).reshape([m * n for m, n in zip(a.shape, b.shape)]),)
 
 
 def _flip(call: Call, tensors: Tensors) -> Tensors:
@@ -424,7 +429,18 @@ def _take_along_axis(call: Call, tensors: Tensors) -> Tensors:
     else:
         a = _axis(cast("int", axis), x.ndim)
     wrapped = _indices(call, indices, int(x.shape[a]), a if axis is not None else None)
-    return (torch.take_along_dim(x, wrapped, dim=a),)
+    # NumPy broadcasts the other axes; torch.gather does not (and torch.take_along_dim's
+    # broadcasting specializes symbolic sizes): expanded only where the extents differ.
+    x_shape = list(x.shape)
+    i_shape = list(wrapped.shape)
+    for d in range(x.ndim):
+        if d != a and x_shape[d] != i_shape[d]:
+            x_shape[d] = i_shape[d] = max(x_shape[d], i_shape[d])
+    if x_shape != list(x.shape):
+        x = x.expand(x_shape[:a] + [-1] + x_shape[a + 1 :])
+    if i_shape != list(wrapped.shape):
+        wrapped = wrapped.expand(i_shape[:a] + [-1] + i_shape[a + 1 :])
+    return (torch.gather(x, a, wrapped),)
 
 
 def _index_add(call: Call, tensors: Tensors) -> Tensors:
