@@ -70,6 +70,7 @@ Decisions where the issue is silent:
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar, cast
@@ -1083,19 +1084,22 @@ def _spec_dtype(dtype: torch.dtype) -> np.dtype[np.generic]:
     return _NUMPY_DTYPES.get(dtype, np.dtype(np.float32))  # 16-bit floats: validated as float32
 
 
-def validate(call: Call, tensors: Tensors) -> Callable[[], object] | None:
+def validate(call: Call, tensors: Tensors) -> tuple[Callable[[], object] | None, int | None]:
     """Validate a new signature with the core's own plan (``ArraySpec``s: shapes and dtypes,
     no data, nothing computed): every error is the core's, before torch's op runs. Returns
     what later calls must repeat: the plan lookup that counts plain (dynamic) statics, or
-    ``None`` when every static is static."""
+    ``None`` when every static is static; and the result's element count (``None`` when the
+    plan does not say)."""
     specs = [sr.ArraySpec(tuple(int(n) for n in t.shape), _spec_dtype(t.dtype)) for t in tensors]
     op = cast("RuleOp", call.entry.op)
     args, kwargs = _arguments(call, specs)
     bound, statics = op.bind(*args, **kwargs)
-    op.lookup(bound, statics, specs=True)
+    plan = op.lookup(bound, statics, specs=True)
+    shape = getattr(plan, "out_shape", None)
+    size = math.prod(shape) if type(shape) is tuple else None
     if all(value is None or type(value) is Val or type(value) is _STATIC_INDEX for _, value in call.statics):
-        return None
-    return lambda: op.lookup(bound, statics, specs=True)
+        return None, size
+    return (lambda: op.lookup(bound, statics, specs=True)), size
 
 
 # --- kernel ops outside plain eager mode: torch's op forward, our vjp as a custom op -----------
@@ -1296,8 +1300,10 @@ class Signature:
 
     def __init__(self, call: Call, tensors: Tensors, order: tuple[int, ...] | None) -> None:
         check_tensors(call, tensors)
-        self.recount = validate(call, tensors)
-        self.native = FACTS[call.entry.name].pullback == "torch"  # torch's autograd: plain torch code
+        self.recount, size = validate(call, tensors)
+        facts = FACTS[call.entry.name]
+        # torch's autograd (plain torch code): a view op, or a kernel op below its size bound
+        self.native = facts.pullback == "torch" or (size is not None and size < facts.torch_below)
         self.torch_forward = FORWARDS[call.entry.name]
         self.call = call
         self.entry = call.entry

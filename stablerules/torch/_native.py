@@ -59,7 +59,14 @@ class EngineFacts:
     forward: str
     pullback: Literal["torch", "kernel"]
     why: str
+    # A per-signature static choice: a kernel op whose result has fewer elements than this
+    # takes torch's own pullback in eager mode (where torch's is faster for small sizes).
+    torch_below: int = 0
 
+
+# Below this many result elements torch's own kron backward (two small reductions) beats the
+# round trip to our kernel (bench/README.md, issue 35's Kalman-filter krons).
+KRON_TORCH_BELOW = 20000
 
 _VIEW = "torch's backward is views or one copy per input: already at the memory bound"
 _KERNEL = "our pullback kernel does in one pass what torch's backward does in several"
@@ -72,7 +79,7 @@ FACTS: dict[str, EngineFacts] = {
     "hstack": EngineFacts("torch.hstack", "torch", _VIEW),
     "vstack": EngineFacts("torch.vstack", "torch", _VIEW),
     "cat": EngineFacts("torch.cat / F.pad (block-diagonal)", "torch", _VIEW),
-    "kron": EngineFacts("torch.kron", "kernel", _KERNEL),
+    "kron": EngineFacts("torch.kron", "kernel", _KERNEL, torch_below=KRON_TORCH_BELOW),
     "flip": EngineFacts("torch.flip", "torch", _VIEW),
     "roll": EngineFacts("torch.roll", "torch", _VIEW),
     "permute_dims": EngineFacts("Tensor.permute", "torch", _VIEW),
@@ -190,11 +197,11 @@ def _repeat(call: Call, tensors: Tensors) -> Tensors:
         if any(count != 1 for count in outer):
             y = y.repeat(*outer, *(1,) * (n - len(outer)))
         return (y if y is not x and y._base is not x else y.clone(),)
-    count = cast("int", repeats)
-    axis = _v(call, "axis")
-    if axis is None:
-        return (x.reshape(-1).repeat_interleave(count),)
-    return (x.repeat_interleave(count, dim=cast("int", axis)),)
+    times = cast("int", repeats)
+    along = _v(call, "axis")
+    if along is None:
+        return (x.reshape(-1).repeat_interleave(times),)
+    return (x.repeat_interleave(times, dim=cast("int", along)),)
 
 
 def _tile(call: Call, tensors: Tensors) -> Tensors:
@@ -258,8 +265,10 @@ def _kron(call: Call, tensors: Tensors) -> Tensors:
         (t,) = tensors
         scalar = call.static("b") if call.static("a") is None else call.static("a")
         dtype = _scalar_dtype(t.dtype, type(scalar))
-        return ((t.to(dtype) * scalar).to(dtype),)
+        return ((t.to(dtype) * cast("complex", scalar)).to(dtype),)
     a, b = _promoted(tensors)
+    if not torch.compiler.is_compiling():
+        return (torch.kron(a, b),)
     # torch.kron's own composition, written out: it specializes symbolic sizes under
     # torch.compile(dynamic=True); this one does not (the same products, the same values).
     ndim = max(a.ndim, b.ndim)
@@ -393,7 +402,7 @@ def _getindex(call: Call, tensors: Tensors) -> Tensors:
         axis += 1
     if flips:
         x = x.flip(flips)
-    return (x[tuple(out)],)
+    return (x[cast("tuple[int | slice | None, ...]", tuple(out))],)
 
 
 def _indices(call: Call, indices: torch.Tensor, n: int, axis: int | None) -> torch.Tensor:
