@@ -1,35 +1,44 @@
 """The machinery behind ``stablerules.torch``: any of our ops as a PyTorch op, generically.
 
 An op is described once (an :class:`Entry`: the ``stablerules`` op, its parameters, which of
-them hold tensors, a batching rule); everything else is shared:
+them hold tensors, a batching rule) and declares its engine facts (``_native.FACTS``: SPEC
+section 14): its forward is always torch's own op (``_native.FORWARDS``); its pullback is
+torch's autograd (the view ops: plain torch code) or our compiled kernel (the kernel ops).
+Everything else is shared:
 
 - A call's *signature* (:class:`Signature`: the op, the arguments' structure, the statics, the
-  tensors' dtypes, shapes and devices) is bound and validated once, at its first call, into a
-  :class:`Call` (which parameters hold one tensor or a sequence of them, and the statics);
-  later calls find it by a key made from their arguments (one pass over them) and go straight
-  to the op. Under ``no_grad``, or when no input requires grad, a call is the op on views of
-  the tensors and nothing else: no autograd ``Function``.
-- Eager mode with gradients runs a ``torch.autograd.Function``: :class:`_PlainForward`
-  (``ctx`` in ``forward``, the cheapest) when no torch.func transform or forward-mode AD is
-  active, else :class:`_Forward` (``setup_context``, ``jvp``, ``vmap``; its ``forward`` calls
-  ``sr.rrule`` and keeps the closure). A linear call saves no tensors (its pullback reads
-  shapes only: one closure per signature); a non-linear one saves its inputs and builds its
-  pullback (``sr.pullback``) in ``backward`` from the saved tensors. ``backward`` runs the
-  pullback directly when no graph is being built (plain ``.backward()``), else through
-  :class:`_Pullback`, another ``Function`` whose own backward is the op's tangent map (for a
-  linear op, the op itself) and, for a non-linear op, the entry's second-order rule: so
-  ``create_graph=True``, ``torch.func.grad`` of ``grad`` and so on compose to any order, NumPy
-  being touched only inside a ``forward``, where functorch has unwrapped the tensors. ``jvp``
-  is the tangent map; ``vmap`` is the entry's batching rule (the batch axis moved to the
-  front, statics shifted), never torch's per-sample loop; only a vmapped *pullback*
-  (``jacrev``) loops over the batch.
-- Under ``torch.compile`` the same calls go to ``torch.library`` custom ops
-  (``torch.ops.stablerules.<name>`` and ``<name>_pullback``, schema
-  ``(Tensor[] arrays, str call)``), with fake implementations and ``register_autograd``, so
-  dynamo sees one opaque node per call and no graph break; their kernels find the call's
-  signature as eager calls do.
-- ``DTensor`` inputs go to custom ops with sharding strategies (``_sharding``), so a shard
-  on an axis the op leaves alone stays a shard.
+  tensors' dtypes, shapes and devices) is bound and validated once, at its first call, by the
+  core's own plan on ``ArraySpec``s (so every error is the core's, before torch's op runs);
+  later calls find it by a key made from their arguments (one pass over them).
+- A view op's call is then torch's own op and nothing else, in every mode: autograd,
+  ``torch.func``, ``vmap``, ``torch.compile``, meta and fake tensors, DTensor and FSDP see
+  ordinary torch code. So is a kernel op's call whose result is below the op's
+  ``torch_below`` bound (a static per-signature choice: kron's small products).
+- A kernel op's call with gradients runs a ``torch.autograd.Function`` whose forward is
+  torch's op: :class:`_PlainForward` (``ctx`` in ``forward``, the cheapest) when no
+  torch.func transform or forward-mode AD is active, else :class:`_Forward` (``setup_context``,
+  ``jvp``, ``vmap``). A linear call saves no tensors (its pullback reads shapes only: one
+  closure per signature); a non-linear one saves its inputs and builds its pullback
+  (``sr.pullback``) in ``backward`` from the saved tensors. ``backward`` runs our kernel
+  directly when no graph is being built (the cotangent a NumPy view, the gradient back through
+  ``torch.from_numpy``: no copy), else through :class:`_Pullback`, another ``Function`` whose
+  own backward is the op's tangent map (for a linear op, the op itself: torch's op) and, for
+  a non-linear op, the entry's second-order rule: so ``create_graph=True``,
+  ``torch.func.grad`` of ``grad`` and so on compose to any order. ``vmap`` is the entry's
+  batching rule (the batch axis moved to the front, statics shifted; the indexing ops offset
+  batched indices into the batch flattened along their axis), never torch's per-sample loop.
+- Under ``torch.compile``, and for fake tensors, a kernel op is :class:`_Kernel`: torch's op
+  forward (dynamo traces it, inductor fuses around it) and a backward that calls the
+  ``torch.library`` custom op ``stablerules::<name>_vjp`` with schema ``(Tensor?[]
+  cotangents, Tensor[] saved, SymInt[] shapes, int[] ndims, str call, str dtypes)``: the
+  inputs' shapes as ``SymInt``s (its fake implementation builds the gradients' shapes from
+  them, symbolically: one graph for every size of a dimension that no ``Val`` names), only
+  the tensors the pullback reads (kron's factors, the indices), the call's statics and the
+  dtypes as text (no shapes). Its own autograd is the op's second-order rule.
+- ``DTensor`` inputs of a kernel op go to custom ops with sharding strategies (``_sharding``),
+  so a shard on an axis the op leaves alone stays a shard; a view op's are torch's own.
+- Our kernels run with ``torch.get_num_threads()`` threads (``_parallel.ENGINE_THREADS`` is
+  set around each pullback; ``STABLERULES_NUM_THREADS`` wins when set).
 
 Tensors reach the kernels as zero-copy views: on the CPU a read-only NumPy array through
 DLPack (``torch.utils.dlpack.to_dlpack``; ``Tensor.numpy`` would mark the storage as never
@@ -43,28 +52,32 @@ back as an expanded 0-d tensor, a zero result as ``None`` (eager) or zeros (cust
 outputs must be plain tensors).
 
 Decisions where the issue is silent:
-- Tensors we return never alias an input: a forward result that shares memory with an input
-  is copied (autograd would not know of the view). Gradients may view the cotangent (torch's
-  own ``cat`` backward does the same); custom-op results never alias (torch's rule for them).
+- A view op returns what torch's op returns (views included; under ``no_grad`` detached). A
+  kernel op's result never aliases an input (``broadcast_to``'s is ``Tensor.expand``'s view).
+  Gradients may view the cotangent (torch's own ``cat`` backward does the same); custom-op
+  results never alias (torch's rule for them).
 - A non-linear op's pullback is rebuilt in ``backward`` rather than kept from ``forward``: a
   closure would hold views of memory that FSDP2 frees after the forward and gathers anew
   (at another address) before the backward.
-- Dtypes our kernels do not take (``bfloat16``, ``float16``, ...) raise a ``TypeError``
-  naming the op and the argument when the signature is first seen (in eager mode) or when
-  the fake implementation runs (under ``torch.compile``); we never convert silently.
+- ``float16`` and ``bfloat16``: torch's forward; our pullback runs the float32 kernel on the
+  cotangent upcast once and rounds the gradient once to the input's dtype (float32
+  accumulation, one rounding; the same under ``torch.autocast``).
+- Meta tensors: torch's forward gives shapes and dtypes; a kernel op's backward gives empty
+  meta gradients of the inputs' shapes and dtypes (no data, no kernel).
 - ``kron`` takes a Python scalar for either factor, as ``np.kron`` does: the scalar is a
   static of the signature (no gradient; a new value is a new signature), and the call is
-  linear in the tensor.
+  linear in the tensor; its dtype is ``np.kron``'s (the scalar made an array).
 - Integer indices (``take``, ``take_along_axis``, ``index_add``) are tensor data, not statics:
   a NumPy array or list is made a tensor; new values of the same shape and dtype reuse the
   signature (and, under ``torch.compile``, the graph); they get no gradient, and a tensor of
-  them that requires grad is a ``TypeError``. ``getindex``'s ``sr.ix[...]`` index is a static
-  (part of the signature, as a ``Val`` is). These ops have no batching rule (``vmap`` raises
-  ``NotImplementedError``) and no sharding rule (a ``DTensor`` input raises ``TypeError``).
+  them that requires grad is a ``TypeError``. Out-of-range indices are the core's
+  ``IndexError`` in eager mode (torch's own under ``torch.compile``). ``getindex``'s
+  ``sr.ix[...]`` index is a static (part of the signature, as a ``Val`` is). The kernel
+  indexing ops have no sharding rule (a ``DTensor`` input raises ``TypeError``).
 - The signature cache holds at most ``_MAX_SIGNATURES`` signatures per op, then starts again.
-- The fake implementation learns a result's shape and dtype by running the NumPy op once per
-  signature on stride-0 zero inputs (generic over ops; one transient output allocation at
-  trace time). Symbolic sizes are specialized to ints there.
+- The older ``torch.ops.stablerules.<name>`` / ``<name>_pullback`` custom ops (schema
+  ``(Tensor[] arrays, str call)``, our NumPy forward) stay registered for callers of
+  :func:`custom_ops`; ``srt`` calls no longer go through them.
 """
 
 from __future__ import annotations

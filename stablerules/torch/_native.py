@@ -184,6 +184,8 @@ def _axis(axis: int, ndim: int) -> int:
 
 
 def _repeat(call: Call, tensors: Tensors) -> Tensors:
+    """``repeat_interleave`` per axis with a count (faster than one copy of an ``expand``, and
+    than ``F.interpolate``, for a nearest-neighbour upsample), then ``Tensor.repeat``."""
     (x,) = tensors
     repeats = _v(call, "repeats")
     if repeats is None:  # Julia's inner/outer form
@@ -196,7 +198,7 @@ def _repeat(call: Call, tensors: Tensors) -> Tensors:
                 y = y.repeat_interleave(count, dim=axis)
         if any(count != 1 for count in outer):
             y = y.repeat(*outer, *(1,) * (n - len(outer)))
-        return (y if y is not x and y._base is not x else y.clone(),)
+        return (y.clone() if y is x or y._base is x else y,)
     times = cast("int", repeats)
     along = _v(call, "axis")
     if along is None:
@@ -206,9 +208,8 @@ def _repeat(call: Call, tensors: Tensors) -> Tensors:
 
 def _tile(call: Call, tensors: Tensors) -> Tensors:
     (x,) = tensors
-    reps = _ints(_v(call, "reps"))
-    y = x.tile(reps)
-    return (y if y is not x and y._base is not x else y.clone(),)
+    y = x.tile(_ints(_v(call, "reps")))
+    return (y.clone() if y is x or y._base is x else y,)
 
 
 def _concatenate(call: Call, tensors: Tensors) -> Tensors:
