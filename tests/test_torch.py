@@ -381,23 +381,51 @@ def test_bench_rows_run_and_agree_with_torch(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_a_signature_is_bound_once_and_reused() -> None:
+    # A kernel op's signatures are keyed by statics, dtypes and shapes.
     x = torch.randn(3, 4, dtype=torch.float64)
+    _signature_table(srt.tile).clear()
+    first = srt.tile(x, Val(2))
+    assert len(_signature_table(srt.tile)) == 1
+    second = srt.tile(torch.randn(3, 4, dtype=torch.float64), Val(2))
+    assert len(_signature_table(srt.tile)) == 1, "same statics, dtypes and shapes: one signature"
+    assert torch.equal(first, torch.from_numpy(np.tile(x.numpy(), 2))) and second.shape == (3, 8)
+    srt.tile(x, Val(3))
+    srt.tile(x.float(), Val(2))
+    srt.tile(torch.randn(2, 4, dtype=torch.float64), Val(2))
+    assert len(_signature_table(srt.tile)) == 4
+    # A view op's by statics alone (torch's op checks each call's shapes).
     _signature_table(srt.flip).clear()
-    first = srt.flip(x, Val(1))
-    assert len(_signature_table(srt.flip)) == 1
-    second = srt.flip(torch.randn(3, 4, dtype=torch.float64), Val(1))
-    assert len(_signature_table(srt.flip)) == 1, "same statics, dtypes and shapes: one signature"
-    assert torch.equal(first, torch.from_numpy(np.flip(x.numpy(), 1).copy())) and second.shape == (3, 4)
-    srt.flip(x, Val(0))
+    srt.flip(x, Val(1))
     srt.flip(x.float(), Val(1))
     srt.flip(torch.randn(2, 4, dtype=torch.float64), Val(1))
-    assert len(_signature_table(srt.flip)) == 4
+    assert len(_signature_table(srt.flip)) == 1
+    srt.flip(x, Val(0))
+    assert len(_signature_table(srt.flip)) == 2
     # Val(True) and Val(1), 1 and 1.0 and True: equal in Python, distinct signatures here.
     s = torch.randn(2, 3, dtype=torch.float32)
     assert srt.sum(s, Val(1), Val(True)).shape == (2, 1) and srt.sum(s, Val(1), Val(False)).shape == (2,)
     assert srt.kron(s, 2).dtype == torch.float64 == torch.from_numpy(np.kron(s.numpy(), 2)).dtype
     assert srt.kron(s, True).dtype == torch.from_numpy(np.kron(s.numpy(), True)).dtype
     assert srt.kron(s, 2j).dtype == torch.from_numpy(np.kron(s.numpy(), 2j)).dtype
+
+
+def test_a_view_ops_signature_still_gives_the_cores_errors_for_new_shapes() -> None:
+    """A view op's signature is keyed without shapes: inputs that torch's op would take but
+    the core refuses still get the core's error (the same as on a first call)."""
+    x = torch.randn(2, 6, dtype=torch.float64)
+    assert len(srt.split(x, Val(3), axis=Val(1))) == 3
+    with pytest.raises(ValueError, match=r"split") as later:
+        srt.split(torch.randn(2, 7, dtype=torch.float64), Val(3), axis=Val(1))
+    _signature_table(srt.split).clear()
+    with pytest.raises(ValueError, match=r"split") as first:
+        srt.split(torch.randn(2, 7, dtype=torch.float64), Val(3), axis=Val(1))
+    assert str(later.value) == str(first.value)
+    assert srt.pad(x, Val((1, 0, 2, 1))).shape == (3, 9)
+    with pytest.raises(ValueError, match=r"pad: pad_width must be"):
+        srt.pad(torch.randn(2, 3, 4, dtype=torch.float64), Val((1, 0, 2, 1)))
+    assert srt.concatenate((x, x), axis=Val(0)).shape == (4, 6)
+    with pytest.raises(ValueError, match=r"concatenate: arrays\[0\] has shape \(2, 6\) and arrays\[1\] has shape \(2, 5\)"):
+        srt.concatenate((x, torch.randn(2, 5, dtype=torch.float64)), axis=Val(0))
 
 
 def test_keyword_tensors_bind_in_parameter_order() -> None:

@@ -101,7 +101,7 @@ from .._rule import RuleOp
 from .._memo import register as register_cache
 
 from .. import _parallel
-from ._native import FACTS, FORWARDS
+from ._native import FACTS, FORWARDS, Revalidate
 from ._sharding import DTENSOR, is_dtensor
 
 if TYPE_CHECKING:
@@ -1414,7 +1414,14 @@ class Signature:
         if self.recount is not None:
             self.recount()
         if self.native:
-            outputs = self.torch_forward(self.call, tensors)
+            try:
+                outputs = self.torch_forward(self.call, tensors)
+            except Exception as error:  # the core's message where the core refuses these inputs
+                check_tensors(self.call, tensors)
+                validate(self.call, tensors)
+                if isinstance(error, Revalidate):
+                    raise AssertionError(f"stablerules.torch.{self.entry.name}: {error}") from None
+                raise
             if not _GRAD_ENABLED():  # torch keeps requires_grad on views made under no_grad
                 return tuple(o.detach() if o.requires_grad else o for o in outputs)
             return outputs
@@ -1444,10 +1451,12 @@ class Signature:
 
 
 def _walk(
-    entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]
+    entry: Entry, args: tuple[object, ...], kwargs: dict[str, object], shaped: bool = True
 ) -> tuple[tuple[object, ...], list[torch.Tensor]] | None:
     """A call's signature key and its tensors in argument order; ``None`` where the arguments
-    are not of the forms a key covers (the binder then says what is wrong)."""
+    are not of the forms a key covers (the binder then says what is wrong). Without
+    ``shaped`` (a view op: torch's op checks shapes on every call) the key leaves out the
+    tensors' dtypes, shapes and devices."""
     key: list[object] = []
     tensors: list[torch.Tensor] = []
     for value in args:
@@ -1464,6 +1473,8 @@ def _walk(
             key.append(name)
             if not _token(value, key, tensors):
                 return None
+    if not shaped:
+        return tuple(key), tensors
     for tensor in tensors:
         key.append(tensor.dtype)
         key.append(tensor.shape)
@@ -1543,6 +1554,9 @@ class TorchOp(Generic[_R]):
     def __init__(self, entry: Entry) -> None:
         self.entry = entry
         self.signatures: dict[tuple[object, ...], Signature] = {}
+        # A view op's signatures are keyed without shapes: torch's op checks each call's, and
+        # where it refuses one (or _native.Revalidate asks), the core's check names the error.
+        self.shaped = FACTS[entry.name].pullback != "torch"
         _TORCH_OPS.append(self)
         register(entry)
         register_vjp(entry)
@@ -1566,7 +1580,7 @@ class TorchOp(Generic[_R]):
         """The call's :class:`Signature` (cached) and its tensors in the order it binds them."""
         if self.entry.data:  # data given as NumPy arrays or lists: tensors before the key is made
             args, kwargs = _with_data(self.entry, args, kwargs)
-        walked = _walk(self.entry, args, kwargs)
+        walked = _walk(self.entry, args, kwargs, self.shaped)
         if walked is not None:
             key, tensors = walked
             try:

@@ -102,6 +102,11 @@ def facts(name: str) -> EngineFacts:
     return FACTS[name]
 
 
+class Revalidate(Exception):
+    """Raised by a forward for inputs torch's op would take but the core refuses (a view
+    op's signature is not keyed by shapes): the caller runs the core's check, which raises."""
+
+
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
@@ -352,6 +357,8 @@ def _pad(call: Call, tensors: Tensors) -> Tensors:
     widths = _v(call, "pad_width")
     flat = (widths,) * (2 * x.ndim) if isinstance(widths, int) else _ints(widths)
     value = call.static("constant_values", 0)
+    if len(flat) != 2 * x.ndim:
+        raise Revalidate(f"pad_width {flat} for {x.ndim} axes")
     pads: list[int] = []
     for dim in range(x.ndim - 1, -1, -1):
         pads += [flat[2 * dim], flat[2 * dim + 1]]
@@ -371,6 +378,8 @@ def _split(call: Call, tensors: Tensors) -> Tensors:
     sections = _v(call, "indices_or_sections")
     axis = cast("int", _v(call, "axis", Val(0)))
     if isinstance(sections, int):
+        if x.ndim == 0 or sections <= 0 or x.shape[axis] % sections:
+            raise Revalidate(f"{sections} sections of shape {tuple(x.shape)} along axis {axis}")
         return tuple(torch.tensor_split(x, sections, dim=axis))
     return tuple(torch.tensor_split(x, list(cast("tuple[int, ...]", sections)), dim=axis))
 
