@@ -569,11 +569,16 @@ def run_pullback(
     floats (which our kernels do not take) run the float32 kernel on the cotangents upcast
     once, the gradient rounded once to the input's dtype: float32 accumulation, one rounding.
     Our kernels run with ``torch.get_num_threads()`` threads (``STABLERULES_NUM_THREADS`` wins)."""
-    if tensors and (tensors[0].is_meta or any(c is not None and c.is_meta for c in cotangents)):
+    special = False
+    for value in (*tensors, *cotangents):
+        if value is not None and (value.is_meta or value.dtype in _HALF):
+            special = True
+            break
+    if special and any(value is not None and value.is_meta for value in (*tensors, *cotangents)):
         return tuple(
             None if not (dense or differentiable(t)) else torch.empty(t.shape, dtype=t.dtype, device="meta") for t in tensors
         )
-    if any(t.dtype in _HALF for t in tensors) or any(c is not None and c.dtype in _HALF for c in cotangents):
+    if special:
         wide = run_pullback(
             call,
             tuple(None if c is None else _widened(c) for c in cotangents),
@@ -1316,7 +1321,9 @@ class Signature:
         self.recount, size = validate(call, tensors)
         facts = FACTS[call.entry.name]
         # torch's autograd (plain torch code): a view op, or a kernel op below its size bound
-        self.native = facts.pullback == "torch" or (size is not None and size < facts.torch_below)
+        self.native = facts.pullback == "torch" or (
+            size is not None and size < facts.torch_below and all(t.ndim <= 2 for t in tensors)
+        )
         self.torch_forward = FORWARDS[call.entry.name]
         self.call = call
         self.entry = call.entry

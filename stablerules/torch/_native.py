@@ -59,8 +59,9 @@ class EngineFacts:
     forward: str
     pullback: Literal["torch", "kernel"]
     why: str
-    # A per-signature static choice: a kernel op whose result has fewer elements than this
-    # takes torch's own pullback in eager mode (where torch's is faster for small sizes).
+    # A per-signature static choice: a kernel op whose result has fewer elements than this,
+    # from inputs of at most 2 axes, takes torch's own pullback in eager mode (where torch's
+    # is faster: kron's small matrices; for 3 axes and more our kernel wins at these sizes).
     torch_below: int = 0
 
 
@@ -419,12 +420,23 @@ def _indices(call: Call, indices: torch.Tensor, n: int, axis: int | None) -> tor
     """``indices`` with negative entries wrapped; in eager mode on the CPU range-checked by
     the core (its ``IndexError`` naming the index, the axis and its length)."""
     if indices.is_cpu and type(indices) is torch.Tensor and not torch.compiler.is_compiling():
-        from stablerules.rules.indexing import _wrapped_indices  # noqa: PLC0415 - the core's check
-
-        wrapped = _wrapped_indices(call.entry.name, indices.numpy(), n, axis, copy=False)
-        return torch.from_numpy(np.asarray(wrapped)).to(torch.int64)
+        if indices.numel() == 0 or indices.is_floating_point() or indices.is_complex() or indices.dtype == torch.bool:
+            return _core_indices(call, indices, n, axis)
+        low, high = (int(v) for v in torch.aminmax(indices))
+        if low < -n or high >= n:
+            return _core_indices(call, indices, n, axis)  # raises the core's IndexError
+        if low >= 0:
+            return indices if indices.dtype == torch.int64 else indices.to(torch.int64)
     indices = indices.to(torch.int64)
     return torch.where(indices < 0, indices + n, indices)
+
+
+def _core_indices(call: Call, indices: torch.Tensor, n: int, axis: int | None) -> torch.Tensor:
+    """The core's check and wrapping (its messages: an empty axis, an out-of-range index)."""
+    from stablerules.rules.indexing import _wrapped_indices  # noqa: PLC0415 - the core's check
+
+    wrapped = _wrapped_indices(call.entry.name, indices.numpy(), n, axis, copy=False)
+    return torch.from_numpy(np.asarray(wrapped)).to(torch.int64)
 
 
 def _take(call: Call, tensors: Tensors) -> Tensors:
