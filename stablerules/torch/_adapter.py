@@ -102,7 +102,7 @@ from .._memo import register as register_cache
 
 from .. import _parallel
 from ._native import FACTS, FORWARDS, Revalidate
-from ._sharding import DTENSOR, is_dtensor
+from ._sharding import DTensorEngine, Kernels, is_dtensor
 
 if TYPE_CHECKING:
     from torch.autograd.function import FunctionCtx
@@ -1266,6 +1266,10 @@ def _aliases(tensor: torch.Tensor, others: Sequence[torch.Tensor]) -> bool:
         return False
     storage = tensor.untyped_storage().data_ptr()
     return any(other.numel() and other.untyped_storage().data_ptr() == storage for other in others)
+
+
+# DTensor calls of kernel ops: _sharding's custom ops, running this module's functions.
+DTENSOR = DTensorEngine(Kernels(run_op, run_pullback, output_meta, fresh, encode, decode, differentiable))
 
 
 # ---------------------------------------------------------------------------------------------
