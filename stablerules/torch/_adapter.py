@@ -96,7 +96,6 @@ import stablerules as sr
 from stablerules import Val
 
 from .._binding import Binder, binder
-from .._launch import OPEN_GUARDS as _OPEN_GUARDS
 from .._rule import RuleOp
 from .._memo import register as register_cache
 
@@ -125,7 +124,6 @@ FILL_THRESHOLD = 4096
 
 # The op is chosen at run time: its rule calls go through these names, so that the type checker
 # does not try each of the rules' overloads on every such call (for the same loose result).
-_rrule: Callable[..., tuple[object, Callable[[object], tuple[object, ...]]]] = sr.rrule
 _pullback: Callable[..., Callable[[object], tuple[object, ...]]] = sr.pullback
 
 
@@ -512,19 +510,6 @@ _Result = tuple[object, ...]
 
 def _outputs(result: object) -> tuple[object, ...]:
     return tuple(result) if isinstance(result, tuple) else (result,)
-
-
-def run_forward(call: Call, tensors: Tensors) -> tuple[Tensors, Callable[[object], tuple[object, ...]]]:
-    """The op's result tensors and its pullback closure, through ``sr.rrule``."""
-    arrays = [_array(tensor) for tensor in tensors]
-    args, kwargs = _arguments(call, arrays)
-    if tensors and tensors[0].is_cuda:
-        y, back = _on_stream(tensors, lambda: _rrule(call.entry.op, *args, **kwargs))
-    else:
-        y, back = _rrule(call.entry.op, *args, **kwargs)
-    if type(y) is tuple:
-        return tuple(_tensor(item, arrays) for item in y), back  # type: ignore[return-value]
-    return (_tensor(y, arrays),), back  # type: ignore[return-value]
 
 
 def run_op(call: Call, tensors: Tensors) -> Tensors:
@@ -1316,7 +1301,7 @@ class Signature:
     arguments' structure, statics, dtypes and shapes, and goes straight to the op."""
 
     __slots__ = (
-        "call", "entry", "order", "plain", "dtensor", "linear", "run", "likes", "_placeholders", "_back",
+        "call", "entry", "order", "plain", "dtensor", "linear", "likes", "_placeholders", "_back",
         "native", "torch_forward", "recount", "special",
     )
 
@@ -1345,78 +1330,10 @@ class Signature:
         self.special = any(t.is_meta or t.dtype in _HALF for t in tensors)
         self._placeholders: Tensors | None = None
         self._back: Callable[[object], tuple[object, ...]] | None = None
-        self.run: Callable[[list[object]], object] = self._first_run
-
-    def _first_run(self, arrays: list[object]) -> object:
-        """The first run settles how later runs go (on arrays: torch.func has unwrapped the
-        tensors by the time the op runs)."""
-        self.run = self._planned(arrays) or self._runner()
-        return self.run(arrays)
-
-    def _planned(self, arrays: list[object]) -> Callable[[list[object]], object] | None:
-        """The op's plan for this signature, run directly on the arrays (the op's binding and
-        plan lookup settled once): for a CPU call whose statics are all static (``Val``,
-        ``sr.ix``, ``None``: nothing dynamic to count per call) and whose arrays the op binds
-        as they are given. While a guard (``no_fallback``, ``no_compile``) is active the call
-        takes the op's own path, which counts its launches. ``None`` where this does not apply."""
-        op: object = self.entry.op
-        if not isinstance(op, RuleOp) or not all(type(array) is np.ndarray for array in arrays):
-            return None
-        if any(not (value is None or type(value) is Val or type(value) is _STATIC_INDEX) for _, value in self.call.statics):
-            return None
-        args, kwargs = _arguments(self.call, arrays)
-        try:
-            bound, statics = op.bind(*args, **kwargs)
-        except (TypeError, ValueError):
-            return None  # the op's own path raises its message
-        if len(bound) != len(arrays) or any(b is not a for b, a in zip(bound, arrays)):
-            return None
-        plan = op.lookup(bound, statics)
-        forward = plan.forward
-        full = self._runner()
-
-        def run_plan(arrays: list[object]) -> object:
-            if _OPEN_GUARDS[0]:
-                return full(arrays)
-            return forward(tuple(arrays))
-
-        return run_plan
-
-    def _runner(self) -> Callable[[list[object]], object]:
-        """The op on arrays, with this signature's statics bound."""
-        call, op = self.call, self.entry.op
-        statics = dict(call.statics)
-        layout = tuple(count for _, count in call.arrays)
-        if not self.entry.scalars and not self.entry.variadic:
-            if layout == (-1,):
-                return (lambda arrays: op(arrays[0], **statics)) if statics else (lambda arrays: op(arrays[0]))
-            if layout == (-1, -1):
-                return lambda arrays: op(arrays[0], arrays[1], **statics)
-            if len(layout) == 1:
-                return lambda arrays: op(tuple(arrays), **statics)
-        if self.entry.variadic:
-            return lambda arrays: op(*arrays, **statics)
-
-        def run(arrays: list[object]) -> object:
-            args, kwargs = _arguments(call, arrays)
-            return op(*args, **kwargs)
-
-        return run
 
     def forward(self, tensors: Tensors) -> Tensors:
         """The op's results: torch's own op (in a kernel op's Function: no aliasing)."""
         return _owned(self.torch_forward(self.call, tensors), tensors)
-
-    def numpy_forward(self, tensors: Tensors) -> Tensors:
-        """The op's results through our NumPy op (no autograd)."""
-        arrays = [_array(t) for t in tensors]
-        if tensors and not tensors[0].is_cpu:
-            y = _on_stream(tensors, lambda: (self.run(arrays),))[0]
-        else:
-            y = self.run(arrays)
-        if type(y) is tuple:
-            return tuple(_tensor(item, arrays) for item in y)
-        return (_tensor(y, arrays),)
 
     def apply(self, tensors: Tensors) -> Tensors:
         """The call through the mechanism its tensors and torch's modes ask for: a view op is
@@ -1505,9 +1422,10 @@ def _token(value: object, key: list[object], tensors: list[torch.Tensor]) -> boo
         return True
     if kind is tuple or kind is list:
         items = cast("Sequence[object]", value)
-        if items and all(isinstance(item, torch.Tensor) for item in items):
+        types = tuple(map(type, items))  # C loops: a DenseNet block concatenates 25 tensors
+        if items and (types.count(torch.Tensor) == len(types) or all(issubclass(t, torch.Tensor) for t in types)):
             tensors.extend(cast("Sequence[torch.Tensor]", items))
-            key.append((_TENSOR, len(items), *(type(item) for item in items)))
+            key.append((_TENSOR, types))
             return True
         if all(type(item) is int for item in items):
             key.append((kind, *items))
