@@ -525,6 +525,12 @@ def test_half_precision_forwards_and_float32_pullbacks(dtype: torch.dtype) -> No
                 assert g.dtype == dtype
                 # stock torch's gradient, both compared in float64
                 torch.testing.assert_close(g.double(), e.double(), rtol=tolerance, atol=tolerance)
+    torch._dynamo.reset()  # compiled: the vjp custom op's float32 pullback, rounded once
+    compiled = torch.compile(lambda t: srt.tile(t, Val(2)).float().pow(2).sum(), backend="aot_eager", fullgraph=True)
+    (got_grad,) = torch.autograd.grad(compiled(x), x)
+    (stock_grad,) = torch.autograd.grad(x.tile(2).float().pow(2).sum(), x)
+    assert got_grad.dtype == dtype
+    torch.testing.assert_close(got_grad.double(), stock_grad.double(), rtol=tolerance, atol=tolerance)
 
 
 def test_kron_takes_python_scalars_as_numpy_does() -> None:
