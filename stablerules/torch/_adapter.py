@@ -1107,9 +1107,6 @@ def validate(call: Call, tensors: Tensors) -> tuple[Callable[[], object] | None,
 
 # --- kernel ops outside plain eager mode: torch's op forward, our vjp as a custom op -----------
 
-_ENTRIES: dict[str, Entry] = {}
-
-
 def compiled(call: Call, tensors: Tensors) -> Tensors:
     """The call as ``torch.compile`` and fake tensors see it: torch's own op; for a kernel op
     inside an autograd Function whose backward is the ``stablerules::<name>_vjp`` custom op."""
@@ -1190,7 +1187,6 @@ def register_vjp(entry: Entry) -> None:
     shapes as ``SymInt[]`` (the fake implementation builds them symbolically: one graph for
     every size), the tensors it reads, the call's statics (no shapes) and the dtypes as text."""
     name = entry.name
-    _ENTRIES[name] = entry
     if name in _VJPS or FACTS[name].pullback == "torch":
         return
     schema = "(Tensor?[] cotangents, Tensor[] saved, SymInt[] shapes, int[] ndims, str call, str dtypes) -> Tensor[]"
