@@ -19,6 +19,8 @@ forward + ``sum()`` + backward on a (4, 5, 6) tensor at most 1.3x torch's own. T
 block (``small_cnn``: channel concatenation, nearest-neighbour upsampling by ``repeat``, a
 reshape, a ``kron`` layer; batch 8, 16 channels, 16x16 images), one SGD step: eager at least
 as fast as torch's own; compiled within 1.25x of torch's compiled and no slower than our eager.
+Issue 35's op rows (``_issue35_cases``): a 25-input concatenation and a small kron at most
+1.02x torch's own, a repeat upsample faster than ``repeat_interleave``.
 """
 
 from __future__ import annotations
@@ -168,7 +170,50 @@ def _cases(torch: ModuleType, tiny: bool, compiled: bool) -> Iterator[_Case]:
                 1 / 1.5, lambda: srt.repeat(t, val(2), axis=val(0)).backward(dt),
                 lambda: torch.repeat_interleave(t, 2).backward(dt), check_tiny)
     yield from _call_cases(torch, srt, val)
+    yield from _issue35_cases(torch, srt, val, tiny)
     yield from _model_cases(torch, srt, val, tiny, compiled)
+
+
+def _issue35_cases(torch: ModuleType, srt: ModuleType, val: Any, tiny: bool) -> Iterator[_Case]:
+    """Issue 35's op-level rows, forward + backward (``y.backward(dy)``): one 25-input channel
+    concatenation (DenseNet-121's largest; torch's own pullback: goal never slower, 1.02x);
+    a U-Net nearest upsample by ``repeat`` (our pullback: goal faster than
+    ``repeat_interleave``); a Kalman filter's small ``kron`` (torch's pullback below
+    ``_native.KRON_TORCH_BELOW`` result elements: goal 1.02x)."""
+    generator = torch.Generator().manual_seed(5)
+
+    def leaf(*shape: int, dtype: Any = torch.float32) -> Tensor:
+        return torch.randn(shape, dtype=dtype, generator=generator, requires_grad=True)
+
+    side = 4 if tiny else 8
+    parts = [leaf(2, 32, side, side) for _ in range(25)]
+    d_cat = torch.randn(2, 800, side, side, generator=generator)
+    image = leaf(4, 32, side * 4, side * 4)
+    d_up = torch.randn(4, 32, side * 8, side * 8, generator=generator)
+    a, b = leaf(4, 4, dtype=torch.float64), leaf(3, 3, dtype=torch.float64)
+    d_kron = torch.randn(12, 12, dtype=torch.float64, generator=generator)
+    rows: list[tuple[str, str, float, Callable[[], Tensor], Callable[[], Tensor], Tensor, tuple[Tensor, ...]]] = [
+        ("concat25", f"concatenate 25 x (2, 32, {side}, {side}) on axis 1 vs torch.cat", 1 / 1.02,
+         lambda: srt.concatenate(parts, axis=val(1)), lambda: torch.cat(parts, 1), d_cat, tuple(parts)),
+        ("upsample", f"repeat (4, 32, {4 * side}, {4 * side}) inner (1, 1, 2, 2) vs repeat_interleave", 1.0,
+         lambda: srt.repeat(image, inner=val((1, 1, 2, 2))),
+         lambda: image.repeat_interleave(2, 2).repeat_interleave(2, 3), d_up, (image,)),
+        ("kron small", "kron((4, 4), (3, 3)) float64 vs torch.kron", 1 / 1.02,
+         lambda: srt.kron(a, b), lambda: torch.kron(a, b), d_kron, (a, b)),
+    ]
+    for name, description, goal, ours, native, dy, leaves in rows:
+
+        def check(ours: Callable[[], Tensor] = ours, native: Callable[[], Tensor] = native, dy: Tensor = dy,
+                  leaves: tuple[Tensor, ...] = leaves) -> None:
+            assert torch.equal(ours(), native()), "forward differs"
+            got = torch.autograd.grad(ours(), leaves, dy)
+            expected = torch.autograd.grad(native(), leaves, dy)
+            assert all(torch.allclose(g, e) for g, e in zip(got, expected)), "gradient differs"
+
+        def step(function: Callable[[], Tensor], dy: Tensor = dy) -> Step:
+            return lambda: function().backward(dy)
+
+        yield _Case(name, description + ", y.backward(dy)", "eager", goal, step(ours), step(native), check)
 
 
 def _call_cases(torch: ModuleType, srt: ModuleType, val: Any) -> Iterator[_Case]:

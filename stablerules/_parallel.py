@@ -24,10 +24,17 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
+# An engine adapter running our kernels for its engine sets this to the engine's thread budget
+# for the duration of the call (torch: ``torch.get_num_threads()``); 0 when none is set.
+ENGINE_THREADS = [0]
+
+
 def thread_count() -> int:
     configured = os.environ.get("STABLERULES_NUM_THREADS")
     if configured:
         return max(1, int(configured))
+    if ENGINE_THREADS[0]:
+        return ENGINE_THREADS[0]
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 

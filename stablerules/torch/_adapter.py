@@ -1,35 +1,44 @@
 """The machinery behind ``stablerules.torch``: any of our ops as a PyTorch op, generically.
 
 An op is described once (an :class:`Entry`: the ``stablerules`` op, its parameters, which of
-them hold tensors, a batching rule); everything else is shared:
+them hold tensors, a batching rule) and declares its engine facts (``_native.FACTS``: SPEC
+section 14): its forward is always torch's own op (``_native.FORWARDS``); its pullback is
+torch's autograd (the view ops: plain torch code) or our compiled kernel (the kernel ops).
+Everything else is shared:
 
 - A call's *signature* (:class:`Signature`: the op, the arguments' structure, the statics, the
-  tensors' dtypes, shapes and devices) is bound and validated once, at its first call, into a
-  :class:`Call` (which parameters hold one tensor or a sequence of them, and the statics);
-  later calls find it by a key made from their arguments (one pass over them) and go straight
-  to the op. Under ``no_grad``, or when no input requires grad, a call is the op on views of
-  the tensors and nothing else: no autograd ``Function``.
-- Eager mode with gradients runs a ``torch.autograd.Function``: :class:`_PlainForward`
-  (``ctx`` in ``forward``, the cheapest) when no torch.func transform or forward-mode AD is
-  active, else :class:`_Forward` (``setup_context``, ``jvp``, ``vmap``; its ``forward`` calls
-  ``sr.rrule`` and keeps the closure). A linear call saves no tensors (its pullback reads
-  shapes only: one closure per signature); a non-linear one saves its inputs and builds its
-  pullback (``sr.pullback``) in ``backward`` from the saved tensors. ``backward`` runs the
-  pullback directly when no graph is being built (plain ``.backward()``), else through
-  :class:`_Pullback`, another ``Function`` whose own backward is the op's tangent map (for a
-  linear op, the op itself) and, for a non-linear op, the entry's second-order rule: so
-  ``create_graph=True``, ``torch.func.grad`` of ``grad`` and so on compose to any order, NumPy
-  being touched only inside a ``forward``, where functorch has unwrapped the tensors. ``jvp``
-  is the tangent map; ``vmap`` is the entry's batching rule (the batch axis moved to the
-  front, statics shifted), never torch's per-sample loop; only a vmapped *pullback*
-  (``jacrev``) loops over the batch.
-- Under ``torch.compile`` the same calls go to ``torch.library`` custom ops
-  (``torch.ops.stablerules.<name>`` and ``<name>_pullback``, schema
-  ``(Tensor[] arrays, str call)``), with fake implementations and ``register_autograd``, so
-  dynamo sees one opaque node per call and no graph break; their kernels find the call's
-  signature as eager calls do.
-- ``DTensor`` inputs go to custom ops with sharding strategies (``_sharding``), so a shard
-  on an axis the op leaves alone stays a shard.
+  tensors' dtypes, shapes and devices) is bound and validated once, at its first call, by the
+  core's own plan on ``ArraySpec``s (so every error is the core's, before torch's op runs);
+  later calls find it by a key made from their arguments (one pass over them).
+- A view op's call is then torch's own op and nothing else, in every mode: autograd,
+  ``torch.func``, ``vmap``, ``torch.compile``, meta and fake tensors, DTensor and FSDP see
+  ordinary torch code. So is a kernel op's call whose result is below the op's
+  ``torch_below`` bound (a static per-signature choice: kron's small products).
+- A kernel op's call with gradients runs a ``torch.autograd.Function`` whose forward is
+  torch's op: :class:`_PlainForward` (``ctx`` in ``forward``, the cheapest) when no
+  torch.func transform or forward-mode AD is active, else :class:`_Forward` (``setup_context``,
+  ``jvp``, ``vmap``). A linear call saves no tensors (its pullback reads shapes only: one
+  closure per signature); a non-linear one saves its inputs and builds its pullback
+  (``sr.pullback``) in ``backward`` from the saved tensors. ``backward`` runs our kernel
+  directly when no graph is being built (the cotangent a NumPy view, the gradient back through
+  ``torch.from_numpy``: no copy), else through :class:`_Pullback`, another ``Function`` whose
+  own backward is the op's tangent map (for a linear op, the op itself: torch's op) and, for
+  a non-linear op, the entry's second-order rule: so ``create_graph=True``,
+  ``torch.func.grad`` of ``grad`` and so on compose to any order. ``vmap`` is the entry's
+  batching rule (the batch axis moved to the front, statics shifted; the indexing ops offset
+  batched indices into the batch flattened along their axis), never torch's per-sample loop.
+- Under ``torch.compile``, and for fake tensors, a kernel op is :class:`_Kernel`: torch's op
+  forward (dynamo traces it, inductor fuses around it) and a backward that calls the
+  ``torch.library`` custom op ``stablerules::<name>_vjp`` with schema ``(Tensor?[]
+  cotangents, Tensor[] saved, SymInt[] shapes, int[] ndims, str call, str dtypes)``: the
+  inputs' shapes as ``SymInt``s (its fake implementation builds the gradients' shapes from
+  them, symbolically: one graph for every size of a dimension that no ``Val`` names), only
+  the tensors the pullback reads (kron's factors, the indices), the call's statics and the
+  dtypes as text (no shapes). Its own autograd is the op's second-order rule.
+- ``DTensor`` inputs of a kernel op go to custom ops with sharding strategies (``_sharding``),
+  so a shard on an axis the op leaves alone stays a shard; a view op's are torch's own.
+- Our kernels run with ``torch.get_num_threads()`` threads (``_parallel.ENGINE_THREADS`` is
+  set around each pullback; ``STABLERULES_NUM_THREADS`` wins when set).
 
 Tensors reach the kernels as zero-copy views: on the CPU a read-only NumPy array through
 DLPack (``torch.utils.dlpack.to_dlpack``; ``Tensor.numpy`` would mark the storage as never
@@ -43,33 +52,38 @@ back as an expanded 0-d tensor, a zero result as ``None`` (eager) or zeros (cust
 outputs must be plain tensors).
 
 Decisions where the issue is silent:
-- Tensors we return never alias an input: a forward result that shares memory with an input
-  is copied (autograd would not know of the view). Gradients may view the cotangent (torch's
-  own ``cat`` backward does the same); custom-op results never alias (torch's rule for them).
+- A view op returns what torch's op returns (views included; under ``no_grad`` detached). A
+  kernel op's result never aliases an input (``broadcast_to``'s is ``Tensor.expand``'s view).
+  Gradients may view the cotangent (torch's own ``cat`` backward does the same); custom-op
+  results never alias (torch's rule for them).
 - A non-linear op's pullback is rebuilt in ``backward`` rather than kept from ``forward``: a
   closure would hold views of memory that FSDP2 frees after the forward and gathers anew
   (at another address) before the backward.
-- Dtypes our kernels do not take (``bfloat16``, ``float16``, ...) raise a ``TypeError``
-  naming the op and the argument when the signature is first seen (in eager mode) or when
-  the fake implementation runs (under ``torch.compile``); we never convert silently.
+- ``float16`` and ``bfloat16``: torch's forward; our pullback runs the float32 kernel on the
+  cotangent upcast once and rounds the gradient once to the input's dtype (float32
+  accumulation, one rounding; the same under ``torch.autocast``).
+- Meta tensors: torch's forward gives shapes and dtypes; a kernel op's backward gives empty
+  meta gradients of the inputs' shapes and dtypes (no data, no kernel).
 - ``kron`` takes a Python scalar for either factor, as ``np.kron`` does: the scalar is a
   static of the signature (no gradient; a new value is a new signature), and the call is
-  linear in the tensor.
+  linear in the tensor; its dtype is ``np.kron``'s (the scalar made an array).
 - Integer indices (``take``, ``take_along_axis``, ``index_add``) are tensor data, not statics:
   a NumPy array or list is made a tensor; new values of the same shape and dtype reuse the
   signature (and, under ``torch.compile``, the graph); they get no gradient, and a tensor of
-  them that requires grad is a ``TypeError``. ``getindex``'s ``sr.ix[...]`` index is a static
-  (part of the signature, as a ``Val`` is). These ops have no batching rule (``vmap`` raises
-  ``NotImplementedError``) and no sharding rule (a ``DTensor`` input raises ``TypeError``).
+  them that requires grad is a ``TypeError``. Out-of-range indices are the core's
+  ``IndexError`` in eager mode (torch's own under ``torch.compile``). ``getindex``'s
+  ``sr.ix[...]`` index is a static (part of the signature, as a ``Val`` is). The kernel
+  indexing ops have no sharding rule (a ``DTensor`` input raises ``TypeError``).
 - The signature cache holds at most ``_MAX_SIGNATURES`` signatures per op, then starts again.
-- The fake implementation learns a result's shape and dtype by running the NumPy op once per
-  signature on stride-0 zero inputs (generic over ops; one transient output allocation at
-  trace time). Symbolic sizes are specialized to ints there.
+- The older ``torch.ops.stablerules.<name>`` / ``<name>_pullback`` custom ops (schema
+  ``(Tensor[] arrays, str call)``, our NumPy forward) stay registered for callers of
+  :func:`custom_ops`; ``srt`` calls no longer go through them.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeAlias, TypeVar, cast
@@ -82,11 +96,12 @@ import stablerules as sr
 from stablerules import Val
 
 from .._binding import Binder, binder
-from .._launch import OPEN_GUARDS as _OPEN_GUARDS
 from .._rule import RuleOp
 from .._memo import register as register_cache
 
-from ._sharding import DTENSOR, is_dtensor
+from .. import _parallel
+from ._native import FACTS, FORWARDS, Revalidate
+from ._sharding import DTensorEngine, Kernels, is_dtensor
 
 if TYPE_CHECKING:
     from torch.autograd.function import FunctionCtx
@@ -109,7 +124,6 @@ FILL_THRESHOLD = 4096
 
 # The op is chosen at run time: its rule calls go through these names, so that the type checker
 # does not try each of the rules' overloads on every such call (for the same loose result).
-_rrule: Callable[..., tuple[object, Callable[[object], tuple[object, ...]]]] = sr.rrule
 _pullback: Callable[..., Callable[[object], tuple[object, ...]]] = sr.pullback
 
 
@@ -498,19 +512,6 @@ def _outputs(result: object) -> tuple[object, ...]:
     return tuple(result) if isinstance(result, tuple) else (result,)
 
 
-def run_forward(call: Call, tensors: Tensors) -> tuple[Tensors, Callable[[object], tuple[object, ...]]]:
-    """The op's result tensors and its pullback closure, through ``sr.rrule``."""
-    arrays = [_array(tensor) for tensor in tensors]
-    args, kwargs = _arguments(call, arrays)
-    if tensors and tensors[0].is_cuda:
-        y, back = _on_stream(tensors, lambda: _rrule(call.entry.op, *args, **kwargs))
-    else:
-        y, back = _rrule(call.entry.op, *args, **kwargs)
-    if type(y) is tuple:
-        return tuple(_tensor(item, arrays) for item in y), back  # type: ignore[return-value]
-    return (_tensor(y, arrays),), back  # type: ignore[return-value]
-
-
 def run_op(call: Call, tensors: Tensors) -> Tensors:
     """The op's result tensors (no pullback)."""
     arrays = [_array(tensor) for tensor in tensors]
@@ -547,7 +548,58 @@ def run_pullback(
     back: Callable[[object], tuple[object, ...]] | None,
     dense: bool = False,
 ) -> OptionalTensors:
-    """One gradient per tensor (``None`` for a zero, unless ``dense``) from the cotangents."""
+    """One gradient per tensor (``None`` for a zero, unless ``dense``) from the cotangents.
+
+    Meta tensors give empty gradients of the inputs' shapes and dtypes (no data). 16-bit
+    floats (which our kernels do not take) run the float32 kernel on the cotangents upcast
+    once, the gradient rounded once to the input's dtype: float32 accumulation, one rounding.
+    Our kernels run with ``torch.get_num_threads()`` threads (``STABLERULES_NUM_THREADS`` wins)."""
+    special = False
+    for value in (*tensors, *cotangents):
+        if value is not None and (value.is_meta or value.dtype in _HALF):
+            special = True
+            break
+    if special and any(value is not None and value.is_meta for value in (*tensors, *cotangents)):
+        return tuple(
+            None if not (dense or differentiable(t)) else torch.empty(t.shape, dtype=t.dtype, device="meta") for t in tensors
+        )
+    if special:
+        wide = run_pullback(
+            call,
+            tuple(None if c is None else _widened(c) for c in cotangents),
+            tuple(_widened(t) for t in tensors),
+            None,
+            dense,
+        )
+        return tuple(g if g is None else g.to(t.dtype) for g, t in zip(wide, tensors))
+    threads = _parallel.ENGINE_THREADS
+    outer = threads[0]
+    threads[0] = torch.get_num_threads()
+    try:
+        return _run_pullback(call, cotangents, tensors, back, dense)
+    finally:
+        threads[0] = outer
+
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _widened(tensor: torch.Tensor) -> torch.Tensor:
+    """A 16-bit float tensor as float32 (a stride-0 one stays stride-0); others as they are."""
+    if tensor.dtype not in _HALF:
+        return tensor
+    if tensor.numel() and not any(tensor.stride()):
+        return tensor.detach()[(0,) * tensor.ndim].to(torch.float32).expand(tensor.shape)
+    return tensor.to(torch.float32)
+
+
+def _run_pullback(
+    call: Call,
+    cotangents: OptionalTensors,
+    tensors: Tensors,
+    back: Callable[[object], tuple[object, ...]] | None,
+    dense: bool,
+) -> OptionalTensors:
     if back is None:
         back = _closure(call, tensors)
     dy: object
@@ -681,8 +733,8 @@ class _Function(torch.autograd.Function):
 class _Forward(_Function):
     @staticmethod
     def forward(call: Call, box: _Box, *tensors: torch.Tensor) -> Tensors:
-        outputs, box.back = run_forward(call, tensors)
-        return outputs
+        box.back = None  # built in backward from the saved tensors
+        return _owned(FORWARDS[call.entry.name](call, tensors), tensors)
 
     @staticmethod
     def setup_context(ctx: FunctionCtx, inputs: tuple[object, ...], output: object) -> None:
@@ -749,7 +801,8 @@ class _PlainForward(torch.autograd.Function):
         c = cast("_Context", ctx)
         signature = c.signature
         if signature.linear:
-            tensors, back = signature.placeholders(), signature.linear_pullback()
+            tensors = signature.placeholders()
+            back = None if signature.special else signature.linear_pullback()
         else:
             tensors, back = c.saved_tensors, None
         if all(g is None for g in cotangents):
@@ -880,7 +933,8 @@ def _decode_static(value: object) -> object:
 def encode(call: Call) -> str:
     """The call's arrays layout and statics as text (Python literals: ints, tuples, None)."""
     text = repr((call.arrays, tuple((name, _encode_static(value)) for name, value in call.statics)))
-    _CALLS.setdefault(call.entry.name + text, call)
+    if not _IS_COMPILING():  # a table written while dynamo traces would be guarded on
+        _CALLS.setdefault(call.entry.name + text, call)
     return text
 
 
@@ -943,7 +997,7 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
         # (a view is copied); contiguous, as the fake implementation promises (a permuted view
         # of a fresh buffer keeps its strides otherwise).
         tensors = tuple(arrays)
-        return [t.contiguous() for t in signature_of(decode(entry, call), tensors).forward(tensors)]
+        return [t.contiguous() for t in run_op(decode(entry, call), tensors)]
 
     def forward_fake(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
         meta = output_meta(decode(entry, call), arrays)
@@ -1021,6 +1075,168 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
     return ops
 
 
+def _owned(outputs: Tensors, inputs: Tensors) -> Tensors:
+    """A kernel op's results as its Function may return them: never an input itself."""
+    for output in outputs:
+        if any(output is t for t in inputs):
+            return tuple(o.clone() if any(o is t for t in inputs) else o for o in outputs)
+    return outputs
+
+
+def _spec_dtype(dtype: torch.dtype) -> np.dtype[np.generic]:
+    return _NUMPY_DTYPES.get(dtype, np.dtype(np.float32))  # 16-bit floats: validated as float32
+
+
+def validate(call: Call, tensors: Tensors) -> tuple[Callable[[], object] | None, int | None]:
+    """Validate a new signature with the core's own plan (``ArraySpec``s: shapes and dtypes,
+    no data, nothing computed): every error is the core's, before torch's op runs. Returns
+    what later calls must repeat: the plan lookup that counts plain (dynamic) statics, or
+    ``None`` when every static is static; and the result's element count (``None`` when the
+    plan does not say)."""
+    specs = [sr.ArraySpec(tuple(int(n) for n in t.shape), _spec_dtype(t.dtype)) for t in tensors]
+    op = cast("RuleOp", call.entry.op)
+    args, kwargs = _arguments(call, specs)
+    bound, statics = op.bind(*args, **kwargs)
+    plan = op.lookup(bound, statics, specs=True)
+    shape = getattr(plan, "out_shape", None)
+    size = math.prod(shape) if type(shape) is tuple else None
+    if all(value is None or type(value) is Val or type(value) is _STATIC_INDEX for _, value in call.statics):
+        return None, size
+    return (lambda: op.lookup(bound, statics, specs=True)), size
+
+
+# --- kernel ops outside plain eager mode: torch's op forward, our vjp as a custom op -----------
+
+def compiled(call: Call, tensors: Tensors) -> Tensors:
+    """The call as ``torch.compile`` and fake tensors see it: torch's own op; for a kernel op
+    inside an autograd Function whose backward is the ``stablerules::<name>_vjp`` custom op."""
+    name = call.entry.name
+    if FACTS[name].pullback == "torch":
+        return FORWARDS[name](call, tensors)
+    return cast("Tensors", _Kernel.apply(call, *tensors))
+
+
+def _needed(call: Call) -> tuple[bool, ...]:
+    """Which of a call's tensors its pullback reads (the others: only their shapes)."""
+    if not call.linear:
+        return (True,) * sum(max(count, 1) for _, count in call.arrays)
+    return call.data_mask()
+
+
+class _Kernel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: FunctionCtx, call: Call, *tensors: torch.Tensor) -> Tensors:
+        c = cast("Any", ctx)
+        c.call = call
+        c.save_for_backward(*tensors)
+        c.set_materialize_grads(False)
+        return _owned(FORWARDS[call.entry.name](call, tensors), tensors)
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, *cotangents: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        c = cast("Any", ctx)
+        tensors = cast("Tensors", c.saved_tensors)
+        if all(g is None for g in cotangents):
+            return (None,) * (1 + len(tensors))
+        return (None, *_vjp(c.call, cotangents, tensors))
+
+
+def _vjp(call: Call, cotangents: OptionalTensors, tensors: Tensors) -> OptionalTensors:
+    needed = _needed(call)
+    saved = [t for t, keep in zip(tensors, needed) if keep]
+    shapes = [n for t in tensors for n in t.shape]
+    ndims = [t.ndim for t in tensors]
+    dtypes = ",".join(_dtype_name(t.dtype) for t in tensors)
+    op = _VJPS[call.entry.name]
+    grads = op(list(cotangents), saved, shapes, ndims, encode(call), dtypes)
+    data = call.data_mask()
+    return tuple(None if is_data or not differentiable(t) else g for g, t, is_data in zip(grads, tensors, data))
+
+
+class _CompiledEngine:
+    """Calls through torch's ops and the vjp custom ops (torch.compile, fake tensors)."""
+
+    def forward(self, call: Call, tensors: Tensors) -> Tensors:
+        return compiled(call, tensors)
+
+    def pullback(self, call: Call, cotangents: OptionalTensors, tensors: Tensors) -> OptionalTensors:
+        return _vjp(call, cotangents, tensors)
+
+
+COMPILED = _CompiledEngine()
+_VJPS: dict[str, Callable[..., list[torch.Tensor]]] = {}
+
+
+def _rebuild(
+    call: Call, saved: Sequence[torch.Tensor], shapes: Sequence[int], ndims: Sequence[int], dtypes: str, device: torch.device
+) -> Tensors:
+    """A call's tensors from those its pullback reads and the others' shapes (stride-0 zeros)."""
+    kinds = [getattr(torch, name) for name in dtypes.split(",")]
+    it = iter(saved)
+    tensors: list[torch.Tensor] = []
+    offset = 0
+    for keep, ndim, dtype in zip(_needed(call), ndims, kinds):
+        shape = tuple(shapes[offset : offset + ndim])
+        offset += ndim
+        tensors.append(next(it) if keep else torch.zeros((), dtype=dtype, device=device).expand(shape))
+    return tuple(tensors)
+
+
+def register_vjp(entry: Entry) -> None:
+    """Define ``stablerules::<name>_vjp`` (once per name): the kernel op's pullback, its inputs'
+    shapes as ``SymInt[]`` (the fake implementation builds them symbolically: one graph for
+    every size), the tensors it reads, the call's statics (no shapes) and the dtypes as text."""
+    name = entry.name
+    if name in _VJPS or FACTS[name].pullback == "torch":
+        return
+    schema = "(Tensor?[] cotangents, Tensor[] saved, SymInt[] shapes, int[] ndims, str call, str dtypes) -> Tensor[]"
+
+    def vjp_kernel(
+        cotangents: list[torch.Tensor | None], saved: list[torch.Tensor], shapes: list[int], ndims: list[int], call: str, dtypes: str
+    ) -> list[torch.Tensor]:
+        bound = decode(entry, call)
+        device = next(c.device for c in cotangents if c is not None)
+        tensors = _rebuild(bound, saved, shapes, ndims, dtypes, device)
+        grads = run_pullback(bound, tuple(cotangents), tensors, None, dense=True)
+        inputs = [*saved, *(c for c in cotangents if c is not None)]
+        return [fresh(cast("torch.Tensor", g), inputs) for g in grads]
+
+    def vjp_fake(
+        cotangents: list[torch.Tensor | None], saved: list[torch.Tensor], shapes: list[int], ndims: list[int], call: str, dtypes: str
+    ) -> list[torch.Tensor]:
+        device = next(c.device for c in cotangents if c is not None)
+        kinds = [getattr(torch, kind) for kind in dtypes.split(",")]
+        out: list[torch.Tensor] = []
+        offset = 0
+        for ndim, dtype in zip(ndims, kinds):
+            out.append(torch.empty(tuple(shapes[offset : offset + ndim]), dtype=dtype, device=device))
+            offset += ndim
+        return out
+
+    def vjp_setup(ctx: FunctionCtx, inputs: tuple[object, ...], output: object) -> None:
+        c = cast("Any", ctx)
+        cotangents = cast("list[torch.Tensor | None]", inputs[0])
+        c.counts = len(cotangents)
+        c.shapes, c.ndims, c.text, c.dtypes = inputs[2], inputs[3], inputs[4], inputs[5]
+        c.save_for_backward(*cotangents, *cast("list[torch.Tensor]", inputs[1]))
+
+    def vjp_backward(ctx: FunctionCtx, grads: list[torch.Tensor | None]) -> tuple[object, ...]:
+        c = cast("Any", ctx)
+        values = cast("OptionalTensors", c.saved_tensors)
+        cotangents, saved = values[: c.counts], cast("Tensors", values[c.counts :])
+        bound = decode(entry, c.text)
+        device = next(v.device for v in values if v is not None)
+        tensors = _rebuild(bound, saved, c.shapes, c.ndims, c.dtypes, device)
+        d_cotangents, d_tensors = pullback_of_pullback(COMPILED, bound, cotangents, tensors, tuple(grads))
+        d_saved = [d for d, keep in zip(d_tensors, _needed(bound)) if keep]
+        return list(d_cotangents), d_saved, None, None, None, None
+
+    op = torch.library.custom_op(f"stablerules::{name}_vjp", vjp_kernel, mutates_args=(), schema=schema)
+    op.register_fake(vjp_fake)
+    op.register_autograd(vjp_backward, setup_context=vjp_setup)
+    _VJPS[name] = cast("Callable[..., list[torch.Tensor]]", op)
+
+
 def fresh(tensor: torch.Tensor, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
     """``tensor`` as a custom op may return it: contiguous, aliasing none of ``inputs``."""
     return tensor.clone(memory_format=torch.contiguous_format) if _aliases(tensor, inputs) else tensor.contiguous()
@@ -1031,6 +1247,10 @@ def _aliases(tensor: torch.Tensor, others: Sequence[torch.Tensor]) -> bool:
         return False
     storage = tensor.untyped_storage().data_ptr()
     return any(other.numel() and other.untyped_storage().data_ptr() == storage for other in others)
+
+
+# DTensor calls of kernel ops: _sharding's custom ops, running this module's functions.
+DTENSOR = DTensorEngine(Kernels(run_op, run_pullback, output_meta, fresh, encode, decode, differentiable))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1056,14 +1276,14 @@ def check_tensors(call: Call, tensors: Sequence[torch.Tensor]) -> None:
     """``TypeError`` naming the op and the argument for a dtype or device we do not take."""
     names = [name if count < 0 else f"{name}[{index}]" for name, count in call.arrays for index in range(max(count, 1))]
     for name, tensor in zip(names, tensors):
-        if tensor.dtype not in _NUMPY_DTYPES:
-            supported = "bool, the integer dtypes, float32, float64, complex64 and complex128"
+        if tensor.dtype not in _NUMPY_DTYPES and tensor.dtype not in _HALF:
+            supported = "bool, the integer dtypes, float16, bfloat16, float32, float64, complex64 and complex128"
             raise TypeError(
                 f"stablerules.torch.{call.entry.name}: argument {name!r} has dtype {_dtype_name(tensor.dtype)}, "
                 f"which stablerules does not support (its kernels take {supported}); convert it first, "
                 f"e.g. {name}.to(torch.float32)"
             )
-        if tensor.device.type not in ("cpu", "cuda", "meta") or (tensor.device.type == "meta" and type(tensor) in _PLAIN_TENSORS):
+        if tensor.device.type not in ("cpu", "cuda", "meta"):
             raise TypeError(
                 f"stablerules.torch.{call.entry.name}: argument {name!r} is on {tensor.device}, which is not "
                 f"supported (CPU and CUDA tensors are)"
@@ -1076,99 +1296,63 @@ class Signature:
     the first call with that signature; every later call looks it up by a key made from its
     arguments' structure, statics, dtypes and shapes, and goes straight to the op."""
 
-    __slots__ = ("call", "entry", "order", "plain", "dtensor", "linear", "run", "likes", "_placeholders", "_back")
+    __slots__ = (
+        "call", "entry", "order", "plain", "dtensor", "linear", "likes", "_placeholders", "_back",
+        "native", "torch_forward", "recount", "special",
+    )
 
     def __init__(self, call: Call, tensors: Tensors, order: tuple[int, ...] | None) -> None:
         check_tensors(call, tensors)
+        self.recount, size = validate(call, tensors)
+        facts = FACTS[call.entry.name]
+        # torch's autograd (plain torch code): a view op, or a kernel op below its size bound
+        self.native = facts.pullback == "torch" or (
+            size is not None and size < facts.torch_below and all(t.ndim <= 2 for t in tensors)
+        )
+        self.torch_forward = FORWARDS[call.entry.name]
         self.call = call
         self.entry = call.entry
         self.order = order  # where each bound tensor sits among the arguments, when not in order
         self.plain = all(type(t) in _PLAIN_TENSORS for t in tensors)
         self.dtensor = not self.plain and any(is_dtensor(t) for t in tensors)
-        if self.dtensor and call.entry.name in _UNSHARDED:
+        if self.dtensor and call.entry.name in _UNSHARDED and not self.native:
             raise TypeError(
                 f"stablerules.torch.{call.entry.name}: DTensor inputs are not supported yet (no sharding rule); "
                 f"call it on local tensors (DTensor.to_local, or full_tensor for the gathered array)"
             )
         self.linear = call.linear and call.primal_free  # saves no tensors, shares one pullback
         self.likes = tuple((tuple(t.shape), t.dtype, t.device) for t in tensors)
+        # meta tensors and 16-bit floats: run_pullback's own paths (no shared closure)
+        self.special = any(t.is_meta or t.dtype in _HALF for t in tensors)
         self._placeholders: Tensors | None = None
         self._back: Callable[[object], tuple[object, ...]] | None = None
-        self.run: Callable[[list[object]], object] = self._first_run
-
-    def _first_run(self, arrays: list[object]) -> object:
-        """The first run settles how later runs go (on arrays: torch.func has unwrapped the
-        tensors by the time the op runs)."""
-        self.run = self._planned(arrays) or self._runner()
-        return self.run(arrays)
-
-    def _planned(self, arrays: list[object]) -> Callable[[list[object]], object] | None:
-        """The op's plan for this signature, run directly on the arrays (the op's binding and
-        plan lookup settled once): for a CPU call whose statics are all static (``Val``,
-        ``sr.ix``, ``None``: nothing dynamic to count per call) and whose arrays the op binds
-        as they are given. While a guard (``no_fallback``, ``no_compile``) is active the call
-        takes the op's own path, which counts its launches. ``None`` where this does not apply."""
-        op: object = self.entry.op
-        if not isinstance(op, RuleOp) or not all(type(array) is np.ndarray for array in arrays):
-            return None
-        if any(not (value is None or type(value) is Val or type(value) is _STATIC_INDEX) for _, value in self.call.statics):
-            return None
-        args, kwargs = _arguments(self.call, arrays)
-        try:
-            bound, statics = op.bind(*args, **kwargs)
-        except (TypeError, ValueError):
-            return None  # the op's own path raises its message
-        if len(bound) != len(arrays) or any(b is not a for b, a in zip(bound, arrays)):
-            return None
-        plan = op.lookup(bound, statics)
-        forward = plan.forward
-        full = self._runner()
-
-        def run_plan(arrays: list[object]) -> object:
-            if _OPEN_GUARDS[0]:
-                return full(arrays)
-            return forward(tuple(arrays))
-
-        return run_plan
-
-    def _runner(self) -> Callable[[list[object]], object]:
-        """The op on arrays, with this signature's statics bound."""
-        call, op = self.call, self.entry.op
-        statics = dict(call.statics)
-        layout = tuple(count for _, count in call.arrays)
-        if not self.entry.scalars and not self.entry.variadic:
-            if layout == (-1,):
-                return (lambda arrays: op(arrays[0], **statics)) if statics else (lambda arrays: op(arrays[0]))
-            if layout == (-1, -1):
-                return lambda arrays: op(arrays[0], arrays[1], **statics)
-            if len(layout) == 1:
-                return lambda arrays: op(tuple(arrays), **statics)
-        if self.entry.variadic:
-            return lambda arrays: op(*arrays, **statics)
-
-        def run(arrays: list[object]) -> object:
-            args, kwargs = _arguments(call, arrays)
-            return op(*args, **kwargs)
-
-        return run
 
     def forward(self, tensors: Tensors) -> Tensors:
-        """The op's results (no autograd)."""
-        arrays = [_array(t) for t in tensors]
-        if tensors and not tensors[0].is_cpu:
-            y = _on_stream(tensors, lambda: (self.run(arrays),))[0]
-        else:
-            y = self.run(arrays)
-        if type(y) is tuple:
-            return tuple(_tensor(item, arrays) for item in y)
-        return (_tensor(y, arrays),)
+        """The op's results: torch's own op (in a kernel op's Function: no aliasing)."""
+        return _owned(self.torch_forward(self.call, tensors), tensors)
 
     def apply(self, tensors: Tensors) -> Tensors:
-        """The call through the mechanism its tensors and torch's modes ask for."""
+        """The call through the mechanism its tensors and torch's modes ask for: a view op is
+        torch's own code (every mode, every tensor subclass); a kernel op an autograd
+        Function around torch's op whose backward is our kernel."""
+        if self.recount is not None:
+            self.recount()
+        if self.native:
+            try:
+                outputs = self.torch_forward(self.call, tensors)
+            except Exception as error:  # the core's message where the core refuses these inputs
+                check_tensors(self.call, tensors)
+                validate(self.call, tensors)
+                if isinstance(error, Revalidate):
+                    raise AssertionError(f"stablerules.torch.{self.entry.name}: {error}") from None
+                raise
+            if not _GRAD_ENABLED():  # torch keeps requires_grad on views made under no_grad
+                return tuple(o.detach() if o.requires_grad else o for o in outputs)
+            return outputs
         if _FUNCTORCH_ACTIVE() or _FORWARD_AD._current_level >= 0:
             return cast("Tensors", _Forward.apply(self.call, _Box(), *tensors))
-        if not self.plain:  # tensor subclasses: the custom ops (DTensor's with sharding rules)
-            return (DTENSOR if self.dtensor else OPS).forward(self.call, tensors)
+        if not self.plain:  # DTensor: custom ops with sharding rules; others (fake): the vjp op
+            return DTENSOR.forward(self.call, tensors) if self.dtensor else compiled(self.call, tensors)
         if _GRAD_ENABLED():
             for tensor in tensors:
                 if tensor.requires_grad:
@@ -1191,10 +1375,12 @@ class Signature:
 
 
 def _walk(
-    entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]
+    entry: Entry, args: tuple[object, ...], kwargs: dict[str, object], shaped: bool = True
 ) -> tuple[tuple[object, ...], list[torch.Tensor]] | None:
     """A call's signature key and its tensors in argument order; ``None`` where the arguments
-    are not of the forms a key covers (the binder then says what is wrong)."""
+    are not of the forms a key covers (the binder then says what is wrong). Without
+    ``shaped`` (a view op: torch's op checks shapes on every call) the key leaves out the
+    tensors' dtypes, shapes and devices."""
     key: list[object] = []
     tensors: list[torch.Tensor] = []
     for value in args:
@@ -1211,6 +1397,8 @@ def _walk(
             key.append(name)
             if not _token(value, key, tensors):
                 return None
+    if not shaped:
+        return tuple(key), tensors
     for tensor in tensors:
         key.append(tensor.dtype)
         key.append(tensor.shape)
@@ -1230,9 +1418,10 @@ def _token(value: object, key: list[object], tensors: list[torch.Tensor]) -> boo
         return True
     if kind is tuple or kind is list:
         items = cast("Sequence[object]", value)
-        if items and all(isinstance(item, torch.Tensor) for item in items):
+        types = tuple(map(type, items))  # C loops: a DenseNet block concatenates 25 tensors
+        if items and (types.count(torch.Tensor) == len(types) or all(issubclass(t, torch.Tensor) for t in types)):
             tensors.extend(cast("Sequence[torch.Tensor]", items))
-            key.append((_TENSOR, len(items), *(type(item) for item in items)))
+            key.append((_TENSOR, types))
             return True
         if all(type(item) is int for item in items):
             key.append((kind, *items))
@@ -1290,8 +1479,12 @@ class TorchOp(Generic[_R]):
     def __init__(self, entry: Entry) -> None:
         self.entry = entry
         self.signatures: dict[tuple[object, ...], Signature] = {}
+        # A view op's signatures are keyed without shapes: torch's op checks each call's, and
+        # where it refuses one (or _native.Revalidate asks), the core's check names the error.
+        self.shaped = FACTS[entry.name].pullback != "torch"
         _TORCH_OPS.append(self)
         register(entry)
+        register_vjp(entry)
         self.__name__ = entry.name
         self.__qualname__ = entry.name
         self.__doc__ = (
@@ -1300,9 +1493,9 @@ class TorchOp(Generic[_R]):
         )
 
     def __call__(self, *args: object, **kwargs: object) -> _R:
-        if _IS_COMPILING():  # dynamo traces this branch: the custom ops, one node per call
+        if _IS_COMPILING():  # dynamo traces this branch: torch's op, our vjp as a custom op
             call, tensors = bind(self.entry, args, kwargs)
-            outputs = OPS.forward(call, tensors)
+            outputs = compiled(call, tensors)
         else:
             signature, found = self.signature(args, kwargs)
             outputs = signature.apply(found)
@@ -1312,7 +1505,7 @@ class TorchOp(Generic[_R]):
         """The call's :class:`Signature` (cached) and its tensors in the order it binds them."""
         if self.entry.data:  # data given as NumPy arrays or lists: tensors before the key is made
             args, kwargs = _with_data(self.entry, args, kwargs)
-        walked = _walk(self.entry, args, kwargs)
+        walked = _walk(self.entry, args, kwargs, self.shaped)
         if walked is not None:
             key, tensors = walked
             try:

@@ -26,7 +26,7 @@ import stablerules as sr
 from stablerules import Val
 
 from .._binding import binder
-from . import _signatures
+from . import _native, _signatures
 from ._adapter import BatchRule, Call, Engine, Entry, OptionalTensors, SecondOrderRule, TangentRule, Tensors, TorchOp, filled
 
 
@@ -175,12 +175,69 @@ def _pad_tangent(engine: Engine, call: Call, tangents: OptionalTensors, tensors:
     return engine.forward(call.replace(constant_values=0), filled(tangents, tensors))
 
 
+def _offsets(size: int, n: int, ndim: int, device: torch.device) -> torch.Tensor:
+    """Each sample's offset into its batch flattened with an axis of extent ``n``."""
+    return (torch.arange(size, device=device) * n).reshape(size, *(1,) * (ndim - 1))
+
+
+def _batch_take(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    """Unbatched indices: the same take with the axis shifted (each sample flattened for
+    ``axis=None``). Batched indices: one take on the batch flattened into the axis, each
+    sample's indices offset into its own block (range-checked and wrapped first)."""
+    x, indices = tensors
+    axis = _value(call.static("axis"))
+    if not batched[1]:
+        if axis is None:
+            return engine.forward(call.replace(axis=Val(1)), (x.reshape(size, -1), indices))
+        return engine.forward(call.replace(axis=Val(_shift(cast("int", axis)))), (x, indices))
+    x = x if batched[0] else x.expand(size, *x.shape)
+    if axis is None:
+        x = x.reshape(size, -1)
+        a = 1
+    else:
+        a = _shift(cast("int", axis)) if cast("int", axis) >= 0 else cast("int", axis) + x.ndim
+    n = int(x.shape[a])
+    wrapped = _native._indices(call, indices, n, None if axis is None else a - 1)
+    moved = x.movedim(a, 1)
+    flat = moved.reshape(size * n, *moved.shape[2:])
+    y = engine.forward(call.replace(axis=Val(0)), (flat, wrapped + _offsets(size, n, indices.ndim, x.device)))[0]
+    k = indices.ndim - 1
+    return (y.movedim(tuple(range(1, 1 + k)), tuple(range(a, a + k))),)
+
+
+def _batch_take_along_axis(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    x, indices = _expand(tensors, batched, size)
+    axis = _value(call.static("axis"))
+    if axis is None:
+        return engine.forward(call.replace(axis=Val(1)), (x.reshape(size, -1), indices))
+    return engine.forward(call.replace(axis=Val(_shift(cast("int", axis)))), (x, indices))
+
+
+def _batch_index_add(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
+    """Unbatched indices: the axis shifted. Batched ones: one index_add on the batch
+    flattened into the axis, each sample's indices offset into its own block."""
+    x, indices, values = tensors
+    axis = cast("int", _value(call.static("axis", Val(0))))
+    if not batched[1]:
+        x = x if batched[0] else x.expand(size, *x.shape)
+        values = values if batched[2] else values.expand(size, *values.shape)
+        return engine.forward(call.replace(axis=Val(_shift(axis))), (x, indices, values))
+    x = x if batched[0] else x.expand(size, *x.shape)
+    values = values if batched[2] else values.expand(size, *values.shape)
+    a = _shift(axis) if axis >= 0 else axis + x.ndim
+    n, k = int(x.shape[a]), int(indices.shape[1])
+    wrapped = _native._indices(call, indices, n, a - 1)
+    moved_x, moved_v = x.movedim(a, 1), values.movedim(a, 1)
+    flat_x = moved_x.reshape(size * n, *moved_x.shape[2:])
+    flat_v = moved_v.reshape(size * k, *moved_v.shape[2:])
+    flat_i = (wrapped + _offsets(size, n, 2, x.device)).reshape(-1)
+    y = engine.forward(call.replace(axis=Val(0)), (flat_x, flat_i, flat_v))[0]
+    return (y.reshape(moved_x.shape).movedim(1, a),)
+
+
 def _no_batch(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
-    """The indexing ops have no batching rule yet: a clear error rather than torch's
-    per-sample loop."""
-    raise NotImplementedError(
-        f"stablerules.torch.{call.entry.name}: vmap (and other batching transforms) is not supported yet"
-    )
+    """getindex is torch's own indexing (torch batches it); this rule is never reached."""
+    raise NotImplementedError(f"stablerules.torch.{call.entry.name}: no batching rule of ours")
 
 
 # --- kron's rules beyond linearity -----------------------------------------------------------
@@ -260,9 +317,9 @@ SUM = _entry(sr.sum, shift_axes("axis"))
 MEAN = _entry(sr.mean, shift_axes("axis"))
 PAD = _entry(sr.pad, _batch_pad, _pad_tangent)
 GETINDEX = _entry(sr.getindex, _no_batch)
-TAKE = _entry(sr.take, _no_batch)
-TAKE_ALONG_AXIS = _entry(sr.take_along_axis, _no_batch)
-INDEX_ADD = _entry(sr.index_add, _no_batch)
+TAKE = _entry(sr.take, _batch_take)
+TAKE_ALONG_AXIS = _entry(sr.take_along_axis, _batch_take_along_axis)
+INDEX_ADD = _entry(sr.index_add, _batch_index_add)
 SPLIT = _entry(sr.split, shift_axes("axis", Val(0)), tuple_result=True)
 
 # --- generated by tools/generate.py from stablerules/_schema.py: do not edit by hand ---

@@ -22,6 +22,7 @@ gathered, not returned ``Partial``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 import torch
@@ -30,6 +31,20 @@ from stablerules import Val
 
 if TYPE_CHECKING:
     from ._adapter import Call, Entry, OptionalTensors, Tensors
+
+@dataclass(frozen=True)
+class Kernels:
+    """What the custom ops here run, given by the adapter (which imports this module; this
+    module imports nothing of the adapter's at run time: no import cycle)."""
+
+    run_op: Callable[[Call, Tensors], Tensors]
+    run_pullback: Callable[..., OptionalTensors]
+    output_meta: Callable[[Call, Sequence[torch.Tensor]], tuple[tuple[tuple[int, ...], torch.dtype], ...]]
+    fresh: Callable[[torch.Tensor, Sequence[torch.Tensor]], torch.Tensor]
+    encode: Callable[[Call], str]
+    decode: Callable[[Entry, str], Call]
+    differentiable: Callable[[torch.Tensor], bool]
+
 
 # (axes of the inputs, one per input, that map to one axis of the result; that axis)
 AxisMap = list[tuple[tuple[int, ...], int]]
@@ -131,29 +146,28 @@ def _shapes(specs: Sequence[object]) -> list[tuple[int, ...]]:
 _REGISTERED: dict[str, tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor]]] = {}
 
 
-def dtensor_ops(entry: Entry) -> tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor]]:
+def dtensor_ops(entry: Entry, kernels: Kernels) -> tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor]]:
     """``stablerules::<name>_output`` and ``<name>_gradient`` with their sharding strategies."""
     known = _REGISTERED.get(entry.name)
     if known is not None:
         return known
     from torch.distributed.tensor.experimental import register_sharding  # noqa: PLC0415
 
-    from . import _adapter  # noqa: PLC0415 - the adapter imports this module lazily
 
     name = entry.name
     replicate, shard = _placements()
 
     def output_kernel(arrays: list[torch.Tensor], index: int, call: str) -> torch.Tensor:
-        result = _adapter.run_op(_adapter.decode(entry, call), tuple(arrays))[index]
-        return _adapter.fresh(result, arrays)
+        result = kernels.run_op(kernels.decode(entry, call), tuple(arrays))[index]
+        return kernels.fresh(result, arrays)
 
     def output_fake(arrays: list[torch.Tensor], index: int, call: str) -> torch.Tensor:
-        shape, dtype = _adapter.output_meta(_adapter.decode(entry, call), arrays)[index]
+        shape, dtype = kernels.output_meta(kernels.decode(entry, call), arrays)[index]
         return torch.empty(shape, dtype=dtype, device=arrays[0].device)
 
     def gradient_kernel(cotangents: list[torch.Tensor | None], arrays: list[torch.Tensor], index: int, call: str) -> torch.Tensor:
-        grads = _adapter.run_pullback(_adapter.decode(entry, call), tuple(cotangents), tuple(arrays), None, dense=True)
-        return _adapter.fresh(cast("torch.Tensor", grads[index]), [*arrays, *(c for c in cotangents if c is not None)])
+        grads = kernels.run_pullback(kernels.decode(entry, call), tuple(cotangents), tuple(arrays), None, dense=True)
+        return kernels.fresh(cast("torch.Tensor", grads[index]), [*arrays, *(c for c in cotangents if c is not None)])
 
     def gradient_fake(cotangents: list[torch.Tensor | None], arrays: list[torch.Tensor], index: int, call: str) -> torch.Tensor:
         return torch.empty_like(arrays[index], memory_format=torch.contiguous_format)
@@ -174,7 +188,7 @@ def dtensor_ops(entry: Entry) -> tuple[Callable[..., torch.Tensor], Callable[...
         arrays = cast("list[torch.Tensor]", inputs[0])
         setattr(ctx, "call", inputs[2])
         setattr(ctx, "index", inputs[1])
-        setattr(ctx, "outputs", len(_adapter.output_meta(_adapter.decode(entry, cast("str", inputs[2])), arrays)))
+        setattr(ctx, "outputs", len(kernels.output_meta(kernels.decode(entry, cast("str", inputs[2])), arrays)))
         getattr(ctx, "save_for_backward")(*arrays)
 
     def output_backward(ctx: object, grad: torch.Tensor) -> tuple[object, None, None]:
@@ -183,7 +197,7 @@ def dtensor_ops(entry: Entry) -> tuple[Callable[..., torch.Tensor], Callable[...
         cotangents[cast("int", getattr(ctx, "index"))] = grad
         text = cast("str", getattr(ctx, "call"))
         grads = [
-            gradient_op(cotangents, list(arrays), index, text) if _adapter.differentiable(t) else None
+            gradient_op(cotangents, list(arrays), index, text) if kernels.differentiable(t) else None
             for index, t in enumerate(arrays)
         ]
         return grads, None, None
@@ -191,7 +205,7 @@ def dtensor_ops(entry: Entry) -> tuple[Callable[..., torch.Tensor], Callable[...
     output_op.register_autograd(output_backward, setup_context=output_setup)
 
     def output_strategy(arrays: list[object], index: int, call: str) -> list[tuple[list[object], list[object]]]:
-        bound = _adapter.decode(entry, call)
+        bound = kernels.decode(entry, call)
         count = len(arrays)
         strategies: list[tuple[list[object], list[object]]] = [([replicate()], [replicate()] * count + [None, None])]
         for axes, out in axis_map(bound, _shapes(arrays)):
@@ -201,7 +215,7 @@ def dtensor_ops(entry: Entry) -> tuple[Callable[..., torch.Tensor], Callable[...
     def gradient_strategy(
         cotangents: list[object | None], arrays: list[object], index: int, call: str
     ) -> list[tuple[list[object], list[object]]]:
-        bound = _adapter.decode(entry, call)
+        bound = kernels.decode(entry, call)
         count = len(arrays)
 
         def dy(placement: object) -> list[object]:
@@ -225,26 +239,25 @@ def dtensor_ops(entry: Entry) -> tuple[Callable[..., torch.Tensor], Callable[...
 class DTensorEngine:
     """Calls on ``DTensor``\\ s: one ``_output`` op per result, one ``_gradient`` op per input."""
 
-    def forward(self, call: Call, tensors: Tensors) -> Tensors:
-        from . import _adapter  # noqa: PLC0415
+    def __init__(self, kernels: Kernels) -> None:
+        self.kernels = kernels
 
-        output_op, _ = dtensor_ops(call.entry)
-        text = _adapter.encode(call)
-        count = len(_adapter.output_meta(call, tensors))
+    def forward(self, call: Call, tensors: Tensors) -> Tensors:
+        kernels = self.kernels
+        output_op, _ = dtensor_ops(call.entry, kernels)
+        text = kernels.encode(call)
+        count = len(kernels.output_meta(call, tensors))
         return tuple(output_op(list(tensors), index, text) for index in range(count))
 
     def pullback(self, call: Call, cotangents: OptionalTensors, tensors: Tensors) -> OptionalTensors:
-        from . import _adapter  # noqa: PLC0415
-
-        _, gradient_op = dtensor_ops(call.entry)
-        text = _adapter.encode(call)
+        kernels = self.kernels
+        _, gradient_op = dtensor_ops(call.entry, kernels)
+        text = kernels.encode(call)
         return tuple(
-            gradient_op(list(cotangents), list(tensors), index, text) if _adapter.differentiable(t) else None
+            gradient_op(list(cotangents), list(tensors), index, text) if kernels.differentiable(t) else None
             for index, t in enumerate(tensors)
         )
 
-
-DTENSOR = DTensorEngine()
 
 
 def is_dtensor(tensor: torch.Tensor) -> bool:
