@@ -17,8 +17,8 @@ from types import CodeType, FunctionType
 import numpy as np
 
 from ._memo import memoized
-from ._cache import KernelSource, ShapeSignature
-from ._launch import allow_template_compile
+from ._guards import allow_template_compile
+from ._key import KernelSource, ShapeSignature
 
 _NUMBA_SCALARS = {
     "bool": "types.boolean",
@@ -160,7 +160,7 @@ def template_function(text: str, name: str, filename: str, namespace: dict[str, 
     text only binds the cached code to the new ``namespace``, which is no code generation: a
     signature's plan builds its launchers this way, however many plans share a template.
     The one compile of a text is the scaffold's own, and ``no_compile()`` lets it through
-    (see ``_launch.allow_template_compile``): it makes no kernel and is shared by every
+    (see ``_guards.allow_template_compile``): it makes no kernel and is shared by every
     signature of that arity.
     """
     key = (text, name)

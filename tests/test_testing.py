@@ -18,7 +18,7 @@ import pytest
 import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules._arrays import is_dynamic_static, static_int
-from stablerules._launch import COUNTERS
+from stablerules._guards import COUNTERS
 from stablerules._cache import CACHE, KernelSource, ShapeSignature
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from stablerules._registry import FRULES, RRULES

@@ -114,7 +114,8 @@ from jax._src.core import Primitive as Primitive
 from jax.interpreters.mlir import ir
 from jax.interpreters import ad, mlir
 
-from .._cache import CACHE, Kernel, KernelSource, ShapeSignature, source_hash
+from .._cache import CACHE, source_hash
+from .._key import Kernel, KernelSource, ShapeSignature
 from .._codegen import SourceWriter
 from .._memo import memoized, register
 from .._op import KernelRequest

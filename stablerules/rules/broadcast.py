@@ -73,7 +73,7 @@ from .._arrays import (
     static_bool,
     static_ints,
 )
-from .._cache import KernelSource, ShapeSignature
+from .._key import KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized

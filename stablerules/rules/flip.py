@@ -59,7 +59,7 @@ import numpy.typing as npt
 
 from .. import _pool
 from .._arrays import ArrayLike, InputFacts, checked_size, input_facts, normalize_axis, shape_text, static_ints
-from .._cache import Kernel, KernelSource, ShapeSignature
+from .._key import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized

@@ -104,12 +104,13 @@ from .._arrays import (
     static_bool,
     static_int,
 )
-from .._cache import Kernel, KernelSource, ShapeSignature
-from .._launch import COUNTERS
 from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
+from .._guards import COUNTERS
+from .._key import Kernel, KernelSource, ShapeSignature
+from .._launch import cpu_launch, cuda_launch, empty_launch
 from .._op import KernelRequest
-from .._rule import NO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp, cpu_launch, cuda_launch, empty_launch
+from .._rule import NO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._typing import deprecated
 from .._val import Val

@@ -68,7 +68,7 @@ from .._arrays import (
     kernel_target,
     shape_text,
 )
-from .._cache import Kernel, KernelSource, ShapeSignature
+from .._key import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, conj, cpu_kernel, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel
 from .._memo import memoized

@@ -82,7 +82,7 @@ import stablerules as sr
 from stablerules import Val
 
 from .._binding import Binder, binder
-from .._launch import OPEN_GUARDS as _OPEN_GUARDS
+from .._guards import OPEN_GUARDS as _OPEN_GUARDS
 from .._rule import RuleOp
 from .._memo import register as register_cache
 
