@@ -304,7 +304,6 @@ class KernelCache:
         self.compile_seconds = 0.0
         self.load_seconds = 0.0
         self.plan_hits = 0
-        self._dependents: list[Callable[[], None]] = []
         self._paid_numba_start_up = False
 
     @property
@@ -331,12 +330,6 @@ class KernelCache:
             self._entries[signature] = kernel
             return kernel
 
-    def by_module(self, name: str) -> Kernel:
-        """The kernel compiled (or loaded) as module ``name`` in this process: how generated
-        code that calls another kernel (an FFI handler calling its kernel) finds it, whether
-        or not the module lives in ``sys.modules`` (the memory store does not put it there)."""
-        return self._by_module[name]
-
     def source(self, signature: ShapeSignature, render: Callable[[], KernelSource]) -> str:
         kernel = self._entries.get(signature)
         return (kernel.source if kernel is not None else render()).render(cache=True)
@@ -359,7 +352,7 @@ class KernelCache:
         if loaded.function is not None and not self._paid_numba_start_up:
             # The first kernel that goes through Numba starts it up, which roughly doubles the
             # number of objects the cyclic GC tracks. Left alone, that debt is paid by a full
-            # collection (milliseconds, see ``bench/README.md``) at some later, unrelated
+            # collection (milliseconds) at some later, unrelated
             # first call; paying it here keeps it inside the one-time start-up it comes from.
             # A kernel loaded from object code starts nothing and owes nothing.
             self._paid_numba_start_up = True
@@ -400,14 +393,7 @@ class KernelCache:
             plan_hits=self.plan_hits,
         )
 
-    def register_dependent(self, clear: Callable[[], None]) -> None:
-        """Have this cache's ``clear`` also call ``clear`` (state built on its kernels). A table
-        of the package registers with ``_memo`` instead, which also counts what it holds."""
-        self._dependents.append(clear)
-
     def clear(self, disk: bool = False) -> None:
-        for clear_dependent in self._dependents:
-            clear_dependent()
         with self._guard:
             self._entries.clear()
             self._by_module.clear()
@@ -418,7 +404,7 @@ class KernelCache:
             self.store.clear()
 
     # The steady-state counters live with the guards (``_guards.COUNTERS``); the cache shows
-    # them, and callers that hold the cache read and note them here too.
+    # them.
     @property
     def dynamic_arguments(self) -> int:
         return COUNTERS.dynamic_arguments
@@ -426,9 +412,6 @@ class KernelCache:
     @property
     def fallbacks(self) -> int:
         return COUNTERS.fallbacks
-
-    def note_fallback(self, reason: str) -> None:
-        COUNTERS.note_fallback(reason)
 
 
 CACHE = KernelCache()

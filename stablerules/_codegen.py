@@ -115,7 +115,7 @@ def cpu_kernel(
     the default pipeline's) and without Numba's C-callback wrapper (``no_cfunc_wrapper``: it
     serves only a dispatcher passed as a first-class function into other jitted code, which
     no caller does; calls go through the CPython wrapper, or from other compiled code, the
-    function itself). Both make a new signature's compile cheaper; see ``bench/README.md``.
+    function itself). Both make a new signature's compile cheaper.
     """
     names = ", ".join(name for name, _ in parameters)
     types_text = ",\n    ".join(kind for _, kind in parameters)

@@ -2,7 +2,7 @@
 
 A fresh multi-megabyte ``np.empty`` is new memory from the OS: the first write to each page
 faults and the kernel zeroes it, a whole extra write pass over the output (for a copy-bound
-pullback of tens of megabytes, more time than its copy kernel; see ``bench/README.md``). In a
+pullback of tens of megabytes, more time than its copy kernel). In a
 steady loop the previous call's output has usually been dropped by then; this pool hands its
 memory out again.
 

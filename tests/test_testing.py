@@ -910,7 +910,7 @@ def test_fallback_is_caught(register: Register) -> None:
         return scale(x, k)
 
     def falls_back_rrule(x: Array, k: Val[int] | int) -> tuple[Array, Pullback]:
-        CACHE.note_fallback("falls_back: generic path")
+        COUNTERS.note_fallback("falls_back: generic path")
         return scale_rrule(x, k)
 
     register(falls_back, falls_back_rrule)

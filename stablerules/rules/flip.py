@@ -287,7 +287,7 @@ def _steps(extents: Sequence[str]) -> list[str]:
 def _emit_copy(writer: SourceWriter, target: str, source: str, count: str) -> None:
     """``y[target:target + count] = x[source:source + count]`` with unsigned indices: Numba
     emits no negative-index wraparound for them, so LLVM turns the loop into vector copies
-    (faster than slices of the arrays; see ``bench/README.md``)."""
+    (faster than slices of the arrays)."""
     writer.line(f"into = np.uintp({target})")
     writer.line(f"fro = np.uintp({source})")
     with writer.block(f"for t in range(np.uintp({count})):"):
@@ -377,7 +377,7 @@ def _emit_rows(writer: SourceWriter, pattern: tuple[str, ...], level: int, y_bas
         runs = [(low, high, "0")]
     else:
         shift = f"s{level}"
-        runs = [  # in the output's memory order (faster than the source's: see bench/README.md)
+        runs = [  # in the output's memory order (faster than the source's)
             (low, f"min({high}, {shift})" if level == 0 else shift, f"({shift} - e{level})"),
             (f"max({low}, {shift})" if level == 0 else shift, high, shift),
         ]

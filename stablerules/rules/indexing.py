@@ -18,7 +18,7 @@ copies use unsigned indices, so LLVM emits no negative-index wraparound code in 
 ``1::2``, ``::-2``) writes that axis as 64-bit units, one per pair of elements: the selected
 half holds the cotangent's bits, the other half zero (little-endian: the low half is the even
 offset), so each row is one unit store per selected element instead of a zero fill and a
-strided store (about 1.5x on a 2048x2048 float32 ``[1:-1, ::2]``); other dtypes, steps and odd
+strided store; other dtypes, steps and odd
 extents take the element loop of the same kernel. When
 the selection covers all of ``x`` (``sr.ix[...]``,
 ``sr.ix[::-1]``, an int on an axis of length 1) the pullback is a view of the cotangent and a

@@ -39,7 +39,7 @@ per element. Forward and pushforward: one thread per pair ``(i, k)``. Pullback: 
 gathers, no atomics: warps own ``da`` elements (lanes stride along ``b``'s rows, coalesced),
 lanes own consecutive ``db`` elements (warps split ``a``), each with a shared-memory
 reduction; complex values natively, sums in float64/complex128 as on the CPU. It reads ``dy``
-twice (``bench/README.md`` has what that costs and the one-pass design that would not).
+twice.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ _FLOAT64: np.dtype[np.generic] = np.dtype(np.float64)
 # each load-add-store of db, a third of the instructions per element on short rows. The rows
 # of a group are a quarter of the block apart, not adjacent: the group then reads the block as
 # four sequential streams in different 4 KiB pages, which the hardware prefetchers follow
-# (bench/README.md has the measurements behind both choices).
+# (both choices were measured).
 _ROWS = 4
 
 # Accumulation precision: float32 / complex64 sums run in float64 (complex128 for the closed

@@ -158,7 +158,7 @@ class _Nest:
         then reads its part of each copy after the other and adds into its ``dx`` range that
         many times. Fused, the kernel runs the input loop outermost and each innermost run sum
         adds the same run of every copy (``step0`` apart): one pass over ``dx``, the copies
-        read as concurrent streams (faster with 2 threads; see ``bench/README.md``). Only for
+        read as concurrent streams (faster with 2 threads). Only for
         at most ``_FUSED_OUTER`` copies, runs up to ``_UNROLL_LIMIT`` and no summed copies
         before the block (``copies_level``, which already sums adjacent copies elementwise)."""
         items = self.items
@@ -918,9 +918,7 @@ class CountsPlan(_RepeatPlan):
             raise TypeError(f"repeat: repeats must hold integers, got an array of dtype {counts.dtype}")
         counts_facts = input_facts(counts, "repeats", "repeat")
         joint_device((x, counts_facts))
-        counts_dtype, counts_shape = counts_facts.dtype, counts_facts.shape
-        if counts_dtype.kind not in "iu":
-            raise TypeError(f"repeat: repeats must hold integers, got an array of dtype {counts_dtype}")
+        counts_shape = counts_facts.shape
         if len(counts_shape) > 1:
             raise ValueError(f"repeat: repeats must be a 1-D array of counts, got shape {shape_text(counts_shape)}")
         counts_length = math.prod(counts_shape)
