@@ -82,6 +82,41 @@ class SourceWriter:
         return "\n".join(self._lines) + "\n"
 
 
+# Loop text shared by the families.
+
+MAX_NESTED_BLOCKS = 20
+"""Python refuses source with more than 20 statically nested blocks ("too many statically nested
+blocks"): every limit on a kernel's loop nest comes from this one (:func:`nest_limit`)."""
+
+
+def nest_limit(per_level: int = 1, reserved: int = 0) -> int:
+    """The most levels a kernel's loop nest may have when each level opens ``per_level``
+    nested blocks and the kernel's own loops and branches around them take ``reserved``."""
+    return (MAX_NESTED_BLOCKS - reserved) // per_level
+
+
+def tuple_text(parts: Sequence[str]) -> str:
+    """The source of a tuple of ``parts`` (``(a,)`` for one)."""
+    return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
+
+
+def plus(base: str, term: str) -> str:
+    """The source of ``base + term``, with a ``"0"`` on either side dropped."""
+    if base == "0":
+        return term
+    return base if term == "0" else f"{base} + {term}"
+
+
+def emit_copy(writer: SourceWriter, target: str, source: str, count: str, dst: str = "y", src: str = "x") -> None:
+    """``dst[target:target + count] = src[source:source + count]`` as a loop with unsigned
+    indices: Numba emits no negative-index wraparound for them, so LLVM turns the loop into
+    vector copies (faster than slices of the arrays)."""
+    writer.line(f"into = np.uintp({target})")
+    writer.line(f"fro = np.uintp({source})")
+    with writer.block(f"for t in range(np.uintp({count})):"):
+        writer.line(f"{dst}[into + t] = {src}[fro + t]")
+
+
 @memoized(maxsize=None)
 def _pipeline_hash() -> str:
     """A digest of the kernel pipeline's source, part of every kernel's text (hence of its

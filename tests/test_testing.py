@@ -19,7 +19,8 @@ import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules._arrays import is_dynamic_static, static_int
 from stablerules._guards import COUNTERS
-from stablerules._cache import CACHE, KernelSource, ShapeSignature
+from stablerules._cache import CACHE
+from stablerules._key import KernelSource, ShapeSignature
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from stablerules._registry import FRULES, RRULES
 from stablerules._typing import RulePullback as Pullback
