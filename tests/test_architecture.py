@@ -41,7 +41,7 @@ LAYERS: dict[str, int] = {
     ),
     **dict.fromkeys(("_cache", "_codegen", "_cuda"), 3),
     "_launch": 4,
-    **dict.fromkeys(("_op", "_rule", "_views", "_dispatch", "_record"), 5),
+    **dict.fromkeys(("_op", "_rule", "_half", "_views", "_dispatch", "_record"), 5),
     "rules": 6,
     **dict.fromkeys(("", "testing"), 7),
     **dict.fromkeys(("torch", "jax", "autograd"), 8),
