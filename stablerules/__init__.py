@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ._arrays import ArraySpec as ArraySpec
 from ._cache import CacheInfo as CacheInfo
-from ._cache import ShapeSignature as ShapeSignature
+from ._key import ShapeSignature as ShapeSignature
 from ._cache import cache_info as cache_info
 from ._cache import clear_caches as clear_caches
 from ._dispatch import explain as explain
@@ -24,8 +24,8 @@ from ._dispatch import register_frule as register_frule
 from ._dispatch import register_rrule as register_rrule
 from ._errors import DynamicFallbackError as DynamicFallbackError
 from ._errors import RecompileError as RecompileError
-from ._launch import no_compile as no_compile
-from ._launch import no_fallback as no_fallback
+from ._guards import no_compile as no_compile
+from ._guards import no_fallback as no_fallback
 from ._record import record as record
 from ._tangents import Fill as Fill
 from ._tangents import NoTangent as NoTangent

@@ -17,6 +17,7 @@ from typing import TypeAlias, TypeGuard
 import numpy as np
 import numpy.typing as npt
 
+from . import _config
 from ._memo import memoized
 from ._val import Val
 
@@ -152,14 +153,10 @@ def _one_device(placed: Sequence[tuple[str, str]]) -> str:
 # (CPython's ``_Environ._data``, which setenv and monkeypatch update) where there is one, and
 # remembers what each raw value means.
 _ENVIRON_DATA: dict[object, object] | None = getattr(os.environ, "_data", None)
-_DEVICE_VARIABLE = "STABLERULES_DEVICE"
+_DEVICE_VARIABLE = _config.DEVICE
 _DEVICE_KEY: object = getattr(os.environ, "encodekey", lambda key: key)(_DEVICE_VARIABLE)
 _TARGETS: dict[object, str] = {}
-
-
-def _target_of(raw: object) -> str:
-    text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
-    return "cuda" if text.strip().lower() == "cuda" else "cpu"
+_target_of = _config.device_target
 
 
 def kernel_target(device: str) -> str:

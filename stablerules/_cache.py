@@ -42,107 +42,11 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
-from . import _memo, _objectcode
+from . import _config, _memo, _objectcode
 from ._errors import RecompileError
-from ._launch import COUNTERS, NO_COMPILE
+from ._guards import COUNTERS, NO_COMPILE
+from ._key import Kernel, KernelFunction, KernelSource, ShapeSignature
 from ._version import __version__
-
-KernelFunction = Callable[..., object]
-
-
-class ShapeSignature(NamedTuple):
-    """Everything a compiled kernel is specialized on; the cache's one key type.
-
-    ``static`` holds the ``Val`` values (and other compile-time constants), ``extents`` only
-    the array extents that the kernel bakes in (most kernels take extents as arguments).
-    """
-
-    op: str
-    kind: str
-    static: tuple[object, ...]
-    dtypes: tuple[str, ...]
-    ndims: tuple[int, ...]
-    device: str = "cpu"
-    extents: tuple[int, ...] = ()
-
-
-class KernelSource(NamedTuple):
-    """Generated source of one kernel module; ``entry`` names the function to call.
-
-    The text holds the token ``{CACHE}`` where ``cache=True``/``False`` goes, so the hash
-    (and the file) does not depend on whether the disk cache is on.
-    """
-
-    text: str
-    entry: str = "kernel"
-
-    def render(self, cache: bool) -> str:
-        return self.text.replace("{CACHE}", "True" if cache else "False")
-
-
-class Kernel:
-    """A compiled kernel: its entry point, the signature it was built for and its source.
-
-    ``entry`` is what calls go through. ``function`` is Numba's dispatcher (what a CUDA launch
-    or a caller passing arrays of unchecked layout needs); for a kernel loaded from object
-    code it is loaded through Numba on first use, which starts Numba in the process.
-    """
-
-    __slots__ = ("signature", "source", "module_name", "entry", "_function", "_load_function")
-
-    def __init__(
-        self,
-        function: KernelFunction | None,
-        signature: ShapeSignature,
-        source: KernelSource,
-        module_name: str,
-        entry: KernelFunction,
-        load_function: Callable[[], KernelFunction] | None = None,
-    ) -> None:
-        if function is None and load_function is None:
-            raise ValueError("Kernel: give the function or a way to load it")
-        self.signature = signature
-        self.source = source
-        self.module_name = module_name
-        self.entry = entry
-        self._function = function
-        self._load_function = load_function
-
-    @property
-    def function(self) -> KernelFunction:
-        function = self._function
-        if function is None:
-            with _FUNCTION_LOCK:
-                function = self._function
-                if function is None:
-                    assert self._load_function is not None
-                    function = self._function = self._load_function()
-        return function
-
-    def __repr__(self) -> str:
-        return f"Kernel({self.signature!r}, module={self.module_name!r})"
-
-    @staticmethod
-    def entry_of(function: KernelFunction) -> KernelFunction:
-        """The compiled entry point of a dispatcher's one signature, without Numba's type
-        dispatch (a measurable share of a small pullback's call; see ``bench/README.md``).
-
-        It checks dtypes but not layouts or writability, so callers use it only with arrays
-        they made C-contiguous themselves (fresh allocations, ``contiguous``, ``ravel`` of
-        those). Anything else (a CUDA kernel, the simulator) gets the function itself.
-        """
-        overloads = getattr(function, "overloads", None)
-        if isinstance(overloads, dict) and len(overloads) == 1:
-            compiled = getattr(next(iter(overloads.values())), "entry_point", None)
-            if callable(compiled):
-                entry: KernelFunction = compiled
-                return entry
-        return function
-
-
-# Reentrant: loading one kernel's dispatcher may import a module that loads another (a JAX
-# FFI handler's module looks up the kernel it calls), in the same thread.
-_FUNCTION_LOCK = _thread.RLock()
 
 
 class CacheInfo(NamedTuple):
@@ -167,10 +71,7 @@ class CacheInfo(NamedTuple):
 
 
 def default_cache_dir() -> Path:
-    configured = os.environ.get("STABLERULES_CACHE_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".cache" / "stablerules"
+    return _config.cache_dir()
 
 
 def _numba_version() -> str:
@@ -282,7 +183,7 @@ class DiskStore:
         # file's directory (numba.core.caching._CacheLocator.get_suitable_cache_subpath).
         folders = [self._kernels / "__pycache__"]
         numba_config = sys.modules.get("numba.core.config")
-        configured = getattr(numba_config, "CACHE_DIR", None) or os.environ.get("NUMBA_CACHE_DIR")
+        configured = getattr(numba_config, "CACHE_DIR", None) or _config.numba_cache_dir()
         if configured:
             import hashlib
 
@@ -357,7 +258,7 @@ class DiskStore:
 
 
 def _open_store() -> KernelStore:
-    if os.environ.get("STABLERULES_DISK_CACHE", "1").strip().lower() in {"0", "false", "no", "off"}:
+    if not _config.disk_cache():
         return MemoryStore()
     directory = default_cache_dir()
     try:
@@ -403,7 +304,6 @@ class KernelCache:
         self.compile_seconds = 0.0
         self.load_seconds = 0.0
         self.plan_hits = 0
-        self._dependents: list[Callable[[], None]] = []
         self._paid_numba_start_up = False
 
     @property
@@ -430,12 +330,6 @@ class KernelCache:
             self._entries[signature] = kernel
             return kernel
 
-    def by_module(self, name: str) -> Kernel:
-        """The kernel compiled (or loaded) as module ``name`` in this process: how generated
-        code that calls another kernel (an FFI handler calling its kernel) finds it, whether
-        or not the module lives in ``sys.modules`` (the memory store does not put it there)."""
-        return self._by_module[name]
-
     def source(self, signature: ShapeSignature, render: Callable[[], KernelSource]) -> str:
         kernel = self._entries.get(signature)
         return (kernel.source if kernel is not None else render()).render(cache=True)
@@ -458,7 +352,7 @@ class KernelCache:
         if loaded.function is not None and not self._paid_numba_start_up:
             # The first kernel that goes through Numba starts it up, which roughly doubles the
             # number of objects the cyclic GC tracks. Left alone, that debt is paid by a full
-            # collection (milliseconds, see ``bench/README.md``) at some later, unrelated
+            # collection (milliseconds) at some later, unrelated
             # first call; paying it here keeps it inside the one-time start-up it comes from.
             # A kernel loaded from object code starts nothing and owes nothing.
             self._paid_numba_start_up = True
@@ -499,14 +393,7 @@ class KernelCache:
             plan_hits=self.plan_hits,
         )
 
-    def register_dependent(self, clear: Callable[[], None]) -> None:
-        """Have this cache's ``clear`` also call ``clear`` (state built on its kernels). A table
-        of the package registers with ``_memo`` instead, which also counts what it holds."""
-        self._dependents.append(clear)
-
     def clear(self, disk: bool = False) -> None:
-        for clear_dependent in self._dependents:
-            clear_dependent()
         with self._guard:
             self._entries.clear()
             self._by_module.clear()
@@ -516,8 +403,8 @@ class KernelCache:
         if disk:
             self.store.clear()
 
-    # The steady-state counters live with the guards (``_launch.COUNTERS``); the cache shows
-    # them, and callers that hold the cache read and note them here too.
+    # The steady-state counters live with the guards (``_guards.COUNTERS``); the cache shows
+    # them.
     @property
     def dynamic_arguments(self) -> int:
         return COUNTERS.dynamic_arguments
@@ -525,9 +412,6 @@ class KernelCache:
     @property
     def fallbacks(self) -> int:
         return COUNTERS.fallbacks
-
-    def note_fallback(self, reason: str) -> None:
-        COUNTERS.note_fallback(reason)
 
 
 CACHE = KernelCache()

@@ -17,8 +17,8 @@ from types import CodeType, FunctionType
 import numpy as np
 
 from ._memo import memoized
-from ._cache import KernelSource, ShapeSignature
-from ._launch import allow_template_compile
+from ._guards import allow_template_compile
+from ._key import KernelSource, ShapeSignature
 
 _NUMBA_SCALARS = {
     "bool": "types.boolean",
@@ -82,6 +82,41 @@ class SourceWriter:
         return "\n".join(self._lines) + "\n"
 
 
+# Loop text shared by the families.
+
+MAX_NESTED_BLOCKS = 20
+"""Python refuses source with more than 20 statically nested blocks ("too many statically nested
+blocks"): every limit on a kernel's loop nest comes from this one (:func:`nest_limit`)."""
+
+
+def nest_limit(per_level: int = 1, reserved: int = 0) -> int:
+    """The most levels a kernel's loop nest may have when each level opens ``per_level``
+    nested blocks and the kernel's own loops and branches around them take ``reserved``."""
+    return (MAX_NESTED_BLOCKS - reserved) // per_level
+
+
+def tuple_text(parts: Sequence[str]) -> str:
+    """The source of a tuple of ``parts`` (``(a,)`` for one)."""
+    return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
+
+
+def plus(base: str, term: str) -> str:
+    """The source of ``base + term``, with a ``"0"`` on either side dropped."""
+    if base == "0":
+        return term
+    return base if term == "0" else f"{base} + {term}"
+
+
+def emit_copy(writer: SourceWriter, target: str, source: str, count: str, dst: str = "y", src: str = "x") -> None:
+    """``dst[target:target + count] = src[source:source + count]`` as a loop with unsigned
+    indices: Numba emits no negative-index wraparound for them, so LLVM turns the loop into
+    vector copies (faster than slices of the arrays)."""
+    writer.line(f"into = np.uintp({target})")
+    writer.line(f"fro = np.uintp({source})")
+    with writer.block(f"for t in range(np.uintp({count})):"):
+        writer.line(f"{dst}[into + t] = {src}[fro + t]")
+
+
 @memoized(maxsize=None)
 def _pipeline_hash() -> str:
     """A digest of the kernel pipeline's source, part of every kernel's text (hence of its
@@ -115,7 +150,7 @@ def cpu_kernel(
     the default pipeline's) and without Numba's C-callback wrapper (``no_cfunc_wrapper``: it
     serves only a dispatcher passed as a first-class function into other jitted code, which
     no caller does; calls go through the CPython wrapper, or from other compiled code, the
-    function itself). Both make a new signature's compile cheaper; see ``bench/README.md``.
+    function itself). Both make a new signature's compile cheaper.
     """
     names = ", ".join(name for name, _ in parameters)
     types_text = ",\n    ".join(kind for _, kind in parameters)
@@ -160,7 +195,7 @@ def template_function(text: str, name: str, filename: str, namespace: dict[str, 
     text only binds the cached code to the new ``namespace``, which is no code generation: a
     signature's plan builds its launchers this way, however many plans share a template.
     The one compile of a text is the scaffold's own, and ``no_compile()`` lets it through
-    (see ``_launch.allow_template_compile``): it makes no kernel and is shared by every
+    (see ``_guards.allow_template_compile``): it makes no kernel and is shared by every
     signature of that arity.
     """
     key = (text, name)

@@ -19,12 +19,12 @@ CuPy arrays (CuPy and Numba share the primary context, so device 0 by default).
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Sequence
 
-from ._cache import Kernel, KernelSource, ShapeSignature
+from . import _config
 from ._codegen import SourceWriter
+from ._key import Kernel, KernelSource, ShapeSignature
 from ._memo import memoized
 
 THREADS_PER_BLOCK = 256
@@ -42,7 +42,7 @@ _SIMULATOR_MULTIPROCESSORS = 2
 
 
 def simulator_enabled() -> bool:
-    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0").strip() not in {"", "0"}
+    return _config.cuda_simulator()
 
 
 @memoized(None)

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 
 from ._arrays import ArraySpec
-from ._cache import ShapeSignature
+from ._key import ShapeSignature
 from ._op import KernelRequest, Op
 from ._registry import FRULES, PULLBACK_BUILDERS, RRULES, describe_function
 from ._typing import RulePullback

@@ -58,7 +58,7 @@ import numpy.typing as npt
 
 from . import _pool
 from ._arrays import ArraySpec, array_like, device_of, is_array, kernel_target
-from ._cache import Kernel, KernelSource, ShapeSignature
+from ._key import Kernel, KernelSource, ShapeSignature
 from ._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from ._launch import cpu_launcher
 from ._memo import memoized

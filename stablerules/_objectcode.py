@@ -50,6 +50,7 @@ import _thread
 import types as pytypes
 import warnings
 
+from . import _config
 from ._memo import memoized
 from collections.abc import Callable
 from pathlib import Path
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
 KernelFunction = Callable[..., object]
 HostKey = tuple[tuple[str, str], ...]
 
-SWITCH = "STABLERULES_DIRECT_LOAD"
+SWITCH = _config.DIRECT_LOAD
 FORMAT = "stablerules-native-1"
 _MAGIC = FORMAT.encode() + b"\n"
 _SUFFIX = ".native"
@@ -80,9 +81,9 @@ class Unloadable(Exception):
 
 def enabled() -> bool:
     """Whether kernels may be loaded from (and saved as) object code in this process."""
-    if os.environ.get(SWITCH, "1").strip().lower() in {"0", "false", "no", "off"}:
+    if not _config.direct_load():
         return False
-    if os.environ.get("NUMBA_DISABLE_JIT", "0").strip() not in {"", "0"}:
+    if _config.jit_disabled():
         return False  # the user asked for kernels as Python code
     return sys.implementation.name == "cpython" and not os.path.exists(".numba_config.yaml")
 

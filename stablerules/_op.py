@@ -13,7 +13,8 @@ import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, Self
 
-from ._cache import CACHE, Kernel, KernelSource, ShapeSignature
+from ._cache import CACHE
+from ._key import Kernel, KernelSource, ShapeSignature
 
 
 class KernelRequest(NamedTuple):

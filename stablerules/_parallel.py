@@ -14,11 +14,13 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from . import _config
+
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
 # Below this many elements of work a pool round trip (tens of microseconds) costs more than it saves.
-PARALLEL_THRESHOLD = int(os.environ.get("STABLERULES_PARALLEL_THRESHOLD", 1 << 18))
+PARALLEL_THRESHOLD = _config.parallel_threshold()
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -30,9 +32,9 @@ ENGINE_THREADS = [0]
 
 
 def thread_count() -> int:
-    configured = os.environ.get("STABLERULES_NUM_THREADS")
-    if configured:
-        return max(1, int(configured))
+    configured = _config.num_threads()
+    if configured is not None:
+        return configured
     if ENGINE_THREADS[0]:
         return ENGINE_THREADS[0]
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))

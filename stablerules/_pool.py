@@ -2,7 +2,7 @@
 
 A fresh multi-megabyte ``np.empty`` is new memory from the OS: the first write to each page
 faults and the kernel zeroes it, a whole extra write pass over the output (for a copy-bound
-pullback of tens of megabytes, more time than its copy kernel; see ``bench/README.md``). In a
+pullback of tens of megabytes, more time than its copy kernel). In a
 steady loop the previous call's output has usually been dropped by then; this pool hands its
 memory out again.
 
@@ -34,7 +34,6 @@ device memory itself).
 from __future__ import annotations
 
 import math
-import os
 import sys
 import threading
 from collections import OrderedDict
@@ -43,12 +42,13 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from . import _config
 from ._memo import register
 
 MIN_BYTES = 1 << 20
 PER_SIZE = 2
 CAP_BYTES = 256 << 20
-ENABLED = os.environ.get("STABLERULES_POOL", "1").strip().lower() not in ("0", "false", "no", "off")
+ENABLED = _config.pool()
 
 _UINT8 = np.dtype(np.uint8)
 # Blocks by byte size, the least recently handed out size first.

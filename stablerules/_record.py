@@ -53,7 +53,7 @@ from ._val import Val
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from ._cache import ShapeSignature
+    from ._key import ShapeSignature
     from ._rule import RuleOp
 
 FORMAT = "stablerules-signatures"

@@ -129,22 +129,9 @@ from ._binding import split_function
 # cache is used here: kernels come through KernelRequest, counting through _launch.
 from ._cache import PlanCache
 from ._codegen import template_function
+from ._guards import COUNTERS, OPEN_GUARDS, steady_state_checked
 from ._layout import BY_NAME as LAYOUT_BY_NAME
-# The launchers are re-exported: rule modules and tests reach the scaffold's whole toolkit here.
-from ._launch import (
-    COUNTERS,
-    OPEN_GUARDS,
-    context_launches,
-    count_launches,
-    count_unlaunched,
-    cpu_launch,
-    cpu_launcher,
-    cuda_launch,
-    cuda_launch_blocks,
-    empty_launch,
-    kernel_launches,
-    steady_state_checked,
-)
+from ._launch import context_launches, count_unlaunched, cpu_launcher
 from ._op import KernelRequest, Op
 from ._record import RECORDINGS
 from ._record import note as note_signature
@@ -163,7 +150,7 @@ from ._typing import RulePullback
 from ._val import Val
 
 if TYPE_CHECKING:
-    from ._cache import Kernel
+    from ._key import Kernel
 
 DensePullback = Callable[[Any], tuple[object, ...]]
 """A plan's pullback of a dense cotangent (an array; for a plan with ``output_shapes``, the
@@ -1002,12 +989,4 @@ __all__ = [
     "Plan",
     "RuleOp",
     "ZERO_TANGENT",
-    "context_launches",
-    "count_launches",
-    "cpu_launch",
-    "cpu_launcher",
-    "empty_launch",
-    "cuda_launch",
-    "cuda_launch_blocks",
-    "kernel_launches",
 ]

@@ -50,7 +50,7 @@ class Val(Generic[_T]):
     def __init__(self, value: _T) -> None:
         # Static arguments are built per call (``f(x, Val(3))``): plain ints and tuples of
         # plain ints skip the general conversion. ``object.__setattr__``, not the slot's own
-        # setter (which is faster, see ``bench/README.md``), because torch.compile can trace
+        # setter (which is faster), because torch.compile can trace
         # it: a Val built inside a compiled function is then a constant of the graph.
         if type(value) is int or (type(value) is tuple and all(type(item) is int for item in value)):  # type: ignore[union-attr]
             object.__setattr__(self, "_value", value)

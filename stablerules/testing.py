@@ -82,7 +82,7 @@ import numpy.typing as npt
 
 from ._arrays import array_namespace, is_array
 from ._cache import CACHE
-from ._launch import no_compile, no_fallback
+from ._guards import no_compile, no_fallback
 from ._dispatch import frule, rrule
 from ._errors import DynamicFallbackError, RecompileError
 from ._tangents import Fill, NoTangent, Thunk, ZeroTangent, unthunk

@@ -33,10 +33,9 @@ from stablerules._cache import (
     CACHE,
     DiskStore,
     KernelCache,
-    KernelSource,
     MemoryStore,
-    ShapeSignature,
 )
+from stablerules._key import KernelSource, ShapeSignature
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 
 REPO = Path(__file__).resolve().parents[1]
@@ -434,7 +433,7 @@ def test_loading_a_kernel_may_load_another_in_the_same_thread() -> None:
     """A JAX FFI handler's module looks up the kernel it calls while its own dispatcher is being
     loaded: ``Kernel.function`` must not deadlock on its lock when loads nest (it did with a
     plain lock: a fresh process's handler load hung)."""
-    from stablerules._cache import Kernel, KernelSource
+    from stablerules._key import Kernel, KernelSource
 
     signature = sr.ShapeSignature(op="nested", kind="forward", static=(), dtypes=(), ndims=())
     source = KernelSource("def kernel():\n    pass\n")

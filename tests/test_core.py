@@ -289,3 +289,119 @@ def test_joint_device_names_the_arguments_on_each_device() -> None:
     assert joint_device([facts("a", None)]) == "cpu" and joint_namespace([facts("a", None)]) is np
     with pytest.raises(TypeError, match=r"arrays on mixed devices: a on cpu, b on cuda; move them to one device first"):
         joint_device([facts("a", "cpu"), facts("b", "cuda")])
+
+
+# --- configuration: every environment switch, parsed in one place -------------------------
+
+_BAD_VALUES = [
+    ("STABLERULES_NUM_THREADS", "abc", "from stablerules import _parallel; _parallel.thread_count()", "an integer number of threads"),
+    ("STABLERULES_PARALLEL_THRESHOLD", "1e6", "import stablerules._parallel", "an integer number of elements"),
+    ("STABLERULES_POOL", "maybe", "import stablerules._pool", "0, false, no, off"),
+    ("STABLERULES_DISK_CACHE", "nope", "from stablerules._cache import CACHE; CACHE.store", "0, false, no, off"),
+    ("STABLERULES_DIRECT_LOAD", "2", "from stablerules import _objectcode; _objectcode.enabled()", "0, false, no, off"),
+    ("STABLERULES_DEVICE", "gpu", "from stablerules._arrays import kernel_target; kernel_target('cpu')", "cpu .* or cuda"),
+]
+
+
+@pytest.mark.parametrize(("variable", "value", "code", "accepted"), _BAD_VALUES, ids=[row[0] for row in _BAD_VALUES])
+def test_a_bad_environment_value_names_the_variable(variable: str, value: str, code: str, accepted: str) -> None:
+    import os
+    import re
+    import subprocess
+    import sys
+
+    environment = {**os.environ, variable: value}
+    result = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0, result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"ValueError: {variable}={value!r}: expected "), result.stderr
+    assert re.search(accepted, last), last
+
+
+def test_environment_switches_read_as_documented(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stablerules import _config, _parallel
+
+    for value, expected in [("", True), ("1", True), (" On ", True), ("YES", True), ("0", False), ("off", False), ("False", False)]:
+        monkeypatch.setenv("STABLERULES_POOL", value)
+        assert _config.pool() is expected, value
+    monkeypatch.delenv("STABLERULES_POOL")
+    assert _config.pool() is True
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", "3")
+    assert _parallel.thread_count() == 3
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", "0")
+    assert _parallel.thread_count() == 1  # below 1 reads as 1, as before
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", "")
+    assert _config.num_threads() is None
+    monkeypatch.setenv("STABLERULES_PARALLEL_THRESHOLD", "1000")
+    assert _config.parallel_threshold() == 1000
+    monkeypatch.delenv("STABLERULES_PARALLEL_THRESHOLD")
+    assert _config.parallel_threshold() == 1 << 18
+    assert [_config.device_target(raw) for raw in ("cuda", b" CUDA", "cpu", "")] == ["cuda", "cuda", "cpu", "cpu"]
+    monkeypatch.setenv("STABLERULES_CACHE_DIR", "~/somewhere")
+    assert str(_config.cache_dir()).endswith("somewhere") and "~" not in str(_config.cache_dir())
+
+
+def test_config_documents_every_variable_it_reads() -> None:
+    """The table in ``_config``'s docstring lists every ``STABLERULES_*`` variable, and no other
+    module reads the environment for one."""
+    import pathlib
+    import re
+
+    from stablerules import _config
+
+    names = {value for key, value in vars(_config).items() if key.isupper() and isinstance(value, str) and value.startswith("STABLERULES_")}
+    assert len(names) == 7
+    doc = _config.__doc__ or ""
+    assert all(f"``{name}``" in doc for name in names)
+    package = pathlib.Path(_config.__file__).parent
+    readers = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path.name != "_config.py" and re.search(r"environ(\.get)?\(\s*\"STABLERULES_|getenv\(\s*\"STABLERULES_", path.read_text())
+    ]
+    assert readers == []
+
+
+# --- code generation helpers shared by the families ---------------------------------------
+
+
+def test_the_nest_limit_is_pythons() -> None:
+    from stablerules._codegen import MAX_NESTED_BLOCKS, nest_limit
+
+    def nested(depth: int) -> str:
+        return "".join("    " * level + f"for i{level} in range(1):\n" for level in range(depth)) + "    " * depth + "pass\n"
+
+    compile(nested(MAX_NESTED_BLOCKS), "<nest>", "exec")
+    with pytest.raises(SyntaxError, match="too many statically nested blocks"):
+        compile(nested(MAX_NESTED_BLOCKS + 1), "<nest>", "exec")
+    assert (nest_limit(), nest_limit(reserved=2), nest_limit(reserved=4), nest_limit(per_level=2, reserved=2)) == (20, 18, 16, 9)
+
+    from stablerules.rules import broadcast, flip, kron, repeat
+
+    # The families' limits (quoted in their error messages) are unchanged.
+    assert (repeat._MAX_NEST_LEVELS, flip._MAX_NEST_LEVELS, broadcast._MAX_GROUPS, kron._MAX_AXES) == (20, 18, 16, 9)
+
+
+def test_loop_text_helpers() -> None:
+    from stablerules._codegen import SourceWriter, emit_copy, plus, tuple_text
+
+    assert tuple_text(["a"]) == "(a,)" and tuple_text(["a", "b"]) == "(a, b)"
+    assert plus("0", "k") == "k" and plus("i", "0") == "i" and plus("i", "k") == "i + k" and plus("0", "0") == "0"
+    writer = SourceWriter()
+    with writer.block("def copy(dst, src, start, at, count):"):
+        emit_copy(writer, "at", "start", "count", dst="dst", src="src")
+    namespace: dict[str, Any] = {"np": np}
+    exec(writer.text(), namespace)
+    source, target = np.arange(10.0), np.zeros(10)
+    namespace["copy"](target, source, 2, 5, 4)
+    np.testing.assert_array_equal(target, [0, 0, 0, 0, 0, 2, 3, 4, 5, 0])
+
+
+def test_as_units_moves_the_bits() -> None:
+    from stablerules._units import UNITS, WIDENED, as_units
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]  # strided: copied once, C order
+    bits = as_units(x, UNITS[4])
+    assert bits.dtype == np.uint32 and bits.shape == (6,)
+    np.testing.assert_array_equal(bits.view(np.float32), np.ascontiguousarray(x).ravel())
+    assert WIDENED["float32"] == np.float64 and WIDENED["complex64"] == np.complex128

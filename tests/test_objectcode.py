@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 from stablerules import _objectcode
-from stablerules._cache import DiskStore, KernelCache, KernelSource, LoadedKernel, ShapeSignature
+from stablerules._cache import DiskStore, KernelCache, LoadedKernel
+from stablerules._key import KernelSource, ShapeSignature
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 
 REPO = Path(__file__).resolve().parents[1]

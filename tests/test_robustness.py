@@ -800,7 +800,8 @@ def test_cache_dir_writable_by_group_or_others_is_refused(
 def test_invalid_rendered_source_is_raised_not_reported_as_a_damaged_cache_entry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from stablerules._cache import KernelCache, KernelSource, ShapeSignature
+    from stablerules._cache import KernelCache
+    from stablerules._key import KernelSource, ShapeSignature
     from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array
 
     monkeypatch.setenv("STABLERULES_CACHE_DIR", str(tmp_path / "cache"))

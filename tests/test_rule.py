@@ -24,11 +24,13 @@ import pytest
 import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules._arrays import ArrayLike, ArraySpec, InputFacts, as_array, contiguous, input_facts, static_int
-from stablerules._cache import CACHE, KernelSource, ShapeSignature
+from stablerules._cache import CACHE
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from stablerules._op import KernelRequest
 from stablerules._registry import FRULES, PULLBACK_BUILDERS, RRULES
-from stablerules._launch import context_launches, count_launches, cpu_launcher, kernel_launches
+from stablerules._guards import count_launches
+from stablerules._key import KernelSource, ShapeSignature
+from stablerules._launch import context_launches, cpu_launcher, kernel_launches
 from stablerules._rule import DensePullback, Plan, RuleOp
 from stablerules._tangents import Cotangent, DenseCotangent
 from stablerules.testing import test_frule as check_frule

@@ -18,8 +18,9 @@ import pytest
 import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules._arrays import is_dynamic_static, static_int
-from stablerules._launch import COUNTERS
-from stablerules._cache import CACHE, KernelSource, ShapeSignature
+from stablerules._guards import COUNTERS
+from stablerules._cache import CACHE
+from stablerules._key import KernelSource, ShapeSignature
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from stablerules._registry import FRULES, RRULES
 from stablerules._typing import RulePullback as Pullback
@@ -910,7 +911,7 @@ def test_fallback_is_caught(register: Register) -> None:
         return scale(x, k)
 
     def falls_back_rrule(x: Array, k: Val[int] | int) -> tuple[Array, Pullback]:
-        CACHE.note_fallback("falls_back: generic path")
+        COUNTERS.note_fallback("falls_back: generic path")
         return scale_rrule(x, k)
 
     register(falls_back, falls_back_rrule)

@@ -79,9 +79,9 @@ Decisions:
 - ``Val`` is registered as a static pytree node (no leaves; the ``Val`` itself, hashable, is
   the node's auxiliary data), so it passes through ``jit`` as a constant.
 
-Complex cotangents follow JAX's convention (the transpose, not the adjoint; see
-``stablerules._adapters``); our ops' coefficients are real, so only kron's complex path,
-which is ``jnp.kron``, would differ, and JAX handles it.
+Complex cotangents follow JAX's convention (the transpose, not the adjoint); our ops'
+coefficients are real, so only kron's complex path, which is ``jnp.kron``, would differ, and
+JAX handles it.
 
 What the ops need of the rule modules is their kernel export, one documented block at the
 end of a rule module: ``repeat.export_julia_form`` and ``repeat.export_nest_kernel`` (a
@@ -109,12 +109,13 @@ import jax
 import numpy as np
 # The one private JAX name we use: jax.extend.core.Primitive is this class (a test pins it, and
 # fails first on a jax that moves it), but importing jax.extend costs a fresh process more
-# than a tenth of this package's own import (it imports jax.extend.pallas; bench/README.md).
+# than a tenth of this package's own import (it imports jax.extend.pallas).
 from jax._src.core import Primitive as Primitive
 from jax.interpreters.mlir import ir
 from jax.interpreters import ad, mlir
 
-from .._cache import CACHE, Kernel, KernelSource, ShapeSignature, source_hash
+from .._cache import CACHE, source_hash
+from .._key import Kernel, KernelSource, ShapeSignature
 from .._codegen import SourceWriter
 from .._memo import memoized, register
 from .._op import KernelRequest

@@ -16,7 +16,7 @@ import numpy as np
 from jax.interpreters import ad, batching, mlir
 
 from .._arrays import ArraySpec, check_dtype
-from .._cache import KernelSource, ShapeSignature
+from .._key import KernelSource, ShapeSignature
 from .._codegen import SourceWriter
 from .._rule import Plan, RuleOp
 from .._val import Val

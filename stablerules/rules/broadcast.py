@@ -73,8 +73,8 @@ from .._arrays import (
     static_bool,
     static_ints,
 )
-from .._cache import KernelSource, ShapeSignature
-from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
+from .._key import KernelSource, ShapeSignature
+from .._codegen import INDEX, SourceWriter, cpu_kernel, nest_limit, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized
 from .._op import KernelRequest
@@ -82,6 +82,7 @@ from .._launch import cpu_launcher, cuda_launch
 from .._rule import ZERO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
 from .._typing import deprecated
+from .._units import WIDENED
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -89,15 +90,8 @@ _F = TypeVar("_F", bound=np.inexact)
 DType = np.dtype[np.generic]
 
 _FALSE: Val[bool] = Val(False)
-# Python refuses source with more than 20 statically nested blocks; the kernels nest one loop
-# per group (plus the function and the thread-range loop).
-_MAX_GROUPS = 16
-_WIDENED = {
-    "float32": np.dtype(np.float64),
-    "float64": np.dtype(np.float64),
-    "complex64": np.dtype(np.complex128),
-    "complex128": np.dtype(np.complex128),
-}
+# The kernels nest one loop per group inside their own loops (the thread-range loop, a tile's).
+_MAX_GROUPS = nest_limit(reserved=4)
 _REAL = {"float32": "float32", "float64": "float64", "complex64": "float32", "complex128": "float64"}
 
 
@@ -224,7 +218,7 @@ def _render_cpu(signature: ShapeSignature) -> KernelSource:
     pattern, mean = signature.static
     assert isinstance(pattern, str)
     dtype = np.dtype(signature.dtypes[0])
-    wide = _WIDENED[dtype.name]
+    wide = WIDENED[dtype.name]
     writer = SourceWriter()
     count = len(pattern)
     extents = [(f"E{group}", INDEX) for group in range(count)]
@@ -291,7 +285,7 @@ def _render_cuda(signature: ShapeSignature) -> KernelSource:
     pattern, mean = signature.static
     assert isinstance(pattern, str)
     dtype = np.dtype(signature.dtypes[0])
-    wide = _WIDENED[dtype.name]
+    wide = WIDENED[dtype.name]
     count = len(pattern)
     extents = [(f"E{group}", INDEX) for group in range(count)]
     writer = SourceWriter()
@@ -509,7 +503,7 @@ class BroadcastPlan(_IndexPlan):
 
             return broadcast_to_pullback_view
 
-        wide = _WIDENED[dtype.name]
+        wide = WIDENED[dtype.name]
         kept = math.prod(x_shape)
         cuda = self.target == "cuda"
         launch = self.launch

@@ -59,14 +59,16 @@ import numpy.typing as npt
 
 from .. import _pool
 from .._arrays import ArrayLike, InputFacts, checked_size, input_facts, normalize_axis, shape_text, static_ints
-from .._cache import Kernel, KernelSource, ShapeSignature
-from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
+from .._key import Kernel, KernelSource, ShapeSignature
+from .._codegen import INDEX, SourceWriter, cpu_kernel, nest_limit, readonly_array, writable_array
+from .._codegen import emit_copy as _emit_copy, plus as _plus, tuple_text as _tuple_text
 from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized
 from .._op import KernelRequest
 from .._launch import cpu_launcher, cuda_launch
 from .._rule import DensePullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
+from .._units import UNITS, as_units
 from .._typing import deprecated
 from .._val import Val
 from .._views import ViewPlan
@@ -77,15 +79,14 @@ Shape: TypeAlias = tuple[int, ...]
 DType: TypeAlias = np.dtype[np.generic]
 _Static: TypeAlias = "Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]"
 
-# Python refuses source with more than 20 statically nested blocks: a nest of more groups is
-# refused (an ndim-64 array rolled along every other axis would need 64 levels).
-_MAX_NEST_LEVELS = 18
+# A nest of more groups than Python's block limit leaves is refused (an ndim-64 array rolled
+# along every other axis would need 64 levels).
+_MAX_NEST_LEVELS = nest_limit(reserved=2)
 _PLAIN = "plain"
 _ROLLED = "rolled"
 # Rows are copied in chunks of about this many bytes (see _emit_rows): a chunk and its
 # source stay in L1 while the wrapped columns are fixed.
 _CHUNK_BYTES = 16384
-_UNITS: dict[int, DType] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 
 
 def _axes(value: object, ndim: int, op: str, name: str = "axis") -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -196,7 +197,7 @@ def _roll_layout(ndim: int, itemsize: int, net: tuple[tuple[int, int], ...] | No
     """``net``: (axis, summed shift) per rolled axis, or ``None`` for ``axis=None`` (the
     flattened array rolled by ``flat_shift``)."""
     factor = max(itemsize // 8, 1)
-    unit = _UNITS[min(itemsize, 8)]
+    unit = UNITS[min(itemsize, 8)]
     axes = ndim + (1 if factor > 1 else 0)  # the unit axis is the last, never rolled
     pattern: list[str] = []
     groups: list[tuple[int, ...]] = []
@@ -268,10 +269,6 @@ def _roll_request(layout: RollLayout, target: str) -> KernelRequest:
     return KernelRequest(signature, lambda: render(signature, layout.pattern, layout.unit.name))
 
 
-def _tuple_text(parts: Sequence[str]) -> str:
-    return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
-
-
 def _parameters(pattern: Sequence[str]) -> tuple[list[str], list[str]]:
     """Extent names ``e0, e1, ...`` (one per group) and shift names (one per rolled group)."""
     extents = [f"e{level}" for level in range(len(pattern))]
@@ -282,16 +279,6 @@ def _parameters(pattern: Sequence[str]) -> tuple[list[str], list[str]]:
 def _steps(extents: Sequence[str]) -> list[str]:
     """Per level, the flat step of its index: the product of the extents inside it."""
     return [" * ".join(extents[level + 1 :]) or "1" for level in range(len(extents))]
-
-
-def _emit_copy(writer: SourceWriter, target: str, source: str, count: str) -> None:
-    """``y[target:target + count] = x[source:source + count]`` with unsigned indices: Numba
-    emits no negative-index wraparound for them, so LLVM turns the loop into vector copies
-    (faster than slices of the arrays; see ``bench/README.md``)."""
-    writer.line(f"into = np.uintp({target})")
-    writer.line(f"fro = np.uintp({source})")
-    with writer.block(f"for t in range(np.uintp({count})):"):
-        writer.line("y[into + t] = x[fro + t]")
 
 
 def _render_roll(signature: ShapeSignature, pattern: tuple[str, ...], unit: str) -> KernelSource:
@@ -377,7 +364,7 @@ def _emit_rows(writer: SourceWriter, pattern: tuple[str, ...], level: int, y_bas
         runs = [(low, high, "0")]
     else:
         shift = f"s{level}"
-        runs = [  # in the output's memory order (faster than the source's: see bench/README.md)
+        runs = [  # in the output's memory order (faster than the source's)
             (low, f"min({high}, {shift})" if level == 0 else shift, f"({shift} - e{level})"),
             (f"max({low}, {shift})" if level == 0 else shift, high, shift),
         ]
@@ -400,12 +387,6 @@ def _emit_rows(writer: SourceWriter, pattern: tuple[str, ...], level: int, y_bas
                 _emit_copy(writer, "yr", f"xr + {n} - {shift}", f"count - {n} + {shift}")
                 with writer.block("for row in range(r1 - r0):"):
                     _emit_copy(writer, f"yr + row * {n} + {shift}", f"xr + row * {n}", f"{n} - {shift}")
-
-
-def _plus(base: str, term: str) -> str:
-    if base == "0":
-        return term
-    return base if term == "0" else f"{base} + {term}"
 
 
 def _render_roll_cuda(signature: ShapeSignature, pattern: tuple[str, ...], unit: str) -> KernelSource:
@@ -445,16 +426,6 @@ def _render_roll_cuda(signature: ShapeSignature, pattern: tuple[str, ...], unit:
 # ======================================================================================
 # roll: the plan and the op
 # ======================================================================================
-
-
-def _units(array: ArrayLike, unit: DType) -> ArrayLike:
-    """The C-ordered bits of ``array`` as a flat array of ``unit`` (one copy when strided)."""
-    if not array.flags.c_contiguous:
-        # A broadcast view can be far larger than memory: refuse it before copying.
-        checked_size(array.shape, array.dtype.itemsize, "a C-ordered copy of an input")
-        array = array.copy(order="C")  # keeps the dtype's byte order: the bits are copied as they are
-    flat: ArrayLike = array.reshape(-1).view(unit)
-    return flat
 
 
 class RollPlan(Plan):
@@ -520,7 +491,7 @@ class RollPlan(Plan):
         out: ArrayLike = self.allocate(self.out_shape, dtype)
         if launch is not None:
             unit = self.layout.unit
-            launch(_units(source, unit), out.reshape(-1).view(unit))
+            launch(as_units(source, unit), out.reshape(-1).view(unit))
         return out
 
     def forward(self, arrays: tuple[object, ...]) -> object:

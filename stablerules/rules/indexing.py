@@ -18,7 +18,7 @@ copies use unsigned indices, so LLVM emits no negative-index wraparound code in 
 ``1::2``, ``::-2``) writes that axis as 64-bit units, one per pair of elements: the selected
 half holds the cotangent's bits, the other half zero (little-endian: the low half is the even
 offset), so each row is one unit store per selected element instead of a zero fill and a
-strided store (about 1.5x on a 2048x2048 float32 ``[1:-1, ::2]``); other dtypes, steps and odd
+strided store; other dtypes, steps and odd
 extents take the element loop of the same kernel. When
 the selection covers all of ``x`` (``sr.ix[...]``,
 ``sr.ix[::-1]``, an int on an axis of length 1) the pullback is a view of the cotangent and a
@@ -96,6 +96,7 @@ from .._arrays import (
     ArrayLike,
     ArraySpec,
     InputFacts,
+    array_namespace,
     as_array,
     checked_size,
     input_facts,
@@ -104,14 +105,16 @@ from .._arrays import (
     static_bool,
     static_int,
 )
-from .._cache import Kernel, KernelSource, ShapeSignature
-from .._launch import COUNTERS
-from .._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
+from .._codegen import INDEX, SourceWriter, cpu_kernel, emit_copy, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
+from .._guards import COUNTERS
+from .._key import Kernel, KernelSource, ShapeSignature
+from .._launch import cpu_launch, cuda_launch, empty_launch
 from .._op import KernelRequest
-from .._rule import NO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp, cpu_launch, cuda_launch, empty_launch
+from .._rule import NO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._typing import deprecated
+from .._units import UNITS, as_units
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -122,48 +125,25 @@ DType: TypeAlias = np.dtype[np.generic]
 _Slice: TypeAlias = "slice[int | None, int | None, int | None]"
 Entry: TypeAlias = "int | _Slice | None | pytypes.EllipsisType"
 
-_UNITS: dict[int, DType] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 _INTP: DType = np.dtype(np.intp)
 _NOTHING = ZeroTangent()
 
 
 def _unit_of(dtype: DType) -> tuple[DType, int]:
     """The unsigned integer type a copy moves ``dtype``'s bits as, and units per element."""
-    return _UNITS[min(dtype.itemsize, 8)], max(dtype.itemsize // 8, 1)
-
-
-def _units(array: ArrayLike, unit: DType) -> ArrayLike:
-    """The C-ordered bits of ``array`` as a flat array of ``unit`` (one copy when strided)."""
-    if not array.flags.c_contiguous:
-        checked_size(array.shape, array.dtype.itemsize, "a C-ordered copy of an input")
-        array = array.copy(order="C")
-    flat: ArrayLike = array.reshape(-1).view(unit)
-    return flat
+    return UNITS[min(dtype.itemsize, 8)], max(dtype.itemsize // 8, 1)
 
 
 def _flat(array: ArrayLike, dtype: DType) -> ArrayLike:
     """``array`` as a flat C-contiguous array of ``dtype`` (a view when it already is one)."""
-    xp = np if isinstance(array, np.ndarray) else _namespace_of(array)
+    xp = np if isinstance(array, np.ndarray) else array_namespace(array)
     flat: ArrayLike = xp.ascontiguousarray(array, dtype=dtype).reshape(-1)
     return flat
 
 
-def _namespace_of(array: object) -> pytypes.ModuleType:
-    import sys  # noqa: PLC0415
-
-    cupy = sys.modules.get("cupy")
-    if cupy is not None and isinstance(array, cupy.ndarray):
-        return cupy
-    return np
-
-
 def _emit_copy(writer: SourceWriter, target: str, source: str, count: str) -> None:
-    """``dst[target + t] = src[source + t]`` for ``t < count``, with unsigned indices (no
-    negative-index wraparound code, so LLVM vectorizes the loop)."""
-    writer.line(f"into = np.uintp({target})")
-    writer.line(f"fro = np.uintp({source})")
-    with writer.block(f"for t in range(np.uintp({count})):"):
-        writer.line("dst[into + t] = src[fro + t]")
+    """``dst[target + t] = src[source + t]`` for ``t < count`` (:func:`emit_copy`)."""
+    emit_copy(writer, target, source, count, dst="dst", src="src")
 
 
 def _emit_zero(writer: SourceWriter, target: str, count: str) -> None:
@@ -781,7 +761,7 @@ def _wrapped_indices(op: str, indices: ArrayLike, n: int, axis: int | None, copy
     """``indices`` as a C-contiguous ``intp`` array with negative entries wrapped, after the
     range check (``IndexError`` naming the index, the axis and its length). With ``copy`` it
     never is the caller's array: a pullback keeps it, and its kernels trust its range."""
-    xp = _namespace_of(indices)
+    xp = array_namespace(indices)
     if indices.size == 0:
         empty: ArrayLike = xp.zeros(indices.shape, dtype=_INTP)
         return empty
@@ -807,7 +787,7 @@ def _check_promises(op: str, w: ArrayLike, n: int, unique: bool, sorted_: bool) 
     if not (unique or sorted_) or w.size < 2:
         return
     flat: npt.NDArray[np.intp] = w.reshape(-1)  # type: ignore[assignment]
-    xp = _namespace_of(flat)
+    xp = array_namespace(flat)
     if sorted_:
         bad = flat[1:] <= flat[:-1] if unique else flat[1:] < flat[:-1]
         if bool(bad.any()):
@@ -1462,7 +1442,7 @@ class TakePlan(_GatherPlan):
         if not self.y_size:
             return y
         kernel = self.gather_request.get()
-        src = _units(source, self.unit)
+        src = as_units(source, self.unit)
         out = y.reshape(-1).view(self.unit)
         inner = self.inner * self.factor
         if self.target == "cuda":
@@ -1656,7 +1636,7 @@ class TakeAlongAxisPlan(_GatherPlan):
     def _indices(self, arrays: tuple[object, ...], copy: bool) -> ArrayLike:
         indices = input_facts(arrays[1], "indices", "take_along_axis").need_array("take_along_axis")
         w = _wrapped_indices("take_along_axis", indices, self.n, self.axis, copy)
-        namespace = _namespace_of(w)
+        namespace = array_namespace(w)
         if w.shape != self.out_shape:
             w = namespace.ascontiguousarray(namespace.broadcast_to(w, self.out_shape))
         flat: ArrayLike = w.reshape(-1)
@@ -1668,7 +1648,7 @@ class TakeAlongAxisPlan(_GatherPlan):
             return y
         kernel = self.gather_request.get()
         unit, factor = self.unit, self.factor
-        src = _units(source, unit)
+        src = as_units(source, unit)
         out = y.reshape(-1).view(unit)
         n, m, inner = self.n, self.m, self.inner
         if factor > 1:  # an element is `factor` units: each unit of (outer, m, inner, factor) takes its element's index
@@ -1855,7 +1835,7 @@ class IndexAddPlan(Plan):
         taken: ArrayLike = namespace.empty(self.target_shape, dtype=self.out_dtype)
         if taken.size:
             kernel = self.gather_request.get()
-            src, out = _units(dy, self.unit), taken.reshape(-1).view(self.unit)
+            src, out = as_units(dy, self.unit), taken.reshape(-1).view(self.unit)
             inner = self.inner * self.factor
             if self.target == "cuda":
                 cuda_launch(kernel, out.size, src, w, out, self.n, self.m, inner, out.size)

@@ -39,7 +39,7 @@ per element. Forward and pushforward: one thread per pair ``(i, k)``. Pullback: 
 gathers, no atomics: warps own ``da`` elements (lanes stride along ``b``'s rows, coalesced),
 lanes own consecutive ``db`` elements (warps split ``a``), each with a shared-memory
 reduction; complex values natively, sums in float64/complex128 as on the CPU. It reads ``dy``
-twice (``bench/README.md`` has what that costs and the one-pass design that would not).
+twice.
 """
 
 from __future__ import annotations
@@ -68,14 +68,15 @@ from .._arrays import (
     kernel_target,
     shape_text,
 )
-from .._cache import Kernel, KernelSource, ShapeSignature
-from .._codegen import INDEX, SourceWriter, conj, cpu_kernel, numba_scalar, readonly_array, writable_array
+from .._key import Kernel, KernelSource, ShapeSignature
+from .._codegen import INDEX, SourceWriter, conj, cpu_kernel, nest_limit, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel
 from .._memo import memoized
 from .._op import KernelRequest
 from .._launch import cpu_launcher, cuda_launch, cuda_launch_blocks
 from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp, SavedDense
 from .._tangents import Cotangent, DenseCotangent, Fill
+from .._units import WIDENED
 
 _DT = TypeVar("_DT", bound=np.generic)
 
@@ -85,29 +86,22 @@ KronOperand: TypeAlias = Union[npt.NDArray[np.generic], bool, int, float, comple
 # The rows of b (and db) that one row tile reuses take at most this many bytes together, so
 # they stay in L1 (48 KiB on the machines we measured) next to the streaming cotangent.
 _TILE_BYTES = 32768
-# Python refuses source with more than 20 statically nested blocks; the kernels nest two
-# loops per axis plus the row-tile loops: 9 axes is the most that compiles.
-_MAX_AXES = 9
+# The kernels nest two loops per axis plus the row-tile loops: 9 axes is the most that compiles.
+_MAX_AXES = nest_limit(per_level=2, reserved=2)
 _FLOAT64: np.dtype[np.generic] = np.dtype(np.float64)
 
 # The pullback walks the rows of a block this many at a time. They share each load of b and
 # each load-add-store of db, a third of the instructions per element on short rows. The rows
 # of a group are a quarter of the block apart, not adjacent: the group then reads the block as
 # four sequential streams in different 4 KiB pages, which the hardware prefetchers follow
-# (bench/README.md has the measurements behind both choices).
+# (both choices were measured).
 _ROWS = 4
 
 # Accumulation precision: float32 / complex64 sums run in float64 (complex128 for the closed
 # forms of a Fill). A kron gradient entry sums |b| (or |a|) products, 3e4 of them for a b
 # of shape (300, 100), where float32 accumulation would lose about 3 digits; products of float32 values
 # are exact in float64, and the conversion costs nothing on the memory-bound path (the
-# cotangent is still read in its own dtype, only the accumulators are wide).
-_WIDENED = {
-    "float32": np.dtype(np.float64),
-    "float64": np.dtype(np.float64),
-    "complex64": np.dtype(np.complex128),
-    "complex128": np.dtype(np.complex128),
-}
+# cotangent is still read in its own dtype, only the accumulators are wide): ``WIDENED``.
 
 
 # --------------------------------------------------------------------------------------------
@@ -358,7 +352,7 @@ def _render_pullback(signature: ShapeSignature) -> KernelSource:
     a_channels, b_channels = signature.static
     assert isinstance(a_channels, int) and isinstance(b_channels, int)
     real = np.dtype(signature.dtypes[0])
-    wide = _WIDENED[real.name]
+    wide = WIDENED[real.name]
     (ndim,) = signature.ndims
     a_names = ["a"] if a_channels == 1 else [f"a_{c}" for c in range(a_channels)]
     b_names = ["b"] if b_channels == 1 else [f"b_{c}" for c in range(b_channels)]
@@ -548,7 +542,7 @@ def _render_pullback_cuda(signature: ShapeSignature) -> KernelSource:
     want_a, want_b = da_name != "-", db_name != "-"
     da_dtype = np.dtype(da_name) if want_a else result
     db_dtype = np.dtype(db_name) if want_b else result
-    wide = _WIDENED[result.name]
+    wide = WIDENED[result.name]
     zero = f"{numba_scalar(wide)}(0)"
 
     def term(array: str, index: str, dtype: np.dtype[np.generic]) -> str:
@@ -1035,7 +1029,7 @@ def _finish(gradient: ArrayLike, shape: tuple[int, ...], dtype: np.dtype[np.gene
 def _fill_gradient(value: complex, other: ArrayLike, shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> Fill:
     """The gradient of one operand for a ``Fill(value)`` cotangent: ``value * conj(sum(other))``
     everywhere (every element of an operand meets every element of the other once)."""
-    total = np.sum(other, dtype=_WIDENED[other.dtype.name])
+    total = np.sum(other, dtype=WIDENED[other.dtype.name])
     return Fill(complex(value * np.conj(total)), shape, dtype)  # the real part for a real dtype
 
 

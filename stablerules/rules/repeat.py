@@ -69,8 +69,9 @@ from .._arrays import (
     static_int,
     static_ints,
 )
-from .._cache import Kernel, KernelSource, ShapeSignature
-from .._codegen import INDEX, SourceWriter, cpu_kernel, numba_scalar, readonly_array, writable_array
+from .._key import Kernel, KernelSource, ShapeSignature
+from .._codegen import INDEX, SourceWriter, cpu_kernel, nest_limit, numba_scalar, readonly_array, writable_array
+from .._codegen import plus as _plus, tuple_text as _tuple_text
 from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized
 from .._op import KernelRequest
@@ -85,9 +86,8 @@ _DT = TypeVar("_DT", bound=np.generic)
 _NDARRAY = np.ndarray
 # Counts whose product reaches this cannot index memory: rejected before any kernel is built.
 _COUNT_LIMIT = 2**62
-# Python refuses source with more than 20 statically nested blocks ("too many statically
-# nested blocks"); a nest of n levels emits at most n nested loops: refused beyond that.
-_MAX_NEST_LEVELS = 20
+# A nest of n levels emits at most n nested loops: refused beyond Python's block limit.
+_MAX_NEST_LEVELS = nest_limit()
 # Innermost counts up to this size are summed as one unrolled pairwise expression.
 _UNROLL_LIMIT = 16
 # Elements of the CPU pullback's scratch buffer (summed copies of a chunk of the block; 16 KiB
@@ -158,7 +158,7 @@ class _Nest:
         then reads its part of each copy after the other and adds into its ``dx`` range that
         many times. Fused, the kernel runs the input loop outermost and each innermost run sum
         adds the same run of every copy (``step0`` apart): one pass over ``dx``, the copies
-        read as concurrent streams (faster with 2 threads; see ``bench/README.md``). Only for
+        read as concurrent streams (faster with 2 threads). Only for
         at most ``_FUSED_OUTER`` copies, runs up to ``_UNROLL_LIMIT`` and no summed copies
         before the block (``copies_level``, which already sums adjacent copies elementwise)."""
         items = self.items
@@ -261,16 +261,6 @@ def _tile_layout(ndim: int, reps: tuple[int, ...]) -> _Layout:
 def _product_text(static: int, terms: Sequence[str]) -> str:
     parts = list(terms) + ([str(static)] if static != 1 or not terms else [])
     return " * ".join(parts)
-
-
-def _tuple_text(parts: Sequence[str]) -> str:
-    return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
-
-
-def _plus(base: str, term: str) -> str:
-    if base == "0":
-        return term
-    return base if term == "0" else f"{base} + {term}"
 
 
 def _times(index: str, step: str) -> str:
@@ -918,9 +908,7 @@ class CountsPlan(_RepeatPlan):
             raise TypeError(f"repeat: repeats must hold integers, got an array of dtype {counts.dtype}")
         counts_facts = input_facts(counts, "repeats", "repeat")
         joint_device((x, counts_facts))
-        counts_dtype, counts_shape = counts_facts.dtype, counts_facts.shape
-        if counts_dtype.kind not in "iu":
-            raise TypeError(f"repeat: repeats must hold integers, got an array of dtype {counts_dtype}")
+        counts_shape = counts_facts.shape
         if len(counts_shape) > 1:
             raise ValueError(f"repeat: repeats must be a 1-D array of counts, got shape {shape_text(counts_shape)}")
         counts_length = math.prod(counts_shape)

@@ -114,7 +114,7 @@ OptionalTensors: TypeAlias = tuple[torch.Tensor | None, ...]
 # first on a torch that moves them): whether a torch.func transform is active, and the
 # forward-mode AD level. Without them every call that requires grad would take the
 # ``setup_context`` Function that torch.func and forward AD need, several times the cost of the
-# plain one (bench/README.md).
+# plain one.
 _FUNCTORCH_ACTIVE: Callable[[], bool] = torch._C._are_functorch_transforms_active
 _FORWARD_AD = torch.autograd.forward_ad
 
@@ -378,7 +378,7 @@ class _Capsule:
 
     ``np.from_dlpack(tensor)`` costs several times more (torch's ``__dlpack__`` checks its
     arguments in Python); the capsule made directly makes the whole view as cheap as
-    ``tensor.numpy()`` (bench/README.md), which we avoid because it marks the tensor's storage as never
+    ``tensor.numpy()``, which we avoid because it marks the tensor's storage as never
     resizable (FSDP2 frees and regathers its parameters by resizing their storage)."""
 
     __slots__ = ("capsule",)
@@ -781,7 +781,7 @@ def _backward(c: _Context, cotangents: OptionalTensors, statics: int) -> Optiona
 
 class _PlainForward(torch.autograd.Function):
     """The op in plain eager mode (no torch.func transform, no forward-mode AD): ``ctx`` in
-    ``forward``, cheaper per call than ``setup_context`` (a tiny op's budget; bench/README.md). Its
+    ``forward``, cheaper per call than ``setup_context`` (a tiny op's budget). Its
     first input is the call's :class:`Signature`. A linear call saves no tensors (its pullback
     reads shapes only, as torch's own linear ops); a non-linear one saves its inputs, and its
     pullback is built in ``backward`` from the saved tensors: a closure made in ``forward``
@@ -1251,11 +1251,6 @@ def _aliases(tensor: torch.Tensor, others: Sequence[torch.Tensor]) -> bool:
 
 # DTensor calls of kernel ops: _sharding's custom ops, running this module's functions.
 DTENSOR = DTensorEngine(Kernels(run_op, run_pullback, output_meta, fresh, encode, decode, differentiable))
-
-
-# ---------------------------------------------------------------------------------------------
-# the public callable
-# ---------------------------------------------------------------------------------------------
 
 
 # ---------------------------------------------------------------------------------------------

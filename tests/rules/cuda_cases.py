@@ -33,7 +33,8 @@ import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules._cache import CACHE
 from stablerules._cuda import cuda_available, simulator_enabled
-from stablerules._rule import count_launches, kernel_launches
+from stablerules._guards import count_launches
+from stablerules._launch import kernel_launches
 from tests.ci import in_ci
 from tests.rules import Case as RobustnessCase, assert_every_op_has_a_row, collect
 

@@ -534,7 +534,8 @@ def test_pullbacks_without_a_forward_take_specs() -> None:
 
 
 def test_roll_rules_launch_the_kernel_once_each() -> None:
-    from stablerules._rule import count_launches, kernel_launches
+    from stablerules._guards import count_launches
+    from stablerules._launch import kernel_launches
 
     x = random_array(RNG, (5, 6), np.float32)
     (signature,) = sr.precompile(sr.roll, x, Val(2), axis=Val(1))
@@ -577,7 +578,7 @@ def test_a_numpy_pullback_in_place_of_rolls_kernel_is_caught(monkeypatch: pytest
 
 
 def test_flip_runs_its_view_plan_and_no_kernel() -> None:
-    from stablerules._rule import kernel_launches
+    from stablerules._launch import kernel_launches
 
     x = random_array(RNG, (3, 4))
     plan = sr.flip.lookup(*sr.flip.bind(x, Val(1)))

@@ -22,7 +22,8 @@ import pytest
 
 import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
-from stablerules._rule import count_launches, kernel_launches
+from stablerules._guards import count_launches
+from stablerules._launch import kernel_launches
 from stablerules.rules.indexing import GetindexPlan, TakeAlongAxisPlan, TakePlan
 from stablerules.testing import test_frule as check_frule
 from stablerules.testing import test_rrule as check_rrule
@@ -513,7 +514,8 @@ _CUDA_SORT_SCRIPT = r"""
 import numpy as np
 import stablerules as sr
 from stablerules import Val
-from stablerules._rule import count_launches, kernel_launches
+from stablerules._guards import count_launches
+from stablerules._launch import kernel_launches
 rng = np.random.default_rng(1)
 x = rng.standard_normal((40, 3))
 idx = (rng.zipf(1.3, 300) - 1) % 40 - 20  # many repeats, negative ones too: more than one grid of positions

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 import stablerules as sr
 from stablerules import Fill, NoTangent, Thunk, Val, ZeroTangent
 from stablerules import _parallel
-from stablerules._rule import count_launches, kernel_launches
+from stablerules._guards import count_launches
+from stablerules._launch import kernel_launches
 from tests.references import array_rrule as rrule, dense, random_array
 
 # Any keeps NumPy's operator overloads usable in the tests; the library's API has none.

@@ -1,0 +1,277 @@
+"""The import contract: layers import only downward, no circle, families never import each
+other, the public face only re-exports.
+
+Every module's imports are read with ``ast`` (function-level imports and ``TYPE_CHECKING``
+blocks included: a lazy import is still a dependency), and each module has a layer:
+
+====  ==========  ===========================================================================
+  0   bottom      errors, configuration, guards and counters, ``Val``, memo, version, schema
+  1   key         the kernel key (``ShapeSignature``, ``KernelSource``, ``Kernel``)
+  2   values      array facts, dtype units, tangents, typing, registry, binder, thread split, pool,
+                  object-code loader
+  3   kernels     cache, code generation, CUDA
+  4   launch      the launchers
+  5   scaffold    the op base, ``Plan``/``RuleOp``, views, dispatch, recording
+  6   families    ``stablerules.rules.*``
+  7   face        ``stablerules`` and ``stablerules.testing``
+  8   adapters    ``stablerules.torch``, ``stablerules.jax``, ``stablerules.autograd``
+====  ==========  ===========================================================================
+
+A module may import its own layer or below. ``ALLOWED`` lists the few edges that must stay for
+now, each with its reason; a new circle, upward import or family-to-family import fails here.
+Run this file directly (``python tests/test_architecture.py [ROOT]``) for the figures of a
+checkout.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LAYERS: dict[str, int] = {
+    **dict.fromkeys(
+        ("_errors", "_config", "_guards", "_val", "_memo", "_version", "_schema", "_layout", "_kernel_pipeline"), 0
+    ),
+    "_key": 1,
+    **dict.fromkeys(
+        ("_arrays", "_units", "_tangents", "_typing", "_registry", "_binding", "_parallel", "_pool", "_objectcode"), 2
+    ),
+    **dict.fromkeys(("_cache", "_codegen", "_cuda"), 3),
+    "_launch": 4,
+    **dict.fromkeys(("_op", "_rule", "_half", "_views", "_dispatch", "_record"), 5),
+    "rules": 6,
+    **dict.fromkeys(("", "testing"), 7),
+    **dict.fromkeys(("torch", "jax", "autograd"), 8),
+}
+LAYER_NAMES = ("bottom", "key", "values", "kernels", "launch", "scaffold", "families", "face", "adapters")
+
+# (importer, imported): why the edge stays.
+ALLOWED: dict[tuple[str, str], str] = {
+    ("stablerules._record", "stablerules._rule"): (
+        "recording checks a call's op is a RuleOp (a function-level import and an annotation); "
+        "the record module is being rewritten with the tape (issue 34 step 3)"
+    ),
+    ("stablerules._record", "stablerules"): (
+        "replaying a recording reaches each op by its name through the face's lazy loader "
+        "(PEP 562), a function-level import; same rewrite as above"
+    ),
+    ("stablerules.torch._sharding", "stablerules.torch._adapter"): (
+        "a type-only import (TYPE_CHECKING) of the adapter's Call, Entry and Tensors; moving those "
+        "types below the adapter (issue 34 step 5, one registrar in torch) removes it"
+    ),
+    ("stablerules.torch._native", "stablerules.torch._adapter"): (
+        "a type-only import (TYPE_CHECKING) of the adapter's Call and Tensors; same move as above"
+    ),
+    ("stablerules._rule", "stablerules._half"): (
+        "the scaffold's lookup routes a 16-bit call to _half, whose HalfPlan subclasses the "
+        "scaffold's Plan (a module-level import at the end of _rule); a lookup hook that _half "
+        "registers would remove it"
+    ),
+}
+
+# What the public face may bind besides re-exports: PEP 562's lazy op loading.
+FACE_NAMES = {"__all__", "_OPS", "__getattr__", "__dir__"}
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules(root: Path = ROOT) -> dict[str, Path]:
+    return {module_name(root, path): path for path in sorted((root / "stablerules").rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The stablerules modules ``name`` imports anywhere in its text."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            submodules = {f"{target}.{alias.name}" for alias in node.names} & known
+            found |= submodules or ({target} & known)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names} & known
+    found.discard(name)
+    return found
+
+
+def graph(root: Path = ROOT) -> dict[str, set[str]]:
+    found = modules(root)
+    return {name: imports_of(name, path, set(found)) for name, path in found.items()}
+
+
+def layer(name: str) -> int:
+    parts = name.split(".")[1:]
+    if not parts:
+        return LAYERS[""]
+    if parts[0] in LAYERS:
+        return LAYERS[parts[0]]
+    raise KeyError(f"{name}: give it a layer in tests/test_architecture.py's LAYERS")
+
+
+def family(name: str) -> str | None:
+    parts = name.split(".")
+    return ".".join(parts[:3]) if len(parts) >= 3 and parts[1] == "rules" else None
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def upward(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((source, target) for source, targets in edges.items() for target in targets if layer(target) > layer(source))
+
+
+def across_families(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted(
+        (source, target)
+        for source, targets in edges.items()
+        for target in targets
+        if family(source) and family(target) and family(source) != family(target)
+    )
+
+
+def face_definitions(root: Path = ROOT) -> list[str]:
+    """Names the public face binds other than by import (and ``FACE_NAMES``)."""
+    tree = ast.parse((root / "stablerules" / "__init__.py").read_text(encoding="utf-8"))
+    defined: list[str] = []
+
+    def walk(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.Import, ast.ImportFrom, ast.Delete, ast.Pass)):
+                continue
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                continue  # the docstring, or a constant's
+            if isinstance(node, ast.If):
+                walk(node.body)
+                walk(node.orelse)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.append(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                defined.extend(ast.unparse(target) for target in targets)
+            else:
+                defined.append(ast.unparse(node)[:60])
+
+    walk(tree.body)
+    return [name for name in defined if name not in FACE_NAMES]
+
+
+def _without_allowed(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    return {source: {target for target in targets if (source, target) not in ALLOWED} for source, targets in edges.items()}
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = []
+    for name in modules():
+        try:
+            layer(name)
+        except KeyError as error:
+            unplaced.append(str(error))
+    assert not unplaced, unplaced
+
+
+def test_no_import_circle() -> None:
+    assert circles(_without_allowed(graph())) == []
+
+
+def test_no_upward_import() -> None:
+    assert upward(_without_allowed(graph())) == []
+
+
+def test_no_family_imports_another() -> None:
+    assert across_families(graph()) == []
+
+
+def test_public_face_only_re_exports() -> None:
+    assert face_definitions() == []
+
+
+def test_allowed_edges_still_exist() -> None:
+    """An allow-list entry whose edge is gone must go too."""
+    edges = graph()
+    stale = [edge for edge in ALLOWED if edge[1] not in edges.get(edge[0], set())]
+    assert stale == []
+
+
+def test_the_checker_sees_what_it_must(tmp_path: Path) -> None:
+    """A circle through a function-level import, an upward import and a family importing
+    another are all found (so the tests above can fail)."""
+    package = tmp_path / "stablerules"
+    (package / "rules").mkdir(parents=True)
+    (package / "__init__.py").write_text("from ._guards import no_compile as no_compile\n")
+    (package / "_guards.py").write_text("def f():\n    from ._launch import cpu_launch\n")
+    (package / "_launch.py").write_text("from . import _guards\n")
+    (package / "rules" / "__init__.py").write_text("")
+    (package / "rules" / "flip.py").write_text("from .repeat import X\n")
+    (package / "rules" / "repeat.py").write_text("X = 1\n")
+    edges = graph(tmp_path)
+    assert circles(edges) == [["stablerules._guards", "stablerules._launch"]]
+    assert upward(edges) == [("stablerules._guards", "stablerules._launch")]
+    assert across_families(edges) == [("stablerules.rules.flip", "stablerules.rules.repeat")]
+    assert face_definitions(tmp_path) == []
+    (package / "__init__.py").write_text("def helper():\n    return 1\n")
+    assert face_definitions(tmp_path) == ["helper"]
+
+
+def figures(root: Path) -> str:
+    edges = graph(root)
+    lines = [f"{root}: {len(edges)} modules, {sum(map(len, edges.values()))} import edges"]
+    found = circles(edges)
+    lines.append(f"import circles: {len(found)}")
+    lines += [f"  {' <-> '.join(component)}" for component in found]
+    try:
+        ups = upward(edges)
+    except KeyError as error:
+        lines.append(f"upward imports: unknown ({error})")
+    else:
+        lines.append(f"upward imports: {len(ups)}")
+        lines += [f"  {source} ({LAYER_NAMES[layer(source)]}) -> {target} ({LAYER_NAMES[layer(target)]})" for source, target in ups]
+    lines.append(f"family-to-family imports: {len(across_families(edges))}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(figures(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT))
