@@ -483,7 +483,8 @@ _CUDA_SCRIPT = """
 import numpy as np, ml_dtypes, stablerules as sr
 from stablerules import Val
 from stablerules._arrays import kernel_target
-from stablerules._rule import count_launches, kernel_launches
+from stablerules._guards import count_launches
+from stablerules._launch import kernel_launches
 assert kernel_target("cpu") == "cuda"
 with count_launches():
   for dtype in (np.float16, ml_dtypes.bfloat16):
