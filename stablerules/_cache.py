@@ -199,6 +199,59 @@ def _dispatcher_disk_hits(function: object) -> int:
     return int(sum(hits.values()))
 
 
+_WARNED: set[str] = set()
+
+
+def _warn_once(topic: str, message: str) -> None:
+    """One warning per process and topic (a full disk warns once, not at every kernel)."""
+    if topic in _WARNED:
+        return
+    _WARNED.add(topic)
+    warnings.warn(message, RuntimeWarning, stacklevel=5)
+
+
+def _unsafe_folder(folder: Path) -> str | None:
+    """Why ``folder`` is not one to load code from (a symbolic link, not a folder, another
+    user's, writable by others), or ``None`` when it is safe: the check the top folder has
+    always had, for every folder on the path of what is loaded."""
+    try:
+        info = os.lstat(folder)
+    except FileNotFoundError:
+        return None  # made by us (mode 0700) when first written
+    except OSError as error:
+        return f"{folder} cannot be inspected ({error.strerror})"
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        return f"{folder} is not a folder (a symbolic link or a file)"
+    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return (
+            f"{folder} is writable by other users or not owned by this user "
+            f"(mode {stat.filemode(info.st_mode)})"
+        )
+    return None
+
+
+def _import_numba() -> None:
+    """Import Numba (the compiler, imported on first use). An interruption part-way
+    (``KeyboardInterrupt`` while its modules load) leaves half-initialized ``numba.*``
+    modules behind, which every later import would find as they are (``module 'numba' has no
+    attribute 'core'``): those are removed again, so the next call imports Numba afresh."""
+    numba = sys.modules.get("numba")
+    if numba is not None and getattr(numba, "njit", None) is not None and "numba.core.caching" in sys.modules:
+        return
+    before = set(sys.modules)
+    try:
+        importlib.import_module("numba")
+        importlib.import_module("numba.core.caching")
+    except BaseException:
+        for name in set(sys.modules) - before:
+            if name.split(".")[0] in {"numba", "llvmlite"}:
+                del sys.modules[name]
+        partial = sys.modules.get("numba")
+        if partial is not None and getattr(partial, "njit", None) is None:
+            del sys.modules["numba"]
+        raise
+
+
 class LoadedKernel(NamedTuple):
     """What a store hands back: the entry point, Numba's dispatcher (``None`` when the kernel
     came from object code without Numba) and whether it came from disk."""
@@ -231,6 +284,7 @@ class MemoryStore:
     directory: Path | None = None
 
     def load(self, name: str, source: KernelSource) -> LoadedKernel:
+        _import_numba()
         module = pytypes.ModuleType(name)
         code = compile(source.render(cache=False), f"<stablerules kernel {name}>", "exec")
         exec(code, module.__dict__)
@@ -247,20 +301,29 @@ class MemoryStore:
 
 
 class DiskStore:
-    """Kernel modules as files under ``directory/kernels``, cached by Numba beside them."""
+    """Kernel modules as files under ``directory/kernels``, cached by Numba beside them.
+
+    The disk is an optimization only. A write that fails (a full disk, a file-size limit,
+    permissions, a folder removed by another process's ``clear_caches(disk=True)``) warns once
+    per process, and this store then serves every kernel from memory (:class:`MemoryStore`).
+    Numba's files of a kernel (its index, a pickle, and its object code) are loaded only when
+    they match the SHA-256 digests recorded in ``kernels/<hash>.digests`` after Numba wrote
+    them; any other file is a miss (deleted, the kernel recompiled), never a load.
+    """
 
     def __init__(self, directory: Path) -> None:
         self.directory: Path | None = directory
         self._kernels = directory / "kernels"
         self._object_code = _objectcode.ObjectCodeStore(self._kernels) if _objectcode.enabled() else None
+        self._memory: MemoryStore | None = None
 
-    def _write_atomically(self, path: Path, text: str) -> None:
+    def _write_atomically(self, path: Path, data: str | bytes) -> None:
         import tempfile  # only a compile writes; a process that loads never pays its import
 
-        fd, temporary = tempfile.mkstemp(dir=self._kernels, prefix=".tmp-", suffix=".py")
+        fd, temporary = tempfile.mkstemp(dir=self._kernels, prefix=".tmp-", suffix=path.suffix)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data.encode("utf-8") if isinstance(data, str) else data)
             os.replace(temporary, path)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -277,18 +340,75 @@ class DiskStore:
             pass
         self._write_atomically(path, text)
 
-    def _drop_numba_files(self, stem: str, path: Path) -> None:
-        # Numba caches beside the file, or under NUMBA_CACHE_DIR in a folder named after the
-        # file's directory (numba.core.caching._CacheLocator.get_suitable_cache_subpath).
-        folders = [self._kernels / "__pycache__"]
+    def numba_folders(self) -> list[Path]:
+        """Where Numba keeps this store's files: beside the modules, or under
+        ``NUMBA_CACHE_DIR`` in a folder named after theirs
+        (``numba.core.caching._CacheLocator.get_suitable_cache_subpath``)."""
         numba_config = sys.modules.get("numba.core.config")
         configured = getattr(numba_config, "CACHE_DIR", None) or os.environ.get("NUMBA_CACHE_DIR")
-        if configured:
-            import hashlib
+        if not configured:
+            return [self._kernels / "__pycache__"]
+        import hashlib
 
-            parent = os.path.dirname(os.path.abspath(path))
-            digest = hashlib.sha1(parent.encode()).hexdigest()
-            folders.append(Path(configured) / f"{os.path.basename(parent)}_{digest}")
+        parent = os.path.abspath(self._kernels)
+        digest = hashlib.sha1(parent.encode()).hexdigest()
+        return [Path(configured), Path(configured) / f"{os.path.basename(parent)}_{digest}"]
+
+    def _numba_files(self, stem: str) -> list[Path]:
+        folder = self.numba_folders()[-1]
+        return sorted(
+            path
+            for path in folder.glob(f"{stem}.*")
+            if path.suffix in {".nbi", ".nbc"} and ".tmp" not in path.name
+        )
+
+    def _digests(self, stem: str) -> dict[str, str]:
+        import hashlib
+
+        return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in self._numba_files(stem)}
+
+    def _recorded(self, stem: str) -> dict[str, str] | None:
+        import json
+
+        try:
+            with open(self._kernels / f"{stem}.digests", "rb") as handle:
+                record = json.loads(handle.read())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(record, dict) or not all(isinstance(v, str) for v in record.values()):
+            return None
+        return record
+
+    def _check_numba_files(self, stem: str, path: Path) -> None:
+        """Delete Numba's files of ``stem`` unless each matches the digest recorded when it
+        was written (a file without a record is a miss too): Numba then recompiles."""
+        try:
+            found = self._digests(stem)
+        except OSError:
+            found = {"unreadable": ""}
+        if not found:
+            return
+        recorded = self._recorded(stem)
+        if recorded is not None and all(recorded.get(name) == digest for name, digest in found.items()):
+            return
+        if recorded is not None:
+            warnings.warn(
+                f"stablerules: cache entry {path.name} could not be loaded (Numba's cache files "
+                f"do not match the digests recorded when they were written); recompiling it",
+                RuntimeWarning,
+                stacklevel=6,
+            )
+        self._drop_numba_files(stem, path)
+
+    def _record_numba_files(self, stem: str) -> None:
+        import json
+
+        digests = self._digests(stem)
+        if digests and digests != self._recorded(stem):
+            self._write_atomically(self._kernels / f"{stem}.digests", json.dumps(digests, sort_keys=True))
+
+    def _drop_numba_files(self, stem: str, path: Path) -> None:
+        folders = [self._kernels / "__pycache__", self.numba_folders()[-1]]
         for folder in folders:
             for leftover in folder.glob(f"{stem}.*"):
                 with contextlib.suppress(OSError):
@@ -300,33 +420,74 @@ class DiskStore:
             raise ImportError(f"cannot import kernel module from {path}")
         return _objectcode.import_from_spec(name, spec)
 
+    def _give_up_disk(self, error: OSError) -> MemoryStore:
+        """After a failed write: warn once per process, and keep every kernel in memory."""
+        _warn_once(
+            "write",
+            f"stablerules: the kernel cache under {self.directory} cannot be written "
+            f"({type(error).__name__}: {error}); kernels are kept in memory only",
+        )
+        memory = self._memory = MemoryStore()
+        return memory
+
+    def _make_folders(self) -> None:
+        # Made again when another process's clear_caches(disk=True) has moved them away.
+        self._kernels.mkdir(mode=0o700, exist_ok=True)
+        for folder in self.numba_folders():
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+
     def load(self, name: str, source: KernelSource) -> LoadedKernel:
+        if self._memory is not None:
+            return self._memory.load(name, source)
         stem = name.removeprefix("_stablerules_k_")
         if self._object_code is not None:
             entry = self._object_code.load(stem)
             if entry is not None:
                 return LoadedKernel(entry, None, True)
-        function = self._load_through_numba(name, source)
-        if self._object_code is not None:
-            self._object_code.save(stem, function)
-        return LoadedKernel(Kernel.entry_of(function), function, _dispatcher_disk_hits(function) > 0)
+        for attempt in (1, 2):
+            try:
+                self._make_folders()
+                function = self._load_through_numba(name, source)
+                break
+            except FileNotFoundError as error:
+                if attempt == 2:
+                    return self._give_up_disk(error).load(name, source)
+            except OSError as error:
+                return self._give_up_disk(error).load(name, source)
+        from_disk = _dispatcher_disk_hits(function) > 0
+        try:
+            self._record_numba_files(stem)
+            if self._object_code is not None:
+                self._object_code.save(stem, function)
+        except OSError as error:
+            self._give_up_disk(error)
+        return LoadedKernel(Kernel.entry_of(function), function, from_disk)
 
     def dispatcher(self, name: str, source: KernelSource) -> tuple[KernelFunction, bool]:
         module = sys.modules.get(name)
         if module is not None:
             function: KernelFunction = getattr(module, source.entry)
             return function, False
-        function = self._load_through_numba(name, source)
-        return function, _dispatcher_disk_hits(function) == 0
+        if self._memory is None:
+            try:
+                self._make_folders()
+                function = self._load_through_numba(name, source)
+                return function, _dispatcher_disk_hits(function) == 0
+            except OSError as error:
+                self._give_up_disk(error)
+        assert self._memory is not None
+        return self._memory.dispatcher(name, source)
 
     def _load_through_numba(self, name: str, source: KernelSource) -> KernelFunction:
+        _import_numba()
         text = source.render(cache=True)
         stem = name.removeprefix("_stablerules_k_")
         path = self._kernels / f"{stem}.py"
         self._ensure_source(path, text)
+        self._check_numba_files(stem, path)
         try:
             module = self._import(name, path)
-        except (RecompileError, KeyboardInterrupt):
+        except (RecompileError, KeyboardInterrupt, OSError):
             raise
         except SyntaxError:
             # _ensure_source has just made the file ``text``: the rendered source itself is
@@ -349,11 +510,24 @@ class DiskStore:
         return function
 
     def clear(self) -> None:
-        if not self._kernels.is_dir():
-            return
-        for path in sorted(self._kernels.rglob("*"), reverse=True):
+        """Delete the disk cache, safely while other processes read and write it: each folder
+        is first renamed aside (one atomic step: a reader then finds no file, a writer's
+        rename into place fails and it goes on from memory), then removed. A folder some
+        process is still writing into may survive its removal; the next ``clear`` removes it."""
+        import secrets
+        import shutil
+
+        assert self.directory is not None
+        folders = [self._kernels]
+        configured = self.numba_folders()
+        if len(configured) > 1:
+            folders.append(configured[-1])
+        for folder in folders:
+            aside = folder.with_name(f"{folder.name}.cleared-{os.getpid()}-{secrets.token_hex(4)}")
             with contextlib.suppress(OSError):
-                path.rmdir() if path.is_dir() else path.unlink()
+                os.rename(folder, aside)
+            for leftover in folder.parent.glob(f"{folder.name}.cleared-*"):
+                shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _open_store() -> KernelStore:
@@ -372,10 +546,25 @@ def _open_store() -> KernelStore:
                 stacklevel=4,
             )
             return MemoryStore()
-        kernels = directory / "kernels"
-        kernels.mkdir(mode=0o700, exist_ok=True)
-        probe = kernels / f".probe-{os.getpid()}-{_thread.get_ident()}"
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        store = DiskStore(directory)
+        # Every folder below, and Numba's (NUMBA_CACHE_DIR), is checked as the top one is.
+        for folder in [directory / "kernels", *store.numba_folders()]:
+            reason = _unsafe_folder(folder)
+            if reason is None:
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                reason = _unsafe_folder(folder)
+            if reason is not None:
+                warnings.warn(
+                    f"stablerules: cache folder {reason}; a cache file is a pickle, so it is "
+                    f"not loaded from: kernels are kept in memory only",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+                return MemoryStore()
+        # A fresh name, never followed through a symbolic link someone planted there.
+        probe = directory / "kernels" / f".probe-{os.getpid()}-{_thread.get_ident()}-{os.urandom(4).hex()}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        os.close(os.open(probe, flags, 0o600))
         probe.unlink()
     except OSError as error:
         warnings.warn(
@@ -385,7 +574,7 @@ def _open_store() -> KernelStore:
             stacklevel=4,
         )
         return MemoryStore()
-    return DiskStore(directory)
+    return store
 
 
 class KernelCache:
