@@ -584,6 +584,7 @@ class KernelCache:
         self._entries: dict[ShapeSignature, Kernel] = {}
         self._by_module: dict[str, Kernel] = {}
         self._locks: dict[ShapeSignature, _thread.LockType] = {}
+        self._building: dict[ShapeSignature, int] = {}  # signature -> thread building it
         self._guard = _thread.allocate_lock()
         self._store: KernelStore | None = None
         self.compiles = 0
@@ -597,11 +598,16 @@ class KernelCache:
 
     @property
     def store(self) -> KernelStore:
-        if self._store is None:
+        store = self._store
+        if store is None:
+            # Opened outside the guard: opening runs Python code (warnings, file I/O), where a
+            # garbage collection may run a ``__del__`` that calls an op and so comes back here.
+            opened = _open_store()
             with self._guard:
-                if self._store is None:
-                    self._store = _open_store()
-        return self._store
+                store = self._store
+                if store is None:
+                    store = self._store = opened
+        return store
 
     def get(self, signature: ShapeSignature, render: Callable[[], KernelSource]) -> Kernel:
         kernel = self._entries.get(signature)
@@ -610,14 +616,37 @@ class KernelCache:
             return kernel
         with self._guard:
             lock = self._locks.setdefault(signature, _thread.allocate_lock())
+            building = self._building.get(signature)
+        if building == _thread.get_ident():
+            # Re-entered from this thread while it builds this very signature (a ``__del__``
+            # run by a garbage collection inside the compile calls the same op): waiting for
+            # the lock would wait for ourselves. Built again apart, in memory, not kept.
+            return self._build_apart(signature, render())
         with lock:
             kernel = self._entries.get(signature)
             if kernel is not None:
                 self.memory_hits += 1
                 return kernel
-            kernel = self._build(signature, render())
+            self._building[signature] = _thread.get_ident()
+            try:
+                kernel = self._build(signature, render())
+            finally:
+                self._building.pop(signature, None)
             self._entries[signature] = kernel
             return kernel
+
+    def _build_apart(self, signature: ShapeSignature, source: KernelSource) -> Kernel:
+        if NO_COMPILE.get():
+            raise RecompileError(
+                f"stablerules: no_compile() is active but signature {signature} is not compiled "
+                f"in this process (it would be compiled or loaded from disk)"
+            )
+        name = f"_stablerules_k_{source_hash(source)}"
+        started = time.perf_counter()
+        loaded = MemoryStore().load(name, source)
+        self.compiles += 1
+        self.compile_seconds += time.perf_counter() - started
+        return Kernel(loaded.function, signature, source, name, loaded.entry)
 
     def by_module(self, name: str) -> Kernel:
         """The kernel compiled (or loaded) as module ``name`` in this process: how generated
@@ -696,12 +725,15 @@ class KernelCache:
     def clear(self, disk: bool = False) -> None:
         for clear_dependent in self._dependents:
             clear_dependent()
+        # The tables are swapped out under the guard and emptied outside it: dropping a
+        # kernel may run a ``__del__`` (a garbage collection) that calls an op.
         with self._guard:
-            self._entries.clear()
-            self._by_module.clear()
-            self._locks.clear()
-            for name in [name for name in sys.modules if name.startswith("_stablerules_k_")]:
-                del sys.modules[name]
+            dropped = (self._entries, self._by_module, self._locks)
+            self._entries, self._by_module, self._locks = {}, {}, {}
+            modules = [sys.modules.pop(name) for name in [name for name in sys.modules if name.startswith("_stablerules_k_")]]
+        for table in dropped:
+            table.clear()
+        del dropped, modules
         if disk:
             self.store.clear()
 
