@@ -212,7 +212,7 @@ def test_a_pickle_planted_in_a_folder_others_can_write_is_never_loaded(tmp_path:
     env = {"STABLERULES_DIRECT_LOAD": "0"}
     if how == "numba_cache_dir":
         env["NUMBA_CACHE_DIR"] = str(numba_dir)
-    report(child(CHECK, cache, **env))
+    report(child(CHECK, cache, TIMEOUT, **env))
     indexes = list((numba_dir if how == "numba_cache_dir" else cache).rglob("*.nbi"))
     assert indexes
     folder = numba_dir if how == "numba_cache_dir" else indexes[0].parent
@@ -229,7 +229,7 @@ def test_a_pickle_planted_in_a_folder_others_can_write_is_never_loaded(tmp_path:
         os.chown(folder, 12345, 12345)
     else:
         folder.chmod(0o777)
-    out = report(child(CHECK, cache, **env))
+    out = report(child(CHECK, cache, TIMEOUT, **env))
     assert not marker.exists(), "a planted pickle ran"
     warnings = out["warnings"]
     assert isinstance(warnings, list) and any("not loaded from" in m for m in warnings), warnings
