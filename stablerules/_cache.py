@@ -20,10 +20,23 @@ stablerules' version and of numba's version (Numba's index adds the CPU name and
 A process whose kernels all come from object code never imports Numba: Numba starts only when
 something must compile, or when a kernel's ``function`` (the dispatcher) is asked for.
 
-Faults: a cache entry that fails to load is deleted and recompiled with one warning; a cache
-directory that cannot be written, or that other users can write (a Numba cache file is a
-pickle, so loading one runs code), is not used: kernels then live in memory only, with one
-warning.
+Faults (the disk is an optimization only, SPEC section 16):
+
+- A cache entry that fails to load, or whose Numba files do not match the SHA-256 digests
+  recorded in ``kernels/<hash>.digests`` when they were written, is deleted and recompiled
+  with one warning; it is never loaded. (The ``.native`` files carry their own digest.)
+- A write that fails (a full disk, a file-size limit, permissions, a folder another process's
+  ``clear_caches(disk=True)`` moved away) warns once per process; the process then keeps its
+  kernels in memory.
+- A cache folder that other users can write or do not own (the top one, ``kernels``, Numba's
+  ``__pycache__``, ``NUMBA_CACHE_DIR`` and its folder for us) is not used: a Numba cache file
+  is a pickle, so loading one runs code. Kernels then live in memory only, with one warning.
+- ``clear(disk=True)`` renames each folder aside before removing it, so other processes
+  reading or writing it at that moment see a miss or a failed write, never a half-removed
+  folder.
+- No lock is held while running code that can re-enter (a ``__del__`` run by a garbage
+  collection may call an op): a call re-entering the build of its own signature builds the
+  kernel again in memory instead of waiting for itself.
 """
 
 from __future__ import annotations

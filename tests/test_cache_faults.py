@@ -360,3 +360,4 @@ def test_a_keyboard_interrupt_during_numbas_first_import_leaves_the_process_usab
     """
     result = child(script, tmp_path / "cache", timeout=180, STABLERULES_DISK_CACHE="0")
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
