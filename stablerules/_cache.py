@@ -590,6 +590,29 @@ def _open_store() -> KernelStore:
     return store
 
 
+def _forget_in_numba(function: object) -> None:
+    """Let a dropped kernel's dispatcher, compile result and code library be collected.
+
+    Numba never frees a dispatcher whose function's globals refer to it (every kernel module's
+    do): the finalizer it registers holds its overloads, which reach the function, its
+    module's globals and so the dispatcher itself; its target context also keeps each entry
+    point. So, as that finalizer would: the entry points are removed from the target context
+    and the overloads dropped (a caller still holding the dispatcher compiles again on its
+    next call; an entry point still held keeps working: its machine code stays in Numba's
+    one LLVM execution engine, which offers no safe way to remove it, see README "Compile
+    cache")."""
+    overloads = getattr(function, "overloads", None)
+    reset = getattr(function, "_reset_overloads", None)
+    if not isinstance(overloads, dict) or not callable(reset):
+        return
+    remove = getattr(getattr(function, "targetctx", None), "remove_user_function", None)
+    for compiled in list(overloads.values()):
+        if callable(remove):
+            with contextlib.suppress(KeyError):
+                remove(compiled.entry_point)
+    reset()
+
+
 class KernelCache:
     """Memory, then disk, then compile; counts each. One instance per process (``CACHE``)."""
 
@@ -744,6 +767,8 @@ class KernelCache:
             dropped = (self._entries, self._by_module, self._locks)
             self._entries, self._by_module, self._locks = {}, {}, {}
             modules = [sys.modules.pop(name) for name in [name for name in sys.modules if name.startswith("_stablerules_k_")]]
+        for kernel in dropped[1].values():
+            _forget_in_numba(kernel._function)
         for table in dropped:
             table.clear()
         del dropped, modules

@@ -361,3 +361,40 @@ def test_a_keyboard_interrupt_during_numbas_first_import_leaves_the_process_usab
     result = child(script, tmp_path / "cache", timeout=180, STABLERULES_DISK_CACHE="0")
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
 
+
+
+# --- 6. memory given back -------------------------------------------------------------------
+
+
+def test_clear_caches_lets_numbas_dispatchers_and_libraries_go(tmp_path: Path) -> None:
+    """On main: every dispatcher and code library stayed alive after ``clear_caches()``
+    (Numba's finalizer holds the overloads, which reach the dispatcher through its function's
+    globals), so distinct repeat counts added memory that never came back."""
+    script = """
+    import gc, weakref
+    import numpy as np, stablerules as sr
+    from stablerules import Val
+    from stablerules._cache import CACHE
+    x = np.arange(6.0)
+    y, kept = sr.rrule(sr.repeat, x, Val(7))  # a pullback made before the clear
+    np.testing.assert_array_equal(kept(np.ones_like(y))[0], np.full(6, 7.0))
+    held = set(CACHE._entries)
+    def fill():
+        for count in (2, 3, 4):
+            y, back = sr.rrule(sr.repeat, x, Val(count))
+            np.testing.assert_array_equal(back(np.ones_like(y))[0], np.full(6, float(count)))
+        functions = [k._function for s, k in CACHE._entries.items() if k._function is not None and s not in held]
+        libraries = [c.library for f in functions for c in f.overloads.values()]
+        return [weakref.ref(o) for o in functions + libraries]
+    references = fill()
+    assert len(references) >= 6, references
+    sr.clear_caches()
+    gc.collect()
+    alive = [r() for r in references if r() is not None]
+    assert not alive, alive
+    np.testing.assert_array_equal(kept(np.ones_like(y))[0], np.full(6, 7.0))  # still works
+    np.testing.assert_array_equal(sr.repeat(x, Val(2)), np.repeat(x, 2))  # and compiles again
+    print("ok")
+    """
+    result = child(script, tmp_path / "cache", timeout=180, STABLERULES_DISK_CACHE="0")
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
