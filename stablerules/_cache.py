@@ -485,9 +485,14 @@ class DiskStore:
             try:
                 self._make_folders()
                 function = self._load_through_numba(name, source)
-                return function, _dispatcher_disk_hits(function) == 0
             except OSError as error:
                 self._give_up_disk(error)
+            else:
+                try:
+                    self._record_numba_files(name.removeprefix("_stablerules_k_"))
+                except OSError as error:
+                    self._give_up_disk(error)
+                return function, _dispatcher_disk_hits(function) == 0
         assert self._memory is not None
         return self._memory.dispatcher(name, source)
 
