@@ -77,9 +77,7 @@ def test_no_space_left_warns_once_and_computes_from_memory(tmp_path: Path) -> No
     """On main: ``OSError: [Errno 28] No space left on device`` raised to the caller."""
     script = (
         "import errno, os\n"
-        "real_write = os.write\n"
-        "import tempfile\n"
-        "def full(*args, **kwargs):\n"
+        "def full(*args, **kwargs):  # every rename into place: a full disk\n"
         "    raise OSError(errno.ENOSPC, 'No space left on device')\n"
         "os.replace = full\n" + CHECK
     )
