@@ -20,10 +20,23 @@ stablerules' version and of numba's version (Numba's index adds the CPU name and
 A process whose kernels all come from object code never imports Numba: Numba starts only when
 something must compile, or when a kernel's ``function`` (the dispatcher) is asked for.
 
-Faults: a cache entry that fails to load is deleted and recompiled with one warning; a cache
-directory that cannot be written, or that other users can write (a Numba cache file is a
-pickle, so loading one runs code), is not used: kernels then live in memory only, with one
-warning.
+Faults (the disk is an optimization only, SPEC section 16):
+
+- A cache entry that fails to load, or whose Numba files do not match the SHA-256 digests
+  recorded in ``kernels/<hash>.digests`` when they were written, is deleted and recompiled
+  with one warning; it is never loaded. (The ``.native`` files carry their own digest.)
+- A write that fails (a full disk, a file-size limit, permissions, a folder another process's
+  ``clear_caches(disk=True)`` moved away) warns once per process; the process then keeps its
+  kernels in memory.
+- A cache folder that other users can write or do not own (the top one, ``kernels``, Numba's
+  ``__pycache__``, ``NUMBA_CACHE_DIR`` and its folder for us) is not used: a Numba cache file
+  is a pickle, so loading one runs code. Kernels then live in memory only, with one warning.
+- ``clear(disk=True)`` renames each folder aside before removing it, so other processes
+  reading or writing it at that moment see a miss or a failed write, never a half-removed
+  folder.
+- No lock is held while running code that can re-enter (a ``__del__`` run by a garbage
+  collection may call an op): a call re-entering the build of its own signature builds the
+  kernel again in memory instead of waiting for itself.
 """
 
 from __future__ import annotations
@@ -100,6 +113,59 @@ def _dispatcher_disk_hits(function: object) -> int:
     return int(sum(hits.values()))
 
 
+_WARNED: set[str] = set()
+
+
+def _warn_once(topic: str, message: str) -> None:
+    """One warning per process and topic (a full disk warns once, not at every kernel)."""
+    if topic in _WARNED:
+        return
+    _WARNED.add(topic)
+    warnings.warn(message, RuntimeWarning, stacklevel=5)
+
+
+def _unsafe_folder(folder: Path) -> str | None:
+    """Why ``folder`` is not one to load code from (a symbolic link, not a folder, another
+    user's, writable by others), or ``None`` when it is safe: the check the top folder has
+    always had, for every folder on the path of what is loaded."""
+    try:
+        info = os.lstat(folder)
+    except FileNotFoundError:
+        return None  # made by us (mode 0700) when first written
+    except OSError as error:
+        return f"{folder} cannot be inspected ({error.strerror})"
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        return f"{folder} is not a folder (a symbolic link or a file)"
+    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return (
+            f"{folder} is writable by other users or not owned by this user "
+            f"(mode {stat.filemode(info.st_mode)})"
+        )
+    return None
+
+
+def _import_numba() -> None:
+    """Import Numba (the compiler, imported on first use). An interruption part-way
+    (``KeyboardInterrupt`` while its modules load) leaves half-initialized ``numba.*``
+    modules behind, which every later import would find as they are (``module 'numba' has no
+    attribute 'core'``): those are removed again, so the next call imports Numba afresh."""
+    numba = sys.modules.get("numba")
+    if numba is not None and getattr(numba, "njit", None) is not None and "numba.core.caching" in sys.modules:
+        return
+    before = set(sys.modules)
+    try:
+        importlib.import_module("numba")
+        importlib.import_module("numba.core.caching")
+    except BaseException:
+        for name in set(sys.modules) - before:
+            if name.split(".")[0] in {"numba", "llvmlite"}:
+                del sys.modules[name]
+        partial = sys.modules.get("numba")
+        if partial is not None and getattr(partial, "njit", None) is None:
+            del sys.modules["numba"]
+        raise
+
+
 class LoadedKernel(NamedTuple):
     """What a store hands back: the entry point, Numba's dispatcher (``None`` when the kernel
     came from object code without Numba) and whether it came from disk."""
@@ -132,6 +198,7 @@ class MemoryStore:
     directory: Path | None = None
 
     def load(self, name: str, source: KernelSource) -> LoadedKernel:
+        _import_numba()
         module = pytypes.ModuleType(name)
         code = compile(source.render(cache=False), f"<stablerules kernel {name}>", "exec")
         exec(code, module.__dict__)
@@ -148,20 +215,29 @@ class MemoryStore:
 
 
 class DiskStore:
-    """Kernel modules as files under ``directory/kernels``, cached by Numba beside them."""
+    """Kernel modules as files under ``directory/kernels``, cached by Numba beside them.
+
+    The disk is an optimization only. A write that fails (a full disk, a file-size limit,
+    permissions, a folder removed by another process's ``clear_caches(disk=True)``) warns once
+    per process, and this store then serves every kernel from memory (:class:`MemoryStore`).
+    Numba's files of a kernel (its index, a pickle, and its object code) are loaded only when
+    they match the SHA-256 digests recorded in ``kernels/<hash>.digests`` after Numba wrote
+    them; any other file is a miss (deleted, the kernel recompiled), never a load.
+    """
 
     def __init__(self, directory: Path) -> None:
         self.directory: Path | None = directory
         self._kernels = directory / "kernels"
         self._object_code = _objectcode.ObjectCodeStore(self._kernels) if _objectcode.enabled() else None
+        self._memory: MemoryStore | None = None
 
-    def _write_atomically(self, path: Path, text: str) -> None:
+    def _write_atomically(self, path: Path, data: str | bytes) -> None:
         import tempfile  # only a compile writes; a process that loads never pays its import
 
-        fd, temporary = tempfile.mkstemp(dir=self._kernels, prefix=".tmp-", suffix=".py")
+        fd, temporary = tempfile.mkstemp(dir=self._kernels, prefix=".tmp-", suffix=path.suffix)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data.encode("utf-8") if isinstance(data, str) else data)
             os.replace(temporary, path)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -178,18 +254,75 @@ class DiskStore:
             pass
         self._write_atomically(path, text)
 
-    def _drop_numba_files(self, stem: str, path: Path) -> None:
-        # Numba caches beside the file, or under NUMBA_CACHE_DIR in a folder named after the
-        # file's directory (numba.core.caching._CacheLocator.get_suitable_cache_subpath).
-        folders = [self._kernels / "__pycache__"]
+    def numba_folders(self) -> list[Path]:
+        """Where Numba keeps this store's files: beside the modules, or under
+        ``NUMBA_CACHE_DIR`` in a folder named after theirs
+        (``numba.core.caching._CacheLocator.get_suitable_cache_subpath``)."""
         numba_config = sys.modules.get("numba.core.config")
         configured = getattr(numba_config, "CACHE_DIR", None) or _config.numba_cache_dir()
-        if configured:
-            import hashlib
+        if not configured:
+            return [self._kernels / "__pycache__"]
+        import hashlib
 
-            parent = os.path.dirname(os.path.abspath(path))
-            digest = hashlib.sha1(parent.encode()).hexdigest()
-            folders.append(Path(configured) / f"{os.path.basename(parent)}_{digest}")
+        parent = os.path.abspath(self._kernels)
+        digest = hashlib.sha1(parent.encode()).hexdigest()
+        return [Path(configured), Path(configured) / f"{os.path.basename(parent)}_{digest}"]
+
+    def _numba_files(self, stem: str) -> list[Path]:
+        folder = self.numba_folders()[-1]
+        return sorted(
+            path
+            for path in folder.glob(f"{stem}.*")
+            if path.suffix in {".nbi", ".nbc"} and ".tmp" not in path.name
+        )
+
+    def _digests(self, stem: str) -> dict[str, str]:
+        import hashlib
+
+        return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in self._numba_files(stem)}
+
+    def _recorded(self, stem: str) -> dict[str, str] | None:
+        import json
+
+        try:
+            with open(self._kernels / f"{stem}.digests", "rb") as handle:
+                record = json.loads(handle.read())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(record, dict) or not all(isinstance(v, str) for v in record.values()):
+            return None
+        return record
+
+    def _check_numba_files(self, stem: str, path: Path) -> None:
+        """Delete Numba's files of ``stem`` unless each matches the digest recorded when it
+        was written (a file without a record is a miss too): Numba then recompiles."""
+        try:
+            found = self._digests(stem)
+        except OSError:
+            found = {"unreadable": ""}
+        if not found:
+            return
+        recorded = self._recorded(stem)
+        if recorded is not None and all(recorded.get(name) == digest for name, digest in found.items()):
+            return
+        if recorded is not None:
+            warnings.warn(
+                f"stablerules: cache entry {path.name} could not be loaded (Numba's cache files "
+                f"do not match the digests recorded when they were written); recompiling it",
+                RuntimeWarning,
+                stacklevel=6,
+            )
+        self._drop_numba_files(stem, path)
+
+    def _record_numba_files(self, stem: str) -> None:
+        import json
+
+        digests = self._digests(stem)
+        if digests and digests != self._recorded(stem):
+            self._write_atomically(self._kernels / f"{stem}.digests", json.dumps(digests, sort_keys=True))
+
+    def _drop_numba_files(self, stem: str, path: Path) -> None:
+        folders = [self._kernels / "__pycache__", self.numba_folders()[-1]]
         for folder in folders:
             for leftover in folder.glob(f"{stem}.*"):
                 with contextlib.suppress(OSError):
@@ -201,33 +334,79 @@ class DiskStore:
             raise ImportError(f"cannot import kernel module from {path}")
         return _objectcode.import_from_spec(name, spec)
 
+    def _give_up_disk(self, error: OSError) -> MemoryStore:
+        """After a failed write: warn once per process, and keep every kernel in memory."""
+        _warn_once(
+            "write",
+            f"stablerules: the kernel cache under {self.directory} cannot be written "
+            f"({type(error).__name__}: {error}); kernels are kept in memory only",
+        )
+        memory = self._memory = MemoryStore()
+        return memory
+
+    def _make_folders(self) -> None:
+        # Made again when another process's clear_caches(disk=True) has moved them away.
+        self._kernels.mkdir(mode=0o700, exist_ok=True)
+        for folder in self.numba_folders():
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+
     def load(self, name: str, source: KernelSource) -> LoadedKernel:
+        if self._memory is not None:
+            return self._memory.load(name, source)
         stem = name.removeprefix("_stablerules_k_")
         if self._object_code is not None:
             entry = self._object_code.load(stem)
             if entry is not None:
                 return LoadedKernel(entry, None, True)
-        function = self._load_through_numba(name, source)
-        if self._object_code is not None:
-            self._object_code.save(stem, function)
-        return LoadedKernel(Kernel.entry_of(function), function, _dispatcher_disk_hits(function) > 0)
+        for attempt in (1, 2):
+            try:
+                self._make_folders()
+                function = self._load_through_numba(name, source)
+                break
+            except FileNotFoundError as error:
+                if attempt == 2:
+                    return self._give_up_disk(error).load(name, source)
+            except OSError as error:
+                return self._give_up_disk(error).load(name, source)
+        from_disk = _dispatcher_disk_hits(function) > 0
+        try:
+            self._record_numba_files(stem)
+            if self._object_code is not None:
+                self._object_code.save(stem, function)
+        except OSError as error:
+            self._give_up_disk(error)
+        return LoadedKernel(Kernel.entry_of(function), function, from_disk)
 
     def dispatcher(self, name: str, source: KernelSource) -> tuple[KernelFunction, bool]:
         module = sys.modules.get(name)
         if module is not None:
             function: KernelFunction = getattr(module, source.entry)
             return function, False
-        function = self._load_through_numba(name, source)
-        return function, _dispatcher_disk_hits(function) == 0
+        if self._memory is None:
+            try:
+                self._make_folders()
+                function = self._load_through_numba(name, source)
+            except OSError as error:
+                self._give_up_disk(error)
+            else:
+                try:
+                    self._record_numba_files(name.removeprefix("_stablerules_k_"))
+                except OSError as error:
+                    self._give_up_disk(error)
+                return function, _dispatcher_disk_hits(function) == 0
+        assert self._memory is not None
+        return self._memory.dispatcher(name, source)
 
     def _load_through_numba(self, name: str, source: KernelSource) -> KernelFunction:
+        _import_numba()
         text = source.render(cache=True)
         stem = name.removeprefix("_stablerules_k_")
         path = self._kernels / f"{stem}.py"
         self._ensure_source(path, text)
+        self._check_numba_files(stem, path)
         try:
             module = self._import(name, path)
-        except (RecompileError, KeyboardInterrupt):
+        except (RecompileError, KeyboardInterrupt, OSError):
             raise
         except SyntaxError:
             # _ensure_source has just made the file ``text``: the rendered source itself is
@@ -250,11 +429,24 @@ class DiskStore:
         return function
 
     def clear(self) -> None:
-        if not self._kernels.is_dir():
-            return
-        for path in sorted(self._kernels.rglob("*"), reverse=True):
+        """Delete the disk cache, safely while other processes read and write it: each folder
+        is first renamed aside (one atomic step: a reader then finds no file, a writer's
+        rename into place fails and it goes on from memory), then removed. A folder some
+        process is still writing into may survive its removal; the next ``clear`` removes it."""
+        import secrets
+        import shutil
+
+        assert self.directory is not None
+        folders = [self._kernels]
+        configured = self.numba_folders()
+        if len(configured) > 1:
+            folders.append(configured[-1])
+        for folder in folders:
+            aside = folder.with_name(f"{folder.name}.cleared-{os.getpid()}-{secrets.token_hex(4)}")
             with contextlib.suppress(OSError):
-                path.rmdir() if path.is_dir() else path.unlink()
+                os.rename(folder, aside)
+            for leftover in folder.parent.glob(f"{folder.name}.cleared-*"):
+                shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _open_store() -> KernelStore:
@@ -273,10 +465,25 @@ def _open_store() -> KernelStore:
                 stacklevel=4,
             )
             return MemoryStore()
-        kernels = directory / "kernels"
-        kernels.mkdir(mode=0o700, exist_ok=True)
-        probe = kernels / f".probe-{os.getpid()}-{_thread.get_ident()}"
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        store = DiskStore(directory)
+        # Every folder below, and Numba's (NUMBA_CACHE_DIR), is checked as the top one is.
+        for folder in [directory / "kernels", *store.numba_folders()]:
+            reason = _unsafe_folder(folder)
+            if reason is None:
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                reason = _unsafe_folder(folder)
+            if reason is not None:
+                warnings.warn(
+                    f"stablerules: cache folder {reason}; a cache file is a pickle, so it is "
+                    f"not loaded from: kernels are kept in memory only",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+                return MemoryStore()
+        # A fresh name, never followed through a symbolic link someone planted there.
+        probe = directory / "kernels" / f".probe-{os.getpid()}-{_thread.get_ident()}-{os.urandom(4).hex()}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        os.close(os.open(probe, flags, 0o600))
         probe.unlink()
     except OSError as error:
         warnings.warn(
@@ -286,7 +493,30 @@ def _open_store() -> KernelStore:
             stacklevel=4,
         )
         return MemoryStore()
-    return DiskStore(directory)
+    return store
+
+
+def _forget_in_numba(function: object) -> None:
+    """Let a dropped kernel's dispatcher, compile result and code library be collected.
+
+    Numba never frees a dispatcher whose function's globals refer to it (every kernel module's
+    do): the finalizer it registers holds its overloads, which reach the function, its
+    module's globals and so the dispatcher itself; its target context also keeps each entry
+    point. So, as that finalizer would: the entry points are removed from the target context
+    and the overloads dropped (a caller still holding the dispatcher compiles again on its
+    next call; an entry point still held keeps working: its machine code stays in Numba's
+    one LLVM execution engine, which offers no safe way to remove it, see README "Compile
+    cache")."""
+    overloads = getattr(function, "overloads", None)
+    reset = getattr(function, "_reset_overloads", None)
+    if not isinstance(overloads, dict) or not callable(reset):
+        return
+    remove = getattr(getattr(function, "targetctx", None), "remove_user_function", None)
+    for compiled in list(overloads.values()):
+        if callable(remove):
+            with contextlib.suppress(KeyError):
+                remove(compiled.entry_point)
+    reset()
 
 
 class KernelCache:
@@ -296,6 +526,7 @@ class KernelCache:
         self._entries: dict[ShapeSignature, Kernel] = {}
         self._by_module: dict[str, Kernel] = {}
         self._locks: dict[ShapeSignature, _thread.LockType] = {}
+        self._building: dict[ShapeSignature, int] = {}  # signature -> thread building it
         self._guard = _thread.allocate_lock()
         self._store: KernelStore | None = None
         self.compiles = 0
@@ -308,11 +539,16 @@ class KernelCache:
 
     @property
     def store(self) -> KernelStore:
-        if self._store is None:
+        store = self._store
+        if store is None:
+            # Opened outside the guard: opening runs Python code (warnings, file I/O), where a
+            # garbage collection may run a ``__del__`` that calls an op and so comes back here.
+            opened = _open_store()
             with self._guard:
-                if self._store is None:
-                    self._store = _open_store()
-        return self._store
+                store = self._store
+                if store is None:
+                    store = self._store = opened
+        return store
 
     def get(self, signature: ShapeSignature, render: Callable[[], KernelSource]) -> Kernel:
         kernel = self._entries.get(signature)
@@ -321,14 +557,37 @@ class KernelCache:
             return kernel
         with self._guard:
             lock = self._locks.setdefault(signature, _thread.allocate_lock())
+            building = self._building.get(signature)
+        if building == _thread.get_ident():
+            # Re-entered from this thread while it builds this very signature (a ``__del__``
+            # run by a garbage collection inside the compile calls the same op): waiting for
+            # the lock would wait for ourselves. Built again apart, in memory, not kept.
+            return self._build_apart(signature, render())
         with lock:
             kernel = self._entries.get(signature)
             if kernel is not None:
                 self.memory_hits += 1
                 return kernel
-            kernel = self._build(signature, render())
+            self._building[signature] = _thread.get_ident()
+            try:
+                kernel = self._build(signature, render())
+            finally:
+                self._building.pop(signature, None)
             self._entries[signature] = kernel
             return kernel
+
+    def _build_apart(self, signature: ShapeSignature, source: KernelSource) -> Kernel:
+        if NO_COMPILE.get():
+            raise RecompileError(
+                f"stablerules: no_compile() is active but signature {signature} is not compiled "
+                f"in this process (it would be compiled or loaded from disk)"
+            )
+        name = f"_stablerules_k_{source_hash(source)}"
+        started = time.perf_counter()
+        loaded = MemoryStore().load(name, source)
+        self.compiles += 1
+        self.compile_seconds += time.perf_counter() - started
+        return Kernel(loaded.function, signature, source, name, loaded.entry)
 
     def source(self, signature: ShapeSignature, render: Callable[[], KernelSource]) -> str:
         kernel = self._entries.get(signature)
@@ -394,12 +653,17 @@ class KernelCache:
         )
 
     def clear(self, disk: bool = False) -> None:
+        # The tables are swapped out under the guard and emptied outside it: dropping a
+        # kernel may run a ``__del__`` (a garbage collection) that calls an op.
         with self._guard:
-            self._entries.clear()
-            self._by_module.clear()
-            self._locks.clear()
-            for name in [name for name in sys.modules if name.startswith("_stablerules_k_")]:
-                del sys.modules[name]
+            dropped = (self._entries, self._by_module, self._locks)
+            self._entries, self._by_module, self._locks = {}, {}, {}
+            modules = [sys.modules.pop(name) for name in [name for name in sys.modules if name.startswith("_stablerules_k_")]]
+        for kernel in dropped[1].values():
+            _forget_in_numba(kernel._function)
+        for table in dropped:
+            table.clear()
+        del dropped, modules
         if disk:
             self.store.clear()
 

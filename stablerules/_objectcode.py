@@ -317,7 +317,7 @@ class CFunction:
 
 
 _runtime: _Runtime | None = None
-_runtime_lock = _thread.allocate_lock()
+_runtime_lock = _thread.RLock()  # reentrant: a load may run a GC, a `__del__`, an op that loads
 
 
 def _get_runtime() -> _Runtime:
@@ -402,6 +402,9 @@ class ObjectCodeStore:
 
     def __init__(self, kernels: Path) -> None:
         self._kernels = kernels
+        # Files found to record another host key (another Numba or llvmlite, say) under this
+        # host's name: ``save`` replaces them.
+        self._stale: set[Path] = set()
 
     def path(self, stem: str, key: HostKey) -> Path:
         return self._kernels / f"{stem}.{_key_digest(key)}{_SUFFIX}"
@@ -431,7 +434,8 @@ class ObjectCodeStore:
         try:
             header, obj = _parse(data)
             if header.get("key") != [list(part) for part in key]:
-                return None  # another host's kernel under a colliding name: not ours to run
+                self._stale.add(path)  # another host's kernel under this name: replaced by save
+                return None
             with _runtime_lock:
                 return _get_runtime().load(header, obj)
         except DamagedObjectFile as error:
@@ -446,7 +450,7 @@ class ObjectCodeStore:
         try:
             key = host_key()
             path = self.path(stem, key)
-            if path.exists():
+            if path.exists() and path not in self._stale:
                 return
             record = _record_of(dispatcher)
         except Exception:
@@ -465,23 +469,24 @@ class ObjectCodeStore:
         encoded = json.dumps(header).encode()
         body = struct.pack("<Q", len(encoded)) + encoded + obj
         self._write_atomically(path, _MAGIC + hashlib.sha256(body).digest() + body)
+        self._stale.discard(path)
 
     def _write_atomically(self, path: Path, data: bytes) -> None:
+        """Write ``data`` to ``path`` in one step; a failed write (full disk, folder gone)
+        raises ``OSError`` to the store, which warns once and goes on from memory."""
         import tempfile
 
-        try:
-            descriptor, temporary = tempfile.mkstemp(dir=self._kernels, prefix=".tmp-", suffix=_SUFFIX)
-        except OSError:
-            return
+        descriptor, temporary = tempfile.mkstemp(dir=self._kernels, prefix=".tmp-", suffix=_SUFFIX)
         try:
             with os.fdopen(descriptor, "wb") as handle:
                 handle.write(data)
             os.replace(temporary, path)
-        except OSError:
+        except BaseException:
             try:
                 os.unlink(temporary)
             except OSError:
                 pass
+            raise
 
     def _discard(self, path: Path, reason: str) -> None:
         warnings.warn(

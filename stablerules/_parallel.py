@@ -24,6 +24,21 @@ PARALLEL_THRESHOLD = _config.parallel_threshold()
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+# Set while this thread submits to the pool: the executor's ``submit`` holds a lock of its own
+# (not reentrant), and a garbage collection inside it may run a ``__del__`` that calls an op.
+# Such a nested call runs its chunks in this thread instead of waiting for that lock forever.
+_submitting = threading.local()
+
+
+def _submit_all(submit: Callable[..., Future[object]], calls: Sequence[tuple[object, ...]]) -> list[Future[object]] | None:
+    """``[submit(*call) for call in calls]``, or ``None`` when re-entered from a submit."""
+    if getattr(_submitting, "active", False):
+        return None
+    _submitting.active = True
+    try:
+        return [submit(*call) for call in calls]
+    finally:
+        _submitting.active = False
 
 
 # An engine adapter running our kernels for its engine sets this to the engine's thread budget
@@ -83,7 +98,11 @@ def run_chunks(
     if len(chunk_args) == 1:
         kernel(*chunk_args[0])
         return
-    futures: list[Future[object]] = [_executor().submit(kernel, *args) for args in chunk_args[1:]]
+    futures = _submit_all(_executor().submit, [(kernel, *args) for args in chunk_args[1:]])
+    if futures is None:
+        for args in chunk_args:
+            kernel(*args)
+        return
     kernel(*chunk_args[0])
     for future, args in zip(futures, chunk_args[1:]):
         if future.cancel():
@@ -138,8 +157,10 @@ def run_shared(kernel: Callable[..., object], chunk_args: Sequence[tuple[object,
             kernel(*chunk_args[index])
 
     helpers = min(thread_count(), count) - 1
-    futures: list[Future[None]] = [_executor().submit(take_chunks) for _ in range(helpers)]
+    futures = _submit_all(_executor().submit, [(take_chunks,)] * helpers)
     take_chunks()
+    if futures is None:
+        return
     for future in futures:
         if not future.cancel():
             future.result()

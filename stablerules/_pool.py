@@ -20,7 +20,7 @@ memory out again.
 - ``STABLERULES_POOL=0`` (read at import) turns it off: every output is a plain ``np.empty``.
   ``clear()`` (and ``stablerules.clear_caches()``) drops every block the pool holds;
   results still alive keep theirs.
-- Thread-safe: one lock around finding or making a block. Only the pool can hand out a
+- Thread-safe: one (reentrant) lock around finding or making a block. Only the pool can hand out a
   reference to a block it holds, so a block seen free under the lock stays free.
 
 The costs, decided here: up to 256 MiB stays mapped after the results are gone (what the
@@ -54,7 +54,10 @@ _UINT8 = np.dtype(np.uint8)
 # Blocks by byte size, the least recently handed out size first.
 _blocks: OrderedDict[int, list[npt.NDArray[np.uint8]]] = OrderedDict()
 _held = [0]  # bytes held in all blocks
-_lock = threading.Lock()
+# Reentrant: making a block allocates (a list), where a garbage collection may run a
+# ``__del__`` that calls an op whose output comes from this pool, in the same thread. A block
+# the outer call has found is referenced by it, so the inner call never takes it.
+_lock = threading.RLock()
 
 
 def _reference_count_when_free() -> int:

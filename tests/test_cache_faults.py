@@ -1,0 +1,398 @@
+"""The disk cache as an optimization only (SPEC section 16, issue 38): write failures, damaged
+files, concurrent clears, stale records, unsafe folders, re-entrant calls, an interrupted
+first import. Each case runs in a fresh process, bounded by a timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 240
+
+# The child's computation and its NumPy reference; prints "ok" and the warnings it saw.
+CHECK = """
+import json, sys, warnings
+import numpy as np
+import stablerules as sr
+from stablerules import Val
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    x = np.arange(12.0).reshape(3, 4)
+    for count in (2, 3):
+        np.testing.assert_array_equal(sr.repeat(x, Val(count), axis=Val(1)), np.repeat(x, count, axis=1))
+    np.testing.assert_array_equal(sr.roll(x, Val(1), axis=Val(0)), np.roll(x, 1, axis=0))
+messages = [str(w.message) for w in caught if "stablerules" in str(w.message)]
+print(json.dumps({"warnings": messages, "info": sr.cache_info()._asdict()}))
+"""
+
+
+def child(script: str, cache: Path, timeout: float = TIMEOUT, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "STABLERULES_CACHE_DIR": str(cache), **env}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment,
+        cwd=str(cache.parent),
+    )
+
+
+def report(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    assert result.returncode == 0, result.stderr[-3000:]
+    parsed: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
+    return parsed
+
+
+# --- 1. write failures ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("limit", [0, 3000, 20000])
+def test_a_file_size_limit_warns_once_and_computes_from_memory(tmp_path: Path, limit: int) -> None:
+    """On main: ``OSError: [Errno 27] File too large`` raised to the caller (from Numba's
+    cache ``_save_data``), in this process and in every later one."""
+    script = (
+        "import resource, signal\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, resource.RLIM_INFINITY))\n" + CHECK
+    )
+    for _ in range(2):  # and again in a later process, over what the first left
+        out = report(child(script, tmp_path / "cache"))
+        warnings = out["warnings"]
+        assert isinstance(warnings, list)
+        written = [m for m in warnings if "cannot be written" in m]
+        assert len(written) <= 1, warnings
+        if limit == 0:
+            assert len(written) == 1, warnings
+
+
+def test_no_space_left_warns_once_and_computes_from_memory(tmp_path: Path) -> None:
+    """On main: ``OSError: [Errno 28] No space left on device`` raised to the caller."""
+    script = (
+        "import errno, os\n"
+        "def full(*args, **kwargs):  # every rename into place: a full disk\n"
+        "    raise OSError(errno.ENOSPC, 'No space left on device')\n"
+        "os.replace = full\n" + CHECK
+    )
+    out = report(child(script, tmp_path / "cache"))
+    warnings = out["warnings"]
+    assert isinstance(warnings, list)
+    assert sum("No space left" in m for m in warnings) == 1, warnings
+
+
+# --- 2. integrity ---------------------------------------------------------------------------
+
+
+def _flip(path: Path) -> bytes:
+    data = bytearray(path.read_bytes())
+    for offset in range(len(data) // 3, len(data), max(1, len(data) // 7)):
+        data[offset] ^= 0x5A
+    path.write_bytes(bytes(data))
+    return bytes(data)
+
+
+@pytest.mark.parametrize("direct", ["0", "1"])
+def test_flipped_bytes_in_cached_files_are_a_miss_and_rewritten(tmp_path: Path, direct: str) -> None:
+    """On main: a flipped byte in a ``.nbc`` was loaded and run (segfaults, SIGILL, a hang, or
+    a wrong result), in every later process; nothing checked what it loaded."""
+    cache = tmp_path / "cache"
+    report(child(CHECK, cache, STABLERULES_DIRECT_LOAD=direct))
+    files = [p for p in cache.rglob("*") if p.suffix in {".nbc", ".nbi", ".native"}]
+    assert any(p.suffix == ".nbc" for p in files)
+    flipped = {p: _flip(p) for p in files}
+    out = report(child(CHECK, cache, STABLERULES_DIRECT_LOAD=direct))
+    info = out["info"]
+    assert isinstance(info, dict) and info["compiles"] >= 1
+    for path, data in flipped.items():
+        assert not path.exists() or path.read_bytes() != data, path
+    # Written again: a third process loads every kernel from disk.
+    third = report(child(CHECK, cache, STABLERULES_DIRECT_LOAD=direct))
+    assert isinstance(third["info"], dict) and third["info"]["compiles"] == 0, third
+
+
+# --- 3. clear_caches(disk=True) against other processes -------------------------------------
+
+
+def test_clear_disk_while_other_processes_load_and_compile(tmp_path: Path) -> None:
+    """On main: the others crashed with ``FileNotFoundError: ...
+    kernels/__pycache__/<key>.kernel-23.py311.nbi.tmp.<rand>``."""
+    cache = tmp_path / "cache"
+    worker = """
+    import numpy as np, stablerules as sr, warnings
+    from stablerules import Val
+    warnings.simplefilter("ignore")
+    x = np.arange(6.0)
+    for count in range(2, 14):
+        np.testing.assert_array_equal(sr.repeat(x, Val(count)), np.repeat(x, count))
+        np.testing.assert_array_equal(sr.tile(x, Val((count,))), np.tile(x, count))
+    print("ok")
+    """
+    clearer = """
+    import stablerules as sr, time
+    for _ in range(40):
+        sr.clear_caches(disk=True)
+        time.sleep(0.05)
+    print("ok")
+    """
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "STABLERULES_CACHE_DIR": str(cache)}
+    processes = [
+        subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+        for script in [worker] * 3 + [clearer]
+    ]
+    try:
+        for process in processes:
+            stdout, stderr = process.communicate(timeout=TIMEOUT)
+            assert process.returncode == 0 and stdout.strip().endswith("ok"), stderr[-3000:]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
+
+
+# --- 4. a stale version record --------------------------------------------------------------
+
+
+def test_a_native_file_naming_another_numba_version_is_replaced(tmp_path: Path) -> None:
+    """On main: never replaced (``save`` saw the file exist), so every later process imported
+    Numba and the direct load never came back."""
+    cache = tmp_path / "cache"
+    report(child(CHECK, cache))
+    rewrite = """
+    import hashlib, json, struct, sys
+    from pathlib import Path
+    from stablerules import _objectcode as oc
+    for path in Path(sys.argv[1]).rglob("*.native"):
+        header, obj = oc._parse(path.read_bytes())
+        header["key"] = [[k, "0.0.0" if k == "numba" else v] for k, v in header["key"]]
+        encoded = json.dumps(header).encode()
+        body = struct.pack("<Q", len(encoded)) + encoded + obj
+        path.write_bytes(oc._MAGIC + hashlib.sha256(body).digest() + body)
+    print("ok")
+    """
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", textwrap.dedent(rewrite), str(cache)], check=True, timeout=TIMEOUT, env=environment)
+    loads_numba = CHECK + "\nprint(json.dumps({'numba': 'numba.core' in sys.modules}))\n"
+    first = child(loads_numba, cache)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert json.loads(first.stdout.strip().splitlines()[-1]) == {"numba": True}
+    second = child(loads_numba, cache)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert json.loads(second.stdout.strip().splitlines()[-1]) == {"numba": False}
+
+
+# --- 5. folders another user could write ----------------------------------------------------
+
+PLANT = """
+import os, pickle, sys
+from pathlib import Path
+marker = Path(sys.argv[1])
+class Planted:
+    def __reduce__(self):
+        return (open, (str(marker), "w"))
+payload = pickle.dumps(Planted())
+"""
+
+
+@pytest.mark.parametrize("how", ["chown", "mode", "numba_cache_dir"])
+def test_a_pickle_planted_in_a_folder_others_can_write_is_never_loaded(tmp_path: Path, how: str) -> None:
+    """On main: with the top folder private but ``kernels/__pycache__`` (or ``NUMBA_CACHE_DIR``)
+    writable by another user, a Numba index planted there was unpickled and ran, no warning."""
+    cache = tmp_path / "cache"
+    numba_dir = tmp_path / "numba"
+    env = {"STABLERULES_DIRECT_LOAD": "0"}
+    if how == "numba_cache_dir":
+        env["NUMBA_CACHE_DIR"] = str(numba_dir)
+    report(child(CHECK, cache, TIMEOUT, **env))
+    indexes = list((numba_dir if how == "numba_cache_dir" else cache).rglob("*.nbi"))
+    assert indexes
+    folder = numba_dir if how == "numba_cache_dir" else indexes[0].parent
+    marker = tmp_path / "planted-ran"
+    namespace: dict[str, object] = {"__name__": "plant"}
+    script = PLANT.replace("sys.argv[1]", repr(str(marker)))
+    exec(compile(script, "plant", "exec"), namespace)
+    payload = namespace["payload"]
+    assert isinstance(payload, bytes)
+    for index in indexes:
+        # Numba unpickles its index's first record as soon as it reads the index.
+        index.write_bytes(payload)
+    if how == "chown":
+        os.chown(folder, 12345, 12345)
+    else:
+        folder.chmod(0o777)
+    out = report(child(CHECK, cache, TIMEOUT, **env))
+    assert not marker.exists(), "a planted pickle ran"
+    warnings = out["warnings"]
+    assert isinstance(warnings, list) and any("not loaded from" in m for m in warnings), warnings
+
+
+def test_a_symlink_at_the_probe_name_is_not_followed(tmp_path: Path) -> None:
+    """On main: ``.probe-<pid>-<tid>`` was opened with ``O_TRUNC`` through a planted symbolic
+    link, truncating its target."""
+    cache = tmp_path / "cache"
+    (cache / "kernels").mkdir(parents=True, mode=0o700)
+    cache.chmod(0o700)
+    target = tmp_path / "victim"
+    target.write_text("precious")
+    script = f"""
+    import os, threading, warnings
+    from pathlib import Path
+    kernels = Path({str(cache / "kernels")!r})
+    os.symlink({str(target)!r}, kernels / f".probe-{{os.getpid()}}-{{threading.get_ident()}}")
+    import stablerules as sr
+    warnings.simplefilter("ignore")
+    print(sr.cache_info().disk_enabled)
+    """
+    result = child(script, cache)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert target.read_text() == "precious"
+
+
+# --- 7. re-entrant calls --------------------------------------------------------------------
+
+
+def test_an_op_called_from_del_during_the_first_compile_of_its_signature(tmp_path: Path) -> None:
+    """On main: a hang (the per-signature lock waited for by the thread holding it)."""
+    script = """
+    import gc
+    import numpy as np, stablerules as sr
+    from stablerules import Val
+    x = np.arange(6.0)
+    seen = []
+    class Cycle:
+        def __init__(self):
+            self.me = self
+        def __del__(self):
+            seen.append(sr.repeat(x, Val(3)))
+    gc.disable()
+    Cycle()
+    out = sr.repeat(x, Val(3))  # its first compile collects the garbage (a GC point)
+    gc.collect()
+    assert seen, "the __del__ did not run"
+    for result in seen + [out]:
+        np.testing.assert_array_equal(result, np.repeat(x, 3))
+    print("ok")
+    """
+    result = child(script, tmp_path / "cache", timeout=120)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
+def test_roll_from_del_at_a_gc_point_inside_a_parallel_roll_with_a_pooled_output(tmp_path: Path) -> None:
+    """On main: a hang in ``ThreadPoolExecutor.submit``'s own lock (and the pool's)."""
+    script = """
+    import gc
+    import concurrent.futures.thread as thread
+    import numpy as np, stablerules as sr
+    from stablerules import Val, _pool
+    x = np.arange(1 << 20, dtype=np.float64).reshape(1024, 1024)
+    expected = np.roll(x, 3, axis=1)
+    np.testing.assert_array_equal(sr.roll(x, Val(3), axis=Val(1)), expected)  # compiled
+    seen = []
+    class Cycle:
+        def __init__(self):
+            self.me = self
+        def __del__(self):
+            seen.append(np.array(sr.roll(x, Val(3), axis=Val(1))))
+    real_init = thread._WorkItem.__init__
+    def init(self, *args, **kwargs):
+        gc.collect()  # a GC point while submit holds its lock
+        real_init(self, *args, **kwargs)
+    thread._WorkItem.__init__ = init
+    real_room = _pool._make_room
+    def room(nbytes):
+        gc.collect()  # a GC point while the pool holds its lock
+        return real_room(nbytes)
+    _pool._make_room = room
+    gc.disable()
+    for _ in range(2):
+        Cycle()
+        _pool.clear()
+        out = sr.roll(x, Val(3), axis=Val(1))
+        np.testing.assert_array_equal(out, expected)
+    assert len(seen) == 2, seen
+    for result in seen:
+        np.testing.assert_array_equal(result, expected)
+    print("ok")
+    """
+    result = child(script, tmp_path / "cache", timeout=120, STABLERULES_NUM_THREADS="4", STABLERULES_PARALLEL_THRESHOLD="1024")
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
+# --- 8. an interrupted first import ---------------------------------------------------------
+
+
+def test_a_keyboard_interrupt_during_numbas_first_import_leaves_the_process_usable(tmp_path: Path) -> None:
+    """On main: every later op raised ``AttributeError: module 'numba' has no attribute
+    'core'`` until a restart."""
+    script = """
+    import sys
+    import numpy as np, stablerules as sr
+    from stablerules import Val
+
+    class Interrupt:
+        fired = False
+        def find_spec(self, name, path=None, target=None):
+            if name == "numba.core.typing" and not Interrupt.fired:
+                Interrupt.fired = True
+                raise KeyboardInterrupt
+            return None
+    sys.meta_path.insert(0, Interrupt())
+    x = np.arange(6.0)
+    try:
+        sr.repeat(x, Val(2))
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the import was not interrupted")
+    assert Interrupt.fired
+    np.testing.assert_array_equal(sr.repeat(x, Val(2)), np.repeat(x, 2))
+    np.testing.assert_array_equal(sr.roll(x, Val(2)), np.roll(x, 2))
+    print("ok")
+    """
+    result = child(script, tmp_path / "cache", timeout=180, STABLERULES_DISK_CACHE="0")
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
+
+# --- 6. memory given back -------------------------------------------------------------------
+
+
+def test_clear_caches_lets_numbas_dispatchers_and_libraries_go(tmp_path: Path) -> None:
+    """On main: every dispatcher and code library stayed alive after ``clear_caches()``
+    (Numba's finalizer holds the overloads, which reach the dispatcher through its function's
+    globals), so distinct repeat counts added memory that never came back."""
+    script = """
+    import gc, weakref
+    import numpy as np, stablerules as sr
+    from stablerules import Val
+    from stablerules._cache import CACHE
+    x = np.arange(6.0)
+    y, kept = sr.rrule(sr.repeat, x, Val(7))  # a pullback made before the clear
+    np.testing.assert_array_equal(kept(np.ones_like(y))[0], np.full(6, 7.0))
+    held = set(CACHE._entries)
+    def fill():
+        for count in (2, 3, 4):
+            y, back = sr.rrule(sr.repeat, x, Val(count))
+            np.testing.assert_array_equal(back(np.ones_like(y))[0], np.full(6, float(count)))
+        functions = [k._function for s, k in CACHE._entries.items() if k._function is not None and s not in held]
+        libraries = [c.library for f in functions for c in f.overloads.values()]
+        return [weakref.ref(o) for o in functions + libraries]
+    references = fill()
+    assert len(references) >= 6, references
+    sr.clear_caches()
+    gc.collect()
+    alive = [r() for r in references if r() is not None]
+    assert not alive, alive
+    np.testing.assert_array_equal(kept(np.ones_like(y))[0], np.full(6, 7.0))  # still works
+    np.testing.assert_array_equal(sr.repeat(x, Val(2)), np.repeat(x, 2))  # and compiles again
+    print("ok")
+    """
+    result = child(script, tmp_path / "cache", timeout=180, STABLERULES_DISK_CACHE="0")
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
