@@ -279,6 +279,25 @@ def contiguous(array: ArrayLike) -> ArrayLike:
     return result
 
 
+def writable(array: ArrayLike) -> ArrayLike:
+    """``array`` itself where a view of a cotangent may be handed out as a tangent (the README's
+    "a dense cotangent gives dense, writable tangents"): writable, and no two of its elements
+    at one address (no zero stride on an axis longer than one); else one C-ordered copy.
+
+    The view ops' pullbacks (flip, permute_dims/transpose, reshape, pad, the concatenate
+    family, a covering getindex, index_add's ``dx``) return views of ``dy``: zero-copy for a
+    writable cotangent, as before. A read-only ``dy`` (a frozen array, a memory-mapped file
+    opened read-only) or a stride-0 one (``np.broadcast_to``, an engine's expanded gradient)
+    would give tangents that cannot be accumulated into in place (``dx += ...`` raises, or
+    writes one element through many), so those two cases cost one copy of the tangent."""
+    if getattr(array.flags, "writeable", True) and (
+        0 not in array.strides or not any(stride == 0 and extent > 1 for stride, extent in zip(array.strides, array.shape))
+    ):
+        return array
+    copied: ArrayLike = array.copy()
+    return copied
+
+
 def static_int(value: object, name: str) -> int:
     """The ``int`` inside a ``Val``; a plain int is accepted (the scaffold counts it as dynamic)."""
     if isinstance(value, Val):

@@ -70,6 +70,7 @@ from .._arrays import (
     shape_text,
     static_int,
     static_ints,
+    writable,
 )
 from .._memo import memoized
 from .._rule import NO_TANGENT, DensePullback, Plan, RuleOp
@@ -170,7 +171,10 @@ class ConcatenationPlan(Plan):
         if self.views_only:
 
             def views(dy: ArrayLike) -> tuple[object, ...]:
-                return tuple(map(dy.__getitem__, indices))
+                tangents = tuple(map(dy.__getitem__, indices))
+                if getattr(dy.flags, "writeable", True) and 0 not in dy.strides:  # views of dy are tangents as they are
+                    return tangents
+                return tuple(map(writable, tangents))
 
             return views
         blocks = tuple(zip(indices, self.reshapes, self.tangent_dtypes))
@@ -185,7 +189,7 @@ class ConcatenationPlan(Plan):
                 view = dy[index]
                 if reshape is not None:
                     view = view.reshape(reshape)
-                tangents.append(view if dtype == out_dtype else project(view, dtype))
+                tangents.append(writable(view) if dtype == out_dtype else project(view, dtype))
             return tuple(tangents)
 
         return slices

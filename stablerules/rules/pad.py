@@ -60,6 +60,7 @@ from .._arrays import (
     shape_text,
     static_int,
     static_ints,
+    writable,
 )
 from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, Thunk, ZeroTangent, unthunk
@@ -189,7 +190,7 @@ class PadPlan(Plan):
         if self.constant_dtype is None:
 
             def pad_pullback_dense(dy: ArrayLike) -> tuple[object, ...]:
-                return (dy[interior], NO_TANGENT)
+                return (writable(dy[interior]), NO_TANGENT)
 
             return pad_pullback_dense
         border_sum = self._border_sum
@@ -197,7 +198,7 @@ class PadPlan(Plan):
         def pad_pullback_dense_constant(dy: ArrayLike) -> tuple[object, ...]:
             # The constant's tangent reads the border: deferred, run only where the constant
             # was given positionally (Pad._make_pullback unthunks it; otherwise it is dropped).
-            return (dy[interior], Thunk(lambda: border_sum(dy)))
+            return (writable(dy[interior]), Thunk(lambda: border_sum(dy)))
 
         return pad_pullback_dense_constant
 
