@@ -85,10 +85,38 @@ class ArraySpec:
         return math.prod(self.shape)
 
 
+def _refused_subclass(value: object) -> str | None:
+    """For an ``ndarray`` subclass whose meaning our plain-array results would lose, what to
+    say about it; ``None`` for any other value.
+
+    - ``numpy.ma.MaskedArray``: NumPy's functions carry the mask along (``np.repeat``,
+      ``np.roll``, ``np.tile`` of a masked array are masked); ours compute on the data and
+      return plain arrays, which would expose the masked payloads as values, and a rule has no
+      tangent for a mask. Refused, for every op alike (rather than some ops keeping the mask
+      and others not): ``x.filled(v)`` or ``np.ma.getdata(x)`` say which data is meant.
+    - ``numpy.matrix``: always 2-D, its reductions keep two axes (``np.sum(m, axis=0)`` is a
+      1 x n matrix), which contradicts NumPy's array semantics our ops and their rank types
+      follow. Refused: ``np.asarray(m)`` is the array.
+
+    Other subclasses (``np.memmap``, a user's) are arrays of data and are read as arrays."""
+    if type(value) is np.ndarray or not isinstance(value, np.ndarray):
+        return None
+    if isinstance(value, np.matrix):
+        return "a numpy.matrix, which stablerules does not take (always 2-D; use np.asarray(x) for the array)"
+    masked = sys.modules.get("numpy.ma")  # no masked array exists unless numpy.ma is loaded
+    if masked is not None and isinstance(value, masked.MaskedArray):
+        return (
+            "a numpy.ma.MaskedArray, which stablerules does not take: its results would be plain "
+            "arrays that expose the masked values (use x.filled(value) or np.ma.getdata(x) for the data)"
+        )
+    return None
+
+
 def is_array(value: object) -> TypeGuard[ArrayLike]:
-    """True for a NumPy array or a CuPy array (anything with shape, dtype and __array__-ish)."""
+    """True for a NumPy array or a CuPy array (anything with shape, dtype and __array__-ish);
+    False for the subclasses refused by :func:`_refused_subclass` (masked arrays, matrices)."""
     if isinstance(value, np.ndarray):
-        return True
+        return type(value) is np.ndarray or _refused_subclass(value) is None
     module = type(value).__module__
     return module.startswith("cupy") and hasattr(value, "shape") and hasattr(value, "dtype")
 
@@ -235,6 +263,9 @@ def array_like(value: object, name: str, *, weak_scalars: bool = False) -> objec
     """
     if is_array(value) or isinstance(value, ArraySpec):
         return value
+    refused = _refused_subclass(value)
+    if refused is not None:
+        raise TypeError(f"argument {name!r} is {refused}")
     if isinstance(value, np.generic):  # before Python's: np.float64 is a float
         return np.asarray(value)
     if isinstance(value, _PYTHON_SCALARS):

@@ -365,6 +365,8 @@ def _static_index(value: object) -> Val[tuple[int, ...]]:
         index: StaticIndex[Basic] = StaticIndex(value)
         COUNTERS.note_dynamic_argument("index", value)
         return index.key
+    if isinstance(value, (float, complex, str, np.floating, np.complexfloating)):
+        StaticIndex(value)  # NumPy's IndexError for what it refuses as an index, naming the entry
     raise TypeError(
         f"getindex: index must be a static index sr.ix[...] (or a plain tuple of ints, slices, None "
         f"and ..., counted as dynamic), got {type(value).__name__}: {value!r}"
@@ -782,13 +784,20 @@ def _axis_text(axis: int | None, n: int) -> str:
     return f"axis {axis} with size {n}" if axis is not None else f"the flattened array with size {n}"
 
 
+class BoolIndicesError(TypeError, IndexError):
+    """Bool ``indices`` where NumPy raises ``IndexError`` (``np.take_along_axis``): both our
+    ``TypeError`` (a mask is not a list of positions) and NumPy's ``IndexError``, as NumPy's
+    own ``AxisError`` is both a ``ValueError`` and an ``IndexError``."""
+
+
 def _check_indices_dtype(op: str, dtype: DType, numpy_error: type[Exception]) -> None:
     """Integer dtypes pass; others raise what NumPy raises (``numpy_error``), bool a
-    ``TypeError`` (a mask is not a list of positions)."""
+    ``TypeError`` (a mask is not a list of positions; also an ``IndexError`` where NumPy
+    raises one)."""
     if dtype.kind in "iu":
         return
     if dtype.kind == "b":
-        raise TypeError(
+        raise (BoolIndicesError if numpy_error is IndexError else TypeError)(
             f"{op}: indices has dtype bool; indices must be integers (a boolean mask is not a "
             f"list of positions: np.flatnonzero(mask) gives them)"
         )
