@@ -6673,6 +6673,102 @@ def rrule(
 @overload
 def rrule(
     op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]]],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent],
+        tuple[Fill[_Rge1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle0, np.dtype[_F]]],
+        tuple[np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent],
+        tuple[Fill[_Rle0, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[_Rge2, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge2, np.dtype[_F]]],
+        tuple[np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent],
+        tuple[Fill[_Rge2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle1, np.dtype[_F]]],
+        tuple[np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent],
+        tuple[Fill[_Rle1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[_Rge3, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge3, np.dtype[_F]]],
+        tuple[np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent],
+        tuple[Fill[_Rge3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle2, np.dtype[_F]]],
+        tuple[np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent],
+        tuple[Fill[_Rle2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
     a: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
@@ -6904,6 +7000,108 @@ def rrule(
         tuple[np.ndarray[_Rle5, np.dtype[_F]], np.ndarray[_Rle5, np.dtype[_F]]],
         tuple[np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent, np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent],
         tuple[Fill[_Rle5, _F], Fill[_Rle5, _F]],
+        tuple[ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent],
+        tuple[Fill[_Rge1, _F], Fill[_Rge1, _F]],
+        tuple[ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]]],
+        tuple[np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent, np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent],
+        tuple[Fill[_Rle0, _F], Fill[_Rle0, _F]],
+        tuple[ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[_Rge2, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]],
+        tuple[np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent, np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent],
+        tuple[Fill[_Rge2, _F], Fill[_Rge2, _F]],
+        tuple[ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]]],
+        tuple[np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent, np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent],
+        tuple[Fill[_Rle1, _F], Fill[_Rle1, _F]],
+        tuple[ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[_Rge3, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]],
+        tuple[np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent, np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent],
+        tuple[Fill[_Rge3, _F], Fill[_Rge3, _F]],
+        tuple[ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]]],
+        tuple[np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent, np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent],
+        tuple[Fill[_Rle2, _F], Fill[_Rle2, _F]],
         tuple[ZeroTangent, ZeroTangent],
     ],
 ]: ...
@@ -7207,6 +7405,138 @@ def rrule(
             np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent,
         ],
         tuple[Fill[_Rle5, _F], Fill[_Rle5, _F], Fill[_Rle5, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rge1, _F], Fill[_Rge1, _F], Fill[_Rge1, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rle0, _F], Fill[_Rle0, _F], Fill[_Rle0, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[_Rge2, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rge2, _F], Fill[_Rge2, _F], Fill[_Rge2, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rle1, _F], Fill[_Rle1, _F], Fill[_Rle1, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[_Rge3, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rge3, _F], Fill[_Rge3, _F], Fill[_Rge3, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rle2, _F], Fill[_Rle2, _F], Fill[_Rle2, _F]],
         tuple[ZeroTangent, ZeroTangent, ZeroTangent],
     ],
 ]: ...
@@ -7547,6 +7877,150 @@ def rrule(
 @overload
 def rrule(
     op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    d: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rge1, _F], Fill[_Rge1, _F], Fill[_Rge1, _F], Fill[_Rge1, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    d: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rle0, _F], Fill[_Rle0, _F], Fill[_Rle0, _F], Fill[_Rle0, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    d: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[_Rge2, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rge2, _F], Fill[_Rge2, _F], Fill[_Rge2, _F], Fill[_Rge2, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    d: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rle1, _F], Fill[_Rle1, _F], Fill[_Rle1, _F], Fill[_Rle1, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    d: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[_Rge3, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rge3, _F], Fill[_Rge3, _F], Fill[_Rge3, _F], Fill[_Rge3, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    d: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rle2, _F], Fill[_Rle2, _F], Fill[_Rle2, _F], Fill[_Rle2, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
     a: np.ndarray[_S, np.dtype[_F]],
     b: np.ndarray[_S2, np.dtype[_F]],
     c: np.ndarray[_S3, np.dtype[_F]],
@@ -7760,6 +8234,96 @@ def rrule(
         tuple[np.ndarray[_Rle5, np.dtype[_F]], ...],
         tuple[np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent, ...],
         tuple[Fill[_Rle5, _F], ...],
+        tuple[ZeroTangent, ...],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rge1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], ...],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, ...],
+        tuple[Fill[_Rge1, _F], ...],
+        tuple[ZeroTangent, ...],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rle0, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle0, np.dtype[_F]], ...],
+        tuple[np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent, ...],
+        tuple[Fill[_Rle0, _F], ...],
+        tuple[ZeroTangent, ...],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rge2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[_Rge2, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge2, np.dtype[_F]], ...],
+        tuple[np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent, ...],
+        tuple[Fill[_Rge2, _F], ...],
+        tuple[ZeroTangent, ...],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rle1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle1, np.dtype[_F]], ...],
+        tuple[np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent, ...],
+        tuple[Fill[_Rle1, _F], ...],
+        tuple[ZeroTangent, ...],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rge3, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[_Rge3, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge3, np.dtype[_F]], ...],
+        tuple[np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent, ...],
+        tuple[Fill[_Rge3, _F], ...],
+        tuple[ZeroTangent, ...],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rle2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle2, np.dtype[_F]], ...],
+        tuple[np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent, ...],
+        tuple[Fill[_Rle2, _F], ...],
         tuple[ZeroTangent, ...],
     ],
 ]: ...
@@ -21936,6 +22500,84 @@ def pullback(
 @overload
 def pullback(
     op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]]],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent],
+    tuple[Fill[_Rge1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle0, np.dtype[_F]]],
+    tuple[np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent],
+    tuple[Fill[_Rle0, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge2, np.dtype[_F]]],
+    tuple[np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent],
+    tuple[Fill[_Rge2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle1, np.dtype[_F]]],
+    tuple[np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent],
+    tuple[Fill[_Rle1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge3, np.dtype[_F]]],
+    tuple[np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent],
+    tuple[Fill[_Rge3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle2, np.dtype[_F]]],
+    tuple[np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent],
+    tuple[Fill[_Rle2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
     a: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
@@ -22126,6 +22768,90 @@ def pullback(
     tuple[np.ndarray[_Rle5, np.dtype[_F]], np.ndarray[_Rle5, np.dtype[_F]]],
     tuple[np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent, np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent],
     tuple[Fill[_Rle5, _F], Fill[_Rle5, _F]],
+    tuple[ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent],
+    tuple[Fill[_Rge1, _F], Fill[_Rge1, _F]],
+    tuple[ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]]],
+    tuple[np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent, np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent],
+    tuple[Fill[_Rle0, _F], Fill[_Rle0, _F]],
+    tuple[ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]],
+    tuple[np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent, np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent],
+    tuple[Fill[_Rge2, _F], Fill[_Rge2, _F]],
+    tuple[ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]]],
+    tuple[np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent, np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent],
+    tuple[Fill[_Rle1, _F], Fill[_Rle1, _F]],
+    tuple[ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]],
+    tuple[np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent, np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent],
+    tuple[Fill[_Rge3, _F], Fill[_Rge3, _F]],
+    tuple[ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]]],
+    tuple[np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent, np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent],
+    tuple[Fill[_Rle2, _F], Fill[_Rle2, _F]],
     tuple[ZeroTangent, ZeroTangent],
 ]: ...
 @overload
@@ -22387,6 +23113,120 @@ def pullback(
         np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent,
     ],
     tuple[Fill[_Rle5, _F], Fill[_Rle5, _F], Fill[_Rle5, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rge1, _F], Fill[_Rge1, _F], Fill[_Rge1, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rle0, _F], Fill[_Rle0, _F], Fill[_Rle0, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rge2, _F], Fill[_Rge2, _F], Fill[_Rge2, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rle1, _F], Fill[_Rle1, _F], Fill[_Rle1, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rge3, _F], Fill[_Rge3, _F], Fill[_Rge3, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rle2, _F], Fill[_Rle2, _F], Fill[_Rle2, _F]],
     tuple[ZeroTangent, ZeroTangent, ZeroTangent],
 ]: ...
 @overload
@@ -22684,6 +23524,132 @@ def pullback(
 @overload
 def pullback(
     op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    d: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rge1, _F], Fill[_Rge1, _F], Fill[_Rge1, _F], Fill[_Rge1, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    d: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rle0, _F], Fill[_Rle0, _F], Fill[_Rle0, _F], Fill[_Rle0, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    d: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rge2, _F], Fill[_Rge2, _F], Fill[_Rge2, _F], Fill[_Rge2, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    d: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rle1, _F], Fill[_Rle1, _F], Fill[_Rle1, _F], Fill[_Rle1, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    d: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rge3, _F], Fill[_Rge3, _F], Fill[_Rge3, _F], Fill[_Rge3, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    d: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rle2, _F], Fill[_Rle2, _F], Fill[_Rle2, _F], Fill[_Rle2, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
     a: np.ndarray[_S, np.dtype[_F]],
     b: np.ndarray[_S2, np.dtype[_F]],
     c: np.ndarray[_S3, np.dtype[_F]],
@@ -22856,6 +23822,78 @@ def pullback(
     tuple[np.ndarray[_Rle5, np.dtype[_F]], ...],
     tuple[np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent, ...],
     tuple[Fill[_Rle5, _F], ...],
+    tuple[ZeroTangent, ...],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rge1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], ...],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, ...],
+    tuple[Fill[_Rge1, _F], ...],
+    tuple[ZeroTangent, ...],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rle0, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle0, np.dtype[_F]], ...],
+    tuple[np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent, ...],
+    tuple[Fill[_Rle0, _F], ...],
+    tuple[ZeroTangent, ...],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rge2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge2, np.dtype[_F]], ...],
+    tuple[np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent, ...],
+    tuple[Fill[_Rge2, _F], ...],
+    tuple[ZeroTangent, ...],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rle1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle1, np.dtype[_F]], ...],
+    tuple[np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent, ...],
+    tuple[Fill[_Rle1, _F], ...],
+    tuple[ZeroTangent, ...],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rge3, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge3, np.dtype[_F]], ...],
+    tuple[np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent, ...],
+    tuple[Fill[_Rge3, _F], ...],
+    tuple[ZeroTangent, ...],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rle2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle2, np.dtype[_F]], ...],
+    tuple[np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent, ...],
+    tuple[Fill[_Rle2, _F], ...],
     tuple[ZeroTangent, ...],
 ]: ...
 @overload
@@ -35779,6 +36817,117 @@ def frule(
 def frule(
     op: Cat,
     tangents: tuple[_AnyArray],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray],
     a: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
@@ -36069,6 +37218,129 @@ def frule(
 def frule(
     op: Cat,
     tangents: tuple[_AnyArray, _AnyArray],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray],
     a: np.ndarray[_S, np.dtype[_F]],
     b: np.ndarray[_S2, np.dtype[_F]],
     /,
@@ -36387,6 +37659,141 @@ def frule(
 def frule(
     op: Cat,
     tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
     a: np.ndarray[_S, np.dtype[_F]],
     b: np.ndarray[_S2, np.dtype[_F]],
     c: np.ndarray[_S3, np.dtype[_F]],
@@ -36733,6 +38140,153 @@ def frule(
 def frule(
     op: Cat,
     tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    d: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object, object],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    d: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    d: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object, object],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    d: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    d: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object, object],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    d: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    d: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object, object],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    d: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    d: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object, object],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    d: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    d: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object, object],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    d: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
     a: np.ndarray[_S, np.dtype[_F]],
     b: np.ndarray[_S2, np.dtype[_F]],
     c: np.ndarray[_S3, np.dtype[_F]],
@@ -36972,6 +38526,105 @@ def frule(
 ) -> tuple[
     np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
     np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, ...],
+    /,
+    *arrays: np.ndarray[_Rge1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, ...],
+    /,
+    *arrays: np.ndarray[_Rge1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, ...],
+    /,
+    *arrays: np.ndarray[_Rle0, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, ...],
+    /,
+    *arrays: np.ndarray[_Rle0, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, ...],
+    /,
+    *arrays: np.ndarray[_Rge2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, ...],
+    /,
+    *arrays: np.ndarray[_Rge2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, ...],
+    /,
+    *arrays: np.ndarray[_Rle1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, ...],
+    /,
+    *arrays: np.ndarray[_Rle1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, ...],
+    /,
+    *arrays: np.ndarray[_Rge3, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, ...],
+    /,
+    *arrays: np.ndarray[_Rge3, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, ...],
+    /,
+    *arrays: np.ndarray[_Rle2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, ...],
+    /,
+    *arrays: np.ndarray[_Rle2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
 ]: ...
 @overload
 def frule(

@@ -327,8 +327,22 @@ def _cat_cases() -> list[Case]:
         lit = f"Val[Literal[{k}]]"
         cases.append(Case({"dims": (lit, False)}, shape=f"_Rge{k + 1}", result=f"_Rge{k + 1}", shared=True))
         cases.append(Case({"dims": (lit, False)}, shape=f"_Rle{k}", result=_ints(k + 1), shared=True))
+    # Block-diagonal: dims=Val((i, j)) written inline, rank max(ndims, max(i, j) + 1), for
+    # i, j < BLOCK_DIAGONAL_DIMS (two overloads per largest axis m: "both at most m" keeps a
+    # rank above m, "the larger is m" gives m + 1 below it).
+    for m in range(BLOCK_DIAGONAL_DIMS):
+        upto = "Literal[" + ", ".join(str(i) for i in range(m + 1)) + "]"
+        both = f"Val[tuple[{upto}, {upto}]]"
+        largest = f"Val[tuple[{upto}, Literal[{m}]]] | Val[tuple[Literal[{m}], {upto}]]"
+        cases.append(Case({"dims": (both, False)}, shape=f"_Rge{m + 1}", result=f"_Rge{m + 1}", shared=True))
+        cases.append(Case({"dims": (largest, False)}, shape=f"_Rle{m}", result=_ints(m + 1), shared=True))
     cases.append(Case({"dims": (dims, False)}, result=ANY_RANK))
     return cases
+
+
+BLOCK_DIAGONAL_DIMS = 3
+"""``cat``'s block-diagonal ``dims=Val((i, j))`` is rank-exact for axes below this (matrices
+and stacks of them); larger ones give an untracked rank (few calls, many overloads)."""
 
 
 # ---------------------------------------------------------------------------------------------
