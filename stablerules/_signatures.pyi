@@ -39,6 +39,9 @@ from ._ops import (
 )
 from ._shapes import (
     _F,
+    _F2,
+    _F3,
+    _F4,
     _G,
     _P,
     _Q0,
@@ -1824,6 +1827,254 @@ def rrule(
 @overload
 def rrule(
     op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]]],
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent]],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]]],
+        tuple[tuple[ZeroTangent, ZeroTangent]],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]]],
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent]],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]]],
+        tuple[tuple[ZeroTangent, ZeroTangent]],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]]],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            ],
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]]],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]]],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            ],
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]]],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]]],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+                np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+            ],
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]]],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]]],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+                np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+            ],
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]]],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: None,
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]], NoTangent],
+        tuple[
+            tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent],
+            NoTangent,
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]], NoTangent],
+        tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]], NoTangent],
+        tuple[
+            tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent],
+            NoTangent,
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]], NoTangent],
+        tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: None,
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]], NoTangent],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            ],
+            NoTangent,
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]], NoTangent],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]], NoTangent],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            ],
+            NoTangent,
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]], NoTangent],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: None,
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]], NoTangent],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+                np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+            ],
+            NoTangent,
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]], NoTangent],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]], NoTangent],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+                np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+            ],
+            NoTangent,
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]], NoTangent],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
     arrays: tuple[np.ndarray[_S, np.dtype[_F]]],
     /,
     *,
@@ -1851,128 +2102,6 @@ def rrule(
         tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]],
         tuple[tuple[Fill[_S, _F]]],
         tuple[tuple[ZeroTangent]],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[
-    np.ndarray[tuple[int], np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]]],
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent]],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F]]],
-        tuple[tuple[ZeroTangent, ZeroTangent]],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[
-    np.ndarray[_S, np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]]],
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent]],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F]]],
-        tuple[tuple[ZeroTangent, ZeroTangent]],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[
-    np.ndarray[tuple[int], np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]]],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            ],
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]]],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[
-    np.ndarray[_S, np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]]],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            ],
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]]],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[
-    np.ndarray[tuple[int], np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]]],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-                np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-            ],
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]]],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[
-    np.ndarray[_S, np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]]],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-                np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-            ],
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]]],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
     ],
 ]: ...
 @overload
@@ -2035,132 +2164,6 @@ def rrule(
         tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent], NoTangent],
         tuple[tuple[Fill[_S, _F]], NoTangent],
         tuple[tuple[ZeroTangent], NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[
-    np.ndarray[tuple[int], np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]], NoTangent],
-        tuple[
-            tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent],
-            NoTangent,
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F]], NoTangent],
-        tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[
-    np.ndarray[_S, np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]], NoTangent],
-        tuple[
-            tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent],
-            NoTangent,
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F]], NoTangent],
-        tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[
-    np.ndarray[tuple[int], np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]], NoTangent],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            ],
-            NoTangent,
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]], NoTangent],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[
-    np.ndarray[_S, np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]], NoTangent],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            ],
-            NoTangent,
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]], NoTangent],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[
-    np.ndarray[tuple[int], np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]], NoTangent],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-                np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-            ],
-            NoTangent,
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]], NoTangent],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[
-    np.ndarray[_S, np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]], NoTangent],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-                np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-            ],
-            NoTangent,
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]], NoTangent],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
     ],
 ]: ...
 @overload
@@ -18332,6 +18335,218 @@ def pullback(
 @overload
 def pullback(
     op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: None,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]]],
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent]],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]]],
+    tuple[tuple[ZeroTangent, ZeroTangent]],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]]],
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent]],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]]],
+    tuple[tuple[ZeroTangent, ZeroTangent]],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: None,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]]],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+        ],
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]]],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]]],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+        ],
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]]],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: None,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]]],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+        ],
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]]],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]]],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+        ],
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]]],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: None,
+    /,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]], NoTangent],
+    tuple[
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent],
+        NoTangent,
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]], NoTangent],
+    tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]], NoTangent],
+    tuple[
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent],
+        NoTangent,
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]], NoTangent],
+    tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: None,
+    /,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]], NoTangent],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+        ],
+        NoTangent,
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]], NoTangent],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]], NoTangent],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+        ],
+        NoTangent,
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]], NoTangent],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: None,
+    /,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]], NoTangent],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+        ],
+        NoTangent,
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]], NoTangent],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]], NoTangent],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+        ],
+        NoTangent,
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]], NoTangent],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
     arrays: tuple[np.ndarray[_S, np.dtype[_F]]],
     /,
     *,
@@ -18354,110 +18569,6 @@ def pullback(
     tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]],
     tuple[tuple[Fill[_S, _F]]],
     tuple[tuple[ZeroTangent]],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]]],
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent]],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F]]],
-    tuple[tuple[ZeroTangent, ZeroTangent]],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]]],
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent]],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F]]],
-    tuple[tuple[ZeroTangent, ZeroTangent]],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]]],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-        ],
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]]],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]]],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-        ],
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]]],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]]],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-        ],
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]]],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]]],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-        ],
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]]],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
 ]: ...
 @overload
 def pullback(
@@ -18508,114 +18619,6 @@ def pullback(
     tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent], NoTangent],
     tuple[tuple[Fill[_S, _F]], NoTangent],
     tuple[tuple[ZeroTangent], NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]], NoTangent],
-    tuple[
-        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent],
-        NoTangent,
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F]], NoTangent],
-    tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]], NoTangent],
-    tuple[
-        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent],
-        NoTangent,
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F]], NoTangent],
-    tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]], NoTangent],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-        ],
-        NoTangent,
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]], NoTangent],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]], NoTangent],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-        ],
-        NoTangent,
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]], NoTangent],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]], NoTangent],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-        ],
-        NoTangent,
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]], NoTangent],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]], NoTangent],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-        ],
-        NoTangent,
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]], NoTangent],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
 ]: ...
 @overload
 def pullback(
@@ -33048,6 +33051,228 @@ def frule(
 def frule(
     op: Concatenate,
     tangents: tuple[Sequence[_AnyArray]],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2]], np.ndarray[tuple[int], np.dtype[_F | _F2]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2]], np.ndarray[tuple[int], np.dtype[_F | _F2]] | Fill[tuple[int], _F | _F2] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray]],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2]], np.ndarray[_S, np.dtype[_F | _F2]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2]], np.ndarray[_S, np.dtype[_F | _F2]] | Fill[_S, _F | _F2] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray]],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]], np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]],
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]] | Fill[tuple[int], _F | _F2 | _F3] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray]],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2 | _F3]], np.ndarray[_S, np.dtype[_F | _F2 | _F3]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2 | _F3]], np.ndarray[_S, np.dtype[_F | _F2 | _F3]] | Fill[_S, _F | _F2 | _F3] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray]],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]], np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]],
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]] | Fill[tuple[int], _F | _F2 | _F3 | _F4] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray]],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]], np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]],
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]] | Fill[_S, _F | _F2 | _F3 | _F4] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray], object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: None,
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2]], np.ndarray[tuple[int], np.dtype[_F | _F2]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object, object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: None,
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2]], np.ndarray[tuple[int], np.dtype[_F | _F2]] | Fill[tuple[int], _F | _F2] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray], object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2]], np.ndarray[_S, np.dtype[_F | _F2]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object, object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2]], np.ndarray[_S, np.dtype[_F | _F2]] | Fill[_S, _F | _F2] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray], object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: None,
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]], np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object, object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: None,
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]],
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]] | Fill[tuple[int], _F | _F2 | _F3] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray], object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2 | _F3]], np.ndarray[_S, np.dtype[_F | _F2 | _F3]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object, object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2 | _F3]], np.ndarray[_S, np.dtype[_F | _F2 | _F3]] | Fill[_S, _F | _F2 | _F3] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray], object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: None,
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]], np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object, object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: None,
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]],
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]] | Fill[tuple[int], _F | _F2 | _F3 | _F4] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray], object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]], np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object, object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]],
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]] | Fill[_S, _F | _F2 | _F3 | _F4] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray]],
     arrays: tuple[np.ndarray[_S, np.dtype[_F]]],
     /,
     *,
@@ -33076,114 +33301,6 @@ def frule(
     op: Concatenate,
     tangents: tuple[object],
     arrays: tuple[np.ndarray[_S, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray]],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray]],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray]],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray]],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray]],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray]],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
     /,
     *,
     axis: Val[int] = ...,
@@ -33253,102 +33370,6 @@ def frule(
     op: Concatenate,
     tangents: tuple[object, object],
     arrays: tuple[np.ndarray[_S, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray], object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object, object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray], object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object, object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray], object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object, object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray], object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object, object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray], object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object, object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray], object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object, object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
     axis: Val[int],
     /,
 ) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
