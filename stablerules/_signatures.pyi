@@ -30476,6 +30476,61 @@ def pullback(
 @overload
 def pullback(
     op: Take,
+    x: ArraySpec,
+    /,
+    *,
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent],
+    tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent],
+    tuple[npt.NDArray[np.generic] | NoTangent],
+    tuple[ZeroTangent | NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: ArraySpec,
+    indices: _CountsArray | int | np.integer,
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent],
+    tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, NoTangent],
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: ArraySpec,
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, NoTangent],
+    tuple[
+        npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent,
+        NoTangent,
+        NoTangent,
+    ],
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
@@ -30719,6 +30774,51 @@ def pullback(
 @overload
 def pullback(
     op: TakeAlongAxis,
+    x: ArraySpec,
+    /,
+    *,
+    indices: _CountsArray,
+    axis: Val[int] | None,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent],
+    tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent],
+    tuple[npt.NDArray[np.generic] | NoTangent],
+    tuple[ZeroTangent | NoTangent],
+]: ...
+@overload
+def pullback(
+    op: TakeAlongAxis,
+    x: ArraySpec,
+    indices: _CountsArray,
+    /,
+    *,
+    axis: Val[int] | None,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent],
+    tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, NoTangent],
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: TakeAlongAxis,
+    x: ArraySpec,
+    indices: _CountsArray,
+    axis: Val[int] | None,
+    /,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, NoTangent],
+    tuple[
+        npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent,
+        NoTangent,
+        NoTangent,
+    ],
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: TakeAlongAxis,
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
@@ -30921,6 +31021,53 @@ def pullback(
     ],
     tuple[Fill[_S, _F], NoTangent, Fill[_S2, _F], NoTangent],
     tuple[ZeroTangent, NoTangent, ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: ArraySpec,
+    indices: _CountsArray,
+    values: ArraySpec,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, npt.NDArray[np.generic] | NoTangent],
+    tuple[
+        npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent,
+        NoTangent,
+        npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent,
+    ],
+    tuple[
+        Fill[tuple[int, ...], np.generic] | NoTangent,
+        NoTangent,
+        Fill[tuple[int, ...], np.generic] | NoTangent,
+    ],
+    tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: ArraySpec,
+    indices: _CountsArray,
+    values: ArraySpec,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, npt.NDArray[np.generic] | NoTangent, NoTangent],
+    tuple[
+        npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent,
+        NoTangent,
+        npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent,
+        NoTangent,
+    ],
+    tuple[
+        Fill[tuple[int, ...], np.generic] | NoTangent,
+        NoTangent,
+        Fill[tuple[int, ...], np.generic] | NoTangent,
+        NoTangent,
+    ],
+    tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
 ]: ...
 @overload
 def pullback(

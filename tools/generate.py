@@ -750,7 +750,11 @@ def write_signatures() -> tuple[str, int]:
                             if case is None:
                                 continue
                         _write_rule(w, function, op, sig, layout, case, written, plain=False)
-                    if function == "pullback" and op.primal_free and variant is F:
+                    # ArraySpecs where the pullback reads no array's values: every op whose
+                    # pullback is primal-free, and the linear ones that read only their data
+                    # (the indexing ops' indices stay arrays; index_add's scalar form has no spec)
+                    takes_specs = op.primal_free or (op.kind == "linear" and not any(p.role == "scalar" for p in sig.params))
+                    if function == "pullback" and takes_specs and variant is F:
                         for layout in layouts(sig):
                             if layout.arity is None:  # a sequence holding ArraySpecs: homogeneous
                                 _write_spec(w, op, sig, layout)

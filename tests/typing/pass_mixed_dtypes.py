@@ -1,6 +1,8 @@
-"""concatenate of arrays of different floating dtypes (NumPy promotes; issue 38: this was an
+"""Issue 38's typing points. concatenate of arrays of different floating dtypes (NumPy promotes; issue 38: this was an
 ``arg-type`` error): each tangent has its own input's type, the result's dtype is one of the
-inputs' (their union; one dtype when they agree). Type-checked only, never executed.
+inputs' (their union; one dtype when they agree). sr.pullback of take, take_along_axis and
+index_add takes ArraySpecs for x and values (their pullbacks read only the indices' values).
+Type-checked only, never executed.
 """
 
 from __future__ import annotations
@@ -8,9 +10,10 @@ from __future__ import annotations
 from typing import TypeAlias, assert_type
 
 import numpy as np
+import numpy.typing as npt
 
 import stablerules as sr
-from stablerules import Fill, NoTangent, Val
+from stablerules import ArraySpec, Fill, NoTangent, Val
 
 S2: TypeAlias = tuple[int, int]
 A32: TypeAlias = np.ndarray[S2, np.dtype[np.float32]]
@@ -33,3 +36,19 @@ def mixed(x32: A32, x64: A64, c64: C64) -> None:
     same, back_same = sr.rrule(sr.concatenate, (x64, x64), axis=Val(1))
     assert_type(same, A64)
     assert_type(back_same(same), tuple[tuple[A64, A64]])
+
+
+def indexing_pullbacks_take_specs(indices: npt.NDArray[np.intp], dy: A64) -> None:
+    spec = ArraySpec((5, 3), np.float64)
+    assert_type(
+        sr.pullback(sr.take, spec, indices, Val(0))(dy),
+        tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, NoTangent],
+    )
+    assert_type(
+        sr.pullback(sr.take_along_axis, spec, indices, Val(1))(dy),
+        tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, NoTangent],
+    )
+    assert_type(
+        sr.pullback(sr.index_add, spec, indices, ArraySpec((2, 3), np.float64))(dy),
+        tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, npt.NDArray[np.generic] | NoTangent],
+    )
