@@ -310,20 +310,35 @@ def contiguous(array: ArrayLike) -> ArrayLike:
     return result
 
 
-def writable(array: ArrayLike) -> ArrayLike:
-    """``array`` itself where a view of a cotangent may be handed out as a tangent (the README's
-    "a dense cotangent gives dense, writable tangents"): writable, and no two of its elements
-    at one address (no zero stride on an axis longer than one); else one C-ordered copy.
+def shareable(array: ArrayLike) -> bool:
+    """Whether views of ``array`` may be handed out as tangents (the README's "a dense
+    cotangent gives dense, writable tangents"): it is writable, and no two of its elements
+    share an address (no zero stride on an axis longer than one). A view of such an array
+    (flipped, transposed, reshaped, sliced) is such an array too, so a pullback checks its
+    cotangent once, not each view.
 
     The view ops' pullbacks (flip, permute_dims/transpose, reshape, pad, the concatenate
     family, a covering getindex, index_add's ``dx``) return views of ``dy``: zero-copy for a
     writable cotangent, as before. A read-only ``dy`` (a frozen array, a memory-mapped file
     opened read-only) or a stride-0 one (``np.broadcast_to``, an engine's expanded gradient)
     would give tangents that cannot be accumulated into in place (``dx += ...`` raises, or
-    writes one element through many), so those two cases cost one copy of the tangent."""
-    if getattr(array.flags, "writeable", True) and (
-        0 not in array.strides or not any(stride == 0 and extent > 1 for stride, extent in zip(array.strides, array.shape))
-    ):
+    writes one element through many), so those two cases cost one copy of each tangent."""
+    flags = array.flags
+    try:
+        if not flags.writeable:
+            return False
+    except AttributeError:  # CuPy's flags: its arrays are always writable
+        pass
+    # A C-contiguous array has no zero stride on an axis longer than one: the common case is
+    # answered without building the strides tuple.
+    return flags.c_contiguous or not any(
+        stride == 0 and extent > 1 for stride, extent in zip(array.strides, array.shape)
+    )
+
+
+def writable(array: ArrayLike) -> ArrayLike:
+    """``array`` itself where it is :func:`shareable`, else one C-ordered copy."""
+    if shareable(array):
         return array
     copied: ArrayLike = array.copy()
     return copied

@@ -12,13 +12,13 @@ included, as NumPy's); tangents have the native-order dtype (``out_dtype`` of th
 which is what cotangents are projected onto). A dense cotangent of that dtype is viewed in
 whatever layout it comes (``any_layout``), so the tangent is a view of it; one of another
 dtype is projected first (one copy). A read-only or stride-0 (``np.broadcast_to``) ``dy``
-gives a copy instead of a view (``_arrays.writable``): tangents are always dense and
+gives a copy instead of a view (``_arrays.shareable``): tangents are always dense and
 writable, as the README promises, where NumPy's own view would be read-only.
 """
 
 from __future__ import annotations
 
-from ._arrays import ArrayLike, InputFacts, input_facts, writable
+from ._arrays import ArrayLike, InputFacts, input_facts, shareable
 from ._rule import DensePullback, Plan
 from ._tangents import Cotangent, DenseCotangent, Fill
 
@@ -49,7 +49,8 @@ class ViewPlan(Plan):
         unview = self.unview
 
         def dense(dy: ArrayLike) -> tuple[object, ...]:
-            return (writable(unview(dy)),)
+            dx = unview(dy)
+            return (dx,) if shareable(dy) else (dx.copy(),)
 
         return dense
 

@@ -69,8 +69,8 @@ from .._arrays import (
     normalize_axis,
     shape_text,
     static_int,
+    shareable,
     static_ints,
-    writable,
 )
 from .._memo import memoized
 from .._rule import NO_TANGENT, DensePullback, Plan, RuleOp
@@ -172,15 +172,16 @@ class ConcatenationPlan(Plan):
 
             def views(dy: ArrayLike) -> tuple[object, ...]:
                 tangents = tuple(map(dy.__getitem__, indices))
-                if getattr(dy.flags, "writeable", True) and 0 not in dy.strides:  # views of dy are tangents as they are
+                if shareable(dy):  # views of dy are tangents as they are
                     return tangents
-                return tuple(map(writable, tangents))
+                return tuple(tangent.copy() for tangent in tangents)
 
             return views
         blocks = tuple(zip(indices, self.reshapes, self.tangent_dtypes))
         out_dtype = self.out_dtype
 
         def slices(dy: ArrayLike) -> tuple[object, ...]:
+            copy = not shareable(dy)
             tangents: list[object] = []
             for index, reshape, dtype in blocks:
                 if dtype is None:
@@ -189,7 +190,7 @@ class ConcatenationPlan(Plan):
                 view = dy[index]
                 if reshape is not None:
                     view = view.reshape(reshape)
-                tangents.append(writable(view) if dtype == out_dtype else project(view, dtype))
+                tangents.append((view.copy() if copy else view) if dtype == out_dtype else project(view, dtype))
             return tuple(tangents)
 
         return slices

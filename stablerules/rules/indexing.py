@@ -113,6 +113,7 @@ from .._arrays import (
     normalize_axis,
     shape_text,
     static_bool,
+    shareable,
     static_int,
     writable,
 )
@@ -698,7 +699,8 @@ class GetindexPlan(Plan):
             flip_index = self.flip_index
 
             def covering_pullback(dy: ArrayLike) -> tuple[object, ...]:
-                return (writable(dy.reshape(in_shape)[flip_index]),)  # type: ignore[index]
+                dx = dy.reshape(in_shape)[flip_index]  # type: ignore[index]
+                return (dx if shareable(dy) else dx.copy(),)
 
             return covering_pullback
         if self.request is None:  # nothing selected, or nothing to write
