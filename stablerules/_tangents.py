@@ -62,7 +62,9 @@ else:
 _NS = TypeVar("_NS", bound=tuple[int, ...])
 _NT = TypeVar("_NT", bound=np.generic)
 # A tangent's scalar type, which Fill's reductions keep (value-restricted, not bounded: mypy
-# would solve a bound against a bare Fill's np.generic[object] and pick those overloads).
+# would solve a bound against a bare Fill's np.generic[object] and pick those overloads). The
+# rank-exact overloads overlap the unknown-rank one by design (first match wins): mypy's
+# overlap check is silenced on them, as on __getitem__'s.
 _NI = TypeVar("_NI", np.float16, np.float32, np.float64, np.complex64, np.complex128)
 _SameScalar: TypeAlias = "bool | int | float"
 _Order: TypeAlias = 'Literal["C", "F", "A"]'
@@ -679,7 +681,7 @@ class Fill(Generic[_FS, _FT]):
         return Fill._of(value, shape)
 
     @overload
-    def sum(
+    def sum(  # type: ignore[overload-overlap]
         self: Fill[tuple[int, ...], _NI], axis: None = None, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
     ) -> _NI: ...
     @overload
@@ -691,31 +693,31 @@ class Fill(Generic[_FS, _FT]):
         self: Fill[tuple[int, ...], np.uint8 | np.uint16 | np.uint32 | np.uint64], axis: None = None, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
     ) -> np.uint64: ...
     @overload
-    def sum(
+    def sum(  # type: ignore[overload-overlap]
         self: Fill[tuple[int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
     ) -> _NI: ...
     @overload
-    def sum(
+    def sum(  # type: ignore[overload-overlap]
         self: Fill[tuple[int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
     ) -> Fill[tuple[int], _NI]: ...
     @overload
-    def sum(
+    def sum(  # type: ignore[overload-overlap]
         self: Fill[tuple[int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
     ) -> Fill[tuple[int, int], _NI]: ...
     @overload
-    def sum(
+    def sum(  # type: ignore[overload-overlap]
         self: Fill[tuple[int, int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
     ) -> Fill[tuple[int, int, int], _NI]: ...
     @overload
-    def sum(
+    def sum(  # type: ignore[overload-overlap]
         self: Fill[tuple[int, int, int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
     ) -> Fill[tuple[int, int, int, int], _NI]: ...
     @overload
-    def sum(
+    def sum(  # type: ignore[overload-overlap]
         self: Fill[tuple[int, int, int, int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
     ) -> Fill[tuple[int, int, int, int, int], _NI]: ...
     @overload
-    def sum(
+    def sum(  # type: ignore[overload-overlap]
         self: Fill[_NS, _NI], axis: _Axes = None, dtype: None = None, out: None = None, *, keepdims: Literal[True], initial: _FillScalar = 0
     ) -> Fill[_NS, _NI]: ...
     @overload
@@ -757,7 +759,7 @@ class Fill(Generic[_FS, _FT]):
         return self._reduction_result(total, shape, keepdims, out)
 
     @overload
-    def mean(
+    def mean(  # type: ignore[overload-overlap]
         self: Fill[tuple[int, ...], _NI], axis: None = None, dtype: None = None, out: None = None, keepdims: Literal[False] = False
     ) -> _NI: ...
     @overload
@@ -765,31 +767,31 @@ class Fill(Generic[_FS, _FT]):
         self: Fill[tuple[int, ...], np.bool | np.int8 | np.int16 | np.int32 | np.int64 | np.uint8 | np.uint16 | np.uint32 | np.uint64], axis: None = None, dtype: None = None, out: None = None, keepdims: Literal[False] = False
     ) -> np.float64: ...
     @overload
-    def mean(
+    def mean(  # type: ignore[overload-overlap]
         self: Fill[tuple[int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False
     ) -> _NI: ...
     @overload
-    def mean(
+    def mean(  # type: ignore[overload-overlap]
         self: Fill[tuple[int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False
     ) -> Fill[tuple[int], _NI]: ...
     @overload
-    def mean(
+    def mean(  # type: ignore[overload-overlap]
         self: Fill[tuple[int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False
     ) -> Fill[tuple[int, int], _NI]: ...
     @overload
-    def mean(
+    def mean(  # type: ignore[overload-overlap]
         self: Fill[tuple[int, int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False
     ) -> Fill[tuple[int, int, int], _NI]: ...
     @overload
-    def mean(
+    def mean(  # type: ignore[overload-overlap]
         self: Fill[tuple[int, int, int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False
     ) -> Fill[tuple[int, int, int, int], _NI]: ...
     @overload
-    def mean(
+    def mean(  # type: ignore[overload-overlap]
         self: Fill[tuple[int, int, int, int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False
     ) -> Fill[tuple[int, int, int, int, int], _NI]: ...
     @overload
-    def mean(
+    def mean(  # type: ignore[overload-overlap]
         self: Fill[_NS, _NI], axis: _Axes = None, dtype: None = None, out: None = None, *, keepdims: Literal[True]
     ) -> Fill[_NS, _NI]: ...
     @overload

@@ -96,7 +96,7 @@ import math
 import operator
 import types as pytypes
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Generic, TypeAlias, TypeVar, final, overload
+from typing import Any, Final, Generic, SupportsIndex, TypeAlias, TypeVar, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -224,10 +224,8 @@ def _check_entry(entry: object, position: int) -> Entry:
             f"(`...`) and None (numpy.newaxis) are valid static indices (for an array of indices use "
             f"sr.take or sr.take_along_axis)"
         )
-    try:
-        return operator.index(entry)  # an integer type of another library (``__index__``), as NumPy reads it
-    except TypeError:
-        pass
+    if isinstance(entry, SupportsIndex):  # an integer type of another library (``__index__``), as NumPy reads it
+        return operator.index(entry)
     # What NumPy refuses as an index (a float, a string, any other object): its IndexError.
     raise IndexError(
         f"index: entry {position} is {kind} ({entry!r}); only integers, slices (`:`), ellipsis "
