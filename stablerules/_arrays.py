@@ -86,10 +86,38 @@ class ArraySpec:
         return math.prod(self.shape)
 
 
+def _refused_subclass(value: object) -> str | None:
+    """For an ``ndarray`` subclass whose meaning our plain-array results would lose, what to
+    say about it; ``None`` for any other value.
+
+    - ``numpy.ma.MaskedArray``: NumPy's functions carry the mask along (``np.repeat``,
+      ``np.roll``, ``np.tile`` of a masked array are masked); ours compute on the data and
+      return plain arrays, which would expose the masked payloads as values, and a rule has no
+      tangent for a mask. Refused, for every op alike (rather than some ops keeping the mask
+      and others not): ``x.filled(v)`` or ``np.ma.getdata(x)`` say which data is meant.
+    - ``numpy.matrix``: always 2-D, its reductions keep two axes (``np.sum(m, axis=0)`` is a
+      1 x n matrix), which contradicts NumPy's array semantics our ops and their rank types
+      follow. Refused: ``np.asarray(m)`` is the array.
+
+    Other subclasses (``np.memmap``, a user's) are arrays of data and are read as arrays."""
+    if type(value) is np.ndarray or not isinstance(value, np.ndarray):
+        return None
+    if isinstance(value, np.matrix):
+        return "a numpy.matrix, which stablerules does not take (always 2-D; use np.asarray(x) for the array)"
+    masked = sys.modules.get("numpy.ma")  # no masked array exists unless numpy.ma is loaded
+    if masked is not None and isinstance(value, masked.MaskedArray):
+        return (
+            "a numpy.ma.MaskedArray, which stablerules does not take: its results would be plain "
+            "arrays that expose the masked values (use x.filled(value) or np.ma.getdata(x) for the data)"
+        )
+    return None
+
+
 def is_array(value: object) -> TypeGuard[ArrayLike]:
-    """True for a NumPy array or a CuPy array (anything with shape, dtype and __array__-ish)."""
+    """True for a NumPy array or a CuPy array (anything with shape, dtype and __array__-ish);
+    False for the subclasses refused by :func:`_refused_subclass` (masked arrays, matrices)."""
     if isinstance(value, np.ndarray):
-        return True
+        return type(value) is np.ndarray or _refused_subclass(value) is None
     module = type(value).__module__
     return module.startswith("cupy") and hasattr(value, "shape") and hasattr(value, "dtype")
 
@@ -243,6 +271,9 @@ def array_like(value: object, name: str, *, weak_scalars: bool = False) -> objec
     """
     if is_array(value) or isinstance(value, ArraySpec):
         return value
+    refused = _refused_subclass(value)
+    if refused is not None:
+        raise TypeError(f"argument {name!r} is {refused}")
     if isinstance(value, np.generic):  # before Python's: np.float64 is a float
         return np.asarray(value)
     if isinstance(value, _PYTHON_SCALARS):
@@ -285,6 +316,40 @@ def contiguous(array: ArrayLike) -> ArrayLike:
     else:
         result = xp.ascontiguousarray(array, dtype=array.dtype.newbyteorder("=")).reshape(array.shape)
     return result
+
+
+def shareable(array: ArrayLike) -> bool:
+    """Whether views of ``array`` may be handed out as tangents (the README's "a dense
+    cotangent gives dense, writable tangents"): it is writable, and no two of its elements
+    share an address (no zero stride on an axis longer than one). A view of such an array
+    (flipped, transposed, reshaped, sliced) is such an array too, so a pullback checks its
+    cotangent once, not each view.
+
+    The view ops' pullbacks (flip, permute_dims/transpose, reshape, pad, the concatenate
+    family, a covering getindex, index_add's ``dx``) return views of ``dy``: zero-copy for a
+    writable cotangent, as before. A read-only ``dy`` (a frozen array, a memory-mapped file
+    opened read-only) or a stride-0 one (``np.broadcast_to``, an engine's expanded gradient)
+    would give tangents that cannot be accumulated into in place (``dx += ...`` raises, or
+    writes one element through many), so those two cases cost one copy of each tangent."""
+    flags = array.flags
+    try:
+        if not flags.writeable:
+            return False
+    except AttributeError:  # CuPy's flags: its arrays are always writable
+        pass
+    # A C-contiguous array has no zero stride on an axis longer than one: the common case is
+    # answered without building the strides tuple.
+    return flags.c_contiguous or not any(
+        stride == 0 and extent > 1 for stride, extent in zip(array.strides, array.shape)
+    )
+
+
+def writable(array: ArrayLike) -> ArrayLike:
+    """``array`` itself where it is :func:`shareable`, else one C-ordered copy."""
+    if shareable(array):
+        return array
+    copied: ArrayLike = array.copy()
+    return copied
 
 
 def static_int(value: object, name: str) -> int:

@@ -701,6 +701,48 @@ class Cat(RuleOp):
     def __call__(
         self,
         /,
+        *arrays: np.ndarray[_Rge1, np.dtype[_DT]],
+        dims: Val[tuple[Literal[0], Literal[0]]],
+    ) -> np.ndarray[_Rge1, np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        /,
+        *arrays: np.ndarray[_Rle0, np.dtype[_DT]],
+        dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+    ) -> np.ndarray[tuple[int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        /,
+        *arrays: np.ndarray[_Rge2, np.dtype[_DT]],
+        dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+    ) -> np.ndarray[_Rge2, np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        /,
+        *arrays: np.ndarray[_Rle1, np.dtype[_DT]],
+        dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+    ) -> np.ndarray[tuple[int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        /,
+        *arrays: np.ndarray[_Rge3, np.dtype[_DT]],
+        dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+    ) -> np.ndarray[_Rge3, np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        /,
+        *arrays: np.ndarray[_Rle2, np.dtype[_DT]],
+        dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+    ) -> np.ndarray[tuple[int, int, int], np.dtype[_DT]]: ...
+    @overload
+    def __call__(
+        self,
+        /,
         *arrays: np.ndarray[_S, np.dtype[_DT]],
         dims: Val[int] | Val[tuple[int, ...]],
     ) -> np.ndarray[tuple[int, ...], np.dtype[_DT]]: ...

@@ -291,6 +291,10 @@ class Plan:
     """
 
     saves_primals: ClassVar[bool] = False
+    saved_inputs: ClassVar[tuple[int, ...] | None] = None
+    """For ``saves_primals``: the positions (among the array arguments) whose *values*
+    ``save`` reads; ``None``: all of them. ``sr.pullback`` takes ``ArraySpec``s for the
+    others (take's ``x``: its pullback reads only the indices)."""
 
     op: str
     out_shape: tuple[int, ...]
@@ -580,11 +584,19 @@ class RuleOp(Op):
     def _pullback_builder(self, *args: object, **kwargs: object) -> RulePullback:
         arrays, statics = self._bind(args, kwargs)
         plan = self.lookup(arrays, statics, specs=True)
-        if plan.saves_primals and any(isinstance(value, ArraySpec) for value in arrays):
-            raise TypeError(
-                f"{self.name} pullback: it reads the primal values; pass arrays, not ArraySpecs"
-            )
         if plan.saves_primals:
+            read = plan.saved_inputs
+            if read is None and any(isinstance(value, ArraySpec) for value in arrays):
+                raise TypeError(
+                    f"{self.name} pullback: it reads the primal values; pass arrays, not ArraySpecs"
+                )
+            for position in read or ():
+                if isinstance(arrays[position], ArraySpec):
+                    name = self._input_names(len(arrays))[position]
+                    raise TypeError(
+                        f"{self.name} pullback: it reads the values of {name}; pass an array for it, "
+                        f"not an ArraySpec"
+                    )
             return self._make_pullback(plan, plan.save(arrays), len(args))
         return self._pullback_of(plan, len(args))
 

@@ -18,6 +18,9 @@ _A: TypeAlias = np.ndarray[_SA, np.dtype[_TA]]
 """``_A[S, T]``: an array of shape type ``S`` and scalar type ``T``."""
 
 _F = TypeVar("_F", bound=np.inexact)
+_F2 = TypeVar("_F2", bound=np.inexact)  # the other arrays' of a mixed-dtype concatenate
+_F3 = TypeVar("_F3", bound=np.inexact)
+_F4 = TypeVar("_F4", bound=np.inexact)
 _G = TypeVar("_G", bound=np.generic)
 _DT = TypeVar("_DT", bound=np.generic)
 _P = ParamSpec("_P")

@@ -39,6 +39,9 @@ from ._ops import (
 )
 from ._shapes import (
     _F,
+    _F2,
+    _F3,
+    _F4,
     _G,
     _P,
     _Q0,
@@ -1824,6 +1827,254 @@ def rrule(
 @overload
 def rrule(
     op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]]],
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent]],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]]],
+        tuple[tuple[ZeroTangent, ZeroTangent]],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]]],
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent]],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]]],
+        tuple[tuple[ZeroTangent, ZeroTangent]],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]]],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            ],
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]]],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]]],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            ],
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]]],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]]],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+                np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+            ],
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]]],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]]],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+                np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+            ],
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]]],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: None,
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]], NoTangent],
+        tuple[
+            tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent],
+            NoTangent,
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]], NoTangent],
+        tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]], NoTangent],
+        tuple[
+            tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent],
+            NoTangent,
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]], NoTangent],
+        tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: None,
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]], NoTangent],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            ],
+            NoTangent,
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]], NoTangent],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]], NoTangent],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            ],
+            NoTangent,
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]], NoTangent],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: None,
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]], NoTangent],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+                np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+            ],
+            NoTangent,
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]], NoTangent],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]],
+    Pullback[
+        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]], NoTangent],
+        tuple[
+            tuple[
+                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+                np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+                np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+                np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+            ],
+            NoTangent,
+        ],
+        tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]], NoTangent],
+        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Concatenate,
     arrays: tuple[np.ndarray[_S, np.dtype[_F]]],
     /,
     *,
@@ -1851,128 +2102,6 @@ def rrule(
         tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]],
         tuple[tuple[Fill[_S, _F]]],
         tuple[tuple[ZeroTangent]],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[
-    np.ndarray[tuple[int], np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]]],
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent]],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F]]],
-        tuple[tuple[ZeroTangent, ZeroTangent]],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[
-    np.ndarray[_S, np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]]],
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent]],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F]]],
-        tuple[tuple[ZeroTangent, ZeroTangent]],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[
-    np.ndarray[tuple[int], np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]]],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            ],
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]]],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[
-    np.ndarray[_S, np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]]],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            ],
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]]],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[
-    np.ndarray[tuple[int], np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]]],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-                np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-            ],
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]]],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[
-    np.ndarray[_S, np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]]],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-                np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-            ],
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]]],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
     ],
 ]: ...
 @overload
@@ -2035,132 +2164,6 @@ def rrule(
         tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent], NoTangent],
         tuple[tuple[Fill[_S, _F]], NoTangent],
         tuple[tuple[ZeroTangent], NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[
-    np.ndarray[tuple[int], np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]], NoTangent],
-        tuple[
-            tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent],
-            NoTangent,
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F]], NoTangent],
-        tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[
-    np.ndarray[_S, np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]], NoTangent],
-        tuple[
-            tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent],
-            NoTangent,
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F]], NoTangent],
-        tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[
-    np.ndarray[tuple[int], np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]], NoTangent],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            ],
-            NoTangent,
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]], NoTangent],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[
-    np.ndarray[_S, np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]], NoTangent],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            ],
-            NoTangent,
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]], NoTangent],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[
-    np.ndarray[tuple[int], np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]], NoTangent],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-                np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-            ],
-            NoTangent,
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]], NoTangent],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
-    ],
-]: ...
-@overload
-def rrule(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[
-    np.ndarray[_S, np.dtype[_F]],
-    Pullback[
-        tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]], NoTangent],
-        tuple[
-            tuple[
-                np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-                np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-                np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-                np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-            ],
-            NoTangent,
-        ],
-        tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]], NoTangent],
-        tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
     ],
 ]: ...
 @overload
@@ -6673,6 +6676,102 @@ def rrule(
 @overload
 def rrule(
     op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]]],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent],
+        tuple[Fill[_Rge1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle0, np.dtype[_F]]],
+        tuple[np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent],
+        tuple[Fill[_Rle0, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[_Rge2, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge2, np.dtype[_F]]],
+        tuple[np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent],
+        tuple[Fill[_Rge2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle1, np.dtype[_F]]],
+        tuple[np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent],
+        tuple[Fill[_Rle1, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[_Rge3, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge3, np.dtype[_F]]],
+        tuple[np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent],
+        tuple[Fill[_Rge3, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle2, np.dtype[_F]]],
+        tuple[np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent],
+        tuple[Fill[_Rle2, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
     a: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
@@ -6904,6 +7003,108 @@ def rrule(
         tuple[np.ndarray[_Rle5, np.dtype[_F]], np.ndarray[_Rle5, np.dtype[_F]]],
         tuple[np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent, np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent],
         tuple[Fill[_Rle5, _F], Fill[_Rle5, _F]],
+        tuple[ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent],
+        tuple[Fill[_Rge1, _F], Fill[_Rge1, _F]],
+        tuple[ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]]],
+        tuple[np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent, np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent],
+        tuple[Fill[_Rle0, _F], Fill[_Rle0, _F]],
+        tuple[ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[_Rge2, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]],
+        tuple[np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent, np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent],
+        tuple[Fill[_Rge2, _F], Fill[_Rge2, _F]],
+        tuple[ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]]],
+        tuple[np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent, np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent],
+        tuple[Fill[_Rle1, _F], Fill[_Rle1, _F]],
+        tuple[ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[_Rge3, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]],
+        tuple[np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent, np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent],
+        tuple[Fill[_Rge3, _F], Fill[_Rge3, _F]],
+        tuple[ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]]],
+        tuple[np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent, np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent],
+        tuple[Fill[_Rle2, _F], Fill[_Rle2, _F]],
         tuple[ZeroTangent, ZeroTangent],
     ],
 ]: ...
@@ -7207,6 +7408,138 @@ def rrule(
             np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent,
         ],
         tuple[Fill[_Rle5, _F], Fill[_Rle5, _F], Fill[_Rle5, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rge1, _F], Fill[_Rge1, _F], Fill[_Rge1, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rle0, _F], Fill[_Rle0, _F], Fill[_Rle0, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[_Rge2, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rge2, _F], Fill[_Rge2, _F], Fill[_Rge2, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rle1, _F], Fill[_Rle1, _F], Fill[_Rle1, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[_Rge3, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rge3, _F], Fill[_Rge3, _F], Fill[_Rge3, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rle2, _F], Fill[_Rle2, _F], Fill[_Rle2, _F]],
         tuple[ZeroTangent, ZeroTangent, ZeroTangent],
     ],
 ]: ...
@@ -7547,6 +7880,150 @@ def rrule(
 @overload
 def rrule(
     op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    d: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+            np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rge1, _F], Fill[_Rge1, _F], Fill[_Rge1, _F], Fill[_Rge1, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    d: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+            np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rle0, _F], Fill[_Rle0, _F], Fill[_Rle0, _F], Fill[_Rle0, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    d: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[_Rge2, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+            np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rge2, _F], Fill[_Rge2, _F], Fill[_Rge2, _F], Fill[_Rge2, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    d: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+            np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rle1, _F], Fill[_Rle1, _F], Fill[_Rle1, _F], Fill[_Rle1, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    d: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[_Rge3, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+            np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rge3, _F], Fill[_Rge3, _F], Fill[_Rge3, _F], Fill[_Rge3, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    d: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]]],
+        tuple[
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+            np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        ],
+        tuple[Fill[_Rle2, _F], Fill[_Rle2, _F], Fill[_Rle2, _F], Fill[_Rle2, _F]],
+        tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
     a: np.ndarray[_S, np.dtype[_F]],
     b: np.ndarray[_S2, np.dtype[_F]],
     c: np.ndarray[_S3, np.dtype[_F]],
@@ -7760,6 +8237,96 @@ def rrule(
         tuple[np.ndarray[_Rle5, np.dtype[_F]], ...],
         tuple[np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent, ...],
         tuple[Fill[_Rle5, _F], ...],
+        tuple[ZeroTangent, ...],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rge1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[_Rge1, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge1, np.dtype[_F]], ...],
+        tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, ...],
+        tuple[Fill[_Rge1, _F], ...],
+        tuple[ZeroTangent, ...],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rle0, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle0, np.dtype[_F]], ...],
+        tuple[np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent, ...],
+        tuple[Fill[_Rle0, _F], ...],
+        tuple[ZeroTangent, ...],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rge2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[_Rge2, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge2, np.dtype[_F]], ...],
+        tuple[np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent, ...],
+        tuple[Fill[_Rge2, _F], ...],
+        tuple[ZeroTangent, ...],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rle1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[
+    np.ndarray[tuple[int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle1, np.dtype[_F]], ...],
+        tuple[np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent, ...],
+        tuple[Fill[_Rle1, _F], ...],
+        tuple[ZeroTangent, ...],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rge3, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[_Rge3, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rge3, np.dtype[_F]], ...],
+        tuple[np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent, ...],
+        tuple[Fill[_Rge3, _F], ...],
+        tuple[ZeroTangent, ...],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rle2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_Rle2, np.dtype[_F]], ...],
+        tuple[np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent, ...],
+        tuple[Fill[_Rle2, _F], ...],
         tuple[ZeroTangent, ...],
     ],
 ]: ...
@@ -17768,6 +18335,218 @@ def pullback(
 @overload
 def pullback(
     op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: None,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]]],
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent]],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]]],
+    tuple[tuple[ZeroTangent, ZeroTangent]],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]]],
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent]],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]]],
+    tuple[tuple[ZeroTangent, ZeroTangent]],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: None,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]]],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+        ],
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]]],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]]],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+        ],
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]]],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: None,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]]],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+        ],
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]]],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]]],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+        ],
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]]],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: None,
+    /,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]], NoTangent],
+    tuple[
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent],
+        NoTangent,
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]], NoTangent],
+    tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]], NoTangent],
+    tuple[
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent],
+        NoTangent,
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2]], NoTangent],
+    tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: None,
+    /,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]], NoTangent],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+        ],
+        NoTangent,
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]], NoTangent],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]], NoTangent],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+        ],
+        NoTangent,
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3]], NoTangent],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: None,
+    /,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]], NoTangent],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+        ],
+        NoTangent,
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]], NoTangent],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]], NoTangent],
+    tuple[
+        tuple[
+            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
+            np.ndarray[_S2, np.dtype[_F2]] | Fill[_S2, _F2] | ZeroTangent,
+            np.ndarray[_S3, np.dtype[_F3]] | Fill[_S3, _F3] | ZeroTangent,
+            np.ndarray[_S4, np.dtype[_F4]] | Fill[_S4, _F4] | ZeroTangent,
+        ],
+        NoTangent,
+    ],
+    tuple[tuple[Fill[_S, _F], Fill[_S2, _F2], Fill[_S3, _F3], Fill[_S4, _F4]], NoTangent],
+    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Concatenate,
     arrays: tuple[np.ndarray[_S, np.dtype[_F]]],
     /,
     *,
@@ -17790,110 +18569,6 @@ def pullback(
     tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]],
     tuple[tuple[Fill[_S, _F]]],
     tuple[tuple[ZeroTangent]],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]]],
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent]],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F]]],
-    tuple[tuple[ZeroTangent, ZeroTangent]],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]]],
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent]],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F]]],
-    tuple[tuple[ZeroTangent, ZeroTangent]],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]]],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-        ],
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]]],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]]],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-        ],
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]]],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent]],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]]],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-        ],
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]]],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]]],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-        ],
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]]],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent]],
 ]: ...
 @overload
 def pullback(
@@ -17944,114 +18619,6 @@ def pullback(
     tuple[tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent], NoTangent],
     tuple[tuple[Fill[_S, _F]], NoTangent],
     tuple[tuple[ZeroTangent], NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]], NoTangent],
-    tuple[
-        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent],
-        NoTangent,
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F]], NoTangent],
-    tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]], NoTangent],
-    tuple[
-        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent],
-        NoTangent,
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F]], NoTangent],
-    tuple[tuple[ZeroTangent, ZeroTangent], NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]], NoTangent],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-        ],
-        NoTangent,
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]], NoTangent],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]], NoTangent],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-        ],
-        NoTangent,
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F]], NoTangent],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]], NoTangent],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-        ],
-        NoTangent,
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]], NoTangent],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
-]: ...
-@overload
-def pullback(
-    op: Concatenate,
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> Pullback[
-    tuple[tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]], NoTangent],
-    tuple[
-        tuple[
-            np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent,
-            np.ndarray[_S2, np.dtype[_F]] | Fill[_S2, _F] | ZeroTangent,
-            np.ndarray[_S3, np.dtype[_F]] | Fill[_S3, _F] | ZeroTangent,
-            np.ndarray[_S4, np.dtype[_F]] | Fill[_S4, _F] | ZeroTangent,
-        ],
-        NoTangent,
-    ],
-    tuple[tuple[Fill[_S, _F], Fill[_S2, _F], Fill[_S3, _F], Fill[_S4, _F]], NoTangent],
-    tuple[tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent], NoTangent],
 ]: ...
 @overload
 def pullback(
@@ -21936,6 +22503,84 @@ def pullback(
 @overload
 def pullback(
     op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]]],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent],
+    tuple[Fill[_Rge1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle0, np.dtype[_F]]],
+    tuple[np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent],
+    tuple[Fill[_Rle0, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge2, np.dtype[_F]]],
+    tuple[np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent],
+    tuple[Fill[_Rge2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle1, np.dtype[_F]]],
+    tuple[np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent],
+    tuple[Fill[_Rle1, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge3, np.dtype[_F]]],
+    tuple[np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent],
+    tuple[Fill[_Rge3, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle2, np.dtype[_F]]],
+    tuple[np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent],
+    tuple[Fill[_Rle2, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
     a: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
@@ -22126,6 +22771,90 @@ def pullback(
     tuple[np.ndarray[_Rle5, np.dtype[_F]], np.ndarray[_Rle5, np.dtype[_F]]],
     tuple[np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent, np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent],
     tuple[Fill[_Rle5, _F], Fill[_Rle5, _F]],
+    tuple[ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent],
+    tuple[Fill[_Rge1, _F], Fill[_Rge1, _F]],
+    tuple[ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]]],
+    tuple[np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent, np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent],
+    tuple[Fill[_Rle0, _F], Fill[_Rle0, _F]],
+    tuple[ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]],
+    tuple[np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent, np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent],
+    tuple[Fill[_Rge2, _F], Fill[_Rge2, _F]],
+    tuple[ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]]],
+    tuple[np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent, np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent],
+    tuple[Fill[_Rle1, _F], Fill[_Rle1, _F]],
+    tuple[ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]],
+    tuple[np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent, np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent],
+    tuple[Fill[_Rge3, _F], Fill[_Rge3, _F]],
+    tuple[ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]]],
+    tuple[np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent, np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent],
+    tuple[Fill[_Rle2, _F], Fill[_Rle2, _F]],
     tuple[ZeroTangent, ZeroTangent],
 ]: ...
 @overload
@@ -22387,6 +23116,120 @@ def pullback(
         np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent,
     ],
     tuple[Fill[_Rle5, _F], Fill[_Rle5, _F], Fill[_Rle5, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rge1, _F], Fill[_Rge1, _F], Fill[_Rge1, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rle0, _F], Fill[_Rle0, _F], Fill[_Rle0, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rge2, _F], Fill[_Rge2, _F], Fill[_Rge2, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rle1, _F], Fill[_Rle1, _F], Fill[_Rle1, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rge3, _F], Fill[_Rge3, _F], Fill[_Rge3, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rle2, _F], Fill[_Rle2, _F], Fill[_Rle2, _F]],
     tuple[ZeroTangent, ZeroTangent, ZeroTangent],
 ]: ...
 @overload
@@ -22684,6 +23527,132 @@ def pullback(
 @overload
 def pullback(
     op: Cat,
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    d: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+        np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rge1, _F], Fill[_Rge1, _F], Fill[_Rge1, _F], Fill[_Rge1, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    d: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]], np.ndarray[_Rle0, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+        np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rle0, _F], Fill[_Rle0, _F], Fill[_Rle0, _F], Fill[_Rle0, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    d: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+        np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rge2, _F], Fill[_Rge2, _F], Fill[_Rge2, _F], Fill[_Rge2, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    d: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]], np.ndarray[_Rle1, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+        np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rle1, _F], Fill[_Rle1, _F], Fill[_Rle1, _F], Fill[_Rle1, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    d: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+        np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rge3, _F], Fill[_Rge3, _F], Fill[_Rge3, _F], Fill[_Rge3, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    d: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]], np.ndarray[_Rle2, np.dtype[_F]]],
+    tuple[
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+        np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent,
+    ],
+    tuple[Fill[_Rle2, _F], Fill[_Rle2, _F], Fill[_Rle2, _F], Fill[_Rle2, _F]],
+    tuple[ZeroTangent, ZeroTangent, ZeroTangent, ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Cat,
     a: np.ndarray[_S, np.dtype[_F]],
     b: np.ndarray[_S2, np.dtype[_F]],
     c: np.ndarray[_S3, np.dtype[_F]],
@@ -22856,6 +23825,78 @@ def pullback(
     tuple[np.ndarray[_Rle5, np.dtype[_F]], ...],
     tuple[np.ndarray[_Rle5, np.dtype[_F]] | Fill[_Rle5, _F] | ZeroTangent, ...],
     tuple[Fill[_Rle5, _F], ...],
+    tuple[ZeroTangent, ...],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rge1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge1, np.dtype[_F]], ...],
+    tuple[np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent, ...],
+    tuple[Fill[_Rge1, _F], ...],
+    tuple[ZeroTangent, ...],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rle0, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle0, np.dtype[_F]], ...],
+    tuple[np.ndarray[_Rle0, np.dtype[_F]] | Fill[_Rle0, _F] | ZeroTangent, ...],
+    tuple[Fill[_Rle0, _F], ...],
+    tuple[ZeroTangent, ...],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rge2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge2, np.dtype[_F]], ...],
+    tuple[np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent, ...],
+    tuple[Fill[_Rge2, _F], ...],
+    tuple[ZeroTangent, ...],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rle1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle1, np.dtype[_F]], ...],
+    tuple[np.ndarray[_Rle1, np.dtype[_F]] | Fill[_Rle1, _F] | ZeroTangent, ...],
+    tuple[Fill[_Rle1, _F], ...],
+    tuple[ZeroTangent, ...],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rge3, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rge3, np.dtype[_F]], ...],
+    tuple[np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent, ...],
+    tuple[Fill[_Rge3, _F], ...],
+    tuple[ZeroTangent, ...],
+]: ...
+@overload
+def pullback(
+    op: Cat,
+    /,
+    *arrays: np.ndarray[_Rle2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> Pullback[
+    tuple[np.ndarray[_Rle2, np.dtype[_F]], ...],
+    tuple[np.ndarray[_Rle2, np.dtype[_F]] | Fill[_Rle2, _F] | ZeroTangent, ...],
+    tuple[Fill[_Rle2, _F], ...],
     tuple[ZeroTangent, ...],
 ]: ...
 @overload
@@ -29435,6 +30476,61 @@ def pullback(
 @overload
 def pullback(
     op: Take,
+    x: ArraySpec,
+    /,
+    *,
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent],
+    tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent],
+    tuple[npt.NDArray[np.generic] | NoTangent],
+    tuple[ZeroTangent | NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: ArraySpec,
+    indices: _CountsArray | int | np.integer,
+    /,
+    *,
+    axis: Val[int] | None = ...,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent],
+    tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, NoTangent],
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
+    x: ArraySpec,
+    indices: _CountsArray | int | np.integer,
+    axis: Val[int] | None,
+    /,
+    *,
+    unique: Val[bool] = ...,
+    sorted: Val[bool] = ...,
+    deterministic: Val[bool] = ...,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, NoTangent],
+    tuple[
+        npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent,
+        NoTangent,
+        NoTangent,
+    ],
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Take,
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
@@ -29678,6 +30774,51 @@ def pullback(
 @overload
 def pullback(
     op: TakeAlongAxis,
+    x: ArraySpec,
+    /,
+    *,
+    indices: _CountsArray,
+    axis: Val[int] | None,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent],
+    tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent],
+    tuple[npt.NDArray[np.generic] | NoTangent],
+    tuple[ZeroTangent | NoTangent],
+]: ...
+@overload
+def pullback(
+    op: TakeAlongAxis,
+    x: ArraySpec,
+    indices: _CountsArray,
+    /,
+    *,
+    axis: Val[int] | None,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent],
+    tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, NoTangent],
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: TakeAlongAxis,
+    x: ArraySpec,
+    indices: _CountsArray,
+    axis: Val[int] | None,
+    /,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, NoTangent],
+    tuple[
+        npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent,
+        NoTangent,
+        NoTangent,
+    ],
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: TakeAlongAxis,
     x: np.ndarray[_S, np.dtype[_G]],
     /,
     *,
@@ -29880,6 +31021,53 @@ def pullback(
     ],
     tuple[Fill[_S, _F], NoTangent, Fill[_S2, _F], NoTangent],
     tuple[ZeroTangent, NoTangent, ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: ArraySpec,
+    indices: _CountsArray,
+    values: ArraySpec,
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, npt.NDArray[np.generic] | NoTangent],
+    tuple[
+        npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent,
+        NoTangent,
+        npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent,
+    ],
+    tuple[
+        Fill[tuple[int, ...], np.generic] | NoTangent,
+        NoTangent,
+        Fill[tuple[int, ...], np.generic] | NoTangent,
+    ],
+    tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent],
+]: ...
+@overload
+def pullback(
+    op: IndexAdd,
+    x: ArraySpec,
+    indices: _CountsArray,
+    values: ArraySpec,
+    axis: Val[int],
+    /,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, npt.NDArray[np.generic] | NoTangent, NoTangent],
+    tuple[
+        npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent,
+        NoTangent,
+        npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent,
+        NoTangent,
+    ],
+    tuple[
+        Fill[tuple[int, ...], np.generic] | NoTangent,
+        NoTangent,
+        Fill[tuple[int, ...], np.generic] | NoTangent,
+        NoTangent,
+    ],
+    tuple[ZeroTangent | NoTangent, NoTangent, ZeroTangent | NoTangent, NoTangent],
 ]: ...
 @overload
 def pullback(
@@ -32010,6 +33198,228 @@ def frule(
 def frule(
     op: Concatenate,
     tangents: tuple[Sequence[_AnyArray]],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2]], np.ndarray[tuple[int], np.dtype[_F | _F2]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2]], np.ndarray[tuple[int], np.dtype[_F | _F2]] | Fill[tuple[int], _F | _F2] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray]],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2]], np.ndarray[_S, np.dtype[_F | _F2]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2]], np.ndarray[_S, np.dtype[_F | _F2]] | Fill[_S, _F | _F2] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray]],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]], np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]],
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]] | Fill[tuple[int], _F | _F2 | _F3] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray]],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2 | _F3]], np.ndarray[_S, np.dtype[_F | _F2 | _F3]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2 | _F3]], np.ndarray[_S, np.dtype[_F | _F2 | _F3]] | Fill[_S, _F | _F2 | _F3] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray]],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]], np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: None,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]],
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]] | Fill[tuple[int], _F | _F2 | _F3 | _F4] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray]],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]], np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    /,
+    *,
+    axis: Val[int] = ...,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]],
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]] | Fill[_S, _F | _F2 | _F3 | _F4] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray], object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: None,
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2]], np.ndarray[tuple[int], np.dtype[_F | _F2]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object, object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: None,
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2]], np.ndarray[tuple[int], np.dtype[_F | _F2]] | Fill[tuple[int], _F | _F2] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray], object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2]], np.ndarray[_S, np.dtype[_F | _F2]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object, object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]]],
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2]], np.ndarray[_S, np.dtype[_F | _F2]] | Fill[_S, _F | _F2] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray], object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: None,
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]], np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object, object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: None,
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]],
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3]] | Fill[tuple[int], _F | _F2 | _F3] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray], object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2 | _F3]], np.ndarray[_S, np.dtype[_F | _F2 | _F3]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object, object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]]],
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2 | _F3]], np.ndarray[_S, np.dtype[_F | _F2 | _F3]] | Fill[_S, _F | _F2 | _F3] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray], object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: None,
+    /,
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]], np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object, object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: None,
+    /,
+) -> tuple[
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]],
+    np.ndarray[tuple[int], np.dtype[_F | _F2 | _F3 | _F4]] | Fill[tuple[int], _F | _F2 | _F3 | _F4] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray], object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]], np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]]]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[object, object],
+    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F2]], np.ndarray[_S3, np.dtype[_F3]], np.ndarray[_S4, np.dtype[_F4]]],
+    axis: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]],
+    np.ndarray[_S, np.dtype[_F | _F2 | _F3 | _F4]] | Fill[_S, _F | _F2 | _F3 | _F4] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Concatenate,
+    tangents: tuple[Sequence[_AnyArray]],
     arrays: tuple[np.ndarray[_S, np.dtype[_F]]],
     /,
     *,
@@ -32038,114 +33448,6 @@ def frule(
     op: Concatenate,
     tangents: tuple[object],
     arrays: tuple[np.ndarray[_S, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray]],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray]],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray]],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray]],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray]],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: None,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray]],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    /,
-    *,
-    axis: Val[int] = ...,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
     /,
     *,
     axis: Val[int] = ...,
@@ -32215,102 +33517,6 @@ def frule(
     op: Concatenate,
     tangents: tuple[object, object],
     arrays: tuple[np.ndarray[_S, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray], object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object, object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray], object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object, object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray], object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object, object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray], object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object, object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray], object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object, object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: None,
-    /,
-) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[Sequence[_AnyArray], object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
-    axis: Val[int],
-    /,
-) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
-@overload
-def frule(
-    op: Concatenate,
-    tangents: tuple[object, object],
-    arrays: tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S2, np.dtype[_F]], np.ndarray[_S3, np.dtype[_F]], np.ndarray[_S4, np.dtype[_F]]],
     axis: Val[int],
     /,
 ) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
@@ -35779,6 +36985,117 @@ def frule(
 def frule(
     op: Cat,
     tangents: tuple[_AnyArray],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray],
     a: np.ndarray[_S, np.dtype[_F]],
     /,
     *,
@@ -36069,6 +37386,129 @@ def frule(
 def frule(
     op: Cat,
     tangents: tuple[_AnyArray, _AnyArray],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray],
     a: np.ndarray[_S, np.dtype[_F]],
     b: np.ndarray[_S2, np.dtype[_F]],
     /,
@@ -36387,6 +37827,141 @@ def frule(
 def frule(
     op: Cat,
     tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray],
     a: np.ndarray[_S, np.dtype[_F]],
     b: np.ndarray[_S2, np.dtype[_F]],
     c: np.ndarray[_S3, np.dtype[_F]],
@@ -36733,6 +38308,153 @@ def frule(
 def frule(
     op: Cat,
     tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    d: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object, object],
+    a: np.ndarray[_Rge1, np.dtype[_F]],
+    b: np.ndarray[_Rge1, np.dtype[_F]],
+    c: np.ndarray[_Rge1, np.dtype[_F]],
+    d: np.ndarray[_Rge1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    d: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object, object],
+    a: np.ndarray[_Rle0, np.dtype[_F]],
+    b: np.ndarray[_Rle0, np.dtype[_F]],
+    c: np.ndarray[_Rle0, np.dtype[_F]],
+    d: np.ndarray[_Rle0, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    d: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object, object],
+    a: np.ndarray[_Rge2, np.dtype[_F]],
+    b: np.ndarray[_Rge2, np.dtype[_F]],
+    c: np.ndarray[_Rge2, np.dtype[_F]],
+    d: np.ndarray[_Rge2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    d: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object, object],
+    a: np.ndarray[_Rle1, np.dtype[_F]],
+    b: np.ndarray[_Rle1, np.dtype[_F]],
+    c: np.ndarray[_Rle1, np.dtype[_F]],
+    d: np.ndarray[_Rle1, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    d: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object, object],
+    a: np.ndarray[_Rge3, np.dtype[_F]],
+    b: np.ndarray[_Rge3, np.dtype[_F]],
+    c: np.ndarray[_Rge3, np.dtype[_F]],
+    d: np.ndarray[_Rge3, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    d: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, object, object, object],
+    a: np.ndarray[_Rle2, np.dtype[_F]],
+    b: np.ndarray[_Rle2, np.dtype[_F]],
+    c: np.ndarray[_Rle2, np.dtype[_F]],
+    d: np.ndarray[_Rle2, np.dtype[_F]],
+    /,
+    *,
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, _AnyArray, _AnyArray, _AnyArray],
     a: np.ndarray[_S, np.dtype[_F]],
     b: np.ndarray[_S2, np.dtype[_F]],
     c: np.ndarray[_S3, np.dtype[_F]],
@@ -36972,6 +38694,105 @@ def frule(
 ) -> tuple[
     np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]],
     np.ndarray[tuple[int, int, int, int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int, int, int, int], _F] | ZeroTangent,
+]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, ...],
+    /,
+    *arrays: np.ndarray[_Rge1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, ...],
+    /,
+    *arrays: np.ndarray[_Rge1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[_Rge1, np.dtype[_F]], np.ndarray[_Rge1, np.dtype[_F]] | Fill[_Rge1, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, ...],
+    /,
+    *arrays: np.ndarray[_Rle0, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, ...],
+    /,
+    *arrays: np.ndarray[_Rle0, np.dtype[_F]],
+    dims: Val[tuple[Literal[0], Literal[0]]] | Val[tuple[Literal[0], Literal[0]]],
+) -> tuple[np.ndarray[tuple[int], np.dtype[_F]], np.ndarray[tuple[int], np.dtype[_F]] | Fill[tuple[int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, ...],
+    /,
+    *arrays: np.ndarray[_Rge2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, ...],
+    /,
+    *arrays: np.ndarray[_Rge2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[0, 1]]],
+) -> tuple[np.ndarray[_Rge2, np.dtype[_F]], np.ndarray[_Rge2, np.dtype[_F]] | Fill[_Rge2, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, ...],
+    /,
+    *arrays: np.ndarray[_Rle1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, ...],
+    /,
+    *arrays: np.ndarray[_Rle1, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1], Literal[1]]] | Val[tuple[Literal[1], Literal[0, 1]]],
+) -> tuple[np.ndarray[tuple[int, int], np.dtype[_F]], np.ndarray[tuple[int, int], np.dtype[_F]] | Fill[tuple[int, int], _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, ...],
+    /,
+    *arrays: np.ndarray[_Rge3, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, ...],
+    /,
+    *arrays: np.ndarray[_Rge3, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[_Rge3, np.dtype[_F]], np.ndarray[_Rge3, np.dtype[_F]] | Fill[_Rge3, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[_AnyArray, ...],
+    /,
+    *arrays: np.ndarray[_Rle2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[np.ndarray[tuple[int, int, int], np.dtype[_F]], np.ndarray[tuple[int, int, int], np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Cat,
+    tangents: tuple[object, ...],
+    /,
+    *arrays: np.ndarray[_Rle2, np.dtype[_F]],
+    dims: Val[tuple[Literal[0, 1, 2], Literal[2]]] | Val[tuple[Literal[2], Literal[0, 1, 2]]],
+) -> tuple[
+    np.ndarray[tuple[int, int, int], np.dtype[_F]],
+    np.ndarray[tuple[int, int, int], np.dtype[_F]] | Fill[tuple[int, int, int], _F] | ZeroTangent,
 ]: ...
 @overload
 def frule(

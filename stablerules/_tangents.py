@@ -61,6 +61,11 @@ else:
     _FT = TypeVar("_FT", bound=np.generic, covariant=True)
 _NS = TypeVar("_NS", bound=tuple[int, ...])
 _NT = TypeVar("_NT", bound=np.generic)
+# A tangent's scalar type, which Fill's reductions keep (value-restricted, not bounded: mypy
+# would solve a bound against a bare Fill's np.generic[object] and pick those overloads). The
+# rank-exact overloads overlap the unknown-rank one by design (first match wins): mypy's
+# overlap check is silenced on them, as on __getitem__'s.
+_NI = TypeVar("_NI", np.float16, np.float32, np.float64, np.complex64, np.complex128)
 _SameScalar: TypeAlias = "bool | int | float"
 _Order: TypeAlias = 'Literal["C", "F", "A"]'
 # What a zero may meet in `+`/`-` (and hand back as it is): arrays, scalars, Fills, and the
@@ -358,7 +363,11 @@ class Fill(Generic[_FS, _FT]):
     # shape is 1-D; a dtype given as a string or ``np.dtype`` of unknown scalar type gives
     # ``np.generic``. Arithmetic with Python numbers, zeros and ``Fill``s of the same type,
     # ``-f``, ``conj``, ``copy``, ``transpose``/``T`` keep ``S`` and ``T``; ``reshape`` to a
-    # tuple takes that tuple's type; indexing keeps ``T`` (its rank is NumPy's, unknown here).
+    # tuple takes that tuple's type; indexing keeps ``T`` (its rank is NumPy's, unknown here);
+    # ``sum``/``mean`` of a floating or complex ``Fill`` keep ``T`` and drop one axis per int
+    # ``axis`` (ranks 1 to 6; a full reduction is a ``T`` scalar, ``keepdims=True`` keeps ``S``),
+    # and a full reduction of a bool or integer ``Fill`` has NumPy's dtype (int64, uint64;
+    # float64 for ``mean``).
     @overload
     def __init__(self: Fill[_NS, np.float64], value: _FillScalar, shape: _NS) -> None: ...
     @overload
@@ -672,6 +681,50 @@ class Fill(Generic[_FS, _FT]):
         return Fill._of(value, shape)
 
     @overload
+    def sum(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int, ...], _NI], axis: None = None, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
+    ) -> _NI: ...
+    @overload
+    def sum(
+        self: Fill[tuple[int, ...], np.bool | np.int8 | np.int16 | np.int32 | np.int64], axis: None = None, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
+    ) -> np.int64: ...
+    @overload
+    def sum(
+        self: Fill[tuple[int, ...], np.uint8 | np.uint16 | np.uint32 | np.uint64], axis: None = None, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
+    ) -> np.uint64: ...
+    @overload
+    def sum(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
+    ) -> _NI: ...
+    @overload
+    def sum(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
+    ) -> Fill[tuple[int], _NI]: ...
+    @overload
+    def sum(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
+    ) -> Fill[tuple[int, int], _NI]: ...
+    @overload
+    def sum(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int, int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
+    ) -> Fill[tuple[int, int, int], _NI]: ...
+    @overload
+    def sum(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int, int, int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
+    ) -> Fill[tuple[int, int, int, int], _NI]: ...
+    @overload
+    def sum(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int, int, int, int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
+    ) -> Fill[tuple[int, int, int, int, int], _NI]: ...
+    @overload
+    def sum(  # type: ignore[overload-overlap]
+        self: Fill[_NS, _NI], axis: _Axes = None, dtype: None = None, out: None = None, *, keepdims: Literal[True], initial: _FillScalar = 0
+    ) -> Fill[_NS, _NI]: ...
+    @overload
+    def sum(
+        self: Fill[tuple[int, ...], _NI], axis: _Axes = None, dtype: None = None, out: None = None, keepdims: bool = False, initial: _FillScalar = 0
+    ) -> Fill[tuple[int, ...], _NI] | _NI: ...
+    @overload
     def sum(
         self, axis: None = None, dtype: npt.DTypeLike | None = None, out: None = None, keepdims: Literal[False] = False, initial: _FillScalar = 0
     ) -> np.generic: ...
@@ -705,6 +758,46 @@ class Fill(Generic[_FS, _FT]):
         total = np.asarray(total, dtype=result_dtype)
         return self._reduction_result(total, shape, keepdims, out)
 
+    @overload
+    def mean(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int, ...], _NI], axis: None = None, dtype: None = None, out: None = None, keepdims: Literal[False] = False
+    ) -> _NI: ...
+    @overload
+    def mean(
+        self: Fill[tuple[int, ...], np.bool | np.int8 | np.int16 | np.int32 | np.int64 | np.uint8 | np.uint16 | np.uint32 | np.uint64], axis: None = None, dtype: None = None, out: None = None, keepdims: Literal[False] = False
+    ) -> np.float64: ...
+    @overload
+    def mean(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False
+    ) -> _NI: ...
+    @overload
+    def mean(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False
+    ) -> Fill[tuple[int], _NI]: ...
+    @overload
+    def mean(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False
+    ) -> Fill[tuple[int, int], _NI]: ...
+    @overload
+    def mean(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int, int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False
+    ) -> Fill[tuple[int, int, int], _NI]: ...
+    @overload
+    def mean(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int, int, int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False
+    ) -> Fill[tuple[int, int, int, int], _NI]: ...
+    @overload
+    def mean(  # type: ignore[overload-overlap]
+        self: Fill[tuple[int, int, int, int, int, int], _NI], axis: SupportsIndex, dtype: None = None, out: None = None, keepdims: Literal[False] = False
+    ) -> Fill[tuple[int, int, int, int, int], _NI]: ...
+    @overload
+    def mean(  # type: ignore[overload-overlap]
+        self: Fill[_NS, _NI], axis: _Axes = None, dtype: None = None, out: None = None, *, keepdims: Literal[True]
+    ) -> Fill[_NS, _NI]: ...
+    @overload
+    def mean(
+        self: Fill[tuple[int, ...], _NI], axis: _Axes = None, dtype: None = None, out: None = None, keepdims: bool = False
+    ) -> Fill[tuple[int, ...], _NI] | _NI: ...
     @overload
     def mean(
         self, axis: None = None, dtype: npt.DTypeLike | None = None, out: None = None, keepdims: Literal[False] = False

@@ -10,13 +10,15 @@ other shape, since a constant re-indexed is the same constant; ``ZeroTangent`` s
 Decisions: the forward returns the op's view of ``x`` itself (its dtype, byte order
 included, as NumPy's); tangents have the native-order dtype (``out_dtype`` of the plan,
 which is what cotangents are projected onto). A dense cotangent of that dtype is viewed in
-whatever layout it comes (``any_layout``), so the tangent is a view of it (read-only where
-``dy`` is, as NumPy's view would be); one of another dtype is projected first (one copy).
+whatever layout it comes (``any_layout``), so the tangent is a view of it; one of another
+dtype is projected first (one copy). A read-only or stride-0 (``np.broadcast_to``) ``dy``
+gives a copy instead of a view (``_arrays.shareable``): tangents are always dense and
+writable, as the README promises, where NumPy's own view would be read-only.
 """
 
 from __future__ import annotations
 
-from ._arrays import ArrayLike, InputFacts, input_facts
+from ._arrays import ArrayLike, InputFacts, input_facts, shareable
 from ._rule import DensePullback, Plan
 from ._tangents import Cotangent, DenseCotangent, Fill
 
@@ -47,7 +49,8 @@ class ViewPlan(Plan):
         unview = self.unview
 
         def dense(dy: ArrayLike) -> tuple[object, ...]:
-            return (unview(dy),)
+            dx = unview(dy)
+            return (dx,) if shareable(dy) else (dx.copy(),)
 
         return dense
 

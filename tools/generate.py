@@ -327,8 +327,22 @@ def _cat_cases() -> list[Case]:
         lit = f"Val[Literal[{k}]]"
         cases.append(Case({"dims": (lit, False)}, shape=f"_Rge{k + 1}", result=f"_Rge{k + 1}", shared=True))
         cases.append(Case({"dims": (lit, False)}, shape=f"_Rle{k}", result=_ints(k + 1), shared=True))
+    # Block-diagonal: dims=Val((i, j)) written inline, rank max(ndims, max(i, j) + 1), for
+    # i, j < BLOCK_DIAGONAL_DIMS (two overloads per largest axis m: "both at most m" keeps a
+    # rank above m, "the larger is m" gives m + 1 below it).
+    for m in range(BLOCK_DIAGONAL_DIMS):
+        upto = "Literal[" + ", ".join(str(i) for i in range(m + 1)) + "]"
+        both = f"Val[tuple[{upto}, {upto}]]"
+        largest = f"Val[tuple[{upto}, Literal[{m}]]] | Val[tuple[Literal[{m}], {upto}]]"
+        cases.append(Case({"dims": (both, False)}, shape=f"_Rge{m + 1}", result=f"_Rge{m + 1}", shared=True))
+        cases.append(Case({"dims": (largest, False)}, shape=f"_Rle{m}", result=_ints(m + 1), shared=True))
     cases.append(Case({"dims": (dims, False)}, result=ANY_RANK))
     return cases
+
+
+BLOCK_DIAGONAL_DIMS = 3
+"""``cat``'s block-diagonal ``dims=Val((i, j))`` is rank-exact for axes below this (matrices
+and stacks of them); larger ones give an untracked rank (few calls, many overloads)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,17 +372,28 @@ PAD_CONSTANT = "_PadConstant"
 class Variant:
     """The dtype side of an overload: ``F`` (inexact: exact tangents), ``G`` (any dtype:
     each tangent may be ``NoTangent``), ``I`` (sum/mean of integers: ``NoTangent`` only),
-    ``D`` (an op's own ``__call__``: any dtype, no tangents)."""
+    ``D`` (an op's own ``__call__``: any dtype, no tangents), ``M`` (``concatenate`` of 2 to 4
+    inexact arrays, of one dtype or several: each array's own ``_F``/``_F2``-``_F4``, each tangent
+    its array's type, the result's dtype one of theirs, ``_F | _F2``: NumPy promotes to one of
+    them, and for one dtype the union is that dtype)."""
 
     name: str
     dtype: str
     result_dtype: str
+    per_array: bool = False
+
+    def dtype_of(self, shape: str) -> str:
+        """The scalar type of the array of shape variable ``shape``."""
+        if self.per_array and shape in ("_S2", "_S3", "_S4"):
+            return "_F" + shape[2:]
+        return self.dtype
 
     def tangent(self, shape: str, kind: str, fill_closed: bool | None, case: Case) -> str:
         if self.name == "I":
             return "NoTangent"
-        a = _array(shape, self.dtype)
-        f = f"Fill[{ANY_RANK if shape == UNKNOWN_RESULT else shape}, {self.dtype}]"
+        dtype = self.dtype_of(shape)
+        a = _array(shape, dtype)
+        f = f"Fill[{ANY_RANK if shape == UNKNOWN_RESULT else shape}, {dtype}]"
         if kind == "dense":
             t = f if case.full else (f"{a} | {f}" if case.maybe_full else a)
         elif kind == "fill":
@@ -382,6 +407,7 @@ class Variant:
 
 F = Variant("F", "_F", "_F")
 G = Variant("G", "_G", "_G")
+M = Variant("M", "_F", "_F", per_array=True)  # result_dtype: the union of the arrays', per arity
 D = Variant("D", "_DT", "_DT")
 
 
@@ -512,7 +538,7 @@ def write_params(
             return "ArraySpec"
         if array_type is not None:
             return array_type
-        return f"_A[{shape}, {variant.dtype}]"
+        return f"_A[{shape}, {variant.dtype_of(shape)}]"
 
     for p in layout.positional:
         if p.role == "array":
@@ -645,7 +671,7 @@ def primal_type(sig: Signature, case: Case, variant: Variant) -> str:
 def output_tangent(sig: Signature, case: Case, variant: Variant, dense: bool) -> str:
     if variant.name == "I":
         return "NoTangent"
-    shape, dt = case.result, variant.dtype
+    shape, dt = case.result, (variant.result_dtype if variant.per_array else variant.dtype)
     a = _array(shape, dt)
     if shape == UNKNOWN_RESULT:
         shape = ANY_RANK
@@ -659,6 +685,8 @@ def output_tangent(sig: Signature, case: Case, variant: Variant, dense: bool) ->
 def variants_for(op: OpSchema, sig: Signature) -> list[Variant]:
     if sig.dtype in ("sum", "mean"):
         return [F, integral(op)]
+    if op.name == "concatenate":  # mixed float dtypes (NumPy promotes): each tangent its input's type
+        return [M, F, G]
     return [F, G]
 
 
@@ -708,13 +736,25 @@ def write_signatures() -> tuple[str, int]:
             w.lines += ["", f"# --- {op.name}"]
             for sig in op.signatures:
                 for variant in variants_for(op, sig):
-                    for layout, case in cases_with_layout(op, sig):
-                        if variant is not F:  # integer/bool/mixed inputs: the rank only where it is kept
+                    entries = list(cases_with_layout(op, sig))
+                    if variant is M:  # tuples of 2 to 4 arrays, one dtype variable each
+                        entries = [e for e in entries if (e[0].arity or 0) >= 2]
+                    elif variant is F and M in variants_for(op, sig):  # M wrote those
+                        entries = [e for e in entries if (e[0].arity or 0) < 2]
+                    for layout, case in entries:
+                        written = variant
+                        if variant is M:  # the result: one of the inputs' dtypes (NumPy promotes)
+                            written = replace(M, result_dtype=" | ".join(M.dtype_of(s) for s in ("_S", "_S2", "_S3", "_S4")[: layout.arity]))
+                        if variant not in (F, M):  # integer/bool inputs: the rank only where it is kept
                             case = _loose_case(sig, case)
                             if case is None:
                                 continue
-                        _write_rule(w, function, op, sig, layout, case, variant, plain=False)
-                    if function == "pullback" and op.primal_free and variant is F:
+                        _write_rule(w, function, op, sig, layout, case, written, plain=False)
+                    # ArraySpecs where the pullback reads no array's values: every op whose
+                    # pullback is primal-free, and the linear ones that read only their data
+                    # (the indexing ops' indices stay arrays; index_add's scalar form has no spec)
+                    takes_specs = op.primal_free or (op.kind == "linear" and not any(p.role == "scalar" for p in sig.params))
+                    if function == "pullback" and takes_specs and variant is F:
                         for layout in layouts(sig):
                             if layout.arity is None:  # a sequence holding ArraySpecs: homogeneous
                                 _write_spec(w, op, sig, layout)
@@ -723,6 +763,8 @@ def write_signatures() -> tuple[str, int]:
                 if not any(p.role == "static" for p in sig.params) or any(p.role == "scalar" for p in sig.params):  # scalars: Val forms only
                     continue
                 for variant in variants_for(op, sig):
+                    if variant is M:  # the deprecated plain forms: one dtype
+                        continue
                     for layout in layouts(sig):
                         _write_rule(w, function, op, sig, layout, _plain_case(sig), variant, plain=True)
             if op.name in ("cat", "kron"):
@@ -778,7 +820,7 @@ def _write_rule(
     elif function == "pullback":
         w.overload("pullback", [f"op: {op.cls}", *params], back, deprecated=plain)
     else:
-        if variant is F:
+        if variant is F or variant.per_array:
             dense = _dense_tangents(layout)
             w.overload("frule", [f"op: {op.cls}", f"tangents: {dense}", *params], f"tuple[{y}, {output_tangent(sig, case, variant, True)}]", deprecated=plain)
         any_tangents = re.sub(r"Sequence\[_AnyArray\]|_AnyArray", "object", _dense_tangents(layout))
@@ -899,7 +941,7 @@ from ._val import Val
 
 _KINDS_IMPORT = "from .rules.indexing import Basic, Slices, StaticIndex"
 SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{KINDS_IMPORT}", _KINDS_IMPORT) + index_aliases()
-SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{SHAPES_IMPORT}\n", _shapes_import("_F", "_G", "_P", "_Q0", "_R", *_RANK_VARS, "_AnyArray", *_ALIASES) + "\n")
+SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{SHAPES_IMPORT}\n", _shapes_import("_F", "_F2", "_F3", "_F4", "_G", "_P", "_Q0", "_R", *_RANK_VARS, "_AnyArray", *_ALIASES) + "\n")
 
 OPS_HEAD = STUB_HEADER + '''"""The ops' classes as the type checkers see them: each op's ``__call__`` overloads (one per
 rank case; ``tools/generate.py`` explains the scheme). The run-time classes are in

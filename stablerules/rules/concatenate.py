@@ -69,6 +69,7 @@ from .._arrays import (
     normalize_axis,
     shape_text,
     static_int,
+    shareable,
     static_ints,
 )
 from .._memo import memoized
@@ -170,13 +171,17 @@ class ConcatenationPlan(Plan):
         if self.views_only:
 
             def views(dy: ArrayLike) -> tuple[object, ...]:
-                return tuple(map(dy.__getitem__, indices))
+                tangents = tuple(map(dy.__getitem__, indices))
+                if shareable(dy):  # views of dy are tangents as they are
+                    return tangents
+                return tuple(tangent.copy() for tangent in tangents)
 
             return views
         blocks = tuple(zip(indices, self.reshapes, self.tangent_dtypes))
         out_dtype = self.out_dtype
 
         def slices(dy: ArrayLike) -> tuple[object, ...]:
+            copy = not shareable(dy)
             tangents: list[object] = []
             for index, reshape, dtype in blocks:
                 if dtype is None:
@@ -185,7 +190,7 @@ class ConcatenationPlan(Plan):
                 view = dy[index]
                 if reshape is not None:
                     view = view.reshape(reshape)
-                tangents.append(view if dtype == out_dtype else project(view, dtype))
+                tangents.append((view.copy() if copy else view) if dtype == out_dtype else project(view, dtype))
             return tuple(tangents)
 
         return slices

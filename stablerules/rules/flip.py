@@ -157,8 +157,8 @@ class Flip(RuleOp):
 
         The result is a view of ``x``, as NumPy's. Rules: ``back(dy)`` returns ``(dx,)`` plus
         ``NoTangent()`` for an ``axis`` given positionally; ``dx`` is ``dy`` flipped: a
-        *view of the cotangent* (writable when ``dy`` is) when ``dy`` has ``x``'s dtype, else
-        a view of its projected copy. A ``Fill`` cotangent gives a ``Fill``, ``ZeroTangent``
+        *view of the cotangent* when ``dy`` has ``x``'s dtype and is writable, else a view of
+        its projected copy (a copy where ``dy`` is read-only or stride 0: tangents are writable). A ``Fill`` cotangent gives a ``Fill``, ``ZeroTangent``
         a ``ZeroTangent``. The pushforward is the tangent flipped. No kernel is compiled.
         """
         return self.forward(x, axis)  # type: ignore[return-value]

@@ -63,20 +63,31 @@ Decisions where NumPy is silent or where we differ
 - ``getindex`` returns a 0-d view where NumPy returns a scalar (an int on every axis), as
   ``flip`` does. ``sr.ix`` refuses arrays, lists and bools (advanced indexing is ``take``),
   a zero step (``ValueError``, as Python's ``slice.indices``) and two ellipses (``IndexError``,
-  as NumPy); an int out of range or too many indices are ``IndexError``s, as NumPy's.
+  as NumPy); an entry NumPy refuses too (a float such as ``sr.ix[0, 0.0]``, a string) is
+  NumPy's ``IndexError`` naming the entry, and one that NumPy reads as advanced indexing (an
+  array, a list, a bool) a ``TypeError`` pointing at ``take``; an int out of range or too
+  many indices are ``IndexError``s, as NumPy's.
 - Indices: any integer dtype (``uint64`` too); float indices raise NumPy's exception
   (``TypeError`` for ``take``/``index_add``, ``IndexError`` for ``take_along_axis``); *bool*
   indices, which ``np.take`` silently reads as 0 and 1, are a ``TypeError`` (a mask is not a
   list of positions). Out of range is an ``IndexError`` naming the index, the axis and its
   length. Integer ``indices`` get ``NoTangent()``.
-- ``take_along_axis`` broadcasts ``indices`` against ``x`` (an extent 1 of ``indices``
-  repeats), but not ``x`` against ``indices``: a non-indexed axis of ``x`` must have the
-  output's extent. Promises are ``take``'s only (``take_along_axis``'s pullback has no sort).
+- ``take_along_axis`` broadcasts ``x`` and ``indices`` against each other on the axes other
+  than ``axis``, both ways, as NumPy 2 does (``x`` of shape ``(3, 4, 1)`` and ``indices`` of
+  ``(1, 2, 5)`` along axis 1 give ``(3, 2, 5)``). Where an extent 1 of ``x`` meets a larger
+  one, the kernels read a C-ordered copy of ``x`` broadcast (one copy, of the output's extents
+  with ``x``'s along ``axis``) and the pullback scatter-adds into a ``dx`` of that shape, then
+  sums it over the broadcast axes (the adjoint of a broadcast); otherwise there is no copy and
+  no sum. Promises are ``take``'s only (``take_along_axis``'s pullback has no sort).
 - ``index_add`` keeps ``x``'s dtype (``values`` cast as ``np.add.at`` casts, ``same_kind``);
-  a bool ``x`` is a ``TypeError``. ``dx`` is ``dy`` itself (no copy); ``dvalues`` is
-  ``take(dy, indices, axis)`` summed over the axes along which ``values`` was broadcast.
-- ``take``'s and ``index_add``'s pullbacks read the indices (``saves_primals``): their
-  ``sr.pullback`` needs arrays, not ``ArraySpec``s.
+  a bool ``x`` is a ``TypeError``; the result keeps ``x``'s byte order (``'>f8'`` stays
+  ``'>f8'``, as ``np.add.at`` on a copy). ``dx`` is ``dy`` itself (no copy; one copy where
+  ``dy`` is read-only, since tangents are writable); ``dvalues`` is ``take(dy, indices,
+  axis)`` summed over the axes along which ``values`` was broadcast.
+- The pullbacks of ``take``, ``take_along_axis`` and ``index_add`` read the indices' values
+  (``saves_primals``) and only the shapes and dtypes of ``x`` and ``values``
+  (``saved_inputs``): their ``sr.pullback`` takes ``ArraySpec``s for ``x`` and ``values``,
+  and needs an array for ``indices``.
 """
 
 from __future__ import annotations
@@ -85,7 +96,7 @@ import math
 import operator
 import types as pytypes
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Generic, TypeAlias, TypeVar, final, overload
+from typing import Any, Final, Generic, SupportsIndex, TypeAlias, TypeVar, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -103,7 +114,9 @@ from .._arrays import (
     normalize_axis,
     shape_text,
     static_bool,
+    shareable,
     static_int,
+    writable,
 )
 from .._codegen import INDEX, SourceWriter, cpu_kernel, emit_copy, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
@@ -184,10 +197,19 @@ def _check_entry(entry: object, position: int) -> Entry:
             raise ValueError(f"index: entry {position} is a slice with step 0 (slice step cannot be zero)")
         return slice(*parts)
     kind = type(entry).__name__
-    raise TypeError(
+    if isinstance(entry, (list, tuple)) or hasattr(entry, "__array__") or hasattr(entry, "__array_interface__"):
+        # Valid in NumPy (advanced indexing), not a static index: a TypeError pointing at take.
+        raise TypeError(
+            f"index: entry {position} is {kind} ({entry!r}); only integers, slices (`:`), ellipsis "
+            f"(`...`) and None (numpy.newaxis) are valid static indices (for an array of indices use "
+            f"sr.take or sr.take_along_axis)"
+        )
+    if isinstance(entry, SupportsIndex):  # an integer type of another library (``__index__``), as NumPy reads it
+        return operator.index(entry)
+    # What NumPy refuses as an index (a float, a string, any other object): its IndexError.
+    raise IndexError(
         f"index: entry {position} is {kind} ({entry!r}); only integers, slices (`:`), ellipsis "
-        f"(`...`) and None (numpy.newaxis) are valid static indices (for an array of indices use "
-        f"sr.take or sr.take_along_axis)"
+        f"(`...`) and None (numpy.newaxis) are valid static indices"
     )
 
 
@@ -322,6 +344,8 @@ def _static_index(value: object) -> Val[tuple[int, ...]]:
         index: StaticIndex[Basic] = StaticIndex(value)
         COUNTERS.note_dynamic_argument("index", value)
         return index.key
+    if isinstance(value, (float, complex, str, np.floating, np.complexfloating)):
+        StaticIndex(value)  # NumPy's IndexError for what it refuses as an index, naming the entry
     raise TypeError(
         f"getindex: index must be a static index sr.ix[...] (or a plain tuple of ints, slices, None "
         f"and ..., counted as dynamic), got {type(value).__name__}: {value!r}"
@@ -653,7 +677,8 @@ class GetindexPlan(Plan):
             flip_index = self.flip_index
 
             def covering_pullback(dy: ArrayLike) -> tuple[object, ...]:
-                return (dy.reshape(in_shape)[flip_index],)  # type: ignore[index]
+                dx = dy.reshape(in_shape)[flip_index]  # type: ignore[index]
+                return (dx if shareable(dy) else dx.copy(),)
 
             return covering_pullback
         if self.request is None:  # nothing selected, or nothing to write
@@ -739,13 +764,20 @@ def _axis_text(axis: int | None, n: int) -> str:
     return f"axis {axis} with size {n}" if axis is not None else f"the flattened array with size {n}"
 
 
+class BoolIndicesError(TypeError, IndexError):
+    """Bool ``indices`` where NumPy raises ``IndexError`` (``np.take_along_axis``): both our
+    ``TypeError`` (a mask is not a list of positions) and NumPy's ``IndexError``, as NumPy's
+    own ``AxisError`` is both a ``ValueError`` and an ``IndexError``."""
+
+
 def _check_indices_dtype(op: str, dtype: DType, numpy_error: type[Exception]) -> None:
     """Integer dtypes pass; others raise what NumPy raises (``numpy_error``), bool a
-    ``TypeError`` (a mask is not a list of positions)."""
+    ``TypeError`` (a mask is not a list of positions; also an ``IndexError`` where NumPy
+    raises one)."""
     if dtype.kind in "iu":
         return
     if dtype.kind == "b":
-        raise TypeError(
+        raise (BoolIndicesError if numpy_error is IndexError else TypeError)(
             f"{op}: indices has dtype bool; indices must be integers (a boolean mask is not a "
             f"list of positions: np.flatnonzero(mask) gives them)"
         )
@@ -1387,6 +1419,7 @@ class TakePlan(_GatherPlan):
     kernel (forward, pushforward) and the deterministic scatter-add (pullback)."""
 
     saves_primals = True
+    saved_inputs = (1,)  # the indices: x (and values) may be ArraySpecs in sr.pullback
 
     def __init__(
         self, facts: InputFacts, index_facts: InputFacts, axis: int | None, unique: bool, sorted_: bool, deterministic: bool
@@ -1574,6 +1607,7 @@ class TakeAlongAxisPlan(_GatherPlan):
     pushforward) and the per-row deterministic scatter-add (pullback)."""
 
     saves_primals = True
+    saved_inputs = (1,)  # the indices: x (and values) may be ArraySpecs in sr.pullback
 
     def __init__(self, facts: InputFacts, index_facts: InputFacts, axis: int | None) -> None:
         shape, ishape = facts.shape, index_facts.shape
@@ -1591,20 +1625,28 @@ class TakeAlongAxisPlan(_GatherPlan):
                 )
             out = []
             for d, (a, b) in enumerate(zip(shape, ishape)):
-                if d == axis:
+                if d == axis or b == a or a == 1:
                     out.append(b)
-                elif b == a or b == 1:
+                elif b == 1:
                     out.append(a)
                 else:
                     raise ValueError(
                         f"take_along_axis: indices of shape {shape_text(ishape)} do not match x of shape "
-                        f"{shape_text(shape)} on axis {d} (indices broadcast against x, not x against indices)"
+                        f"{shape_text(shape)} on axis {d} (the axes other than axis {axis} must be equal "
+                        f"or 1, to broadcast)"
                     )
             out_shape = tuple(out)
         super().__init__("take_along_axis", (facts, index_facts), out_shape=out_shape, namespace=facts.namespace)
         self.axis = axis
         self.index_shape = ishape
-        outer, n, inner = _layout(shape, axis)
+        # x broadcast against indices on the other axes: what the kernels read (x itself
+        # unless an extent 1 of x meets a larger one of indices).
+        x_shape = shape if axis is None else out_shape[:axis] + (shape[axis],) + out_shape[axis + 1 :]
+        self.x_shape = x_shape
+        self.broadcast_axes = tuple(d for d, (a, b) in enumerate(zip(shape, x_shape)) if a != b)
+        if self.broadcast_axes:
+            checked_size(x_shape, facts.dtype.itemsize, "take_along_axis (x broadcast against indices)")
+        outer, n, inner = _layout(x_shape, axis)
         m = 1 if axis is None else out_shape[axis]
         if axis is None:
             m = math.prod(ishape)
@@ -1612,7 +1654,7 @@ class TakeAlongAxisPlan(_GatherPlan):
         self.y_dtype = facts.dtype
         self.target = facts.target
         self.in_shape = shape
-        self.size = math.prod(shape)
+        self.size = math.prod(x_shape)
         self.y_size = checked_size(out_shape, facts.dtype.itemsize, "take_along_axis")
         self.unit, self.factor = _unit_of(facts.dtype)
         # A 16-byte element is two units: the gather reads the units of the index's element.
@@ -1648,6 +1690,8 @@ class TakeAlongAxisPlan(_GatherPlan):
             return y
         kernel = self.gather_request.get()
         unit, factor = self.unit, self.factor
+        if self.broadcast_axes:  # read as the C-ordered copy of x broadcast against indices
+            source = self.namespace.broadcast_to(source, self.x_shape)
         src = as_units(source, unit)
         out = y.reshape(-1).view(unit)
         n, m, inner = self.n, self.m, self.inner
@@ -1672,12 +1716,27 @@ class TakeAlongAxisPlan(_GatherPlan):
             def gather(dy: ArrayLike, dx: ArrayLike) -> None:
                 cuda_launch(kernel, dx.size, dy, zero, w, dx, n, m, inner, dx.size, work=m)
 
-            return self._dense_pullback(gather)
+            return self._summed_pullback(gather) if self.broadcast_axes else self._dense_pullback(gather)
 
         def rows(dy: ArrayLike, dx: ArrayLike) -> None:
             cpu_launch(kernel, dy, w, dx, n, m, inner, extent=outer, work=dx.size + dy.size)
 
-        return self._dense_pullback(rows)
+        return self._summed_pullback(rows) if self.broadcast_axes else self._dense_pullback(rows)
+
+    def _summed_pullback(self, scatter: Callable[[ArrayLike, ArrayLike], None]) -> DensePullback:
+        """Where ``x`` was broadcast against ``indices``: the scatter-add into ``dx`` of the
+        broadcast shape, then summed over the broadcast axes (NumPy's ``sum``, deterministic
+        for a given shape), as the adjoint of a broadcast is."""
+        x_shape, in_shape, axes = self.x_shape, self.in_shape, self.broadcast_axes
+        dtype, namespace = self.out_dtype, self.namespace
+
+        def summed_pullback(dy: ArrayLike) -> tuple[object, ...]:
+            wide: ArrayLike = namespace.empty(x_shape, dtype=dtype)
+            scatter(dy.reshape(-1), wide.reshape(-1))
+            dx: ArrayLike = namespace.ascontiguousarray(wide.sum(axis=axes, keepdims=True).reshape(in_shape))
+            return (dx, NO_TANGENT)
+
+        return summed_pullback
 
     def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
         tangent = tangents[0]
@@ -1709,8 +1768,8 @@ class TakeAlongAxis(RuleOp):
     def __call__(self, x: npt.NDArray[_DT], indices: npt.NDArray[np.integer], axis: object) -> Any:
         """``np.take_along_axis(x, indices, axis)``: ``y[..., t, ...] = x[..., indices[..., t,
         ...], ...]`` along ``axis`` (``Val(int)``, static; ``None``: ``x`` flattened and
-        ``indices`` 1-D). ``indices`` (data, integers, negative wrapped) broadcasts against
-        ``x`` on the other axes.
+        ``indices`` 1-D). ``indices`` (data, integers, negative wrapped) and ``x`` broadcast
+        against each other on the other axes, both ways, as in NumPy 2.
 
         Rules: ``back(dy)`` returns ``(dx, NoTangent())`` (plus one for an axis given
         positionally): ``dy`` scatter-added along ``axis``, deterministic (each row of
@@ -1739,6 +1798,7 @@ class IndexAddPlan(Plan):
     accumulation onto ``x`` (forward, pushforward), and the pullback ``(dy, take(dy))``."""
 
     saves_primals = True
+    saved_inputs = (1,)  # the indices: x (and values) may be ArraySpecs in sr.pullback
 
     def __init__(self, facts: InputFacts, index_facts: InputFacts, value_facts: InputFacts, axis: int) -> None:
         if facts.dtype.kind == "b":
@@ -1770,6 +1830,9 @@ class IndexAddPlan(Plan):
         outer, n, inner = _layout(shape, axis)
         self.outer, self.n, self.inner, self.m = outer, n, inner, m
         self.y_dtype = facts.native
+        # The primal keeps x's byte order, as np.add.at on a copy of x does (the kernels add
+        # in native order; a non-native result is one byte-swapping copy); tangents are native.
+        self.result_dtype = facts.dtype
         values_diff = self.input_tangents[2]
         self.values_dtype = value_facts.native
         self.target = facts.target
@@ -1827,7 +1890,10 @@ class IndexAddPlan(Plan):
         x_array = input_facts(x, "x", "index_add").need_array("index_add")
         values_array = input_facts(values, "values", "index_add").need_array("index_add")
         w = self._indices(arrays, copy)
-        return self._accumulate(x_array, values_array, w), w
+        y = self._accumulate(x_array, values_array, w)
+        if self.result_dtype != self.y_dtype:
+            y = y.astype(self.result_dtype)
+        return y, w
 
     def _take(self, dy: ArrayLike, w: ArrayLike) -> ArrayLike:
         """``take(dy, w, axis)`` as ``values``' tangent: summed over broadcast axes, cast."""
@@ -1854,11 +1920,12 @@ class IndexAddPlan(Plan):
         take_dy = self._take
 
         def index_add_pullback(dy: ArrayLike) -> tuple[object, ...]:
+            dx = writable(dy)  # dy itself, unless it is read-only
             if not values_diff:
-                return (dy, NO_TANGENT, NO_TANGENT)
+                return (dx, NO_TANGENT, NO_TANGENT)
             if not w.size:
-                return (dy, NO_TANGENT, namespace.zeros(values_shape, dtype=values_dtype))
-            return (dy, NO_TANGENT, take_dy(dy, w))
+                return (dx, NO_TANGENT, namespace.zeros(values_shape, dtype=values_dtype))
+            return (dx, NO_TANGENT, take_dy(dy, w))
 
         return index_add_pullback
 

@@ -59,6 +59,7 @@ from .._arrays import (
     normalize_axis,
     shape_text,
     static_int,
+    shareable,
     static_ints,
 )
 from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp
@@ -189,7 +190,8 @@ class PadPlan(Plan):
         if self.constant_dtype is None:
 
             def pad_pullback_dense(dy: ArrayLike) -> tuple[object, ...]:
-                return (dy[interior], NO_TANGENT)
+                dx = dy[interior]
+                return (dx if shareable(dy) else dx.copy(), NO_TANGENT)
 
             return pad_pullback_dense
         border_sum = self._border_sum
@@ -197,7 +199,8 @@ class PadPlan(Plan):
         def pad_pullback_dense_constant(dy: ArrayLike) -> tuple[object, ...]:
             # The constant's tangent reads the border: deferred, run only where the constant
             # was given positionally (Pad._make_pullback unthunks it; otherwise it is dropped).
-            return (dy[interior], Thunk(lambda: border_sum(dy)))
+            dx = dy[interior]
+            return (dx if shareable(dy) else dx.copy(), Thunk(lambda: border_sum(dy)))
 
         return pad_pullback_dense_constant
 

@@ -112,7 +112,10 @@ def test_flip_pullback_is_a_view_of_the_cotangent() -> None:
     assert np.shares_memory(dx, dy) and dx.flags.writeable
     readonly = dy.copy()
     readonly.flags.writeable = False
-    assert not dense(back(readonly)[0]).flags.writeable  # as NumPy's flip of a read-only array
+    # Tangents are writable (the README's promise; issue 38): a read-only dy costs one copy.
+    dx_readonly = dense(back(readonly)[0])
+    assert dx_readonly.flags.writeable and not np.shares_memory(dx_readonly, readonly)
+    np.testing.assert_array_equal(dx_readonly, dx)
     # Another dtype is projected first: a view of that copy, of x's dtype.
     dx32 = dense(back(dy.astype(np.float32))[0])
     assert dx32.dtype == np.float64 and not np.shares_memory(dx32, dy)

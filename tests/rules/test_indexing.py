@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 # all the same).
 _rrule: Callable[..., Any] = sr.rrule
 _frule: Callable[..., Any] = sr.frule
+_pullback: Callable[..., Any] = sr.pullback
 
 
 def random_array(shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64) -> Array:
@@ -71,16 +72,44 @@ def test_ix_is_frozen_hashable_and_keyed_by_value() -> None:
         (np.array([1, 2]), TypeError, "entry 0 is ndarray"),
         ([1, 2], TypeError, "entry 0 is list"),
         (True, TypeError, "entry 0 is a bool"),
-        (1.5, TypeError, "entry 0 is float"),
+        (1.5, IndexError, "entry 0 is float"),
+        ((0, 0.0), IndexError, r"entry 1 is float \(0.0\)"),
         (slice(1.0, 2), TypeError, "start is float"),
         (slice(None, None, 0), ValueError, "step 0"),
         ((Ellipsis, 1, Ellipsis), IndexError, "single ellipsis"),
-        ((0, "a"), TypeError, "entry 1 is str"),
+        ((0, "a"), IndexError, "entry 1 is str"),
+        ((0, 1j), IndexError, "entry 1 is complex"),
     ],
 )
 def test_ix_refuses_what_numpy_refuses(entry: object, error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
         sr.ix[entry]
+
+
+@pytest.mark.parametrize("entry", [(0, 0.0), 1.5, (0, "a"), (Ellipsis, 2.0)])
+def test_ix_entry_numpy_refuses_is_numpys_index_error(entry: object) -> None:
+    """An entry that NumPy itself refuses as an index (a float, a string) raises NumPy's
+    exception, ``IndexError``, naming the entry. On main: ``TypeError: index: entry 1 is float
+    (0.0); only integers, slices ...``."""
+    x = np.ones((3, 4))
+    with pytest.raises(IndexError):
+        x[entry]  # type: ignore[call-overload]
+    with pytest.raises(IndexError, match=r"index: entry \d is (float|str)"):
+        sr.ix[entry]
+    with pytest.raises(IndexError, match=r"index: entry \d is (float|str)"):
+        sr.getindex(x, entry)  # type: ignore[call-overload]
+
+
+def test_ix_takes_what_numpy_reads_as_an_int() -> None:
+    """Objects with ``__index__`` (another library's integers) are ints, as NumPy reads them."""
+
+    class Position:
+        def __index__(self) -> int:
+            return 2
+
+    assert sr.ix[Position(), 1] == sr.ix[2, 1]
+    x = random_array((4, 3))
+    np.testing.assert_array_equal(sr.getindex(x, sr.ix[Position()]), x[Position()])
 
 
 # ======================================================================================
@@ -639,6 +668,133 @@ def test_take_along_axis_bad_inputs() -> None:
         sr.take_along_axis(x, np.zeros((2, 3), np.int64), Val(1))
 
 
+# --- NumPy 2's broadcasting, both ways, and NumPy's and JAX's own test cases ----------------
+
+
+def _add_keepdims(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function(a, axis=...)`` with the reduced axis kept (NumPy's test helper's behaviour)."""
+
+    def wrapped(a: Array, axis: int | None, **kwargs: Any) -> Any:
+        result = function(a, axis=axis, **kwargs)
+        return np.expand_dims(result, axis=0 if axis is None else axis)
+
+    return wrapped
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, None])
+def test_take_along_axis_numpy_argequivalent(axis: int | None) -> None:
+    """NumPy's ``TestTakeAlongAxis.test_argequivalent``: ``take_along_axis(a, argf(a))`` is
+    ``f(a)`` for sort/argsort, min/argmin, max/argmax and partition/argpartition."""
+    a = RNG.random((3, 4, 5))
+    pairs: list[tuple[Callable[..., Any], Callable[..., Any], dict[str, Any]]] = [
+        (np.sort, np.argsort, {}),
+        (_add_keepdims(np.min), _add_keepdims(np.argmin), {}),
+        (_add_keepdims(np.max), _add_keepdims(np.argmax), {}),
+        (np.partition, np.argpartition, {"kth": 2}),
+    ]
+    static = None if axis is None else Val(axis)
+    for function, argfunction, kwargs in pairs:
+        indices = argfunction(a, axis=axis, **kwargs)
+        np.testing.assert_array_equal(sr.take_along_axis(a, indices, static), function(a, axis=axis, **kwargs))
+    check_rrule(sr.take_along_axis, a, np.argsort(a, axis=axis), static)
+
+
+def test_take_along_axis_numpy_invalid_cases() -> None:
+    """NumPy's ``TestTakeAlongAxis.test_invalid``: too few index dimensions (``ValueError``),
+    bool and float indices (``IndexError``; bool is also our ``TypeError``), an axis out of
+    range (``AxisError``)."""
+    a = np.ones((10, 10))
+    ai = np.ones((10, 2), dtype=np.intp)
+    np.testing.assert_array_equal(sr.take_along_axis(a, ai, Val(1)), np.take_along_axis(a, ai, axis=1))
+    with pytest.raises(ValueError, match="same number of dimensions"):
+        sr.take_along_axis(a, np.array(1), Val(1))
+    with pytest.raises(IndexError, match="bool"):
+        sr.take_along_axis(a, ai.astype(bool), Val(1))
+    with pytest.raises(IndexError, match="integer array"):
+        sr.take_along_axis(a, ai.astype(float), Val(1))
+    with pytest.raises(np.exceptions.AxisError):
+        sr.take_along_axis(a, ai, Val(10))
+    with pytest.raises(IndexError):
+        np.take_along_axis(a, ai.astype(bool), axis=1)
+    with pytest.raises(IndexError):
+        np.take_along_axis(a, ai.astype(float), axis=1)
+
+
+def test_take_along_axis_numpy_empty() -> None:
+    """NumPy's ``TestTakeAlongAxis.test_empty``: an empty result keeps the indices' shape."""
+    a = np.ones((3, 4, 5))
+    ai = np.ones((3, 0, 5), dtype=np.intp)
+    y, back = rrule(sr.take_along_axis, a, ai, Val(1))
+    assert y.shape == (3, 0, 5) == np.take_along_axis(a, ai, axis=1).shape
+    np.testing.assert_array_equal(dense(back(np.ones((3, 0, 5)))[0]), np.zeros((3, 4, 5)))
+
+
+def test_take_along_axis_numpy_broadcast_both_ways() -> None:
+    """NumPy's ``TestTakeAlongAxis.test_broadcast``: the axes other than ``axis`` broadcast in
+    both directions. On main: ``ValueError: take_along_axis: indices of shape (1, 2, 5) do not
+    match x of shape (3, 4, 1) on axis 2 (indices broadcast against x, not x against
+    indices)``."""
+    a = np.ones((3, 4, 1))
+    ai = np.ones((1, 2, 5), dtype=np.intp)
+    y = sr.take_along_axis(a, ai, Val(1))
+    assert y.shape == (3, 2, 5) == np.take_along_axis(a, ai, axis=1).shape
+    np.testing.assert_array_equal(y, np.take_along_axis(a, ai, axis=1))
+
+
+def test_take_along_axis_jax_input_tensor_has_singleton_dimension() -> None:
+    """JAX's ``testTakeAlongAxisInputTensorHasSingletonDimension``: ``x`` of shape
+    ``(2, 1, 5, 7, 13)`` and uint8 indices of ``(2, 3, 5, 11, 1)`` along axis -2 equal NumPy."""
+    h = random_array((2, 1, 5, 7, 13), np.float32)
+    g = RNG.integers(0, 7, (2, 3, 5, 11, 1)).astype(np.uint8)
+    y = sr.take_along_axis(h, g, Val(-2))
+    expected = np.take_along_axis(h, g, axis=-2)
+    assert y.shape == expected.shape == (2, 3, 5, 11, 13) and y.dtype == expected.dtype
+    np.testing.assert_array_equal(y, expected)
+
+
+BROADCAST_ALONG_CASES: list[tuple[tuple[int, ...], tuple[int, ...], int]] = [
+    ((3, 4, 1), (1, 6, 5), 1),
+    ((1, 5), (4, 3), 1),
+    ((5, 1), (2, 3), 0),
+    ((2, 1, 5, 7, 3), (2, 3, 5, 4, 1), -2),
+    ((1, 4, 1), (3, 2, 2), 1),
+]
+
+
+@pytest.mark.parametrize(("shape", "ishape", "axis"), BROADCAST_ALONG_CASES)
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_take_along_axis_broadcast_x_pullback_is_np_add_at_summed(
+    shape: tuple[int, ...], ishape: tuple[int, ...], axis: int, dtype: npt.DTypeLike
+) -> None:
+    """Where ``x`` broadcasts against ``indices``, ``dx`` is ``np.add.at`` into the broadcast
+    ``x`` summed over the broadcast axes (an independent reference), and the rules pass the
+    finite-difference checks."""
+    x = random_array(shape, dtype)
+    indices = indices_for(shape[axis], ishape)
+    y, back = rrule(sr.take_along_axis, x, indices, Val(axis))
+    expected = np.take_along_axis(x, indices, axis=axis)
+    assert y.shape == expected.shape and y.dtype == expected.dtype
+    np.testing.assert_array_equal(y, expected)
+    dy = random_array(y.shape, dtype)
+    dx = dense(back(dy)[0])
+    wide_shape = tuple(n if d == axis % len(shape) else m for d, (n, m) in enumerate(zip(shape, y.shape)))
+    wide = along_reference_pullback(wide_shape, indices, axis, dy)
+    broadcast = tuple(d for d, (n, m) in enumerate(zip(shape, wide_shape)) if n != m)
+    assert dx.shape == shape and dx.dtype == x.dtype
+    np.testing.assert_allclose(dx, wide.sum(axis=broadcast, keepdims=True), rtol=1e-13, atol=1e-15)
+    if dtype == np.float64:
+        check_rrule(sr.take_along_axis, x, indices, Val(axis))
+        check_frule(sr.take_along_axis, x, indices, Val(axis))
+
+
+def test_take_along_axis_broadcast_incompatible_axes_are_refused() -> None:
+    x = random_array((3, 4, 2))
+    with pytest.raises(ValueError, match=r"indices of shape \(1, 2, 5\) do not match x of shape \(3, 4, 2\) on axis 2"):
+        sr.take_along_axis(x, np.zeros((1, 2, 5), np.intp), Val(1))
+    with pytest.raises(IndexError, match="shape mismatch"):  # NumPy's fancy index; ours is a shape error
+        np.take_along_axis(x, np.zeros((1, 2, 5), np.intp), axis=1)
+
+
 # ======================================================================================
 # index_add
 # ======================================================================================
@@ -728,6 +884,78 @@ def test_index_add_bad_inputs() -> None:
         sr.index_add(x, np.array([True]), np.ones((1, 3)))
     with pytest.raises(TypeError, match="bool"):
         sr.index_add(np.zeros(3, bool), np.array([1]), np.ones(1, bool))
+
+
+def test_index_add_keeps_a_big_endian_x_byte_order() -> None:
+    """``np.add.at`` on a copy of a ``'>f8'`` ``x`` stays ``'>f8'``; so does ``index_add``.
+    On main the result was native (``float64``). Tangents stay native."""
+    for dtype in (">f8", ">c16", ">i4", ">f4"):
+        x = random_array((5, 3), np.dtype(dtype).newbyteorder("="))
+        x = x.astype(dtype)
+        indices = np.array([0, 4, 0, -1])
+        values = random_array((4, 3), np.int8 if dtype == ">i4" else np.float32)
+        y = sr.index_add(x, indices, values)
+        expected = index_add_reference(x, indices, values, 0)
+        assert y.dtype == expected.dtype == np.dtype(dtype), (y.dtype, expected.dtype)
+        np.testing.assert_array_equal(y, expected)
+    x = random_array((5, 3)).astype(">f8")
+    y, back = rrule(sr.index_add, x, indices, random_array((4, 3)))
+    assert y.dtype == np.dtype(">f8")
+    dx, _, dvalues = back(random_array((5, 3)))
+    assert dense(dx).dtype == np.float64 and dense(dx).dtype.isnative and dense(dvalues).dtype == np.float64
+
+
+# ======================================================================================
+# sr.pullback with ArraySpecs: the indexing pullbacks read only the indices' values
+# ======================================================================================
+
+
+def _pullback_cases() -> list[tuple[str, Any, tuple[Any, ...], tuple[int, ...]]]:
+    """``(id, op, arguments, positions that may be ArraySpecs)``."""
+    x = random_array((5, 3))
+    return [
+        ("take axis", sr.take, (x, np.array([1, 1, -1, 0]), Val(0)), (0,)),
+        ("take flat", sr.take, (x, np.array([[14, 0], [0, 3]]), None), (0,)),
+        ("take_along_axis", sr.take_along_axis, (x, np.array([[0, 2, -1, 2]] * 5), Val(1)), (0,)),
+        ("take_along_axis broadcast", sr.take_along_axis, (random_array((1, 3)), np.array([[0], [2], [2], [1]]), Val(1)), (0,)),
+        ("index_add", sr.index_add, (x, np.array([0, 4, 0]), random_array((3, 3)), Val(0)), (0, 2)),
+        ("index_add broadcast values", sr.index_add, (x, np.array([0, 4, 0]), random_array((3,)), Val(0)), (0, 2)),
+        ("index_add mixed dtypes", sr.index_add, (x.astype(np.float32), np.array([1, 1]), random_array((2, 3)), Val(0)), (0, 2)),
+    ]
+
+
+@pytest.mark.parametrize(("name", "op", "args", "specs"), _pullback_cases(), ids=[case[0] for case in _pullback_cases()])
+def test_pullback_of_indexing_ops_takes_array_specs(name: str, op: Any, args: tuple[Any, ...], specs: tuple[int, ...]) -> None:
+    """SPEC section 8: every op but ``kron`` takes ``ArraySpec``s in ``sr.pullback``; these
+    pullbacks read only the shapes and dtypes of ``x`` (and ``values``) and the indices. On
+    main: ``TypeError: take pullback: it reads the primal values; pass arrays, not
+    ArraySpecs``. The pullback equals ``rrule``'s with the real arrays, bit for bit, for dense,
+    ``Fill`` and ``ZeroTangent`` cotangents."""
+    spec_args = tuple(sr.ArraySpec(a.shape, a.dtype) if k in specs else a for k, a in enumerate(args))
+    back = _pullback(op, *spec_args)
+    y, reference = _rrule(op, *args)
+    for dy in (random_array(y.shape, y.dtype), Fill(y.dtype.type(1.5), y.shape, y.dtype), ZeroTangent()):
+        got, expected = back(dy), reference(dy)
+        assert len(got) == len(expected) == len(args)
+        for a, b in zip(got, expected):
+            assert type(a) is type(b)
+            if isinstance(b, (np.ndarray, Fill)):
+                assert a.shape == b.shape and a.dtype == b.dtype
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+            else:
+                assert a == b
+
+
+def test_pullback_of_indexing_ops_needs_the_indices_values() -> None:
+    """The indices are data the pullback reads: an ``ArraySpec`` for them is a ``TypeError``
+    naming them; kron, which reads its operands, keeps its message."""
+    x = random_array((5, 3))
+    with pytest.raises(TypeError, match=r"^take pullback: it reads the values of 'indices'; pass an array"):
+        _pullback(sr.take, x, sr.ArraySpec((4,), np.int64), Val(0))
+    with pytest.raises(TypeError, match=r"^index_add pullback: it reads the values of 'indices'"):
+        _pullback(sr.index_add, sr.ArraySpec((5, 3), np.float64), sr.ArraySpec((2,), np.intp), sr.ArraySpec((2, 3), np.float64))
+    with pytest.raises(TypeError, match=r"^kron pullback: it reads the primal values"):
+        _pullback(sr.kron, sr.ArraySpec((2, 2), np.float64), x)
 
 
 # ======================================================================================

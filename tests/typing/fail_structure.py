@@ -39,3 +39,6 @@ def pullback_arity(a: Array, dy: Array) -> None:
     # kron's pullback reads the primal values: no ArraySpec form
     # E: No overload variant of "pullback" matches argument types "Kron", "ArraySpec", "ArraySpec"  [call-overload]
     sr.pullback(sr.kron, spec, spec)
+    # take's pullback reads the indices' values: an ArraySpec for x, not for them
+    # E: No overload variant of "pullback" matches argument types "Take", "ArraySpec", "ArraySpec"  [call-overload]
+    sr.pullback(sr.take, spec, ArraySpec((2,), np.intp))
