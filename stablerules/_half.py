@@ -369,6 +369,9 @@ class HalfPlan(Plan):
             kernel_entries=inner.kernel_entries - {"forward"} if op.name in _NUMPY_FORWARD else inner.kernel_entries,
         )
         self.input_shapes = inner.input_shapes
+        # The pullback reads what the float32 plan's reads (take's indices, not x): the same
+        # ArraySpecs are allowed in sr.pullback.
+        self.saved_inputs = inner.saved_inputs
         self.inner = inner
         self.halves = halves
         self._op = op

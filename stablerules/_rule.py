@@ -291,7 +291,7 @@ class Plan:
     """
 
     saves_primals: ClassVar[bool] = False
-    saved_inputs: ClassVar[tuple[int, ...] | None] = None
+    saved_inputs: tuple[int, ...] | None = None
     """For ``saves_primals``: the positions (among the array arguments) whose *values*
     ``save`` reads; ``None``: all of them. ``sr.pullback`` takes ``ArraySpec``s for the
     others (take's ``x``: its pullback reads only the indices)."""

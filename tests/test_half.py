@@ -382,6 +382,22 @@ def test_adding_pullbacks_mostly_round_exactly() -> None:
 
 
 @pytest.mark.parametrize("dtype", FORMATS, ids=str)
+def test_indexing_pullbacks_take_an_array_spec_for_a_16_bit_x(dtype: np.dtype[Any]) -> None:
+    """The indexing pullbacks read only the indices, in 16 bits as in float32: ``sr.pullback``
+    with an ``ArraySpec`` for ``x`` gives the same bits as ``rrule``'s pullback (before, the
+    16-bit plan did not pass on which inputs its pullback reads: ``TypeError: take pullback:
+    it reads the primal values; pass arrays, not ArraySpecs``)."""
+    x = np.arange(12, dtype=np.float32).reshape(4, 3).astype(dtype)
+    y, back = sr.rrule(sr.take, x, TAKE, axis=Val(0))
+    dy = (np.arange(y.size, dtype=np.float32).reshape(y.shape) / 7).astype(dtype)
+    (spec_dx, _) = sr.pullback(sr.take, sr.ArraySpec(x.shape, dtype), TAKE, axis=Val(0))(dy)
+    (dx, _) = back(dy)
+    assert isinstance(spec_dx, np.ndarray) and isinstance(dx, np.ndarray)
+    assert spec_dx.dtype == dtype
+    assert spec_dx.view(np.uint16).tolist() == dx.view(np.uint16).tolist()
+
+
+@pytest.mark.parametrize("dtype", FORMATS, ids=str)
 def test_mixed_dtypes_follow_numpys_promotion(dtype: np.dtype[Any]) -> None:
     x = _data((3, 4), dtype, 0)
     others: list[Array] = [np.ones((3, 2), np.float32), np.ones((3, 2), np.int8), np.ones((3, 2), np.int16), np.ones((3, 2), np.float64)]
