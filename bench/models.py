@@ -136,8 +136,8 @@ def _torch() -> tuple[Any, Any, Any]:
 def densenet(ours: bool, batch: int, side: int) -> tuple[Any, Callable[[Any], Any], tuple[Any, ...]]:
     """DenseNet-121 and its inputs; ``ours``: the dense blocks concatenate with ``srt``."""
     torch, srt, Val = _torch()
-    from torchvision.models import densenet121
-    from torchvision.models.densenet import _DenseBlock, _DenseLayer
+    from torchvision.models import densenet121  # type: ignore[import-untyped]
+    from torchvision.models.densenet import _DenseBlock, _DenseLayer  # type: ignore[import-untyped]
 
     torch.manual_seed(0)
     model = densenet121(weights=None)
@@ -173,7 +173,7 @@ def unet(ours: bool, batch: int, channels: int, side: int) -> tuple[Any, Callabl
             return srt.repeat(srt.repeat(h, Val(2), axis=Val(2)), Val(2), axis=Val(3))
         return F.interpolate(h, scale_factor=2, mode="nearest")
 
-    class Decoder(nn.Module):  # type: ignore[misc]
+    class Decoder(nn.Module):  # type: ignore[misc, name-defined]
         def __init__(self) -> None:
             super().__init__()
             c = channels
@@ -213,7 +213,7 @@ def embedding(ours: bool, rows: int, width: int, count: int) -> tuple[Any, Calla
     torch, srt, Val = _torch()
     nn, F = torch.nn, torch.nn.functional
 
-    class Head(nn.Module):  # type: ignore[misc]
+    class Head(nn.Module):  # type: ignore[misc, name-defined]
         def __init__(self) -> None:
             super().__init__()
             self.table = nn.Parameter(torch.randn(rows, width) * 0.1)
@@ -254,7 +254,7 @@ def kalman_torch(ours: bool, T: int) -> tuple[Any, Callable[[Any], Any], tuple[A
     kron = srt.kron if ours else torch.kron
     data = kalman_data(T)
 
-    class Filter(torch.nn.Module):  # type: ignore[misc]
+    class Filter(torch.nn.Module):  # type: ignore[misc, name-defined]
         def __init__(self) -> None:
             super().__init__()
             for name in ("A1", "A2", "L1", "L2"):
@@ -467,12 +467,12 @@ def _jax_unet(ours: bool, batch: int, channels: int, side: int) -> tuple[Callabl
         "c2b": rng.standard_normal((c, c, 3, 3)).astype(f32) / 10,
         "head": rng.standard_normal((1, c, 1, 1)).astype(f32) / 6,
     }
-    params = {k: jnp.asarray(v) for k, v in params.items()}
+    arrays: dict[str, Any] = {k: jnp.asarray(v) for k, v in params.items()}
     x = jnp.asarray(rng.standard_normal((batch, c, side, side)).astype(f32))
     skip1 = jnp.asarray(rng.standard_normal((batch, c, 2 * side, 2 * side)).astype(f32))
     skip2 = jnp.asarray(rng.standard_normal((batch, c, 4 * side, 4 * side)).astype(f32))
     target = jnp.asarray(rng.standard_normal((batch, 1, 4 * side, 4 * side)).astype(f32))
-    return jax.jit(jax.grad(loss)), params, (x, skip1, skip2, target)
+    return jax.jit(jax.grad(loss)), arrays, (x, skip1, skip2, target)
 
 
 def _jax_kalman(ours: bool, T: int) -> tuple[Callable[..., Any], dict[str, Any], tuple[Any, ...]]:

@@ -421,8 +421,9 @@ def test_an_unknown_installed_api_version_is_refused(monkeypatch: pytest.MonkeyP
     with pytest.raises(_jax.FFIVersionError, match="FFI API version 0.4.*0.3 only"):
         _jax.check_api_version((0, 4))
     monkeypatch.setattr(_jax, "installed_api_version", lambda: (1, 0))
-    # a signature no other test uses, so its handler is registered here, after the check
-    fn = jax.jit(lambda x: srj.repeat(x, inner=Val((5, 7, 1, 3))))
+    # a signature no other test uses, so its handler is registered here, after the check (the
+    # pullback's: repeat's forward is XLA's own op and registers no handler)
+    fn = jax.jit(jax.grad(lambda x: jnp.sum(srj.repeat(x, inner=Val((5, 7, 1, 3))))))
     with pytest.raises(srj.FFIVersionError, match="version 1.0"):
         fn(rand(1, 1, 1, 1))
 
@@ -623,3 +624,39 @@ def test_the_ops_are_typed_from_the_schema() -> None:
     assert_type(srj.concatenate([x, x], axis=Val(1)), jax.Array)
     parts = assert_type(srj.split(x, Val(3), axis=Val(1)), tuple[jax.Array, ...])
     assert len(parts) == 3 and all(isinstance(part, jax.Array) for part in parts)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "complex64", "bool"])
+def test_repeat_tile_kron_forwards_are_xla_ops_and_pullbacks_our_kernels(dtype: str) -> None:
+    """The forwards of repeat, tile and kron lower to XLA's own ops (no custom call: XLA fuses
+    them, and a cold program compiles no kernel for them) with exactly jnp's values and dtype;
+    their gradients still run our kernels (a custom call in the lowered ``grad``)."""
+    rng = np.random.default_rng(7)
+    x = jnp.asarray((rng.standard_normal((3, 2, 4)) * 4).astype(dtype))
+    a = jnp.asarray((rng.standard_normal((2, 3)) * 4).astype(dtype))
+    b = jnp.asarray((rng.standard_normal((3, 1, 2)) * 4).astype(dtype))
+    cases: list[tuple[Callable[..., Any], Callable[..., Any], tuple[Any, ...]]] = [
+        (lambda v: srj.repeat(v, Val(3), axis=Val(1)), lambda v: v.repeat(3, axis=1), (x,)),
+        (lambda v: srj.repeat(v, inner=Val((2, 1, 3)), outer=Val((1, 2, 2))),
+         lambda v: np.tile(v.repeat(2, axis=0).repeat(3, axis=2), (1, 2, 2)), (x,)),
+        (lambda v: srj.tile(v, Val((2, 1, 1, 3))), lambda v: np.tile(v, (2, 1, 1, 3)), (x,)),
+        (srj.kron, np.kron, (a, b)),
+        (srj.kron, np.kron, (b, a)),
+    ]
+    if dtype == "bool":
+        del cases[3:]  # srj.kron of non-float dtypes is jnp.kron, which refuses bool
+    for ours, reference, args in cases:
+        got, want = jax.jit(ours)(*args), reference(*(np.asarray(v) for v in args))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        assert "custom_call" not in jax.jit(ours).lower(*args).as_text()
+        if dtype.startswith("float"):
+            grad = jax.grad(lambda *vs: jnp.sum(jnp.sin(ours(*vs))), argnums=tuple(range(len(args))))
+            assert "custom_call" in jax.jit(grad).lower(*args).as_text()
+            numbers = [np.asarray(v, np.float64) for v in args]
+            for index, g in enumerate(jax.jit(grad)(*args)):  # against central differences
+                probe = rng.standard_normal(numbers[index].shape)
+                step = 1e-3
+                moved = [[v + sign * step * probe if k == index else v for k, v in enumerate(numbers)] for sign in (1, -1)]
+                slope = (np.sum(np.sin(reference(*moved[0]))) - np.sum(np.sin(reference(*moved[1])))) / (2 * step)
+                np.testing.assert_allclose(np.sum(np.asarray(g, np.float64) * probe), slope, rtol=1e-3, atol=1e-3)
