@@ -37,8 +37,8 @@ process's total from launch is kept too), with an empty ``STABLERULES_CACHE_DIR`
 again with the cache that run left (warm), stock in its own fresh processes
 (``TORCHINDUCTOR_CACHE_DIR`` fresh per side likewise).
 
-``--quick`` leaves out the compiled DenseNet and compiled Kalman filter (minutes of inductor on 2
-cores) and their first steps; ``--tiny`` shrinks every size, runs eager torch with one thread and no fresh processes (a
+``--quick`` runs torch with one thread only and leaves out the compiled DenseNet and Kalman
+filter and every compiled first step (minutes of inductor on 2 cores); ``--tiny`` shrinks every size, runs eager torch with one thread and no fresh processes (a
 smoke test: the goals do not apply).
 """
 
@@ -114,11 +114,11 @@ def sizes(mode: str) -> Sizes:
     if mode == "tiny":
         return Sizes(1, (2, 32), (1, 4, 4), (500, 8, 64), 8, [20, 40], 1, False, [], compile_light=False, thread_counts=(1,))
     first = [("unet", "torch eager"), ("embedding", "torch eager"), ("densenet121", "torch eager"),
-             ("kalman", "torch eager"), ("unet", "torch compiled"), ("jax_unet", "jax jit"), ("kalman", "jax jit")]
+             ("kalman", "torch eager"), ("jax_unet", "jax jit"), ("kalman", "jax jit")]
     if mode == "quick":
-        return Sizes(3, (2, 64), (4, 32, 8), (50000, 128, 4096), 200, [200, 2000, 8000], 3, False, first)
+        return Sizes(3, (2, 64), (4, 32, 8), (50000, 128, 4096), 200, [200, 2000, 8000], 3, False, first, thread_counts=(1,))
     return Sizes(5, (2, 64), (4, 32, 8), (50000, 128, 4096), 200, [200, 2000, 8000], 5, True,
-                 first + [("densenet121", "torch compiled"), ("embedding", "torch compiled")])
+                 first + [("unet", "torch compiled"), ("densenet121", "torch compiled"), ("embedding", "torch compiled")])
 
 
 # --- torch models --------------------------------------------------------------------------------
