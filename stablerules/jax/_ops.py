@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import jax
 import jax.numpy as jnp
@@ -212,8 +212,29 @@ def _repeat_xla(x: Array, *, inner: tuple[int, ...], outer: tuple[int, ...]) -> 
     return jnp.reshape(jnp.broadcast_to(jnp.reshape(x, spread), wide), _repeat_out_shape(x.shape, inner, outer))
 
 
+def _explicitly_sharded(aval: object) -> bool:
+    spec = getattr(getattr(aval, "sharding", None), "spec", None)
+    return spec is not None and any(part is not None for part in spec)
+
+
+def _forward_lowering(xla: Callable[..., Array], ffi: mlir.LoweringRule) -> mlir.LoweringRule:
+    """XLA's own ops for a forward, except on operands sharded over an explicit mesh axis (JAX
+    refuses a reshape that merges a sharded axis without an output sharding): there, our
+    kernel, as before, whose custom call gathers its operands."""
+    own = mlir.lower_fun(xla, multiple_results=False)
+
+    def rule(ctx: mlir.LoweringRuleContext, *args: object, **params: object) -> Any:
+        if any(_explicitly_sharded(aval) for aval in ctx.avals_in):
+            return ffi(ctx, *args, **params)
+        return own(ctx, *args, **params)
+
+    return cast(mlir.LoweringRule, rule)
+
+
 # The forward is XLA's own (fusable, nothing to compile); the pullback is our kernel (FFI).
-mlir.register_lowering(repeat_p, mlir.lower_fun(_repeat_xla, multiple_results=False), platform="cpu")
+mlir.register_lowering(
+    repeat_p, _forward_lowering(_repeat_xla, ffi_lowering(_repeat_lowering_target("forward"))), platform="cpu"
+)
 mlir.register_lowering(repeat_pullback_p, ffi_lowering(_repeat_lowering_target("pullback")), platform="cpu")
 
 
@@ -328,7 +349,7 @@ def _kron_xla(a: Array, b: Array) -> Array:
 
 
 # The forward is XLA's own (fusable, nothing to compile); the pullback is our kernel (FFI).
-mlir.register_lowering(kron_p, mlir.lower_fun(_kron_xla, multiple_results=False), platform="cpu")
+mlir.register_lowering(kron_p, _forward_lowering(_kron_xla, ffi_lowering(_kron_lowering_target("forward"))), platform="cpu")
 mlir.register_lowering(kron_pullback_p, ffi_lowering(_kron_lowering_target("pullback")), platform="cpu")
 mlir.register_lowering(
     kron_tangent_p,
