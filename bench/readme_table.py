@@ -127,6 +127,7 @@ def render(document: dict[str, object]) -> str:
         for row in engine_rows:
             name = f"{row['engine']} {row['name']} vs {row['engine']}'s own composition"
             lines.append(_engine_line(str(row["engine"]), str(row["name"]), row, engine_goals.get(name)))
+    lines += _models_lines(document.get("models"))
     lines += ["", "Compile cache (fresh processes, throwaway cache directories):", "", "| figure | time | goal |", "|---|---|---|"]
     cache = _mapping(document["cache"])
     for key, record in _mapping(cache["figures"]).items():
@@ -144,6 +145,45 @@ def render(document: dict[str, object]) -> str:
         lines += ["", "Missed in this run: " + "; ".join(missed) + "."]
     lines.append(END)
     return "\n".join(lines)
+
+
+def _models_lines(section: object) -> list[str]:
+    """The real models' table (``bench/models.py``); nothing when the run did not measure them."""
+    if not isinstance(section, dict):
+        return []
+    rows = [_mapping(row) for row in cast(list[object], section.get("rows", []))]
+    lines = [
+        "",
+        "Real models (`bench/models.py`), ours against the same model on the engine's own ops: steady step medians, "
+        "ours / stock the median of same-run rounds (goal at most 1.02x); kept: the step's saving over the op's saving "
+        "times the ops per step (goal at least 0.8 where our op is the faster):",
+        "",
+        "| model | engine | threads | ours | stock | ours / stock | op ours | op stock | kept |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        name = f"{row['model']} ({row['note']})" if row.get("note") else str(row["model"])
+        threads = "-" if row.get("threads") is None else str(row["threads"])
+        if row.get("error"):
+            lines.append(f"| {name} | {row['engine']} | {threads} | error: {row['error']} | | | | | |")
+            continue
+        ratio = row.get("ratio")
+        kept = row.get("kept")
+        lines.append(
+            f"| {name} | {row['engine']} | {threads} | {_seconds(row.get('ours_s'))} | {_seconds(row.get('stock_s'))} | "
+            f"{'-' if not isinstance(ratio, (int, float)) else f'{ratio:.3f}x'}"
+            f"{' (tiny sizes, not measured)' if row.get('tiny') else ''} | "
+            f"{_seconds(row.get('op_ours_s'))} | {_seconds(row.get('op_stock_s'))} | "
+            f"{'-' if not isinstance(kept, (int, float)) else f'{kept:.2f}'} |"
+        )
+    firsts = [_mapping(row) for row in cast(list[object], section.get("first_step", []))]
+    if firsts:
+        lines += ["", "First step in a fresh process (model build and one step):", "",
+                  "| model | engine | side | cache | first step |", "|---|---|---|---|---|"]
+        for row in firsts:
+            figure = f"error: {row['error']}" if row.get("error") else _seconds(row.get("first_step_s"))
+            lines.append(f"| {row['model']} | {row['engine']} | {row['side']} | {row['cache']} | {figure} |")
+    return lines
 
 
 def _engine_line(engine: str, label: str, row: dict[str, object], goal: dict[str, object] | None) -> str:

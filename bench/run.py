@@ -1,6 +1,6 @@
 """The main job: stablerules' seed workloads and compile-cache figures against NumPy and peers.
 
-    python bench/run.py [--quick] [--large] [--no-peers] [--tiny] [--engines] [--out DIR]
+    python bench/run.py [--quick] [--large] [--no-peers] [--tiny] [--engines] [--models] [--out DIR]
 
 For each workload W1-W5, W7, W8, W9, W9s (W6 with ``--large``, a 4.8 GB cotangent), the pullback and the
 forward are timed (medians) in this one process: stablerules, the best NumPy formulation,
@@ -9,7 +9,9 @@ and, when installed, JAX's jitted vjp, PyTorch autograd (CPU) and HIPS autograd.
 goal. A read-the-cotangent-once bandwidth bound is measured on the same cotangent. Then the
 compile-cache figures (``cache_report.py``). With PyTorch installed, the ``stablerules.torch``
 rows (``engines_torch.py``); with ``--engines``, the ``stablerules.jax`` / ``.autograd`` rows
-(``engines.py``). Results: tables on stdout, ``results.json`` and ``results.png`` in ``--out``
+(``engines.py``); with ``--models`` (or ``--engines``), the real models of ``models.py``
+(DenseNet-121, a U-Net decoder, an embedding head, a Kalman filter; ours against the engine's
+own ops), under the JSON's ``models`` key. Results: tables on stdout, ``results.json`` and ``results.png`` in ``--out``
 (default ``bench/results/``). Every verdict printed is a goal in the JSON and counted in the
 summary; the figure is drawn from the JSON (:func:`draw`), every goal in its own row, and
 ``bench/readme_table.py`` makes the README's results section from the same JSON.
@@ -1007,6 +1009,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="skip JAX, PyTorch and HIPS autograd")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes and few repeats (for the test)")
     parser.add_argument("--engines", action="store_true", help="add the stablerules.jax / stablerules.autograd rows (bench/engines.py)")
+    parser.add_argument("--models", action="store_true", help="add the real models (bench/models.py); --engines runs them too")
     parser.add_argument("--indexing", action="store_true", help="add W10-W12, the indexing pullbacks (bench/indexing.py)")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results", help="output folder (default bench/results)")
     args = parser.parse_args(argv)
@@ -1035,6 +1038,7 @@ def main(argv: list[str] | None = None) -> int:
     # counted with the others
     torch_rows = import_module("engines_torch").run_torch_rows(mode) if peers["torch"].status == "ok" else []
     engine_rows, engines_missing = run_engine_rows(budget) if args.engines else ([], [])
+    models = import_module("models").run_models(mode) if args.models or args.engines else None
     goals = collect_goals(results, cache, torch_rows, engine_rows) + percall.goals(percall_rows)
     info = machine()
     meta: dict[str, object] = {
@@ -1047,7 +1051,8 @@ def main(argv: list[str] | None = None) -> int:
         "labels": labels,
         "mode": mode,
         "command": "python bench/run.py" + "".join(f" {arg}" for arg in (argv if argv is not None else sys.argv[1:])),
-        "args": {"quick": args.quick, "large": args.large, "no_peers": args.no_peers, "tiny": args.tiny, "engines": args.engines},
+        "args": {"quick": args.quick, "large": args.large, "no_peers": args.no_peers, "tiny": args.tiny, "engines": args.engines,
+                 "models": args.models},
         "seconds": round(time.perf_counter() - started, 1),
     }
     peer_text = ", ".join(f"{name} {peer.version if peer.status == 'ok' else peer.status}" for name, peer in peers.items())
@@ -1063,6 +1068,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": [asdict(row) | {"threads": int(row.threads), "passed": row.passed} for row in torch_rows],
         "engines": [asdict(row) for row in engine_rows],
         "percall": [asdict(row) for row in percall_rows],
+        **({"models": models} if models is not None else {}),
         "goals": goals,
         "summary": summarize(goals, results),
     }
@@ -1086,6 +1092,9 @@ def main(argv: list[str] | None = None) -> int:
 
         print("\nEngine adapters, ours vs the engine's own composition (medians of 3 rounds):\n")
         print(render(engine_rows) + "".join(f"\nnot run: {line}" for line in engines_missing))
+    if models is not None:
+        print("\nReal models, ours / stock (below 1: ours faster), median of same-run rounds (bench/models.py):\n")
+        print(import_module("models").render(models))
     if args.indexing:
         from indexing import run as indexing_run
 

@@ -375,3 +375,46 @@ def test_torch_and_engine_rows_are_goals_with_numbers() -> None:
     text = run.summary_text(summary)
     assert f"{summary['missed']} missed" in text and "missed: torch W3 eager (2 threads)" in text
     json.dumps(document)  # all of it is JSON
+
+
+MODELS = {("kalman tape", "numpy"), ("densenet121", "torch eager"), ("unet", "torch eager"), ("embedding", "torch eager"),
+          ("kalman", "torch eager"), ("jax_unet", "jax jit"), ("kalman", "jax jit")}
+
+
+def test_models_tiny_rows_match_gradients_and_render(tmp_path: Path) -> None:
+    """``bench/models.py --tiny``: every real model ran, ours against the engine's own ops, with
+    gradients that agree (checked in the run against stock's; a mismatch would be a row's
+    error), and the README renders its table; a run without models renders none."""
+    out = tmp_path / "models.json"
+    completed = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / "models.py"), "--tiny", "--json", str(out)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    section = json.loads(out.read_text(encoding="utf-8"))
+    rows = [_mapping(row) for row in cast(list[object], section["rows"])]
+    assert {(str(row["model"]), str(row["engine"])) for row in rows} == MODELS
+    for row in rows:
+        assert row["error"] is None, row
+        assert row["tiny"] is True
+        for key in ("ours_s", "stock_s", "ratio"):
+            assert isinstance(row[key], float) and cast(float, row[key]) > 0, (key, row)
+        if row["engine"] != "numpy":
+            assert isinstance(row["grad_max_abs_diff"], float) and row["grad_max_abs_diff"] < 1e-4, row
+        if row["model"] in ("unet", "embedding", "kalman"):
+            assert isinstance(row["op_ours_s"], float) and isinstance(row["op_stock_s"], float), row
+    tape = _mapping(section["tape"])
+    assert [_mapping(r)["T"] for r in cast(list[object], tape["rows"])] == [20, 40]
+    for model, engine in MODELS:
+        assert model in completed.stdout and engine in completed.stdout
+    bench = str(REPO_ROOT / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    readme_table = importlib.import_module("readme_table")
+    kept = json.loads((REPO_ROOT / "bench" / "readme_results.json").read_text(encoding="utf-8"))
+    without = readme_table.render({key: value for key, value in kept.items() if key != "models"})
+    assert "Real models" not in without
+    with_models = readme_table.render(kept | {"models": section})
+    assert "Real models" in with_models
+    for model, engine in MODELS:
+        assert f"| {model}" in with_models and f"| {engine} |" in with_models

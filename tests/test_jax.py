@@ -421,8 +421,9 @@ def test_an_unknown_installed_api_version_is_refused(monkeypatch: pytest.MonkeyP
     with pytest.raises(_jax.FFIVersionError, match="FFI API version 0.4.*0.3 only"):
         _jax.check_api_version((0, 4))
     monkeypatch.setattr(_jax, "installed_api_version", lambda: (1, 0))
-    # a signature no other test uses, so its handler is registered here, after the check
-    fn = jax.jit(lambda x: srj.repeat(x, inner=Val((5, 7, 1, 3))))
+    # a signature no other test uses, so its handler is registered here, after the check (the
+    # pullback's: repeat's forward is XLA's own op and registers no handler)
+    fn = jax.jit(jax.grad(lambda x: jnp.sum(srj.repeat(x, inner=Val((5, 7, 1, 3))))))
     with pytest.raises(srj.FFIVersionError, match="version 1.0"):
         fn(rand(1, 1, 1, 1))
 
@@ -556,16 +557,17 @@ def test_a_fresh_process_loads_handlers_from_disk(tmp_path: Path) -> None:
         return done.stdout.split()
 
     first, second = run(), run()
-    # repeat: forward + pullback kernels and handlers; kron: forward + pullback kernels and handlers
-    assert int(first[0]) == 8 and int(first[1]) == 0 and first[2] == "True"
-    # A warm process loads the 4 handlers from their object code (each has its kernel linked
+    # repeat: the pullback's kernel and handler; kron: the pullback's kernel and handler (the
+    # forwards are XLA's own ops: nothing compiled for them)
+    assert int(first[0]) == 4 and int(first[1]) == 0 and first[2] == "True"
+    # A warm process loads the 2 handlers from their object code (each has its kernel linked
     # in, so no kernel is loaded on its own) and never starts Numba.
-    assert int(second[0]) == 0 and int(second[1]) == 4 and second[2] == "False"
+    assert int(second[0]) == 0 and int(second[1]) == 2 and second[2] == "False"
     memory_only = run(STABLERULES_DISK_CACHE="0")
-    assert int(memory_only[0]) == 8 and int(memory_only[1]) == 0
+    assert int(memory_only[0]) == 4 and int(memory_only[1]) == 0
     # Without object code (turned off), the handlers load through Numba's cache, kernels too.
     through_numba = run(STABLERULES_DIRECT_LOAD="0")
-    assert int(through_numba[0]) == 0 and int(through_numba[1]) == 8 and through_numba[2] == "True"
+    assert int(through_numba[0]) == 0 and int(through_numba[1]) == 4 and through_numba[2] == "True"
     assert first[3:] == second[3:] == memory_only[3:] == through_numba[3:]
 
 
@@ -623,3 +625,39 @@ def test_the_ops_are_typed_from_the_schema() -> None:
     assert_type(srj.concatenate([x, x], axis=Val(1)), jax.Array)
     parts = assert_type(srj.split(x, Val(3), axis=Val(1)), tuple[jax.Array, ...])
     assert len(parts) == 3 and all(isinstance(part, jax.Array) for part in parts)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "complex64", "bool"])
+def test_repeat_tile_kron_forwards_are_xla_ops_and_pullbacks_our_kernels(dtype: str) -> None:
+    """The forwards of repeat, tile and kron lower to XLA's own ops (no custom call: XLA fuses
+    them, and a cold program compiles no kernel for them) with exactly jnp's values and dtype;
+    their gradients still run our kernels (a custom call in the lowered ``grad``)."""
+    rng = np.random.default_rng(7)
+    x = jnp.asarray((rng.standard_normal((3, 2, 4)) * 4).astype(dtype))
+    a = jnp.asarray((rng.standard_normal((2, 3)) * 4).astype(dtype))
+    b = jnp.asarray((rng.standard_normal((3, 1, 2)) * 4).astype(dtype))
+    cases: list[tuple[Callable[..., Any], Callable[..., Any], tuple[Any, ...]]] = [
+        (lambda v: srj.repeat(v, Val(3), axis=Val(1)), lambda v: v.repeat(3, axis=1), (x,)),
+        (lambda v: srj.repeat(v, inner=Val((2, 1, 3)), outer=Val((1, 2, 2))),
+         lambda v: np.tile(v.repeat(2, axis=0).repeat(3, axis=2), (1, 2, 2)), (x,)),
+        (lambda v: srj.tile(v, Val((2, 1, 1, 3))), lambda v: np.tile(v, (2, 1, 1, 3)), (x,)),
+        (srj.kron, np.kron, (a, b)),
+        (srj.kron, np.kron, (b, a)),
+    ]
+    if dtype == "bool":
+        del cases[3:]  # srj.kron of non-float dtypes is jnp.kron, which refuses bool
+    for ours, reference, args in cases:
+        got, want = jax.jit(ours)(*args), reference(*(np.asarray(v) for v in args))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        assert "custom_call" not in jax.jit(ours).lower(*args).as_text()
+        if dtype.startswith("float"):
+            grad = jax.grad(lambda *vs: jnp.sum(jnp.sin(ours(*vs))), argnums=tuple(range(len(args))))
+            assert "custom_call" in jax.jit(grad).lower(*args).as_text()
+            numbers = [np.asarray(v, np.float64) for v in args]
+            for index, g in enumerate(jax.jit(grad)(*args)):  # against central differences
+                probe = rng.standard_normal(numbers[index].shape)
+                step = 1e-3
+                moved = [[v + sign * step * probe if k == index else v for k, v in enumerate(numbers)] for sign in (1, -1)]
+                slope = (np.sum(np.sin(reference(*moved[0]))) - np.sum(np.sin(reference(*moved[1])))) / (2 * step)
+                np.testing.assert_allclose(np.sum(np.asarray(g, np.float64) * probe), slope, rtol=1e-3, atol=1e-3)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import jax
 import jax.numpy as jnp
@@ -200,7 +200,41 @@ def _repeat_lowering_target(kind: str) -> Callable[..., str]:
     return target
 
 
-mlir.register_lowering(repeat_p, ffi_lowering(_repeat_lowering_target("forward")), platform="cpu")
+def _repeat_xla(x: Array, *, inner: tuple[int, ...], outer: tuple[int, ...]) -> Array:
+    """Julia's ``repeat(x, inner, outer)`` as XLA's own ops: one broadcast and a reshape.
+
+    Along each axis of extent ``n`` the result is ``outer`` copies of the ``inner``-fold
+    repeated axis, index ``o * (n * i) + j * i + r`` holding ``x[j]``: ``x`` viewed as
+    ``(1, n, 1)`` per axis, broadcast to ``(o, n, i)`` and flattened. XLA fuses it into its
+    consumers; only the pullback (a reduction XLA does less well) runs our kernel."""
+    spread = tuple(v for n in x.shape for v in (1, n, 1))
+    wide = tuple(v for n, i, o in zip(x.shape, inner, outer) for v in (o, n, i))
+    return jnp.reshape(jnp.broadcast_to(jnp.reshape(x, spread), wide), _repeat_out_shape(x.shape, inner, outer))
+
+
+def _explicitly_sharded(aval: object) -> bool:
+    spec = getattr(getattr(aval, "sharding", None), "spec", None)
+    return spec is not None and any(part is not None for part in spec)
+
+
+def _forward_lowering(xla: Callable[..., Array], ffi: mlir.LoweringRule) -> mlir.LoweringRule:
+    """XLA's own ops for a forward, except on operands sharded over an explicit mesh axis (JAX
+    refuses a reshape that merges a sharded axis without an output sharding): there, our
+    kernel, as before, whose custom call gathers its operands."""
+    own = mlir.lower_fun(xla, multiple_results=False)
+
+    def rule(ctx: mlir.LoweringRuleContext, *args: object, **params: object) -> Any:
+        if any(_explicitly_sharded(aval) for aval in ctx.avals_in):
+            return ffi(ctx, *args, **params)
+        return own(ctx, *args, **params)
+
+    return cast(mlir.LoweringRule, rule)
+
+
+# The forward is XLA's own (fusable, nothing to compile); the pullback is our kernel (FFI).
+mlir.register_lowering(
+    repeat_p, _forward_lowering(_repeat_xla, ffi_lowering(_repeat_lowering_target("forward"))), platform="cpu"
+)
 mlir.register_lowering(repeat_pullback_p, ffi_lowering(_repeat_lowering_target("pullback")), platform="cpu")
 
 
@@ -257,7 +291,8 @@ def repeat(
 ) -> Array:
     """``stablerules.repeat`` on a JAX array, inside ``jit``/``grad``/``vmap``: NumPy's
     ``repeat(x, Val(k), axis=Val(d))`` or Julia's ``repeat(x, inner=Val(...), outer=Val(...))``.
-    Counts are static (``Val``); on the CPU our compiled kernels run inside XLA (FFI)."""
+    Counts are static (``Val``); on the CPU the forward is XLA's own (fused with its
+    neighbours) and the pullback our compiled kernel inside XLA (FFI)."""
     return _repeat_call("repeat", x, repeats, axis, inner, outer)
 
 
@@ -300,7 +335,21 @@ def _kron_lowering_target(kind: str) -> Callable[..., str]:
     return target
 
 
-mlir.register_lowering(kron_p, ffi_lowering(_kron_lowering_target("forward")), platform="cpu")
+def _kron_xla(a: Array, b: Array) -> Array:
+    """``kron(a, b)`` as XLA's own ops: both padded to one rank, ``a`` viewed as
+    ``(m, 1, n, 1, ...)`` times ``b`` as ``(1, p, 1, q, ...)``, flattened to ``(m p, n q, ...)``;
+    each element is one product ``a[i] * b[j]``, so exactly our kernel's values."""
+    shape = _kron_shape(a.shape, b.shape)
+    rank = len(shape)
+    a_full = (1,) * (rank - a.ndim) + tuple(a.shape)
+    b_full = (1,) * (rank - b.ndim) + tuple(b.shape)
+    left = jnp.reshape(a, tuple(v for m in a_full for v in (m, 1)))
+    right = jnp.reshape(b, tuple(v for p in b_full for v in (1, p)))
+    return jnp.reshape(left * right, shape)
+
+
+# The forward is XLA's own (fusable, nothing to compile); the pullback is our kernel (FFI).
+mlir.register_lowering(kron_p, _forward_lowering(_kron_xla, ffi_lowering(_kron_lowering_target("forward"))), platform="cpu")
 mlir.register_lowering(kron_pullback_p, ffi_lowering(_kron_lowering_target("pullback")), platform="cpu")
 mlir.register_lowering(
     kron_tangent_p,
@@ -453,8 +502,8 @@ _KERNEL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 def kron(a: Array, b: Array) -> Array:
     """``stablerules.kron`` (``np.kron``) on JAX arrays, inside ``jit``/``grad``/``vmap``.
 
-    float32/float64 operands (promoted to one dtype) run our forward and fused pullback
-    kernels inside XLA; complex and integer operands use ``jnp.kron``."""
+    float32/float64 operands (promoted to one dtype): the forward is XLA's own ops, the fused
+    pullback our kernel inside XLA; complex and integer operands use ``jnp.kron``."""
     with errors_named("kron"):
         for operand, name in ((a, "a"), (b, "b")):
             check_dtype(_array_spec(operand, name).dtype, name)

@@ -1,0 +1,729 @@
+"""Real models (issue 35): each against the same model on the engine's own ops, gradients compared.
+
+    python bench/models.py [--quick | --tiny] [--json PATH]
+
+Models (same weights and inputs on both sides; every pair's gradients are compared before it is
+timed and the largest difference is kept in the row):
+
+- ``densenet121``: torchvision's DenseNet-121 (``weights=None``), batch 2, 64x64, cross-entropy
+  loss; ours swaps the dense blocks' ``torch.cat`` calls (``_DenseLayer.bn_function`` and
+  ``_DenseBlock.forward``, patched per instance) for ``srt.concatenate(..., axis=Val(1))``.
+- ``unet``: a U-Net decoder, batch 4, 32 channels, from 8x8 to 32x32 with two nearest x2
+  upsamples and skip concatenations (``torch.cat`` on both sides); ours upsamples with two
+  ``srt.repeat`` calls (axes 2 and 3), stock with ``F.interpolate(scale_factor=2, mode="nearest")``.
+- ``embedding``: a 50000x128 table, 4096 zipf-distributed ids, a linear layer and a
+  cross-entropy loss; ``srt.take(table, ids, axis=Val(0))`` against ``F.embedding``.
+- ``kalman``: a TemporalGPs-style Kalman filter's negative log-likelihood over T=200 steps
+  whose transition and process noise are time-varying krons of 2x2 factors (4x4 state): torch
+  (``srt.kron`` against ``torch.kron``) and JAX (``srj.kron`` against ``jnp.kron``, the filter in
+  ``lax.scan``); in NumPy the covariance recursion of ``bench/tape.py`` (a hand-chained
+  ``sr.rrule`` tape against ``np.kron`` and a hand-written kron pullback) at T=200, 2000, 8000
+  with the garbage collector on (per-step cost and ratio at each T).
+- ``jax_unet``: the U-Net decoder in JAX under ``jit(grad)``, ``srj.repeat(x, inner=Val((1, 1, 2, 2)))``
+  against ``jnp.repeat`` twice.
+
+Steady step: rounds that alternate ours and stock in this process (each a median of many
+steps, ``timing.measure``); the row's ratio is the median of the rounds' ``ours / stock`` (below
+1: ours faster; the issue's goal is at most 1.02). Torch rows run eager and under
+``torch.compile`` (default options), with 1 and 2 threads (``torch.set_num_threads``). With each
+row, the op alone (the model's upsamples, its take, one kron; forward and backward) ours and
+stock in the same rounds, so ``kept = saving_step / saving_op`` with ``saving_step = stock_step -
+ours_step`` and ``saving_op = (stock_op - ours_op) * ops_per_step`` (goal: at least 0.8 where our
+op is the faster).
+
+First step: a fresh process (``--first-step``) builds the model and runs one step; the time is
+from the start of building the model to the end of the first step (imports excluded; the
+process's total from launch is kept too), with an empty ``STABLERULES_CACHE_DIR`` (cold) and
+again with the cache that run left (warm), stock in its own fresh processes
+(``TORCHINDUCTOR_CACHE_DIR`` fresh per side likewise).
+
+``--quick`` runs torch with one thread only and leaves out the compiled DenseNet and Kalman
+filter and every compiled first step (minutes of inductor on 2 cores); ``--tiny`` shrinks every size, runs eager torch with one thread and no fresh processes (a
+smoke test: the goals do not apply).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from timing import Budget, format_seconds, measure, table
+
+BENCH_DIR = Path(__file__).resolve().parent
+Step = Callable[[], object]
+
+
+@dataclass
+class ModelRow:
+    """One model on one engine: steady step medians, ratio ours / stock (median of rounds)."""
+
+    model: str
+    engine: str  # "torch eager", "torch compiled", "jax jit", "numpy"
+    threads: int | None
+    ours_s: float | None = None
+    stock_s: float | None = None
+    ratio: float | None = None  # ours / stock, median of the rounds' ratios
+    op_ours_s: float | None = None
+    op_stock_s: float | None = None
+    ops_per_step: int | None = None
+    kept: float | None = None  # saving_step / saving_op
+    grad_max_abs_diff: float | None = None
+    error: str | None = None
+    tiny: bool = False
+    note: str = ""
+
+
+@dataclass
+class FirstStep:
+    model: str
+    engine: str
+    side: str  # "ours" or "stock"
+    cache: str  # "cold" or "warm"
+    first_step_s: float | None = None
+    process_s: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class Sizes:
+    rounds: int
+    densenet: tuple[int, int]  # batch, side
+    unet: tuple[int, int, int]  # batch, channels, side of the input (out: 4x)
+    embedding: tuple[int, int, int]  # rows, width, ids
+    kalman_T: int
+    tape_T: list[int]
+    tape_rounds: int
+    compile_heavy: bool
+    first_step_models: list[tuple[str, str]] = field(default_factory=list)
+    compile_light: bool = True  # the U-Net and the embedding under torch.compile
+    thread_counts: tuple[int, ...] = (1, 2)
+
+
+def sizes(mode: str) -> Sizes:
+    if mode == "tiny":
+        return Sizes(1, (2, 32), (1, 4, 4), (500, 8, 64), 8, [20, 40], 1, False, [], compile_light=False, thread_counts=(1,))
+    first = [("unet", "torch eager"), ("embedding", "torch eager"), ("densenet121", "torch eager"),
+             ("kalman", "torch eager"), ("jax_unet", "jax jit"), ("kalman", "jax jit")]
+    if mode == "quick":
+        return Sizes(3, (2, 64), (4, 32, 8), (50000, 128, 4096), 200, [200, 2000, 8000], 3, False, first, thread_counts=(1,))
+    return Sizes(5, (2, 64), (4, 32, 8), (50000, 128, 4096), 200, [200, 2000, 8000], 5, True,
+                 first + [("unet", "torch compiled"), ("densenet121", "torch compiled"), ("embedding", "torch compiled")])
+
+
+# --- torch models --------------------------------------------------------------------------------
+
+
+def _torch() -> tuple[Any, Any, Any]:
+    import torch
+
+    import stablerules.torch as srt
+    from stablerules import Val
+
+    return torch, srt, Val
+
+
+def densenet(ours: bool, batch: int, side: int) -> tuple[Any, Callable[[Any], Any], tuple[Any, ...]]:
+    """DenseNet-121 and its inputs; ``ours``: the dense blocks concatenate with ``srt``."""
+    torch, srt, Val = _torch()
+    from torchvision.models import densenet121  # type: ignore[import-untyped]
+    from torchvision.models.densenet import _DenseBlock, _DenseLayer  # type: ignore[import-untyped]
+
+    torch.manual_seed(0)
+    model = densenet121(weights=None)
+    if ours:
+        def bn_function(self: Any, inputs: list[Any]) -> Any:
+            joined = srt.concatenate(tuple(inputs), axis=Val(1))
+            return self.conv1(self.relu1(self.norm1(joined)))
+
+        def block_forward(self: Any, init_features: Any) -> Any:
+            features = [init_features]
+            for _, layer in self.items():
+                features.append(layer(features))
+            return srt.concatenate(tuple(features), axis=Val(1))
+
+        for module in model.modules():
+            if isinstance(module, _DenseLayer):
+                module.bn_function = types.MethodType(bn_function, module)
+            elif isinstance(module, _DenseBlock):
+                module.forward = types.MethodType(block_forward, module)
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(batch, 3, side, side, generator=generator)
+    target = torch.randint(0, 1000, (batch,), generator=generator)
+    return model, lambda m: torch.nn.functional.cross_entropy(m(x), target), ()
+
+
+def unet(ours: bool, batch: int, channels: int, side: int) -> tuple[Any, Callable[[Any], Any], tuple[Any, ...]]:
+    """A U-Net decoder: conv blocks, two nearest x2 upsamples, skip concatenations."""
+    torch, srt, Val = _torch()
+    nn, F = torch.nn, torch.nn.functional
+
+    def up(h: Any) -> Any:
+        if ours:
+            return srt.repeat(srt.repeat(h, Val(2), axis=Val(2)), Val(2), axis=Val(3))
+        return F.interpolate(h, scale_factor=2, mode="nearest")
+
+    class Decoder(nn.Module):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            c = channels
+            self.c0 = nn.Conv2d(c, c, 3, padding=1)
+            self.c1 = nn.Conv2d(2 * c, c, 3, padding=1)
+            self.c1b = nn.Conv2d(c, c, 3, padding=1)
+            self.c2 = nn.Conv2d(2 * c, c, 3, padding=1)
+            self.c2b = nn.Conv2d(c, c, 3, padding=1)
+            self.head = nn.Conv2d(c, 1, 1)
+
+        def forward(self, x: Any, skip1: Any, skip2: Any) -> Any:
+            h = F.relu(self.c0(x))
+            h = torch.cat((up(h), skip1), dim=1)
+            h = F.relu(self.c1b(F.relu(self.c1(h))))
+            h = torch.cat((up(h), skip2), dim=1)
+            h = F.relu(self.c2b(F.relu(self.c2(h))))
+            return self.head(h)
+
+    torch.manual_seed(0)
+    model = Decoder()
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(batch, channels, side, side, generator=g)
+    skip1 = torch.randn(batch, channels, 2 * side, 2 * side, generator=g)
+    skip2 = torch.randn(batch, channels, 4 * side, 4 * side, generator=g)
+    target = torch.randn(batch, 1, 4 * side, 4 * side, generator=g)
+    return model, lambda m: F.mse_loss(m(x, skip1, skip2), target), ((batch, channels, side, side), (batch, channels, 2 * side, 2 * side))
+
+
+def zipf_ids(rows: int, count: int) -> Any:
+    import numpy as np
+
+    return (np.random.default_rng(2).zipf(1.2, count) - 1) % rows
+
+
+def embedding(ours: bool, rows: int, width: int, count: int) -> tuple[Any, Callable[[Any], Any], tuple[Any, ...]]:
+    """An embedding head: a table, zipf ids, a linear layer, a cross-entropy loss."""
+    torch, srt, Val = _torch()
+    nn, F = torch.nn, torch.nn.functional
+
+    class Head(nn.Module):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = nn.Parameter(torch.randn(rows, width) * 0.1)
+            self.linear = nn.Linear(width, 16)
+
+        def forward(self, ids: Any) -> Any:
+            e = srt.take(self.table, ids, axis=Val(0)) if ours else F.embedding(ids, self.table)
+            return self.linear(e)
+
+    torch.manual_seed(0)
+    model = Head()
+    ids = torch.from_numpy(zipf_ids(rows, count))
+    target = torch.randint(0, 16, (count,), generator=torch.Generator().manual_seed(3))
+    return model, lambda m: F.cross_entropy(m(ids), target), (ids,)
+
+
+KALMAN_N = 2  # kron factors are 2x2: a 4x4 state
+
+
+def kalman_data(T: int) -> dict[str, Any]:
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    return {
+        "A1": 0.9 * np.linalg.qr(rng.standard_normal((2, 2)))[0],
+        "A2": 0.95 * np.linalg.qr(rng.standard_normal((2, 2)))[0],
+        "L1": rng.standard_normal((2, 2)) * 0.3,
+        "L2": rng.standard_normal((2, 2)) * 0.3,
+        "s": rng.uniform(0.6, 0.99, T),
+        "y": rng.standard_normal(T),
+        "H": rng.standard_normal(4),
+    }
+
+
+def kalman_torch(ours: bool, T: int) -> tuple[Any, Callable[[Any], Any], tuple[Any, ...]]:
+    """The Kalman filter's negative log-likelihood, params A1, A2, L1, L2 (float64)."""
+    torch, srt, _ = _torch()
+    kron = srt.kron if ours else torch.kron
+    data = kalman_data(T)
+
+    class Filter(torch.nn.Module):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            for name in ("A1", "A2", "L1", "L2"):
+                setattr(self, name, torch.nn.Parameter(torch.from_numpy(data[name].copy())))
+            self.s = [float(v) for v in data["s"]]
+            self.register_buffer("y", torch.from_numpy(data["y"]))
+            self.register_buffer("H", torch.from_numpy(data["H"]))
+
+        def forward(self) -> Any:
+            eye2 = torch.eye(2, dtype=torch.float64)
+            Q1 = self.L1 @ self.L1.T + 0.1 * eye2
+            Q2 = self.L2 @ self.L2.T + 0.1 * eye2
+            m = torch.zeros(4, dtype=torch.float64)
+            P = torch.eye(4, dtype=torch.float64)
+            nll = torch.zeros((), dtype=torch.float64)
+            H = self.H
+            for t, s in enumerate(self.s):
+                A = kron(self.A1 * s, self.A2)
+                Q = kron(Q1 * (1.0 - s * s), Q2)
+                m = A @ m
+                P = A @ P @ A.T + Q
+                S = H @ P @ H + 0.5
+                K = P @ H / S
+                v = self.y[t] - H @ m
+                nll = nll + 0.5 * (torch.log(S) + v * v / S)
+                m = m + K * v
+                P = P - torch.outer(K, K) * S
+            return nll
+
+    return Filter(), lambda f: f(), ()
+
+
+# --- torch timing -------------------------------------------------------------------------------
+
+
+def _train_step(model: Any, loss: Callable[[Any], Any]) -> Step:
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step() -> object:
+        for p in params:
+            p.grad = None
+        value = loss(model)
+        value.backward()
+        return value
+
+    return step
+
+
+def _grads(model: Any) -> list[Any]:
+    return [p.grad.detach().clone() for p in model.parameters() if p.requires_grad]
+
+
+def _interleaved(ours: Step, stock: Step, budget: Budget, rounds: int,
+                 op: tuple[Step, Step] | None) -> dict[str, float | None]:
+    """Rounds alternating ours and stock (and the op pair): medians and the median ratio."""
+    o, s, ratios, oo, so = [], [], [], [], []
+    for _ in range(rounds):
+        o.append(measure(ours, budget).median_s)
+        s.append(measure(stock, budget).median_s)
+        ratios.append(o[-1] / s[-1])
+        if op is not None:
+            oo.append(measure(op[0], budget).median_s)
+            so.append(measure(op[1], budget).median_s)
+    return {
+        "ours_s": statistics.median(o), "stock_s": statistics.median(s), "ratio": statistics.median(ratios),
+        "op_ours_s": statistics.median(oo) if oo else None, "op_stock_s": statistics.median(so) if so else None,
+    }
+
+
+def _torch_ops(name: str, extra: tuple[Any, ...], sz: Sizes) -> tuple[tuple[Step, Step], int] | None:
+    """The op alone, forward and backward, ours and stock, and how many the step runs."""
+    torch, srt, Val = _torch()
+    F = torch.nn.functional
+    if name == "unet":
+        inputs = [torch.randn(*shape, requires_grad=True) for shape in extra]
+        cots = [torch.randn(a, b, 2 * c, 2 * d) for a, b, c, d in extra]
+
+        def up_ours() -> None:
+            for x, dy in zip(inputs, cots):
+                srt.repeat(srt.repeat(x, Val(2), axis=Val(2)), Val(2), axis=Val(3)).backward(dy)
+
+        def up_stock() -> None:
+            for x, dy in zip(inputs, cots):
+                F.interpolate(x, scale_factor=2, mode="nearest").backward(dy)
+
+        return (up_ours, up_stock), 1  # one call runs each of the step's upsamples once
+    if name == "embedding":
+        rows, width, count = sz.embedding
+        table_t = torch.randn(rows, width, requires_grad=True)
+        ids = extra[0]
+        dy = torch.randn(count, width)
+        return ((lambda: srt.take(table_t, ids, axis=Val(0)).backward(dy)),
+                (lambda: F.embedding(ids, table_t).backward(dy))), 1
+    if name == "kalman":
+        a = torch.randn(2, 2, dtype=torch.float64, requires_grad=True)
+        b = torch.randn(2, 2, dtype=torch.float64, requires_grad=True)
+        dy = torch.randn(4, 4, dtype=torch.float64)
+        return ((lambda: srt.kron(a, b).backward(dy)), (lambda: torch.kron(a, b).backward(dy))), 2 * sz.kalman_T
+    return None
+
+
+def _build(name: str, ours: bool, sz: Sizes) -> tuple[Any, Callable[[Any], Any], tuple[Any, ...]]:
+    if name == "densenet121":
+        return densenet(ours, *sz.densenet)
+    if name == "unet":
+        return unet(ours, *sz.unet)
+    if name == "embedding":
+        return embedding(ours, *sz.embedding)
+    if name == "kalman":
+        return kalman_torch(ours, sz.kalman_T)
+    raise ValueError(f"unknown model {name!r}")
+
+
+def _check_grads(ours: list[Any], stock: list[Any], name: str, rtol: float, atol: float) -> float:
+    import torch
+
+    worst = 0.0
+    for index, (a, b) in enumerate(zip(ours, stock, strict=True)):
+        if a.shape != b.shape:
+            raise AssertionError(f"{name}: gradient {index} has shape {tuple(a.shape)}, stock's {tuple(b.shape)}")
+        worst = max(worst, float((a - b).abs().max()))
+        torch.testing.assert_close(a, b, rtol=rtol, atol=atol, msg=lambda m: f"{name}: gradient {index} differs: {m}")
+    return worst
+
+
+def torch_rows(sz: Sizes, mode: str) -> list[ModelRow]:
+    torch, _, _ = _torch()
+    budget = Budget.for_mode(mode)
+    tiny = mode == "tiny"
+    rows: list[ModelRow] = []
+    saved_threads = torch.get_num_threads()
+    for name in ("densenet121", "unet", "embedding", "kalman"):
+        compiled_too = sz.compile_heavy or (sz.compile_light and name in ("unet", "embedding"))
+        for engine in ("torch eager", "torch compiled") if compiled_too else ("torch eager",):
+            try:
+                m_ours, l_ours, extra = _build(name, True, sz)
+                m_stock, l_stock, _ = _build(name, False, sz)
+                m_stock.load_state_dict(m_ours.state_dict())
+                if engine == "torch compiled":
+                    m_ours, m_stock = torch.compile(m_ours), torch.compile(m_stock)
+                ours, stock = _train_step(m_ours, l_ours), _train_step(m_stock, l_stock)
+                ours()
+                stock()
+                tol = (1e-9, 1e-11) if name == "kalman" else (1e-4, 1e-5)
+                diff = _check_grads(_grads(m_ours), _grads(m_stock), f"{name} {engine}", *tol)
+                op = _torch_ops(name, extra, sz)
+            except Exception as error:  # noqa: BLE001 - the row shows the error, the run goes on
+                rows.append(ModelRow(name, engine, None, error=f"{type(error).__name__}: {error}"[:300], tiny=tiny))
+                continue
+            for threads in sz.thread_counts:
+                torch.set_num_threads(threads)
+                try:
+                    got = _interleaved(ours, stock, budget, sz.rounds, op[0] if op else None)
+                except Exception as error:  # noqa: BLE001
+                    rows.append(ModelRow(name, engine, threads, error=f"{type(error).__name__}: {error}"[:300], tiny=tiny))
+                    continue
+                row = ModelRow(name, engine, threads, grad_max_abs_diff=diff, tiny=tiny, **got)  # type: ignore[arg-type]
+                if op is not None:
+                    row.ops_per_step = op[1]
+                    row.kept = _kept(row)
+                rows.append(row)
+            torch.set_num_threads(saved_threads)
+    return rows
+
+
+def _kept(row: ModelRow) -> float | None:
+    if None in (row.ours_s, row.stock_s, row.op_ours_s, row.op_stock_s, row.ops_per_step):
+        return None
+    saving_op = (row.op_stock_s - row.op_ours_s) * row.ops_per_step  # type: ignore[operator]
+    if saving_op <= 0:
+        return None  # our op is not the faster: nothing to keep
+    return (row.stock_s - row.ours_s) / saving_op  # type: ignore[operator]
+
+
+# --- JAX ----------------------------------------------------------------------------------------
+
+
+def _jax_unet(ours: bool, batch: int, channels: int, side: int) -> tuple[Callable[..., Any], dict[str, Any], tuple[Any, ...]]:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import stablerules.jax as srj
+    from stablerules import Val
+
+    def up(h: Any) -> Any:
+        if ours:
+            return srj.repeat(h, inner=Val((1, 1, 2, 2)))
+        return jnp.repeat(jnp.repeat(h, 2, axis=2), 2, axis=3)
+
+    def conv(h: Any, w: Any) -> Any:
+        return jax.lax.conv_general_dilated(h, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))
+
+    def loss(p: dict[str, Any], x: Any, skip1: Any, skip2: Any, target: Any) -> Any:
+        h = jax.nn.relu(conv(x, p["c0"]))
+        h = jnp.concatenate((up(h), skip1), axis=1)
+        h = jax.nn.relu(conv(jax.nn.relu(conv(h, p["c1"])), p["c1b"]))
+        h = jnp.concatenate((up(h), skip2), axis=1)
+        h = jax.nn.relu(conv(jax.nn.relu(conv(h, p["c2"])), p["c2b"]))
+        return jnp.mean((conv(h, p["head"]) - target) ** 2)
+
+    rng = np.random.default_rng(0)
+    c = channels
+    f32 = np.float32
+    params = {
+        "c0": rng.standard_normal((c, c, 3, 3)).astype(f32) / 10,
+        "c1": rng.standard_normal((c, 2 * c, 3, 3)).astype(f32) / 14,
+        "c1b": rng.standard_normal((c, c, 3, 3)).astype(f32) / 10,
+        "c2": rng.standard_normal((c, 2 * c, 3, 3)).astype(f32) / 14,
+        "c2b": rng.standard_normal((c, c, 3, 3)).astype(f32) / 10,
+        "head": rng.standard_normal((1, c, 1, 1)).astype(f32) / 6,
+    }
+    arrays: dict[str, Any] = {k: jnp.asarray(v) for k, v in params.items()}
+    x = jnp.asarray(rng.standard_normal((batch, c, side, side)).astype(f32))
+    skip1 = jnp.asarray(rng.standard_normal((batch, c, 2 * side, 2 * side)).astype(f32))
+    skip2 = jnp.asarray(rng.standard_normal((batch, c, 4 * side, 4 * side)).astype(f32))
+    target = jnp.asarray(rng.standard_normal((batch, 1, 4 * side, 4 * side)).astype(f32))
+    return jax.jit(jax.grad(loss)), arrays, (x, skip1, skip2, target)
+
+
+def _jax_kalman(ours: bool, T: int) -> tuple[Callable[..., Any], dict[str, Any], tuple[Any, ...]]:
+    import jax
+    import jax.numpy as jnp
+
+    import stablerules.jax as srj
+
+    kron = srj.kron if ours else jnp.kron
+    data = kalman_data(T)
+
+    def nll(p: dict[str, Any], s: Any, y: Any, H: Any) -> Any:
+        eye2 = jnp.eye(2, dtype=jnp.float64)
+        Q1 = p["L1"] @ p["L1"].T + 0.1 * eye2
+        Q2 = p["L2"] @ p["L2"].T + 0.1 * eye2
+
+        def body(carry: Any, inputs: Any) -> Any:
+            m, P = carry
+            st, yt = inputs
+            A = kron(p["A1"] * st, p["A2"])
+            Q = kron(Q1 * (1.0 - st * st), Q2)
+            m = A @ m
+            P = A @ P @ A.T + Q
+            S = H @ P @ H + 0.5
+            K = P @ H / S
+            v = yt - H @ m
+            return (m + K * v, P - jnp.outer(K, K) * S), 0.5 * (jnp.log(S) + v * v / S)
+
+        _, terms = jax.lax.scan(body, (jnp.zeros(4), jnp.eye(4)), (s, y))
+        return jnp.sum(terms)
+
+    params = {k: jnp.asarray(data[k]) for k in ("A1", "A2", "L1", "L2")}
+    return jax.jit(jax.grad(nll)), params, (jnp.asarray(data["s"]), jnp.asarray(data["y"]), jnp.asarray(data["H"]))
+
+
+def jax_rows(sz: Sizes, mode: str) -> list[ModelRow]:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    jax.config.update("jax_enable_x64", True)
+    import stablerules.jax as srj
+    from stablerules import Val
+
+    budget = Budget.for_mode(mode)
+    tiny = mode == "tiny"
+    rows: list[ModelRow] = []
+    block = jax.block_until_ready
+    for name in ("jax_unet", "kalman"):
+        try:
+            if name == "jax_unet":
+                (g_o, p, a), (g_s, _, _) = _jax_unet(True, *sz.unet), _jax_unet(False, *sz.unet)
+                b, c, sd = sz.unet
+                xs = [jnp.ones((b, c, sd, sd), jnp.float32), jnp.ones((b, c, 2 * sd, 2 * sd), jnp.float32)]
+                op_o = jax.jit(jax.grad(lambda x0, x1: sum(jnp.sum(jnp.sin(srj.repeat(x, inner=Val((1, 1, 2, 2))))) for x in (x0, x1))))
+                op_s = jax.jit(jax.grad(lambda x0, x1: sum(jnp.sum(jnp.sin(jnp.repeat(jnp.repeat(x, 2, axis=2), 2, axis=3))) for x in (x0, x1))))
+                op = (lambda: block(op_o(*xs)), lambda: block(op_s(*xs)))
+                per_step, tol = 1, (1e-5, 1e-6)
+            else:
+                (g_o, p, a), (g_s, _, _) = _jax_kalman(True, sz.kalman_T), _jax_kalman(False, sz.kalman_T)
+                ka, kb = jnp.ones((2, 2)) * 0.5, jnp.ones((2, 2)) * 0.25
+                op_o = jax.jit(jax.grad(lambda u, v: jnp.sum(jnp.sin(srj.kron(u, v))), (0, 1)))
+                op_s = jax.jit(jax.grad(lambda u, v: jnp.sum(jnp.sin(jnp.kron(u, v))), (0, 1)))
+                op = (lambda: block(op_o(ka, kb)), lambda: block(op_s(ka, kb)))
+                per_step, tol = 2 * sz.kalman_T, (1e-9, 1e-11)
+            go, gs = g_o(p, *a), g_s(p, *a)
+            diff = 0.0
+            for key in go:
+                np.testing.assert_allclose(np.asarray(go[key]), np.asarray(gs[key]), rtol=tol[0], atol=tol[1],
+                                           err_msg=f"{name} jax: gradient {key} differs")
+                diff = max(diff, float(np.max(np.abs(np.asarray(go[key]) - np.asarray(gs[key])))))
+            got = _interleaved(lambda: block(g_o(p, *a)), lambda: block(g_s(p, *a)), budget, sz.rounds, op)
+        except Exception as error:  # noqa: BLE001
+            rows.append(ModelRow(name, "jax jit", None, error=f"{type(error).__name__}: {error}"[:300], tiny=tiny))
+            continue
+        row = ModelRow(name, "jax jit", None, grad_max_abs_diff=diff, tiny=tiny, ops_per_step=per_step, **got)  # type: ignore[arg-type]
+        row.kept = _kept(row)
+        rows.append(row)
+    return rows
+
+
+# --- NumPy Kalman tape --------------------------------------------------------------------------
+
+
+def numpy_rows(sz: Sizes, mode: str) -> tuple[list[ModelRow], dict[str, Any]]:
+    """The ``bench/tape.py`` covariance recursion at each T: rows and the tape figures."""
+    import tape
+
+    result = tape.measure(sz.tape_T, KALMAN_N, sz.tape_rounds)  # asserts the gradients agree
+    rows = [
+        ModelRow("kalman tape", "numpy", None, ours_s=r["sr_us_per_step"] * 1e-6 * r["T"], stock_s=r["np_us_per_step"] * 1e-6 * r["T"],
+                 ratio=r["ratio"], tiny=mode == "tiny", note=f"T={r['T']}, per step {r['sr_us_per_step']:.2f} us vs {r['np_us_per_step']:.2f} us")
+        for r in result["rows"]
+    ]
+    return rows, result
+
+
+# --- first step in a fresh process ----------------------------------------------------------------
+
+
+def first_step_child(model: str, engine: str, side: str, mode: str) -> None:
+    """Build the model, run one step; print the seconds from build start to the step's end, and
+    perf_counter at the end (the parent's clock is the same monotonic clock)."""
+    sz = sizes(mode)
+    ours = side == "ours"
+    if engine.startswith("torch"):
+        import torch
+
+        import stablerules.torch  # noqa: F401 - the import is not the step's cost
+
+        torch.set_num_threads(1)
+        began = time.perf_counter()
+        m, loss, _ = _build(model, ours, sz)
+        if engine == "torch compiled":
+            m = torch.compile(m)
+        _train_step(m, loss)()
+    else:
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        import stablerules.jax  # noqa: F401
+
+        began = time.perf_counter()
+        g, p, a = _jax_unet(ours, *sz.unet) if model == "jax_unet" else _jax_kalman(ours, sz.kalman_T)
+        jax.block_until_ready(g(p, *a))
+    end = time.perf_counter()
+    print(json.dumps({"first_step_s": end - began, "end": end}))
+
+
+def first_steps(sz: Sizes, mode: str) -> list[FirstStep]:
+    out: list[FirstStep] = []
+    for model, engine in sz.first_step_models:
+        for side in ("ours", "stock"):
+            with tempfile.TemporaryDirectory(prefix="sr-models-first-") as scratch:
+                env = dict(os.environ)
+                env.update(STABLERULES_CACHE_DIR=f"{scratch}/sr", TORCHINDUCTOR_CACHE_DIR=f"{scratch}/inductor",
+                           JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
+                               [str(BENCH_DIR.parent), str(BENCH_DIR), env.get("PYTHONPATH", "")]))
+                for cache in ("cold", "warm"):
+                    command = [sys.executable, str(BENCH_DIR / "models.py"), "--first-step", model, engine, side, mode]
+                    launched = time.perf_counter()
+                    try:
+                        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, check=False)
+                        if done.returncode != 0:
+                            raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}")
+                        figures = json.loads(done.stdout.strip().splitlines()[-1])
+                        out.append(FirstStep(model, engine, side, cache, figures["first_step_s"], figures["end"] - launched))
+                    except Exception as error:  # noqa: BLE001
+                        out.append(FirstStep(model, engine, side, cache, error=f"{type(error).__name__}: {error}"[:300]))
+    return out
+
+
+# --- the section ----------------------------------------------------------------------------------
+
+
+def load() -> list[float] | None:
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def run_models(mode: str, first_step: bool = True) -> dict[str, Any]:
+    """Every model's rows, the NumPy tape figures and the first steps (the ``models`` key)."""
+    sz = sizes(mode)
+    started = time.perf_counter()
+    load_before = load()
+    rows: list[ModelRow] = []
+    errors: list[str] = []
+    tape_result: dict[str, Any] | None = None
+    try:
+        numpy_part, tape_result = numpy_rows(sz, mode)
+        rows += numpy_part
+    except Exception as error:  # noqa: BLE001
+        rows.append(ModelRow("kalman tape", "numpy", None, error=f"{type(error).__name__}: {error}"[:300], tiny=mode == "tiny"))
+    for part in (torch_rows, jax_rows):
+        try:
+            rows += part(sz, mode)
+        except ImportError as error:
+            errors.append(f"{part.__name__}: not installed ({error})")
+    firsts = first_steps(sz, mode) if first_step else []
+    return {
+        "mode": mode,
+        "load_before": load_before,
+        "load_after": load(),
+        "seconds": round(time.perf_counter() - started, 1),
+        "rows": [asdict(row) for row in rows],
+        "tape": tape_result,
+        "first_step": [asdict(f) for f in firsts],
+        "not_run": errors,
+    }
+
+
+def _f(value: float | None, digits: str = ".3f") -> str:
+    return "-" if value is None else format(value, digits)
+
+
+def render(section: dict[str, Any]) -> str:
+    headers = ["model", "engine", "thr", "ours", "stock", "ours/stock", "op ours", "op stock", "ops/step", "kept", "grad diff"]
+    body = []
+    for r in section["rows"]:
+        if r["error"]:
+            body.append([r["model"], r["engine"], str(r["threads"] or "-"), "error: " + r["error"]] + [""] * 7)
+            continue
+        body.append([
+            r["model"] + (f" ({r['note']})" if r["note"] else ""), r["engine"], str(r["threads"] or "-"),
+            format_seconds(r["ours_s"]), format_seconds(r["stock_s"]), _f(r["ratio"]),
+            format_seconds(r["op_ours_s"]) if r["op_ours_s"] else "-", format_seconds(r["op_stock_s"]) if r["op_stock_s"] else "-",
+            str(r["ops_per_step"] or "-"), _f(r["kept"], ".2f"), "-" if r["grad_max_abs_diff"] is None else f"{r['grad_max_abs_diff']:.1e}",
+        ])
+    text = table(headers, body, max_cell=80)
+    firsts = section.get("first_step") or []
+    if firsts:
+        by = {(f["model"], f["engine"], f["side"], f["cache"]): f for f in firsts}
+        lines = []
+        for model, engine in dict.fromkeys((f["model"], f["engine"]) for f in firsts):
+            cells = []
+            for cache in ("cold", "warm"):
+                o, s = by.get((model, engine, "ours", cache)), by.get((model, engine, "stock", cache))
+                if o and s and o["first_step_s"] and s["first_step_s"]:
+                    cells.append(f"{cache}: ours {format_seconds(o['first_step_s'])}, stock {format_seconds(s['first_step_s'])} "
+                                 f"({o['first_step_s'] / s['first_step_s']:.2f}x, +{format_seconds(o['first_step_s'] - s['first_step_s'])})")
+                else:
+                    cells.append(f"{cache}: error {(o or {}).get('error') or (s or {}).get('error')}")
+            lines.append(f"  {model} {engine}: " + "; ".join(cells))
+        text += "\n\nFirst step, fresh process (model build + one step, 1 thread):\n" + "\n".join(lines)
+    text += f"\n\nload average before {section['load_before']}, after {section['load_after']}; {section['seconds']} s"
+    for line in section.get("not_run", []):
+        text += f"\nnot run: {line}"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--no-first-step", action="store_true")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--first-step", nargs=4, metavar=("MODEL", "ENGINE", "SIDE", "MODE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.first_step:
+        first_step_child(*args.first_step)
+        return 0
+    mode = "tiny" if args.tiny else "quick" if args.quick else "full"
+    section = run_models(mode, not args.no_first_step)
+    print(render(section))
+    if args.json:
+        args.json.write_text(json.dumps(section, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(BENCH_DIR))
+    raise SystemExit(main())
