@@ -305,6 +305,23 @@ def test_compile_fullgraph_forward_and_backward_equal_eager() -> None:
         assert torch.allclose(g, e)
 
 
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_compile_fullgraph_under_no_grad_equals_eager(case: Case) -> None:
+    """Inference under ``torch.compile``: inputs that need no gradient (before, a kernel op's
+    autograd Function was traced anyway, and kron's raised ``torch._dynamo.exc.Unsupported:
+    Observed exception`` (``'Call' object has no attribute 'call'``))."""
+    torch._dynamo.reset()
+    inputs = [t.detach() for t in _inputs(case)]
+    compiled = torch.compile(case.call, fullgraph=True)
+    with torch.no_grad():
+        got, expected = _parts(compiled(*inputs)), _parts(case.call(*inputs))
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert isinstance(g, torch.Tensor) and isinstance(e, torch.Tensor)
+        assert g.shape == e.shape and g.dtype == e.dtype
+        assert torch.allclose(g, e)
+
+
 def test_compile_fullgraph_structure_ops_equal_eager() -> None:
     torch._dynamo.reset()
 

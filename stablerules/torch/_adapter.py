@@ -1113,6 +1113,10 @@ def compiled(call: Call, tensors: Tensors) -> Tensors:
     name = call.entry.name
     if FACTS[name].pullback == "torch":
         return FORWARDS[name](call, tensors)
+    if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
+        # Nothing to differentiate: torch's op alone (an autograd Function whose inputs need
+        # no gradient is traced by dynamo as a plain call of its forward, without a ctx).
+        return _owned(FORWARDS[name](call, tensors), tensors)
     return cast("Tensors", _Kernel.apply(call, *tensors))
 
 
