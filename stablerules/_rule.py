@@ -652,17 +652,7 @@ class RuleOp(Op):
         simple = form.simple
 
         def general(dy: object) -> tuple[object, ...]:
-            cotangent = prepare_cotangent(dy, out_shape, out_dtype, like, name)
-            if isinstance(cotangent, DenseCotangent):
-                if OPEN_GUARDS[0] and checked and steady_state_checked():
-                    before = context_launches()
-                    tangents = dense(cotangent.array)
-                    count_unlaunched(name, "pullback", before)
-                    return finish(tangents)
-                return finish(dense(cotangent.array))
-            if isinstance(cotangent, Fill):
-                return finish(plan.fill_pullback(saved, dense, cotangent))
-            return zeros
+            return _general_pullback(name, plan, saved, dense, dy, out_shape, out_dtype, like, checked, finish, zeros)
 
         if isinstance(made, KernelPullback) and simple and array_type is np.ndarray:
             return _named(_kernel_pullback(made, out_dtype, out_shape, made.rest + padding, general), f"{name}_pullback")
@@ -814,6 +804,37 @@ class _ResultForm:
         self.no_tangents = finish((NO_TANGENT,) * count)
 
 
+def _general_pullback(
+    name: str,
+    plan: Plan,
+    saved: object,
+    dense: DensePullback,
+    dy: object,
+    out_shape: tuple[int, ...],
+    out_dtype: Any,
+    like: Any,
+    checked: bool,
+    finish: Callable[[tuple[object, ...]], tuple[object, ...]],
+    zeros: tuple[object, ...],
+) -> tuple[object, ...]:
+    """A pullback's path for any cotangent but a C-contiguous array of the output's type, dtype
+    and shape, and for any call inside a guard: the cotangent prepared (a ``Thunk`` unthunked,
+    the shape checked), a dense one through ``dense`` (its launches counted inside a guard), a
+    ``Fill`` through the plan's ``fill_pullback``, a zero to ``zeros``. Shared by the closures
+    and the saved pullbacks."""
+    cotangent = prepare_cotangent(dy, out_shape, out_dtype, like, name)
+    if isinstance(cotangent, DenseCotangent):
+        if OPEN_GUARDS[0] and checked and steady_state_checked():
+            before = context_launches()
+            tangents = dense(cotangent.array)
+            count_unlaunched(name, "pullback", before)
+            return finish(tangents)
+        return finish(dense(cotangent.array))
+    if isinstance(cotangent, Fill):
+        return finish(plan.fill_pullback(saved, dense, cotangent))
+    return zeros
+
+
 class _SavedForm:
     """What every pullback of one (``saves_primals`` plan, positional arity) shares, settled
     once: the plan's :meth:`~Plan.saved_dense`, the cotangent's expected type, dtype and shape,
@@ -857,19 +878,11 @@ class _SavedForm:
     def general(self, saved: object, dy: object) -> tuple[object, ...]:
         """Any cotangent but a C-contiguous array of the output's type, dtype and shape, and
         any call inside a guard (the closures' ``general``)."""
-        name, finish = self.name, self.finish
-        cotangent = prepare_cotangent(dy, self.out_shape, self.out_dtype, self.plan.like, name)
         dense: DensePullback = functools.partial(self.dense, saved)
-        if isinstance(cotangent, DenseCotangent):
-            if OPEN_GUARDS[0] and self.checked and steady_state_checked():
-                before = context_launches()
-                tangents = dense(cotangent.array)
-                count_unlaunched(name, "pullback", before)
-                return finish(tangents)
-            return finish(dense(cotangent.array))
-        if isinstance(cotangent, Fill):
-            return finish(self.plan.fill_pullback(saved, dense, cotangent))
-        return self.zeros
+        return _general_pullback(
+            self.name, self.plan, saved, dense, dy, self.out_shape, self.out_dtype, self.plan.like,
+            self.checked, self.finish, self.zeros,
+        )
 
 
 class _SavedPullback:
