@@ -578,7 +578,10 @@ def test_clear_caches_empties_every_registered_cache(monkeypatch: pytest.MonkeyP
     import jax.numpy as jnp
     import stablerules.jax as srj
 
-    srj.repeat(jnp.ones(2), Val(2), axis=Val(0))  # an eager primitive call: its one-op computation
+    import jax
+
+    # repeat's forward is XLA's own; its pullback is our FFI kernel (a kernel name registered)
+    jax.grad(lambda v: srj.repeat(v, Val(2), axis=Val(0)).sum())(jnp.ones(2))
     import torch
     import stablerules.torch as srt
 
