@@ -41,17 +41,25 @@ def _submit_all(submit: Callable[..., Future[object]], calls: Sequence[tuple[obj
         _submitting.active = False
 
 
-# An engine adapter running our kernels for its engine sets this to the engine's thread budget
-# for the duration of the call (torch: ``torch.get_num_threads()``); 0 when none is set.
-ENGINE_THREADS = [0]
+class _EngineThreads(threading.local):
+    """The thread budget of the engine whose pullback this thread is running (torch:
+    ``torch.get_num_threads()``), set by its adapter for the duration of the call; 0 when none
+    is set. Per thread, so that another thread's call (or a plain NumPy call beside it) keeps
+    its own count."""
+
+    count = 0
+
+
+ENGINE_THREADS = _EngineThreads()
 
 
 def thread_count() -> int:
     configured = _config.num_threads()
     if configured is not None:
         return configured
-    if ENGINE_THREADS[0]:
-        return ENGINE_THREADS[0]
+    engine = ENGINE_THREADS.count
+    if engine:
+        return engine
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 

@@ -573,12 +573,12 @@ def run_pullback(
         )
         return tuple(g if g is None else g.to(t.dtype) for g, t in zip(wide, tensors))
     threads = _parallel.ENGINE_THREADS
-    outer = threads[0]
-    threads[0] = torch.get_num_threads()
+    outer = threads.count
+    threads.count = torch.get_num_threads()
     try:
         return _run_pullback(call, cotangents, tensors, back, dense)
     finally:
-        threads[0] = outer
+        threads.count = outer
 
 
 _HALF = (torch.float16, torch.bfloat16)
