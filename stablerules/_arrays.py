@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from . import _config
 from ._memo import memoized
+from ._private_python import ENVIRON_DATA, environ_key
 from ._val import Val
 
 ArrayLike: TypeAlias = npt.NDArray[np.generic]
@@ -178,11 +179,11 @@ def _one_device(placed: Sequence[tuple[str, str]]) -> str:
 # ``kernel_target`` runs on every call and reads the environment each time (tests switch
 # STABLERULES_DEVICE within a process). ``os.environ.get`` is slow for an unset variable
 # (Mapping.get raises and catches a KeyError), so it reads the dict behind ``os.environ``
-# (CPython's ``_Environ._data``, which setenv and monkeypatch update) where there is one, and
+# (``_private_python.ENVIRON_DATA``, which setenv and monkeypatch update) where there is one, and
 # remembers what each raw value means.
-_ENVIRON_DATA: dict[object, object] | None = getattr(os.environ, "_data", None)
+_ENVIRON_DATA = ENVIRON_DATA
 _DEVICE_VARIABLE = _config.DEVICE
-_DEVICE_KEY: object = getattr(os.environ, "encodekey", lambda key: key)(_DEVICE_VARIABLE)
+_DEVICE_KEY: object = environ_key(_DEVICE_VARIABLE)
 _TARGETS: dict[object, str] = {}
 _target_of = _config.device_target
 
@@ -195,7 +196,7 @@ def kernel_target(device: str) -> str:
     """
     if device == "cuda":
         return "cuda"
-    if _ENVIRON_DATA is None:  # pragma: no cover - CPython's os.environ always has _data
+    if _ENVIRON_DATA is None:  # pragma: no cover - CPython's os.environ always has its dict
         return _target_of(os.environ.get(_DEVICE_VARIABLE, "cpu"))
     raw = _ENVIRON_DATA.get(_DEVICE_KEY)
     if raw is None:

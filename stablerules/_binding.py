@@ -1,5 +1,5 @@
 """One binder for the engine adapters: a call of an op split into its parameters, by the
-op's layout (``_layout.py``, generated from the op schema).
+op's schema row (``_schema.py``: its parameters, in call order).
 
 :meth:`Binder.bind` matches a call's positional and keyword arguments to the op's parameters
 as Python would (a keyword-only parameter cannot be given by position; a name given twice,
@@ -12,12 +12,12 @@ leaves and a :class:`Structure` that rebuilds the call from new leaves (tangents
 cotangents). The JAX adapter's ops are functions with the ops' own signatures (Python binds
 them) that validate through the NumPy ops' ``bind``/``plan``.
 
-:func:`split_function` is the NumPy ops' own ``bind``: a function generated from the layout
-that splits a call into its arrays and its statics, with the layout's defaults, so Python
+:func:`split_function` is the NumPy ops' own ``bind``: a function generated from the schema
+row that splits a call into its arrays and its statics, with the schema's defaults, so Python
 itself binds the call (no per-call work beyond a plain function call).
 
-This module imports nothing from an engine, and nothing but the generated layout table and
-``Val`` (which the layout's defaults spell).
+This module imports nothing from an engine, and nothing but the op schema and ``Val`` (which
+the schema's defaults spell).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, NamedTuple, cast
 
-from ._layout import LAYOUTS, OpLayout, ParamLayout
+from ._schema import OPS, OpSchema, Param
 from ._val import Val
 
 ARRAY_ROLES = frozenset({"array", "arrays", "varargs", "value"})
@@ -34,10 +34,10 @@ affine op's constant, a scalar or an array)."""
 
 
 class Argument(NamedTuple):
-    """One given parameter of a call: its layout, its value (the tuple of the call's
+    """One given parameter of a call: its schema parameter, its value (the tuple of the call's
     positional arguments for a variadic parameter) and whether it was given by keyword."""
 
-    param: ParamLayout
+    param: Param
     value: object
     keyword: bool
 
@@ -45,21 +45,21 @@ class Argument(NamedTuple):
 class Binder:
     """The binder of one op (:func:`binder`): its parameters by name and by position."""
 
-    __slots__ = ("layout", "name", "positional", "index", "variadic")
+    __slots__ = ("schema", "name", "positional", "index", "variadic")
 
-    def __init__(self, layout: OpLayout) -> None:
-        self.layout = layout
-        self.name = layout.name
-        self.variadic = bool(layout.params) and layout.params[0].role == "varargs"
-        params = layout.params[1:] if self.variadic else layout.params
+    def __init__(self, schema: OpSchema) -> None:
+        self.schema = schema
+        self.name = schema.name
+        self.variadic = bool(schema.params) and schema.params[0].role == "varargs"
+        params = schema.params[1:] if self.variadic else schema.params
         # Parameters that a positional argument may fill, in order (none after a variadic one).
-        self.positional: tuple[ParamLayout, ...] = () if self.variadic else tuple(p for p in params if not p.keyword_only)
-        self.index = {param.name: position for position, param in enumerate(layout.params)}
+        self.positional: tuple[Param, ...] = () if self.variadic else tuple(p for p in params if not p.keyword_only)
+        self.index = {param.name: position for position, param in enumerate(schema.params)}
 
     def bind(self, args: tuple[object, ...], kwargs: dict[str, object], owner: str) -> tuple[Argument, ...]:
         """The call's arguments, one per given parameter, in parameter order. ``owner`` prefixes
         the op's name in messages (``"stablerules.torch."``)."""
-        params = self.layout.params
+        params = self.schema.params
         if self.variadic:
             bound: list[Argument] = [Argument(params[0], tuple(args), False)]
         else:
@@ -83,7 +83,7 @@ class Binder:
         return tuple(bound)
 
 
-BINDERS: dict[str, Binder] = {layout.name: Binder(layout) for layout in LAYOUTS}
+BINDERS: dict[str, Binder] = {schema.name: Binder(schema) for schema in OPS}
 """Every op's binder, by the op's name."""
 
 
@@ -98,10 +98,10 @@ generated split are statics)."""
 
 
 def split_function(
-    layout: OpLayout, qualname: str, required: Mapping[str, str] = {}, absent: object = None
+    schema: OpSchema, qualname: str, required: Mapping[str, str] = {}, absent: object = None
 ) -> Callable[..., tuple[tuple[object, ...], tuple[object, ...]]]:
-    """The method ``bind(self, ...)`` of the op of ``layout``: its parameters as the layout
-    lists them (positional or keyword, the layout's defaults), returning ``(arrays, statics)``
+    """The method ``bind(self, ...)`` of the op of ``schema``: its parameters as the schema
+    lists them (positional or keyword, the schema's defaults), returning ``(arrays, statics)``
     (the parameters of the roles in :data:`SPLIT_ROLES`, then the statics, each in parameter
     order). ``qualname`` is the name Python's own binding errors give it (``"Flip.bind"``).
     ``required`` holds the op's own message for a required parameter it words itself: a call
@@ -114,9 +114,9 @@ def split_function(
     statics: list[str] = []
     checks: list[str] = []
     keyword = False
-    for param in layout.params:
+    for param in schema.params:
         if param.role not in SPLIT_ROLES and param.role != "static":
-            raise ValueError(f"{layout.name}: a parameter of role {param.role!r} is not split by the layout")
+            raise ValueError(f"{schema.name}: a parameter of role {param.role!r} is not split by the layout")
         if param.keyword_only and not keyword:
             params.append("*")
             keyword = True
@@ -137,7 +137,7 @@ def split_function(
         f"    return {spelled(arrays)}, {spelled(statics)}\n"
     )
     namespace: dict[str, object] = {"Val": Val, "_absent": absent, "_required": dict(required)}
-    exec(compile(source, f"<bind of {layout.name}>", "exec"), namespace)
+    exec(compile(source, f"<bind of {schema.name}>", "exec"), namespace)
     function = cast("Callable[..., tuple[tuple[object, ...], tuple[object, ...]]]", namespace["bind"])
     function.__qualname__ = qualname
     return function

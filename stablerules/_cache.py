@@ -59,6 +59,7 @@ from . import _config, _memo, _objectcode
 from ._errors import RecompileError
 from ._guards import COUNTERS, NO_COMPILE
 from ._key import Kernel, KernelFunction, KernelSource, ShapeSignature
+from ._private_numba import cache_subpath
 from ._version import __version__
 
 
@@ -257,16 +258,12 @@ class DiskStore:
     def numba_folders(self) -> list[Path]:
         """Where Numba keeps this store's files: beside the modules, or under
         ``NUMBA_CACHE_DIR`` in a folder named after theirs
-        (``numba.core.caching._CacheLocator.get_suitable_cache_subpath``)."""
+        (``_private_numba.cache_subpath``)."""
         numba_config = sys.modules.get("numba.core.config")
         configured = getattr(numba_config, "CACHE_DIR", None) or _config.numba_cache_dir()
         if not configured:
             return [self._kernels / "__pycache__"]
-        import hashlib
-
-        parent = os.path.abspath(self._kernels)
-        digest = hashlib.sha1(parent.encode()).hexdigest()
-        return [Path(configured), Path(configured) / f"{os.path.basename(parent)}_{digest}"]
+        return [Path(configured), Path(configured) / cache_subpath(os.path.abspath(self._kernels))]
 
     def _numba_files(self, stem: str) -> list[Path]:
         folder = self.numba_folders()[-1]

@@ -159,12 +159,21 @@ def precompile(op: Op | str | os.PathLike[str], *args: object, **kwargs: object)
     return tuple(request.signature for request in requests)
 
 
-def explain(op: Op, *args: object, **kwargs: object) -> str:
+def explain(op: Op | Callable[..., object], *args: object, **kwargs: object) -> str:
     """The generated source of every kernel this call's signature uses, as one string.
 
     It returns the text and prints nothing (``print(sr.explain(...))`` to read it), so tools
     and tests can search it; nothing is compiled. Arguments may be arrays or ``ArraySpec``s.
+
+    An engine adapter's op (``stablerules.torch``'s, with its tensors) answers for itself:
+    which implementation the call's signature runs in that engine (the forward: the engine's
+    op; the pullback: the engine's or our kernel, and the per-signature size choice) and why,
+    then the source of the kernels it runs.
     """
+    if not isinstance(op, Op):
+        engine_explain = getattr(op, "explain", None)
+        if callable(engine_explain):
+            return str(engine_explain(*args, **kwargs))
     from ._cache import CACHE
 
     parts = []

@@ -20,26 +20,50 @@ the op's own (an adapter calling ``op.plan`` itself gets the op's own, which ref
   result back: bit-exact, signalling NaNs and NaN payloads included, equal to NumPy's (pad's
   ``constant_values`` is cast to the result's dtype first, as ``np.pad`` casts it). Mixed
   dtypes and ``cat``'s Python scalars go the float32 way below (values exact there too).
+- **The adding kernels read and write the 16-bit bits.** Where the float32 plan has one
+  (``half_pullback``: take, take_along_axis, repeat/tile, broadcast_to, sum and mean, kron;
+  ``half_forward``: index_add onto ``x`` with ``values`` of the same dtype), the CPU kernel
+  reads the 16-bit cotangent (or operands) as ``uint16``, widens each element in registers,
+  sums in float32 (broadcast_to and kron: float64, as their float32 kernels), and writes the
+  result rounded once to the format, round-to-nearest-even, NaN kept (quiet) and infinities
+  kept (``_units.half_helpers`` puts the two conversions into the kernel's module). No float32
+  copy of the cotangent is made; the sums are the float32 kernels' in their order (the
+  scatter-adds: each row's terms in increasing position, from a stable counting sort of the
+  positions; repeat: the same pairwise expressions), so the bits are the float32 route's and
+  do not depend on the thread count (broadcast_to's reduction is reassociated, as its float32
+  kernel is). Where ``dx`` is visited more than once (repeat's accumulating nests) or summed
+  in float64 (broadcast_to, kron), a float32 or float64 ``dx`` of ``x``'s size is rounded
+  after (float64 through float32, as the float32 route rounds). sum's pullback copies ``dy``'s
+  bits; mean's divides each widened element in float32 and rounds it.
 - **Everything else runs in float32.** The 16-bit arguments are converted to float32 (exact),
-  the op's float32 plan runs, and each result is rounded once to its dtype, to nearest even
-  (NaN and infinities kept). So a pullback that adds (repeat/tile, broadcast_to, sum/mean,
-  kron, the scatter-adds of take, take_along_axis and index_add, and index_add's forward)
-  accumulates at least in float32 (the float32 kernels of ``broadcast_to``, the reductions and
-  ``kron`` accumulate in float64) and rounds once, as deterministically as the float32 kernels
-  are (the same bits for every thread count: they fix the order of their sums). The pullbacks
-  of pure data movement are exact on every value (a 16-bit value round-trips through
-  float32), a signalling NaN coming back quiet. ``kron``'s forward is exact too: the product
-  of two 11-bit (or 8-bit) significands fits float32's 24, so the one rounding is the one
-  NumPy and ml_dtypes make (they multiply 16-bit values in float32 and round the product).
-- **The conversions are kernels on the bits** (CPU; around the float32 kernels, not fused
-  into each op's templates): float32 to 16-bit rounds to nearest even from the float32 bits
-  (overflow to infinity, float16 subnormals by an integer shift, a NaN kept with its sign and
-  leading payload, made quiet); bfloat16 to float32 is a shift; float16 to float32 reads a
-  65536-entry table made once with NumPy's own cast. Each equals NumPy's (ml_dtypes') cast bit
-  for bit on every non-NaN value and runs split across threads like any kernel: NumPy's casts
-  for these formats are scalar loops, several times slower. Fusing the conversion into each
-  op's kernels would save the float32 copy of each operand; it is not done. Arrays in other
-  layouts, and the CUDA target, use ``astype``.
+  the op's float32 plan runs, and each result is rounded once to its dtype, to nearest even (NaN
+  and infinities kept): the forwards that add (``kron``; ``index_add`` with mixed dtypes), mixed
+  dtypes, arrays in other layouts or of other array types, the pullbacks the kernels above do
+  not cover (``index_add``'s, a one-element ``sum`` cotangent, the CUDA atomics of
+  ``take(deterministic=Val(False))``). So every pullback that adds accumulates at least in
+  float32 and rounds once, as deterministically as the float32 kernels are (the same bits for
+  every thread count: they fix the order of their sums). The pullbacks of pure data movement are
+  exact on every value (a 16-bit value round-trips through float32), a signalling NaN coming
+  back quiet. ``kron``'s forward is exact too: the product of two 11-bit (or 8-bit) significands
+  fits float32's 24, so the one rounding is the one NumPy and ml_dtypes make (they multiply
+  16-bit values in float32 and round the product).
+- **The conversions of that route are kernels on the bits** (CPU): float32 to 16-bit rounds
+  to nearest even from the float32 bits (overflow to infinity, float16 subnormals by an
+  integer shift, a NaN kept with its sign and leading payload, made quiet); bfloat16 to
+  float32 is a shift; float16 to float32 reads a 65536-entry table made once with NumPy's own
+  cast. Each equals NumPy's (ml_dtypes') cast bit for bit on every non-NaN value and runs
+  split across threads like any kernel: NumPy's casts for these formats are scalar loops,
+  several times slower. On the CUDA target they are CUDA kernels with the same bit operations
+  (``_units.cuda_half_helpers``), one thread per element.
+- **CUDA.** The same on the CUDA target: the adding kernels above (take's, take_along_axis's
+  and index_add's deterministic scatter-adds, repeat/tile, broadcast_to, sum and mean, kron)
+  have CUDA variants that read the 16-bit bits and widen and narrow in registers
+  (``_units.cuda_half_helpers``: the CPU kernels' conversions as device functions), each
+  result element summed by its own thread (kron: its block's fixed reduction tree) in the
+  float32 kernel's order and precision and rounded in the kernel: the float32 route's bits,
+  the same on every run. CuPy has ``float16`` but no ``bfloat16`` dtype (v13): bfloat16
+  reaches the CUDA kernels only as NumPy (ml_dtypes) arrays under ``STABLERULES_DEVICE=cuda``
+  (the simulator in CI; on a GPU Numba copies such arrays to the device and back).
 - **sum and mean forwards are NumPy's own** (``xp.sum``/``xp.mean`` on the 16-bit array): a
   static choice per dtype, so the forward equals NumPy's bit for bit. NumPy's own summation of
   these formats rounds to the format at each step across rows (float16 along an outer axis;
@@ -57,13 +81,13 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _pool
-from ._arrays import ArraySpec, array_like, device_of, is_array, kernel_target
+from ._arrays import ArraySpec, array_like, array_namespace, device_of, is_array, kernel_target
 from ._key import Kernel, KernelSource, ShapeSignature
 from ._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
-from ._launch import cpu_launcher
+from ._launch import cpu_launcher, cuda_launch
 from ._memo import memoized
 from ._op import KernelRequest
-from ._rule import KernelPullback, Plan
+from ._plan import KernelPullback, Plan
 from ._tangents import Cotangent, DenseCotangent, Fill
 
 _FLOAT32: np.dtype[np.generic] = np.dtype(np.float32)
@@ -251,8 +275,29 @@ def _render_widen(signature: ShapeSignature, format: str) -> KernelSource:
     return cpu_kernel(signature, parameters, writer, f"{format} -> float32", numpy=True)
 
 
-def _request(kind: str, format: str) -> KernelRequest:
-    signature = ShapeSignature("half", kind, (), (format,), (1,), "cpu")
+def _render_cuda(signature: ShapeSignature, format: str) -> KernelSource:
+    """The CUDA conversion (``signature.kind``: ``widen`` or ``narrow``), one thread per
+    element, with ``_units.cuda_half_helpers``' device functions (the CPU kernels' bit
+    operations)."""
+    from ._cuda import cuda_array_type, cuda_kernel  # noqa: PLC0415 - only a CUDA plan renders these
+    from ._units import cuda_half_helpers  # noqa: PLC0415
+
+    writer = SourceWriter()
+    if signature.kind == "widen":
+        writer.line(f"y[t] = widen(x[t])  # {format} bits -> float32, exact")
+        parameters = [("x", cuda_array_type("uint16")), ("y", cuda_array_type("float32"))]
+    else:
+        writer.line(f"y[t] = narrow(x[t])  # float32 -> {format} bits, round to nearest even")
+        parameters = [("x", cuda_array_type("float32")), ("y", cuda_array_type("uint16"))]
+    parameters.append(("total", INDEX))
+    source = cuda_kernel(signature, parameters, writer, f"{signature.kind} {format} on the bits")
+    return KernelSource(cuda_half_helpers(source.text, format), source.entry)
+
+
+def _request(kind: str, format: str, target: str = "cpu") -> KernelRequest:
+    signature = ShapeSignature("half", kind, (), (format,), (1,), target)
+    if target == "cuda":
+        return KernelRequest(signature, lambda: _render_cuda(signature, format))
     render = _render_narrow if kind == "narrow" else _render_widen
     return KernelRequest(signature, lambda: render(signature, format))
 
@@ -265,17 +310,47 @@ def _table() -> npt.NDArray[np.float32]:
 
 
 @memoized(maxsize=None)
-def _kernel(kind: str, format: str) -> Kernel:
-    return _request(kind, format).get()
+def _kernel(kind: str, format: str, target: str = "cpu") -> Kernel:
+    return _request(kind, format, target).get()
+
+
+# Where a conversion runs: True (a CPU kernel for a NumPy array), "cuda" (a CUDA kernel: CuPy
+# arrays, or NumPy ones under STABLERULES_DEVICE=cuda), False (``astype``).
+Kernels = bool | str
+
+
+def _cuda_ready(array: Any) -> bool:
+    return is_array(array) and array.dtype.isnative and array.size > 0
+
+
+def _widen_cuda(array: Any) -> Any:
+    if not array.flags.c_contiguous:
+        array = array_namespace(array).ascontiguousarray(array)
+    out = array_namespace(array).empty(array.shape, dtype=_FLOAT32)
+    size = array.size
+    cuda_launch(_kernel("widen", array.dtype.name, "cuda"), size, array.reshape(-1).view(_UINT16), out.reshape(-1), size)
+    return out
+
+
+def _narrow_cuda(array: Any, dtype: np.dtype[Any]) -> Any:
+    if not array.flags.c_contiguous:
+        array = array_namespace(array).ascontiguousarray(array)
+    out = array_namespace(array).empty(array.shape, dtype=dtype)
+    size = array.size
+    cuda_launch(_kernel("narrow", dtype.name, "cuda"), size, array.reshape(-1), out.reshape(-1).view(_UINT16), size)
+    return out
 
 
 def _cpu_ready(array: Any) -> bool:
     return type(array) is np.ndarray and array.dtype.isnative and array.size > 0
 
 
-def widen(array: Any, kernels: bool = True) -> Any:
+def widen(array: Any, kernels: Kernels = True) -> Any:
     """A 16-bit array as float32 (exact); a C-ordered NumPy array through a kernel when
-    ``kernels`` (the plan's target is the CPU)."""
+    ``kernels`` (the plan's target is the CPU), any array through a CUDA kernel when
+    ``kernels == "cuda"``."""
+    if kernels == "cuda":
+        return _widen_cuda(array) if _cuda_ready(array) and is_half(array.dtype) else array.astype(_FLOAT32)
     if not kernels or not _cpu_ready(array) or not array.flags.c_contiguous:
         return array.astype(_FLOAT32)
     format = array.dtype.name
@@ -287,8 +362,12 @@ def widen(array: Any, kernels: bool = True) -> Any:
     return out
 
 
-def narrow(array: Any, dtype: np.dtype[Any], kernels: bool = True) -> Any:
-    """A float32 array rounded once to the 16-bit ``dtype`` (nearest even)."""
+def narrow(array: Any, dtype: np.dtype[Any], kernels: Kernels = True) -> Any:
+    """A float32 array rounded once to the 16-bit ``dtype`` (nearest even); through a CUDA
+    kernel when ``kernels == "cuda"``."""
+    if kernels == "cuda":
+        ready = _cuda_ready(array) and array.dtype == _FLOAT32 and is_half(dtype) and dtype.isnative
+        return _narrow_cuda(array, dtype) if ready else array.astype(dtype)
     if not kernels or not _cpu_ready(array) or array.dtype != _FLOAT32 or not is_half(dtype) or not dtype.isnative:
         return array.astype(dtype)
     if not array.flags.c_contiguous:
@@ -300,7 +379,7 @@ def narrow(array: Any, dtype: np.dtype[Any], kernels: bool = True) -> Any:
     return out
 
 
-def _round(value: object, dtype: np.dtype[Any], kernels: bool) -> object:
+def _round(value: object, dtype: np.dtype[Any], kernels: Kernels) -> object:
     """A float32 result rounded once to ``dtype`` (an array, a ``Fill``, a tuple of them)."""
     if isinstance(value, (tuple, list)):
         return type(value)(_round(item, dtype, kernels) for item in value)
@@ -322,13 +401,13 @@ def _view(value: object, dtype: np.dtype[Any]) -> object:
     return value
 
 
-def _widened(array: Any, dtype: np.dtype[Any], kernels: bool) -> Any:
+def _widened(array: Any, dtype: np.dtype[Any], kernels: Kernels) -> Any:
     if array.dtype == dtype:
         return array
     return widen(array, kernels) if dtype == _FLOAT32 and is_half(array.dtype) else array.astype(dtype)
 
 
-def _widen(cotangent: Cotangent, dtype: np.dtype[Any], kernels: bool) -> Cotangent:
+def _widen(cotangent: Cotangent, dtype: np.dtype[Any], kernels: Kernels) -> Cotangent:
     """A prepared 16-bit cotangent or tangent in the float32 plan's ``dtype``."""
     if isinstance(cotangent, DenseCotangent):
         return DenseCotangent(_widened(cotangent.array, dtype, kernels))
@@ -382,6 +461,32 @@ class HalfPlan(Plan):
         self._constant = _CONSTANT_POSITIONS.get(op.name)
         # The conversions run as CPU kernels where the float32 plan runs on the CPU.
         self.kernels = self.namespace is np and kernel_target("cpu") == "cpu"
+        # The float32 plan's target is CUDA (CuPy arrays, or NumPy ones under
+        # STABLERULES_DEVICE=cuda): its ``half_pullback`` where it has one reads the bits in a
+        # CUDA kernel, and the conversions around it are CUDA kernels.
+        self.cuda = kernel_target("cpu" if self.namespace is np else "cuda") == "cuda"
+        # The conversions around the float32 plan: CPU kernels, CUDA kernels, or astype.
+        self.converts: Kernels = True if self.kernels else "cuda" if self.cuda else False
+
+    @cached_property
+    def fused_forward(self) -> Callable[[tuple[object, ...], bool], tuple[Any, Any]] | None:
+        """The float32 plan's own 16-bit forward (``half_forward``: index_add's accumulation
+        on the bits, summing in float32), where every data argument has the result's 16-bit
+        dtype and the float32 plan runs on the CPU or CUDA."""
+        fused = getattr(self.inner, "half_forward", None)
+        dtype = self.out_dtype
+        if fused is None or not (self.kernels or self.cuda) or not dtype.isnative:
+            return None
+        if any(half and original != dtype for half, original in zip(self.halves, self.input_dtypes)):
+            return None
+        if sum(self.halves) != len(self.halves) - 1:  # x and values 16-bit, the indices not
+            return None
+        made: Callable[[tuple[object, ...], bool], tuple[Any, Any]] | None = fused(dtype)
+        return made
+
+    def _fused_ready(self, arrays: tuple[object, ...]) -> bool:
+        ready = _cuda_ready if self.cuda else _cpu_ready
+        return all(ready(value) or not half for value, half in zip(arrays, self.halves))
 
     @cached_property
     def bits(self) -> Plan | None:
@@ -393,13 +498,22 @@ class HalfPlan(Plan):
     def requests(self) -> list[Any]:
         bits = self.bits
         converts = []
-        if self.kernels:
+        if self.converts:
             formats = sorted({dtype.name for dtype in (*self.input_dtypes, self.out_dtype) if is_half(dtype)})
-            converts = [_request(kind, format) for format in formats for kind in ("widen", "narrow")]
-        return self.inner.requests() + (bits.requests() if bits is not None else []) + converts
+            target = "cuda" if self.converts == "cuda" else "cpu"
+            converts = [_request(kind, format, target) for format in formats for kind in ("widen", "narrow")]
+        fused = []
+        if (self.kernels or self.cuda) and self.differentiable and self.output_shapes is None and self.halves[0]:
+            half_requests = getattr(self.inner, "half_requests", None)
+            if half_requests is not None and self.input_dtypes[0] == self.out_dtype and self.out_dtype.isnative:
+                fused = half_requests(self.out_dtype)
+        forward_requests = getattr(self.inner, "half_forward_requests", None)
+        if (self.kernels or self.cuda) and forward_requests is not None and self.fused_forward is not None:
+            fused = fused + forward_requests(self.out_dtype)
+        return self.inner.requests() + (bits.requests() if bits is not None else []) + converts + fused
 
     def _wide(self, arrays: tuple[object, ...]) -> tuple[object, ...]:
-        kernels = self.kernels
+        kernels = self.converts
         return tuple(widen(value, kernels) if half else value for value, half in zip(arrays, self.halves))
 
     def forward(self, arrays: tuple[object, ...]) -> object:
@@ -415,11 +529,14 @@ class HalfPlan(Plan):
                 for position, (value, half) in enumerate(zip(arrays, self.halves))
             )
             return _view(bits.forward(views), self.out_dtype)
+        fused = self.fused_forward
+        if fused is not None and self._fused_ready(arrays):
+            return fused(arrays, False)[0]
         if self._numpy_forward:
             x: Any = arrays[0]
             function = self.namespace.mean if self.op == "mean" else self.namespace.sum
             return function(x, axis=self.inner.axes, keepdims=self.inner.keepdims)  # type: ignore[attr-defined]
-        return _round(self.inner.forward(self._wide(arrays)), self.out_dtype, self.kernels)
+        return _round(self.inner.forward(self._wide(arrays)), self.out_dtype, self.converts)
 
     def save(self, arrays: tuple[object, ...]) -> object:
         if self.op in _SAVES_INDICES:  # they keep the indices or counts: no float32 copy of x
@@ -429,27 +546,52 @@ class HalfPlan(Plan):
     def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
         if self.bits is not None:
             return self.forward(arrays), self.save(arrays)
+        fused = self.fused_forward
+        if fused is not None and self._fused_ready(arrays):
+            return fused(arrays, True)
         y, saved = self.inner.forward_and_save(self._wide(arrays))
-        return _round(y, self.out_dtype, self.kernels), saved
+        return _round(y, self.out_dtype, self.converts), saved
 
     def cotangent_shape(self, saved: object) -> tuple[int, ...]:
         return self.inner.cotangent_shape(saved)
 
     def _back(self, tangents: Sequence[object]) -> tuple[object, ...]:
         return tuple(
-            _round(tangent, dtype, self.kernels) if half else tangent
+            _round(tangent, dtype, self.converts) if half else tangent
             for tangent, half, dtype in zip(tangents, self.halves, self.input_dtypes)
         )
+
+    def _fused(self, saved: object) -> Callable[[Any], tuple[object, ...]] | None:
+        """The float32 plan's own 16-bit pullback (``half_pullback``: kernels that read the
+        16-bit cotangent's bits, sum in float32 and round once), where it has one for this
+        signature: the one-argument ops whose cotangent and tangent share the 16-bit dtype."""
+        fused = getattr(self.inner, "half_pullback", None)
+        if fused is None or not (self.kernels or self.cuda) or self.output_shapes is not None or not self.halves[0]:
+            return None
+        dtype = self.input_dtypes[0]
+        if dtype != self.out_dtype or not dtype.isnative:
+            return None
+        made: Callable[[Any], tuple[object, ...]] | None = fused(saved, dtype)
+        return made
 
     def pullback(self, saved: object) -> Callable[[Any], tuple[object, ...]]:
         made = self.inner.pullback(saved)
         inner = made.dense() if isinstance(made, KernelPullback) else made
-        wide, kernels = self.inner.out_dtype, self.kernels
+        wide, kernels = self.inner.out_dtype, self.converts
         back = self._back
+        fused = self._fused(saved)
         if self.output_shapes is not None:
 
             def dense(dy: Any) -> tuple[object, ...]:
                 return back(inner(tuple(_widen(cotangent, wide, kernels) for cotangent in dy)))
+
+        elif fused is not None:
+            dtype, array_type = self.out_dtype, self.namespace.ndarray
+
+            def dense(dy: Any) -> tuple[object, ...]:
+                if type(dy) is array_type and dy.dtype == dtype and dy.flags.c_contiguous:
+                    return fused(dy)
+                return back(inner(_widened(dy, wide, kernels)))
 
         else:
 
@@ -468,9 +610,9 @@ class HalfPlan(Plan):
 
     def pushforward(self, arrays: tuple[object, ...], tangents: tuple[Cotangent, ...]) -> object:
         wide = tuple(
-            _widen(tangent, _FLOAT32, self.kernels) if half else tangent for tangent, half in zip(tangents, self.halves)
+            _widen(tangent, _FLOAT32, self.converts) if half else tangent for tangent, half in zip(tangents, self.halves)
         )
-        return _round(self.inner.pushforward(self._wide(arrays), wide), self.out_dtype, self.kernels)
+        return _round(self.inner.pushforward(self._wide(arrays), wide), self.out_dtype, self.converts)
 
 
 class HalfSavingPlan(HalfPlan):

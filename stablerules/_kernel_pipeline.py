@@ -11,8 +11,13 @@ inference, legalization, lowering) and leaves out the ones that rewrite such con
 fusion, literal unrolling, the with-lifting and feature-validation passes): on our kernels
 they find nothing to change and cost a few milliseconds of each compile.
 
-Code Numba generates for a kernel is LLVM-optimized exactly as before (the same codegen, the
-same ``NUMBA_OPT``); what changes is only which no-op Numba IR passes run first.
+LLVM then optimizes a kernel once instead of three times (:class:`_KernelLibrary`): Numba's
+per-function pass and its O0 "cheap" module pass are left out, its full ``NUMBA_OPT`` module
+pipeline (loop vectorization, reference-count pruning) and machine code generation are kept.
+The loops vectorize as under Numba's default (the tests compare the vector code of each
+family's kernels with it); with Numba's legacy reference-count pruning
+(``NUMBA_LLVM_REFPRUNE_PASS=0``), which needs the cheap pass's inlining, kernels keep Numba's
+own library.
 
 A construct outside that list in a future template is not miscompiled silently: type
 inference or lowering then fails with Numba's error, which the rule tests see.
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from numba.core import compiler_machinery
+from numba.core import codegen, compiler_machinery, config
 from numba.core.compiler import CompilerBase
 from numba.core.typed_passes import (
     AnnotateTypes,
@@ -36,6 +41,51 @@ from numba.core.untyped_passes import FixupArgs, IRProcessing, ReconstructSSA, T
 
 
 _machinery: Any = compiler_machinery  # Numba is untyped
+_config: Any = config
+_JITCodeLibrary: Any = codegen.JITCodeLibrary
+_LoweringPass: Any = compiler_machinery.LoweringPass
+
+
+LEAN_LIBRARY = True
+"""Whether kernels compile with :class:`_KernelLibrary` (the tests compare with Numba's own)."""
+
+
+class _KernelLibrary(_JITCodeLibrary):  # type: ignore[misc]  # Numba is untyped
+    """Numba's JIT code library with one LLVM optimization of the kernel instead of three.
+
+    Numba optimizes each function of a library at ``NUMBA_OPT`` as it is added, then the
+    linked module once at O0 (inlining, so its reference-count pruning sees more) and once
+    at ``NUMBA_OPT``. The last run is the full pipeline (loop vectorization included), which
+    redoes what the first two did: for a kernel (a loop nest and its CPython wrapper) they
+    only cost time. So a kernel's library skips them; the full module optimization, the
+    reference-count pruning and the machine code generation are Numba's own."""
+
+    def _optimize_functions(self, ll_module: Any) -> None:
+        ll_module.data_layout = self._codegen._data_layout
+
+    def _optimize_final_module(self) -> None:
+        manager, builder = self._codegen._module_pass_manager()
+        with self._recorded_timings.record("Module passes (full optimization)", builder):
+            manager.run(self._final_module, builder)
+
+
+@_machinery.register_pass(mutates_CFG=False, analysis_only=False)
+class KernelLibrary(_LoweringPass):  # type: ignore[misc]
+    """Gives the function a :class:`_KernelLibrary` (``NativeLowering`` uses the state's library
+    when there is one, and otherwise makes Numba's default)."""
+
+    _name = "stablerules_kernel_library"
+
+    def __init__(self) -> None:
+        _LoweringPass.__init__(self)
+
+    def run_pass(self, state: Any) -> bool:
+        if not LEAN_LIBRARY or not _config.LLVM_REFPRUNE_PASS:
+            return False  # the legacy pruning needs the O0 inlining: Numba's own library
+        if state.library is None:
+            state.library = _KernelLibrary(state.targetctx.codegen(), state.func_id.func_qualname)
+            state.library.enable_object_caching()
+        return True
 
 
 class KernelCompiler(CompilerBase):
@@ -51,6 +101,7 @@ class KernelCompiler(CompilerBase):
         manager.add_pass(PreLowerStripPhis, "remove phis nodes")
         manager.add_pass(IRLegalization, "ensure IR is legal prior to lowering")
         manager.add_pass(AnnotateTypes, "annotate types")
+        manager.add_pass(KernelLibrary, "a kernel's code library")
         manager.add_pass(NativeLowering, "native lowering")
         manager.add_pass(NoPythonBackend, "nopython mode backend")
         manager.finalize()

@@ -10,7 +10,7 @@ target triple, CPU name and features, and the ``NUMBA_*`` settings that change t
 
 :meth:`ObjectCodeStore.load` serves a later process from that file through llvmlite's MCJIT
 (``add_object_file``, ``get_function_address``), without importing ``numba``: the CPython
-wrapper is made a callable exactly as Numba's cached load makes it (``_dynfunc.make_function``
+wrapper is made a callable exactly as Numba's cached load makes it (``_private_numba.make_function``
 with a fresh ``Environment``), so the result is the same object as a dispatcher's
 ``entry_point``. The runtime it needs (``numba._helperlib``, ``numba._dynfunc`` and the NRT's
 ``_nrt_python``) is loaded from the installed Numba under the module names Numba gives them,
@@ -52,6 +52,7 @@ import warnings
 
 from . import _config
 from ._memo import memoized
+from ._private_numba import DYNFUNC, HELPERLIB, NRT_PYTHON, cached_data, make_function
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -201,7 +202,7 @@ def undefined_symbols(obj: bytes) -> list[str]:
 
 
 def _extension(name: str) -> pytypes.ModuleType:
-    """Numba's extension module ``name`` (``numba._dynfunc``), from the installed package and
+    """Numba's extension module ``name`` (``_private_numba.DYNFUNC``), from the installed package and
     under that name, so that Numba, if imported later, finds it in ``sys.modules``."""
     loaded = sys.modules.get(name)
     if loaded is not None:
@@ -228,9 +229,9 @@ class _Runtime:
         llvm = importlib.import_module("llvmlite.binding")
 
         self.llvm = llvm
-        helperlib = _extension("numba._helperlib")
-        self.dynfunc = _extension("numba._dynfunc")
-        nrt = _extension("numba.core.runtime._nrt_python")
+        helperlib = _extension(HELPERLIB)
+        self.dynfunc = _extension(DYNFUNC)
+        nrt = _extension(NRT_PYTHON)
         if "numba.core.runtime.nrt" not in sys.modules:
             nrt.memsys_use_cpython_allocator()  # what importing numba.core.runtime.nrt does
         llvm.initialize_native_target()
@@ -282,7 +283,8 @@ class _Runtime:
             return CFunction(wrapper, (engine, object_file, tuple(environments)))
         module = pytypes.ModuleType(str(header["module"]))
         name = str(header["name"])
-        function: KernelFunction = self.dynfunc.make_function(
+        function: KernelFunction = make_function(
+            self.dynfunc,
             module,
             name,
             f"compiled wrapper for {name!r}",
@@ -373,7 +375,7 @@ def _record_of(dispatcher: object) -> tuple[dict[str, object], bytes] | None:
     else:
         return None
     # What Numba stored for this signature: the exact bytes its own cached load would use.
-    data = cache._cache_file.load(cache._index_key(signature, codegen))
+    data = cached_data(cache, signature, codegen)
     if data is None:
         return None
     libdata, fndesc, environment, _, objectmode, lifted, _, reload_init, referenced = data

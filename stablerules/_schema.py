@@ -2,9 +2,11 @@
 
 ``tools/generate.py`` writes from these rows everything that repeats an op's signature: the
 typing overloads of the ops (``_ops.pyi``), of ``rrule``, ``frule`` and ``pullback``
-(``_signatures.pyi``), the public name lists of ``stablerules/__init__.py`` and the parameter
-layout table the adapters read (``_layout.py``). A test regenerates them all and fails when a
-committed file is stale. Nothing imports this module at run time.
+(``_signatures.pyi``), the public names of the package (``_public.py``) and the adapters'
+typed ops (each a whole generated file; the first line says so). A test regenerates them all
+and fails when a committed file is stale. At run time
+the binders, the scaffold and the adapters read these rows themselves (:attr:`OpSchema.params`,
+:data:`BY_NAME`).
 
 A row (:class:`OpSchema`) says:
 
@@ -12,7 +14,7 @@ A row (:class:`OpSchema`) says:
   ``stablerules.rules``;
 - ``signatures``: one or more :class:`Signature`\\ s (``repeat`` has three: static counts,
   a counts array, ``inner``/``outer``), each a tuple of :class:`Param`\\ s in call order, the
-  signature's rank rule (:data:`RankRule`), its dtype rule and whether a ``Fill`` cotangent
+  signature's rank rule (:class:`Rank`), its dtype rule and whether a ``Fill`` cotangent
   pulls back to ``Fill``\\ s (``fill_closed``);
 - ``kind``, ``constant``: the adapters' linearity (``"linear"``; ``"multilinear"`` for an op
   linear in each array separately) and an affine op's constant (position, keyword).
@@ -27,26 +29,39 @@ positionally) and ``scalar`` (a Python number in an array's place, always positi
 ``int`` gets ``NoTangent``, a ``float`` or ``complex`` a 0-d tangent of NumPy's dtype for it). ``default`` is the default's source text (``None``: required);
 ``keyword_only`` params are never positional.
 
-Rank rules (see the generator for the cases each one writes): ``same`` (the first array's
-shape type: flip, roll, and every same-rank op), ``axis_or_flat:P`` (1-D when static ``P`` is
-``None``, else the same rank), ``static_shape:P`` (the length of ``P``'s tuple), ``reduce``
-(sum/mean over ``axis`` with ``keepdims``), ``stack`` (rank + 1), ``atleast_1d``/``atleast_2d``
-(hstack/vstack), ``counts:P,Q`` (the larger of the rank and the counts' length: tile's
-``reps``, repeat's ``inner``/``outer``), ``kron`` (the larger rank), ``julia_cat`` (``cat``'s
-``dims``), ``index`` (getindex: slices and ``...`` keep the shape type; ints and ``None``
-give ``ndim(x)`` minus the ints plus the ``None`` entries, for up to three entries), ``take:I,A`` (``ndim(I)`` for ``A=None``, else ``ndim(x) - 1 + ndim(I)``).
+Rank rules (:class:`Rank`, its ``kind`` and the parameters it reads; see the generator for
+the cases each one writes): ``same`` (the first array's shape type: flip, roll, and every
+same-rank op), ``axis_or_flat`` of ``P`` (1-D when static ``P`` is ``None``, else the same
+rank), ``static_shape`` of ``P`` (the length of ``P``'s tuple), ``reduce`` (sum/mean over
+``axis`` with ``keepdims``), ``stack`` (rank + 1), ``atleast_1d``/``atleast_2d``
+(hstack/vstack), ``counts`` of ``P, Q, ...`` (the larger of the rank and the counts' length:
+tile's ``reps``, repeat's ``inner``/``outer``), ``kron`` (the larger rank), ``julia_cat``
+(``cat``'s ``dims``), ``index`` (getindex: slices and ``...`` keep the shape type; ints and
+``None`` give ``ndim(x)`` minus the ints plus the ``None`` entries, for up to three entries),
+``take`` of ``I, A`` (``ndim(I)`` for ``A=None``, else ``ndim(x) - 1 + ndim(I)``) and ``any``
+(a rank the types do not follow).
 
 Adding an op: one :class:`OpSchema` row here (with an existing rank rule, or a new one in the
-generator), ``python tools/generate.py``, and the op's class in its family module.
+generator), ``python tools/generate.py``, and the op's class in its family module; in the
+adapters, the op's torch entry (``stablerules.torch._ops.ENTRIES``) and its JAX function
+(``stablerules.jax._ops``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 Role = Literal["array", "arrays", "varargs", "static", "data", "value", "scalar"]
-RankRule = str
+RankKind = Literal[
+    "same", "axis_or_flat", "static_shape", "reduce", "stack", "atleast_1d", "atleast_2d", "counts", "kron",
+    "julia_cat", "index", "take", "any",
+]
+_RANK_PARAMS: dict[RankKind, tuple[int, int]] = {
+    "axis_or_flat": (1, 1), "static_shape": (1, 1), "counts": (1, 2), "index": (0, 1), "take": (2, 2),
+}
+"""How many parameters each rank rule reads (at least, at most); the others read none."""
 DtypeRule = Literal["same", "sum", "mean", "scalars"]
 
 
@@ -63,11 +78,24 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Rank:
+    """A signature's rank rule: its kind and the parameters it reads, by name (module docstring)."""
+
+    kind: RankKind
+    params: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        low, high = _RANK_PARAMS.get(self.kind, (0, 0))
+        if not low <= len(self.params) <= high:
+            raise ValueError(f"rank rule {self.kind!r} reads {low} to {high} parameters, got {self.params!r}")
+
+
+@dataclass(frozen=True)
 class Signature:
     """One call signature of an op: parameters, rank rule, dtype rule, Fill closure."""
 
     params: tuple[Param, ...]
-    rank: RankRule
+    rank: Rank
     dtype: DtypeRule = "same"
     fill_closed: bool | None = True  # None: a Fill cotangent may give Fills or dense tangents
     tuple_output: bool = False  # the result is a tuple of arrays (split), its pullback takes a tuple
@@ -86,6 +114,18 @@ class OpSchema:
     primal_free: bool = True  # its pullback needs no primal values (ArraySpec arguments allowed)
     doc: str = field(default="", compare=False)
 
+    @cached_property
+    def params(self) -> tuple[Param, ...]:
+        """The union of its signatures' parameters, in call order, for the binders and the
+        adapters: a parameter that is data in one signature and static in another is the
+        data one; otherwise the first signature's."""
+        params: dict[str, Param] = {}
+        for sig in self.signatures:
+            for p in sig.params:
+                if p.name not in params or p.role == "data":
+                    params[p.name] = p
+        return tuple(params.values())
+
 
 _X = Param("x", "array")
 _ARRAYS = Param("arrays", "arrays")
@@ -101,7 +141,7 @@ def _reduction(name: Literal["sum", "mean"], cls: str) -> OpSchema:
         Param("axis", "static", _COUNTS, none=True, default="None"),
         Param("keepdims", "static", ("bool",), default="Val(False)"),
     )
-    return OpSchema(name, cls, "broadcast", (Signature(params, "reduce", dtype=name),))
+    return OpSchema(name, cls, "broadcast", (Signature(params, Rank("reduce"), dtype=name),))
 
 
 OPS: tuple[OpSchema, ...] = (
@@ -112,11 +152,11 @@ OPS: tuple[OpSchema, ...] = (
         (
             Signature(
                 (_X, Param("repeats", "static", _INT), Param("axis", "static", _INT, none=True, default="None")),
-                "axis_or_flat:axis",
+                Rank("axis_or_flat", ("axis",)),
             ),
             Signature(
                 (_X, Param("repeats", "data"), Param("axis", "static", _INT, none=True, default="None")),
-                "axis_or_flat:axis",
+                Rank("axis_or_flat", ("axis",)),
                 fill_closed=False,
             ),
             Signature(
@@ -125,48 +165,48 @@ OPS: tuple[OpSchema, ...] = (
                     Param("inner", "static", _COUNTS, none=True, default="None", keyword_only=True),
                     Param("outer", "static", _COUNTS, none=True, default="None", keyword_only=True),
                 ),
-                "counts:inner,outer",
+                Rank("counts", ("inner", "outer")),
             ),
         ),
     ),
-    OpSchema("tile", "Tile", "repeat", (Signature((_X, Param("reps", "static", _COUNTS)), "counts:reps"),)),
+    OpSchema("tile", "Tile", "repeat", (Signature((_X, Param("reps", "static", _COUNTS)), Rank("counts", ("reps",))),)),
     OpSchema(
         "concatenate",
         "Concatenate",
         "concatenate",
-        (Signature((_ARRAYS, Param("axis", "static", _INT, none=True, default="Val(0)")), "axis_or_flat:axis"),),
+        (Signature((_ARRAYS, Param("axis", "static", _INT, none=True, default="Val(0)")), Rank("axis_or_flat", ("axis",))),),
     ),
-    OpSchema("stack", "Stack", "concatenate", (Signature((_ARRAYS, Param("axis", "static", _INT, default="Val(0)")), "stack"),)),
-    OpSchema("hstack", "Hstack", "concatenate", (Signature((_ARRAYS,), "atleast_1d"),)),
-    OpSchema("vstack", "Vstack", "concatenate", (Signature((_ARRAYS,), "atleast_2d"),)),
+    OpSchema("stack", "Stack", "concatenate", (Signature((_ARRAYS, Param("axis", "static", _INT, default="Val(0)")), Rank("stack")),)),
+    OpSchema("hstack", "Hstack", "concatenate", (Signature((_ARRAYS,), Rank("atleast_1d")),)),
+    OpSchema("vstack", "Vstack", "concatenate", (Signature((_ARRAYS,), Rank("atleast_2d")),)),
     OpSchema(
         "cat",
         "Cat",
         "concatenate",
-        (Signature((Param("arrays", "varargs"), Param("dims", "static", _COUNTS, keyword_only=True)), "julia_cat"),),
+        (Signature((Param("arrays", "varargs"), Param("dims", "static", _COUNTS, keyword_only=True)), Rank("julia_cat")),),
     ),
     OpSchema(
         "kron",
         "Kron",
         "kron",
-        (Signature((Param("a", "array"), Param("b", "array")), "kron"),),
+        (Signature((Param("a", "array"), Param("b", "array")), Rank("kron")),),
         kind="multilinear",
         primal_free=False,
     ),
-    OpSchema("flip", "Flip", "flip", (Signature((_X, Param("axis", "static", _COUNTS, none=True, default="None")), "same"),)),
+    OpSchema("flip", "Flip", "flip", (Signature((_X, Param("axis", "static", _COUNTS, none=True, default="None")), Rank("same")),)),
     OpSchema(
         "roll",
         "Roll",
         "flip",
-        (Signature((_X, Param("shift", "static", _COUNTS), Param("axis", "static", _COUNTS, none=True, default="None")), "same"),),
+        (Signature((_X, Param("shift", "static", _COUNTS), Param("axis", "static", _COUNTS, none=True, default="None")), Rank("same")),),
     ),
-    OpSchema("permute_dims", "PermuteDims", "permute", (Signature((_X, Param("axes", "static", _INTS)), "same"),)),
+    OpSchema("permute_dims", "PermuteDims", "permute", (Signature((_X, Param("axes", "static", _INTS)), Rank("same")),)),
     OpSchema(
-        "transpose", "Transpose", "permute", (Signature((_X, Param("axes", "static", _INTS, none=True, default="None")), "same"),)
+        "transpose", "Transpose", "permute", (Signature((_X, Param("axes", "static", _INTS, none=True, default="None")), Rank("same")),)
     ),
-    OpSchema("reshape", "Reshape", "permute", (Signature((_X, Param("shape", "static", _COUNTS)), "static_shape:shape"),)),
+    OpSchema("reshape", "Reshape", "permute", (Signature((_X, Param("shape", "static", _COUNTS)), Rank("static_shape", ("shape",))),)),
     OpSchema(
-        "broadcast_to", "BroadcastTo", "broadcast", (Signature((_X, Param("shape", "static", _COUNTS)), "static_shape:shape"),)
+        "broadcast_to", "BroadcastTo", "broadcast", (Signature((_X, Param("shape", "static", _COUNTS)), Rank("static_shape", ("shape",))),)
     ),
     _reduction("sum", "Sum"),
     _reduction("mean", "Mean"),
@@ -174,20 +214,20 @@ OPS: tuple[OpSchema, ...] = (
         "pad",
         "Pad",
         "pad",
-        (Signature((_X, Param("pad_width", "static", _COUNTS), Param("constant_values", "value", default="0")), "same"),),
+        (Signature((_X, Param("pad_width", "static", _COUNTS), Param("constant_values", "value", default="0")), Rank("same")),),
         constant=(2, "constant_values"),
     ),
     OpSchema(
         "split",
         "Split",
         "pad",
-        (Signature((_X, Param("indices_or_sections", "static", _COUNTS), Param("axis", "static", _INT, default="Val(0)")), "same", tuple_output=True),),
+        (Signature((_X, Param("indices_or_sections", "static", _COUNTS), Param("axis", "static", _INT, default="Val(0)")), Rank("same"), tuple_output=True),),
     ),
     OpSchema(
         "getindex",
         "Getindex",
         "indexing",
-        (Signature((_X, Param("index", "static", ("ix",))), "index", fill_closed=None),),
+        (Signature((_X, Param("index", "static", ("ix",))), Rank("index"), fill_closed=None),),
     ),
     OpSchema(
         "take",
@@ -203,7 +243,7 @@ OPS: tuple[OpSchema, ...] = (
                     Param("sorted", "static", ("bool",), default="Val(False)", keyword_only=True),
                     Param("deterministic", "static", ("bool",), default="Val(True)", keyword_only=True),
                 ),
-                "take:indices,axis",
+                Rank("take", ("indices", "axis")),
                 fill_closed=False,
             ),
         ),
@@ -213,7 +253,7 @@ OPS: tuple[OpSchema, ...] = (
         "take_along_axis",
         "TakeAlongAxis",
         "indexing",
-        (Signature((_X, Param("indices", "data"), Param("axis", "static", _INT, none=True)), "axis_or_flat:axis", fill_closed=False),),
+        (Signature((_X, Param("indices", "data"), Param("axis", "static", _INT, none=True)), Rank("axis_or_flat", ("axis",)), fill_closed=False),),
         primal_free=False,
     ),
     OpSchema(
@@ -223,11 +263,11 @@ OPS: tuple[OpSchema, ...] = (
         (
             Signature(
                 (_X, Param("indices", "data"), Param("values", "array"), Param("axis", "static", _INT, default="Val(0)")),
-                "same",
+                Rank("same"),
             ),
             Signature(
                 (_X, Param("indices", "data"), Param("values", "scalar"), Param("axis", "static", _INT, default="Val(0)")),
-                "same",
+                Rank("same"),
             ),
         ),
         primal_free=False,

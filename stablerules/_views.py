@@ -19,7 +19,7 @@ writable, as the README promises, where NumPy's own view would be read-only.
 from __future__ import annotations
 
 from ._arrays import ArrayLike, InputFacts, input_facts, shareable
-from ._rule import DensePullback, Plan
+from ._plan import DensePullback, Plan
 from ._tangents import Cotangent, DenseCotangent, Fill
 
 

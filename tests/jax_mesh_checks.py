@@ -63,6 +63,7 @@ class Case:
     out_specs: Any
     kernel: bool = False
     whole: Callable[..., Any] | None = None  # the op on whole arrays, where its statics name shapes
+    dtype: str = "float64"  # the inputs' (bfloat16, float16: SPEC section 15)
 
 
 ROW = P("x")
@@ -103,6 +104,26 @@ CASES = [
     Case("pad", lambda x: srj.pad(x, Val((0, 0, 1, 2)), 0.5), (rand(4, 3),), (ROW,), ROW),
     Case("split", lambda x: srj.split(x, Val(2), axis=Val(1)), (rand(4, 6),), (ROW,), (ROW, ROW)),
 ]
+
+
+# The 16-bit floats: the kernel ops (our float32 kernels inside the lowering), and a reduction
+# whose transpose is made to accumulate in float32 (broadcast_to) and one XLA reduction (sum).
+for _dtype in ("bfloat16", "float16"):
+    CASES += [
+        Case(f"repeat {_dtype}", lambda x: srj.repeat(x, Val(3), axis=Val(1)), (rand(4, 3),), (ROW,), ROW, True, dtype=_dtype),
+        Case(f"tile {_dtype}", lambda x: srj.tile(x, Val((1, 2))), (rand(4, 3),), (ROW,), ROW, True, dtype=_dtype),
+        Case(f"kron {_dtype}", srj.kron, (rand(4, 3), rand(2, 5)), (ROW, P()), ROW, True, dtype=_dtype),
+        Case(
+            f"broadcast_to {_dtype}",
+            lambda x: srj.broadcast_to(x, Val((2, 2, 3))),
+            (rand(4, 1, 3),),
+            (ROW,),
+            ROW,
+            whole=lambda x: srj.broadcast_to(x, Val((4, 2, 3))),
+            dtype=_dtype,
+        ),
+        Case(f"sum {_dtype}", lambda x: srj.sum(x, axis=Val(1)), (rand(4, 3),), (ROW,), ROW, dtype=_dtype),
+    ]
 
 
 def weighted_sum(op: Callable[..., Any], weights: Any) -> Callable[..., Any]:
@@ -152,8 +173,10 @@ def hlo(function: Any, *inputs: Any) -> str:
 
 
 def check(case: Case, mesh: jax.sharding.Mesh) -> dict[str, Any]:
-    inputs = tuple(jax.device_put(jnp.asarray(x), NamedSharding(mesh, spec)) for x, spec in zip(case.inputs, case.in_specs))
-    plain = tuple(jnp.asarray(x) for x in case.inputs)
+    inputs = tuple(
+        jax.device_put(jnp.asarray(x, case.dtype), NamedSharding(mesh, spec)) for x, spec in zip(case.inputs, case.in_specs)
+    )
+    plain = tuple(jnp.asarray(x, case.dtype) for x in case.inputs)
     whole = case.whole or case.op
     expected = whole(*plain)
     weights = [jnp.asarray(RNG.standard_normal(leaf.shape)) for leaf in jax.tree_util.tree_leaves(expected)]
@@ -178,6 +201,11 @@ def check(case: Case, mesh: jax.sharding.Mesh) -> dict[str, Any]:
     result["plain jit calls"] = custom_calls(plain_compiled)
     result["plain jit all-gathers"] = "all-gather" in plain_compiled
     result["callbacks"] = bool(CALLBACK.search(compiled) or CALLBACK.search(plain_compiled))
+    result["scale"] = max(
+        float(np.max(np.abs(np.asarray(leaf, np.float64)), initial=0.0))
+        for leaf in jax.tree_util.tree_leaves((expected, expected_grad))
+    )
+    result["dtypes"] = sorted({str(leaf.dtype) for leaf in jax.tree_util.tree_leaves(jax.jit(jax.grad(loss, argnums))(*inputs))})
     result["shard shape"] = list(inputs[0].addressable_shards[0].data.shape)
     result["input shape"] = list(inputs[0].shape)
     return result

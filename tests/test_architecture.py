@@ -13,7 +13,7 @@ blocks included: a lazy import is still a dependency), and each module has a lay
   4   launch      the launchers
   5   scaffold    the op base, ``Plan``/``RuleOp``, views, dispatch, recording
   6   families    ``stablerules.rules.*``
-  7   face        ``stablerules`` and ``stablerules.testing``
+  7   face        ``stablerules`` (and its generated ``_public``) and ``stablerules.testing``
   8   adapters    ``stablerules.torch``, ``stablerules.jax``, ``stablerules.autograd``
 ====  ==========  ===========================================================================
 
@@ -33,17 +33,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
-        ("_errors", "_config", "_guards", "_val", "_memo", "_version", "_schema", "_layout", "_kernel_pipeline"), 0
+        ("_errors", "_config", "_guards", "_val", "_memo", "_version", "_schema", "_kernel_pipeline", "_renamed", "_private_python", "_private_numba"), 0
     ),
     "_key": 1,
     **dict.fromkeys(
-        ("_arrays", "_units", "_tangents", "_typing", "_registry", "_binding", "_parallel", "_pool", "_objectcode"), 2
+        ("_arrays", "_units", "_tangents", "_typing", "_registry", "_binding", "_parallel", "_pool", "_objectcode", "_keying", "_results"), 2
     ),
     **dict.fromkeys(("_cache", "_codegen", "_cuda"), 3),
     "_launch": 4,
-    **dict.fromkeys(("_op", "_rule", "_half", "_views", "_dispatch", "_record"), 5),
+    **dict.fromkeys(("_op", "_steady", "_plan", "_pullbacks", "_rule", "_half", "_views", "_dispatch", "_record"), 5),
     "rules": 6,
-    **dict.fromkeys(("", "testing"), 7),
+    **dict.fromkeys(("", "_public", "testing"), 7),
     **dict.fromkeys(("torch", "jax", "autograd"), 8),
 }
 LAYER_NAMES = ("bottom", "key", "values", "kernels", "launch", "scaffold", "families", "face", "adapters")
@@ -65,12 +65,17 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("stablerules.torch._native", "stablerules.torch._adapter"): (
         "a type-only import (TYPE_CHECKING) of the adapter's Call and Tensors; same move as above"
     ),
-    ("stablerules._rule", "stablerules._half"): (
-        "the scaffold's lookup routes a 16-bit call to _half, whose HalfPlan subclasses the "
-        "scaffold's Plan (a module-level import at the end of _rule); a lookup hook that _half "
-        "registers would remove it"
-    ),
 }
+
+# The engines' and the interpreter's private names: only a ``_private`` module may name them
+# (``_private_python``, ``_private_numba``, ``jax._private``, ``torch._private``; each pinned by
+# tests/test_private.py).
+PRIVATE_NAMES = frozenset(
+    {
+        "_src", "_C", "_dynfunc", "_helperlib", "_nrt_python", "_data", "_cache_file", "_index_key",
+        "_CacheLocator", "_are_functorch_transforms_active", "_current_level", "encodekey",
+    }
+)
 
 # What the public face may bind besides re-exports: PEP 562's lazy op loading.
 FACE_NAMES = {"__all__", "_OPS", "__getattr__", "__dir__"}
@@ -199,6 +204,35 @@ def face_definitions(root: Path = ROOT) -> list[str]:
     return [name for name in defined if name not in FACE_NAMES]
 
 
+def private_uses(name: str, path: Path) -> list[str]:
+    """The private engine or interpreter names ``name`` uses in its code (attributes, names,
+    imports, strings other than docstrings; comments and docstrings are prose)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found: list[str] = []
+    for node in ast.walk(tree):
+        words: list[str] = []
+        if isinstance(node, ast.Attribute):
+            words = [node.attr]
+        elif isinstance(node, ast.Name):
+            words = [node.id]
+        elif isinstance(node, ast.ImportFrom):
+            words = (node.module or "").split(".") + [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            words = [part for alias in node.names for part in alias.name.split(".")]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words = node.value.split(".")
+        found += [f"{name}:{getattr(node, 'lineno', '?')}: {word}" for word in words if word in PRIVATE_NAMES]
+    return found
+
+
 def _without_allowed(edges: dict[str, set[str]]) -> dict[str, set[str]]:
     return {source: {target for target in targets if (source, target) not in ALLOWED} for source, targets in edges.items()}
 
@@ -234,6 +268,27 @@ def test_allowed_edges_still_exist() -> None:
     edges = graph()
     stale = [edge for edge in ALLOWED if edge[1] not in edges.get(edge[0], set())]
     assert stale == []
+
+
+def test_private_engine_names_only_in_private_modules() -> None:
+    """Numba's, JAX's, torch's and CPython's private names appear only in the ``_private``
+    modules, so an engine that moves one breaks one module (and tests/test_private.py)."""
+    used = [
+        use
+        for name, path in modules().items()
+        if not name.split(".")[-1].startswith("_private")
+        for use in private_uses(name, path)
+    ]
+    assert used == []
+
+
+def test_the_private_name_checker_sees_them(tmp_path: Path) -> None:
+    path = tmp_path / "module.py"
+    path.write_text(
+        '''"""Docstrings may say torch._C."""\nimport os\nfrom jax._src.core import Primitive\n'''
+        '''data = getattr(os.environ, "_data", None)\nx = torch._C.f  # a comment on _dynfunc\n'''
+    )
+    assert [use.split(": ")[1] for use in private_uses("module", path)] == ["_src", "_data", "_C"]
 
 
 def test_the_checker_sees_what_it_must(tmp_path: Path) -> None:

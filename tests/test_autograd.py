@@ -159,7 +159,7 @@ def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
 
 
 def test_every_op_of_stablerules_is_adapted() -> None:
-    # the table (stablerules._layout.LAYOUTS) names every array op of the public face
+    # the table (stablerules._schema.OPS) names every array op of the public face
     ops = {name for name in sr.__all__ if isinstance(getattr(sr, name), type(sr.kron).__mro__[1])}
     assert ops == set(sra.__all__)
 

@@ -378,7 +378,9 @@ def test_torch_and_engine_rows_are_goals_with_numbers() -> None:
 
 
 MODELS = {("kalman tape", "numpy"), ("densenet121", "torch eager"), ("unet", "torch eager"), ("embedding", "torch eager"),
-          ("kalman", "torch eager"), ("jax_unet", "jax jit"), ("kalman", "jax jit")}
+          ("kalman", "torch eager"), ("jax_unet", "jax jit"), ("kalman", "jax jit"),
+          ("densenet121 bf16", "torch eager"), ("unet bf16", "torch eager"),
+          ("jax_unet bf16", "jax jit")}
 
 
 def test_models_tiny_rows_match_gradients_and_render(tmp_path: Path) -> None:
@@ -401,7 +403,7 @@ def test_models_tiny_rows_match_gradients_and_render(tmp_path: Path) -> None:
             assert isinstance(row[key], float) and cast(float, row[key]) > 0, (key, row)
         if row["engine"] != "numpy":
             assert isinstance(row["grad_max_abs_diff"], float) and row["grad_max_abs_diff"] < 1e-4, row
-        if row["model"] in ("unet", "embedding", "kalman"):
+        if row["model"] in ("unet", "embedding", "kalman", "unet bf16"):
             assert isinstance(row["op_ours_s"], float) and isinstance(row["op_stock_s"], float), row
     tape = _mapping(section["tape"])
     assert [_mapping(r)["T"] for r in cast(list[object], tape["rows"])] == [20, 40]
@@ -418,3 +420,40 @@ def test_models_tiny_rows_match_gradients_and_render(tmp_path: Path) -> None:
     assert "Real models" in with_models
     for model, engine in MODELS:
         assert f"| {model}" in with_models and f"| {engine} |" in with_models
+
+
+def test_half_rows_are_checked_goals_drawn_and_rendered() -> None:
+    """``bench/half.py`` (W3 and W10 in bfloat16, run by ``--engines``): ours and both peers ran
+    in both dtypes with ours' bf16 gradient within one bf16 ulp of the float64 pullback; a
+    measured row's goal (lead in bf16 over lead in float32 >= 1) is a goal of the run, drawn in
+    the figure and rendered in the README's table; tiny rows are not measured."""
+    pytest.importorskip("matplotlib")
+    run = _bench_module("bench_run_under_test")
+    half = importlib.import_module("half")
+    rows = half.run_half("tiny")
+    assert [row.workload for row in rows] == ["W3", "W10"]
+    for row in rows:
+        assert row.error is None, row
+        assert set(row.times) == {f"{who} {dtype}" for who in ("ours", "torch", "jax") for dtype in ("float32", "bfloat16")}
+        assert row.grad_error["ours bfloat16"] <= 2.0**-7 and row.passed == {"torch": None, "jax": None}
+    measured = half.HalfRow("W3", "repeat(...)", times={"ours float32": 1e-4, "ours bfloat16": 2e-4},
+                            ahead={"torch": {"float32": 10.0, "bfloat16": 12.0}, "jax": {"float32": 8.0, "bfloat16": 2.0}},
+                            goal={"torch": 1.2, "jax": 0.25}, passed={"torch": True, "jax": False})
+    goals = run.collect_goals([], run.CacheReport(), (), (), [*rows, measured])
+    by_name = {str(goal["name"]): goal for goal in goals}
+    assert by_name[run.half_goal_name("W3", "torch")]["passed"] is True
+    assert by_name[run.half_goal_name("W3", "jax")]["passed"] is False
+    assert sum(1 for goal in goals if goal["passed"] is None) == 4  # the tiny rows
+    kept = json.loads((REPO_ROOT / "bench" / "readme_results.json").read_text(encoding="utf-8"))
+    # the kept results' own half goals are replaced by this test's measured row's
+    kept_goals = [goal for goal in kept["goals"] if goal.get("kind") != "half"]
+    document = kept | {"half": half.as_json([measured]), "goals": kept_goals + goals[4:]}
+    figure = run.draw(document)
+    try:
+        _assert_every_goal_drawn(figure, document)
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(figure)
+    text = importlib.import_module("readme_table").render(document)
+    assert "| W3 | torch |" in text and "1.20 [>= 1: pass]" in text and "0.25 [>= 1: **MISS**]" in text

@@ -33,12 +33,22 @@ OTHER_CASES = (
     "concatenate", "stack", "hstack", "vstack", "cat", "cat block-diagonal", "flip", "roll",
     "permute_dims", "transpose", "reshape", "broadcast_to", "sum", "mean", "pad", "split",
 )  # fmt: skip
+HALF_DTYPES = ("bfloat16", "float16")
+HALF_CASES = tuple(f"{case} {dtype}" for dtype in HALF_DTYPES for case in ("repeat", "tile", "kron", "broadcast_to", "sum"))
+# 16-bit results against the unsharded ones in the same format: a replicated operand's
+# gradient (kron's b) is the sum of the shards' gradients, each rounded to the format once
+# and then added in it, where the unsharded one rounds once: a few units in the last place.
+HALF_TOLERANCE = {"bfloat16": 2.0**-6, "float16": 2.0**-9}  # relative to the largest value
+# The custom calls of the 16-bit kernel cases: our float32 kernels on the shards (the format
+# converted around them inside the lowering); the plain-jit forward on an explicit mesh moves
+# repeat's and tile's bits as uint16 and computes kron's products in float32.
+HALF_PLAIN_JIT = {"repeat": "u16", "tile": "u16", "kron": "f32"}
 QUANTITIES = ("forward", "jit forward", "grad", "jit grad", "plain jit forward", "plain jit grad")
 
 # (operand types, result types) of each kernel op's custom calls in the compiled HLO of
 # ``jit(shard_map(op))`` and ``jit(grad(... shard_map(op) ...))``: the pullback (the forward is
 # XLA's own ops), on shards of 2 rows of the 4-row inputs (kron's second operand is replicated, 2 x 5).
-SHARD_CALLS = {
+SHARD_CALLS: dict[str, set[tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "repeat": {(("f64[2,9]",), ("f64[2,3]",))},
     "repeat inner/outer": {(("f64[2,18]",), ("f64[2,3]",))},
     "tile": {(("f64[2,6]",), ("f64[2,3]",))},
@@ -46,7 +56,7 @@ SHARD_CALLS = {
 }
 # The forwards under a plain jit of inputs sharded over an explicit mesh axis: one call of our
 # forward kernel on the gathered (whole) arrays.
-PLAIN_JIT_CALLS = {
+PLAIN_JIT_CALLS: dict[str, set[tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "repeat": {(("f64[4,3]",), ("f64[4,9]",))},
     "repeat inner/outer": {(("f64[4,3]",), ("f64[4,18]",))},
     "tile": {(("f64[4,3]",), ("f64[4,6]",))},
@@ -113,6 +123,35 @@ def test_a_plain_jit_of_sharded_inputs_gathers_them_first(report: dict[str, Any]
         assert entry["plain jit all-gathers"]
     else:  # the forward is XLA's own ops, which XLA partitions itself: no custom call, no gather
         assert entry["plain jit calls"] == [] and not entry["plain jit all-gathers"]
+
+
+@pytest.mark.parametrize("mesh", MESHES)
+@pytest.mark.parametrize("case", HALF_CASES)
+def test_sixteen_bit_floats_under_shard_map(report: dict[str, Any], mesh: str, case: str) -> None:
+    entry = report[f"{mesh}: {case}"]
+    assert "error" not in entry, entry.get("error")
+    op, dtype = case.rsplit(" ", 1)
+    assert entry["dtypes"] == [dtype]  # gradients have the primals' dtype
+    differences = {quantity: entry[quantity] for quantity in QUANTITIES}
+    assert max(differences.values()) <= HALF_TOLERANCE[dtype] * entry["scale"], differences
+    if op != "kron":  # no sum over shards: each shard's values are the unsharded ones, bit for bit
+        assert max(differences.values()) == 0.0, differences
+    assert entry["shard shape"] != entry["input shape"] and not entry["callbacks"]
+    if op in KERNEL_CASES:
+        wide = {
+            (tuple(t.replace("f64", "f32") for t in operands), tuple(t.replace("f64", "f32") for t in results))
+            for operands, results in SHARD_CALLS[op]
+        }
+        assert _calls(entry["shard_map calls"]) == wide
+        if mesh == "explicit":
+            moved = HALF_PLAIN_JIT[op]
+            plain = {
+                (tuple(t.replace("f64", moved) for t in operands), tuple(t.replace("f64", moved) for t in results))
+                for operands, results in PLAIN_JIT_CALLS[op]
+            }
+            assert _calls(entry["plain jit calls"]) == plain
+    else:
+        assert entry["shard_map calls"] == [] and entry["plain jit calls"] == []
 
 
 @pytest.mark.parametrize("case", OTHER_CASES)

@@ -211,6 +211,9 @@ def test_record_sees_the_torch_adapters_calls(tmp_path: Path) -> None:
     # repeat's pullback is our kernel in torch (a small kron's is torch's own: no signature of
     # ours would run, so none would be recorded)
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    # a signature the program used before the block opened is recorded too (the adapter's own
+    # signature cache skips the core's lookup on a known signature; an open recording does not)
+    torch.autograd.grad(srt.repeat(x, Val(2), axis=Val(0)).sum(), x)
     with sr.record(path) as recording:
         y = srt.repeat(x, Val(2), axis=Val(0))
         (gradient,) = torch.autograd.grad((y * y).sum(), x)

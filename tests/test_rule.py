@@ -31,7 +31,8 @@ from stablerules._registry import FRULES, PULLBACK_BUILDERS, RRULES
 from stablerules._guards import count_launches
 from stablerules._key import KernelSource, ShapeSignature
 from stablerules._launch import context_launches, cpu_launcher, kernel_launches
-from stablerules._rule import DensePullback, Plan, RuleOp
+from stablerules._plan import DensePullback, Plan
+from stablerules._rule import RuleOp
 from stablerules._tangents import Cotangent, DenseCotangent
 from stablerules.testing import test_frule as check_frule
 from stablerules.testing import test_rrule as check_rrule

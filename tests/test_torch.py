@@ -9,11 +9,13 @@ calls, compiled results against eager ones.
 from __future__ import annotations
 
 import warnings
+import dataclasses
 import importlib
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import assert_type, cast
 
@@ -92,14 +94,44 @@ def test_inputs_are_read_in_place_and_results_own_their_memory() -> None:
 # reverse and forward mode, first and second order, against finite differences
 
 
+@contextmanager
+def _our_kernels() -> Iterator[None]:
+    """Every kernel op's signatures take our kernel's pullback, small ones too (no
+    ``torch_below`` bound): the case tables' small shapes then check our kernels."""
+    saved = dict(_native.FACTS)
+    _adapter._clear_tables()
+    try:
+        for name, fact in saved.items():
+            _native.FACTS[name] = dataclasses.replace(fact, torch_below=0)
+        yield
+    finally:
+        _native.FACTS.update(saved)
+        _adapter._clear_tables()
+
+
+def _bounded(case: Case) -> bool:
+    """Whether the case's op has a small-size choice (its small signatures: torch's pullback)."""
+    return _native.FACTS[op_of(case.id)].torch_below > 0
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_gradcheck(case: Case) -> None:
     assert torch.autograd.gradcheck(case.call, tuple(_inputs(case)), check_forward_ad=True)
+    if _bounded(case):  # the case's shapes are small: our kernel's pullback too
+        with _our_kernels():
+            inputs = tuple(_inputs(case))
+            assert "Forward" in _node(case.call(*inputs))  # our autograd Function
+            assert torch.autograd.gradcheck(case.call, inputs, check_forward_ad=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_gradgradcheck(case: Case) -> None:
     assert torch.autograd.gradgradcheck(case.call, tuple(_inputs(case)))
+    if _bounded(case):
+        with _our_kernels():
+            inputs = tuple(_inputs(case))
+            assert "Forward" in _node(case.call(*inputs))
+            assert torch.autograd.gradgradcheck(case.call, inputs)
 
 
 def test_complex_kron_to_second_order() -> None:
@@ -196,8 +228,15 @@ def test_vmap_uses_the_batching_rule(case: Case, monkeypatch: pytest.MonkeyPatch
     facts = _native.FACTS[op_of(case.id)]
     if facts.pullback == "kernel" and not facts.torch_below:
         assert calls, "vmap did not go through the op's batching rule"
-    elif facts.pullback == "kernel":  # small: torch's own op (a per-signature choice)
-        pass
+    elif facts.pullback == "kernel":  # small: torch's own op (a per-signature choice); ours checked here
+        calls.clear()
+        with _our_kernels():
+            got = _parts(torch.vmap(case.call)(*batched))
+            samples = [_parts(case.call(*(t[i] for t in batched))) for i in range(size)]
+            for part, batched_part in enumerate(got):
+                expected = torch.stack([cast("torch.Tensor", sample[part]) for sample in samples])
+                assert torch.allclose(cast("torch.Tensor", batched_part), expected)
+        assert calls, "vmap did not go through the op's batching rule"
     else:  # plain torch code: torch's own batching rules, none of ours
         assert not calls
 
@@ -457,7 +496,7 @@ def test_keyword_tensors_bind_in_parameter_order() -> None:
 
 
 def test_no_grad_calls_build_no_graph_and_linear_calls_save_no_tensors() -> None:
-    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(30, 40, dtype=torch.float64, requires_grad=True)  # above repeat's small-size bound
     with torch.no_grad():
         assert srt.repeat(x, Val(2), axis=Val(0)).grad_fn is None
     y = srt.repeat(x, Val(2), axis=Val(0))
@@ -465,7 +504,7 @@ def test_no_grad_calls_build_no_graph_and_linear_calls_save_no_tensors() -> None
     with torch.no_grad():
         x.add_(1.0)  # a linear op's backward reads no primal: modifying x is no error
     (g,) = torch.autograd.grad(y.sum(), x)
-    assert torch.equal(g, torch.full((3, 4), 2.0, dtype=torch.float64))
+    assert torch.equal(g, torch.full((30, 40), 2.0, dtype=torch.float64))
 
 
 def test_inputs_keep_their_storage_resizable() -> None:
@@ -549,6 +588,39 @@ def test_half_precision_forwards_and_float32_pullbacks(dtype: torch.dtype) -> No
     (stock_grad,) = torch.autograd.grad(x.tile(2).float().pow(2).sum(), x)
     assert got_grad.dtype == dtype
     torch.testing.assert_close(got_grad.double(), stock_grad.double(), rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_half_precision_pullbacks_are_the_float64_gradient_rounded_once(dtype: torch.dtype) -> None:
+    """On the CPU a 16-bit tensor reaches the core's 16-bit kernels as it is (bfloat16 as
+    ml_dtypes' bits over the same memory): each adding pullback is the float64 gradient of the
+    same 16-bit inputs rounded once to the dtype, within one unit in the last place (a float32
+    sum of more than 2^24 in range may round differently); the reference is torch's own ops in
+    float64."""
+    generator = torch.Generator().manual_seed(11)
+    x = torch.randn(40, 33, generator=generator).to(dtype).requires_grad_()
+    b = torch.randn(7, 5, generator=generator).to(dtype).requires_grad_()
+    index = torch.randint(0, 33, (300,), generator=generator)
+    Op = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    cases: list[tuple[Op, Op, int]] = [  # (ours, torch's own for the float64 reference, how many of x, b)
+        (lambda t, _: srt.repeat(t, Val(24), axis=Val(1)), lambda t, _: t.repeat_interleave(24, dim=1), 1),
+        (lambda t, _: srt.tile(t, Val((3, 8))), lambda t, _: t.tile((3, 8)), 1),
+        (lambda t, _: srt.take(t, index, axis=Val(1)), lambda t, _: t.index_select(1, index), 1),
+        (lambda t, _: srt.broadcast_to(t[:1], Val((64, 33))), lambda t, _: t[:1].expand(64, 33), 1),
+        (lambda t, u: srt.kron(t, u), lambda t, u: torch.kron(t, u), 2),
+    ]
+    ulp = 2.0 ** -7 if dtype == torch.bfloat16 else 2.0 ** -10
+    for ours, stock, count in cases:
+        y = ours(x, b)
+        dy = torch.randn(y.shape, generator=generator).to(dtype)
+        grads = torch.autograd.grad(y, (x, b)[:count], dy)
+        wide = (x.detach().double().requires_grad_(), b.detach().double().requires_grad_())
+        references = torch.autograd.grad(stock(*wide), wide[:count], dy.double())
+        for got, reference in zip(grads, references, strict=True):
+            assert got.dtype == dtype
+            rounded = reference.to(dtype).double()
+            scale = torch.clamp(rounded.abs(), min=torch.finfo(dtype).tiny)
+            assert ((got.double() - rounded).abs() <= ulp * scale).all(), (ours, (got.double() - rounded).abs().max())
 
 
 def test_kron_takes_python_scalars_as_numpy_does() -> None:
@@ -912,7 +984,7 @@ def test_view_ops_are_plain_torch_code_and_kernel_ops_run_our_pullback() -> None
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     assert type(srt.concatenate((x, x)).grad_fn).__name__ == "CatBackward0"
     assert type(srt.flip(x, Val(0)).grad_fn).__name__ == "FlipBackward0"
-    y = srt.repeat(x, Val(2), axis=Val(0))
+    y = srt.repeat(x.detach().repeat(10, 10).requires_grad_(), Val(2), axis=Val(0))  # above the small-size bound
     assert "_PlainForward" in type(y.grad_fn).__name__
     for name, facts in _native.FACTS.items():
         assert facts.pullback in ("torch", "kernel") and name in _native.FORWARDS
@@ -937,7 +1009,7 @@ def test_our_kernels_follow_torchs_thread_count(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(_adapter, "_run_pullback", spy)
     monkeypatch.delenv("STABLERULES_NUM_THREADS", raising=False)
     before = torch.get_num_threads()
-    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(30, 40, dtype=torch.float64, requires_grad=True)  # above repeat's small-size bound
     try:
         torch.set_num_threads(1)
         torch.autograd.grad(srt.repeat(x, Val(2), axis=Val(0)).sum(), x)
@@ -947,3 +1019,137 @@ def test_our_kernels_follow_torchs_thread_count(monkeypatch: pytest.MonkeyPatch)
         torch.set_num_threads(before)
     assert seen == [1, 3] and _parallel.ENGINE_THREADS.count == 0
     assert elsewhere == [0, 0]
+
+
+# --------------------------------------------------------------------------------------------
+# which implementation a signature runs (SPEC section 14): sr.explain and the counters
+
+
+def test_explain_names_the_implementation_each_signature_runs_and_the_graph_agrees() -> None:
+    """``sr.explain(srt.<op>, ...)`` names torch's forward op, whose pullback runs (torch's
+    autograd or our kernel, with kron's per-signature size choice) and why; what it says is
+    what a call does: the autograd node of the result is torch's own or our Function's."""
+    generator = torch.Generator().manual_seed(11)
+
+    def leaf(*shape: int) -> torch.Tensor:
+        return torch.randn(shape, dtype=torch.float64, generator=generator, requires_grad=True)
+
+    parts = [leaf(2, 3), leaf(2, 4)]
+    text = sr.explain(srt.concatenate, parts, axis=Val(1))
+    assert "forward: torch.cat (torch's own op)" in text and "pullback: torch's autograd" in text
+    assert _native.FACTS["concatenate"].why in text and "def kernel" not in text
+    assert "Cat" in _node(srt.concatenate(parts, axis=Val(1)))
+
+    small_a, small_b = leaf(4, 4), leaf(3, 3)
+    text = sr.explain(srt.kron, small_a, small_b)
+    assert "forward: torch.kron" in text
+    assert "pullback: torch's autograd in eager mode; under torch.compile our compiled kernel" in text
+    assert f"144 elements, below kron's bound of {_native.KRON_TORCH_BELOW}" in text
+    node = _node(srt.kron(small_a, small_b))
+    assert "Forward" not in node, node  # torch's own nodes (kron is a composite op in torch)
+
+    big_a, big_b = leaf(30, 40), leaf(50, 30)
+    text = sr.explain(srt.kron, big_a, big_b)
+    assert "pullback: our compiled kernel\n" in text and "torch.ops.stablerules.kron_vjp" in text
+    assert _native.FACTS["kron"].why in text and "1800000" in text
+    assert "# --- kron pullback ---" in text and "def kernel(" in text  # the kernel it runs
+    node = _node(srt.kron(big_a, big_b))
+    assert "Forward" in node, node  # our autograd Function
+
+    x = leaf(40, 50)  # above repeat's small-size bound (_native.REPEAT_TORCH_BELOW)
+    text = sr.explain(srt.repeat, x, Val(2), axis=Val(0))
+    assert "forward: Tensor.repeat_interleave" in text and "pullback: our compiled kernel" in text
+    assert "# --- repeat pullback ---" in text
+
+    # the counters: each op's signatures by implementation
+    srt.kron(leaf(2, 2), leaf(2, 2))
+    counts = _signature_counts(srt.kron)
+    assert counts.get("forward torch.kron; pullback torch's autograd", 0) >= 2  # (4,4)x(3,3), (2,2)x(2,2)
+    assert counts.get("forward torch.kron; pullback our compiled kernel", 0) >= 1
+    assert set(_signature_counts(srt.concatenate)) == {"forward torch.cat; pullback torch's autograd"}
+
+    # the core's explain of a core op is unchanged; a bad call's error is the call's own
+    assert sr.explain(sr.concatenate, [np.ones(2), np.ones(3)]) == ""
+    with pytest.raises(ValueError) as called:
+        srt.concatenate([leaf(2, 3), leaf(3, 3)], axis=Val(1))
+    with pytest.raises(ValueError) as explained:
+        sr.explain(srt.concatenate, [leaf(2, 3), leaf(3, 3)], axis=Val(1))
+    assert str(explained.value) == str(called.value)
+
+
+def _node(tensor: torch.Tensor) -> str:
+    """The name of the autograd node that made ``tensor``."""
+    assert tensor.grad_fn is not None
+    return str(tensor.grad_fn.name())
+
+
+def _signature_counts(op: object) -> dict[str, int]:
+    assert isinstance(op, _adapter.TorchOp)
+    return op.implementations()
+
+
+@pytest.mark.parametrize(
+    ("name", "small", "large"),
+    [
+        ("repeat", lambda x: srt.repeat(x, Val(2), axis=Val(1)), (4, 5, 6)),
+        ("repeat", lambda x: srt.repeat(x, inner=Val((1, 2, 1))), (4, 5, 6)),
+        ("tile", lambda x: srt.tile(x, Val((2, 1, 2))), (4, 5, 6)),
+    ],
+    ids=["repeat-axis", "repeat-inner", "tile"],
+)
+def test_a_small_repeat_or_tile_runs_torchs_pullback_and_a_large_one_ours(
+    name: str, small: Callable[[torch.Tensor], torch.Tensor], large: tuple[int, ...]
+) -> None:
+    """Issue 35: below the op's ``torch_below`` bound a signature of its small form runs torch's
+    own pullback in eager mode (the Implementation record, the autograd node and the gradient
+    agree), above it our kernel; under ``torch.compile`` both are our ``<name>_vjp`` custom op."""
+    generator = torch.Generator().manual_seed(35)
+    bound = _native.FACTS[name].torch_below
+    assert bound > 0
+    x = torch.randn(large, dtype=torch.float64, generator=generator, requires_grad=True)
+    big = torch.randn(tuple(4 * n for n in large), dtype=torch.float64, generator=generator, requires_grad=True)
+    assert small(x).numel() < bound <= small(big).numel()
+    op = getattr(srt, name)
+    _adapter._clear_tables()
+    for tensor, pullback, node in ((x, "torch", "Backward0"), (big, "kernel", "Forward")):
+        before = list(_signature_table(op).values())
+        y = small(tensor)
+        (signature,) = [s for s in _signature_table(op).values() if s not in before]
+        assert signature.implementation.pullback == pullback
+        assert signature.implementation.compiled_pullback == "kernel"
+        assert node in _node(y) and ("Forward" in _node(y)) == (pullback == "kernel"), _node(y)
+        if pullback == "torch":
+            assert f"below {name}'s bound of {bound}" in signature.implementation.why
+        else:
+            assert signature.implementation.why.startswith(_native.FACTS[name].why)
+        dy = torch.randn(y.shape, dtype=torch.float64, generator=generator)
+        (got,) = torch.autograd.grad(y, tensor, dy)
+        # an independent reference: the adjoint of the forward's linear map, by torch's own autograd
+        # of NumPy's result computed as a gather (indices of the flattened input)
+        index = torch.arange(tensor.numel(), dtype=torch.float64).reshape(tensor.shape)
+        gathered = small(index.detach()).long().reshape(-1)
+        expected = torch.zeros(tensor.numel(), dtype=torch.float64).index_add_(0, gathered, dy.reshape(-1))
+        assert torch.allclose(got, expected.reshape(tensor.shape))
+    assert _signature_counts(op) == {
+        f"forward {_native.FACTS[name].forward}; pullback torch's autograd": 1,
+        f"forward {_native.FACTS[name].forward}; pullback our compiled kernel": 1,
+    }
+
+    # under torch.compile: our custom op in the backward graph, small or large
+    from torch._functorch._aot_autograd.utils import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    for tensor in (x, big):
+        graphs: list[str] = []
+
+        def capture(gm: torch.fx.GraphModule, example_inputs: object) -> object:
+            graphs.append(gm.code)
+            return make_boxed_func(gm.forward)
+
+        torch._dynamo.reset()
+        backend = aot_autograd(fw_compiler=capture, bw_compiler=capture)
+        compiled = torch.compile(lambda t: small(t).sin().sum(), backend=backend, fullgraph=True)
+        (got,) = torch.autograd.grad(compiled(tensor), tensor)
+        (expected,) = torch.autograd.grad(small(tensor).sin().sum(), tensor)
+        assert torch.allclose(got, expected)
+        assert any(f"stablerules.{name}_vjp" in code for code in graphs), graphs

@@ -1,6 +1,6 @@
 """The machinery behind ``stablerules.autograd``: any of our ops as a HIPS autograd primitive.
 
-Each op of :data:`stablerules._layout.LAYOUTS` (generated from the op schema) becomes one
+Each op of :data:`stablerules._schema.OPS` (the op schema) becomes one
 function with the op's name and argument forms (``stablerules.autograd._ops``; the call is
 split into differentiable leaves and structure by the shared binder, ``stablerules._binding``). Called on plain NumPy arrays it is the op itself. Called with any argument
 boxed by autograd, it runs two primitives:
@@ -24,7 +24,7 @@ cotangent from a rule is materialized here (:func:`dense`); a complex cotangent 
 autograd's (transpose) convention (:func:`engine_pullback`). Integer arrays (``repeat``'s counts)
 are static.
 
-How an op depends on its arrays (its layout's ``kind``):
+How an op depends on its arrays (its schema row's ``kind``):
 
 - ``"linear"``: jointly linear in all of them (repeat, tile, the concatenate family, the
   structure ops, the indexing ops in ``x`` and ``values``). Its pushforward is the op applied
@@ -62,7 +62,7 @@ import stablerules as sr
 
 from .._arrays import ArraySpec
 from .._binding import Structure, binder, split_leaves
-from .._layout import OpLayout
+from .._schema import OpSchema
 from .._tangents import Fill, NoTangent, ZeroTangent, unthunk
 
 Array = npt.NDArray[np.generic]
@@ -76,11 +76,11 @@ _pullback: Callable[..., Pullback] = sr.pullback
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Call:
-    """One call's static part: the op, its layout, the call's structure and the leaves'
+    """One call's static part: the op, its schema row, the call's structure and the leaves'
     shapes and dtypes (what a linear op's pullback needs instead of the arrays)."""
 
     op: Callable[..., object]
-    layout: OpLayout
+    schema: OpSchema
     structure: Structure
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[np.dtype[np.generic], ...]
@@ -98,7 +98,7 @@ class _Call:
         """The pullback without a forward pass's stash, through ``sr.pullback`` (no primal
         computed): a linear op's from the leaves' shapes and dtypes alone (``ArraySpec``s: it
         reads no values), a multilinear op's at ``leaves``."""
-        if leaves is None and not self.layout.primal_free:  # the op keeps its data: arrays, values unused
+        if leaves is None and not self.schema.primal_free:  # the op keeps its data: arrays, values unused
             leaves = [np.zeros(shape, dtype) for shape, dtype in zip(self.shapes, self.dtypes)]
         elif leaves is None:
             leaves = [ArraySpec(shape, dtype) for shape, dtype in zip(self.shapes, self.dtypes)]
@@ -108,9 +108,9 @@ class _Call:
     def tangent_call(self) -> _Call:
         """The call of the op's tangent map: itself, but for an affine op's static constant
         (made zero, ``Structure.linearized``)."""
-        if self.layout.constant is None:
+        if self.schema.constant is None:
             return self
-        return _Call(self.op, self.layout, self.structure.linearized(self.layout.constant), self.shapes, self.dtypes)
+        return _Call(self.op, self.schema, self.structure.linearized(self.schema.constant), self.shapes, self.dtypes)
 
 
 def _is_leaf(value: object) -> bool:
@@ -158,7 +158,7 @@ def _forward_vjp(argnums: tuple[int, ...], ans: object, args: tuple[object, ...]
     assert isinstance(call, _Call)
     leaves = args[1:]
     back = _STASH.back if _STASH.y is not None and _STASH.y is getval(ans) else None
-    multilinear = call.layout.kind == "multilinear"
+    multilinear = call.schema.kind == "multilinear"
 
     def forward_vjp(g: object) -> tuple[object, ...]:
         grads = _backward(call, back, g, *leaves) if multilinear else _backward(call, back, g)
@@ -204,10 +204,10 @@ defvjp_argnums(_forward, _forward_vjp)
 defvjp_argnums(_backward, _backward_vjp)
 
 
-def adapt(layout: OpLayout) -> Callable[..., Array]:
-    """The op of ``layout`` as a function of autograd's boxes (plain arrays: the op itself)."""
-    op: Callable[..., object] = getattr(sr, layout.name)
-    bind = binder(layout.name).bind
+def adapt(schema: OpSchema) -> Callable[..., Array]:
+    """The op of ``schema`` as a function of autograd's boxes (plain arrays: the op itself)."""
+    op: Callable[..., object] = getattr(sr, schema.name)
+    bind = binder(schema.name).bind
     owner = "stablerules.autograd."
 
     def adapted(*args: object, **kwargs: object) -> Array:
@@ -217,17 +217,17 @@ def adapt(layout: OpLayout) -> Callable[..., Array]:
         values = [np.asarray(getval(leaf)) for leaf in leaves]
         call = _Call(
             op,
-            layout,
+            schema,
             structure,
             tuple(value.shape for value in values),
             tuple(value.dtype for value in values),
         )
         return _forward(call, *leaves)  # type: ignore[return-value]
 
-    adapted.__name__ = adapted.__qualname__ = layout.name
+    adapted.__name__ = adapted.__qualname__ = schema.name
     adapted.__module__ = "stablerules.autograd._ops"
     adapted.__doc__ = (
-        f"``stablerules.{layout.name}`` as a HIPS autograd primitive: same arguments (statics as "
+        f"``stablerules.{schema.name}`` as a HIPS autograd primitive: same arguments (statics as "
         f"``Val``), differentiable to any order with ``autograd.grad``; gradients are dense "
         f"writable arrays.\n\n{getattr(op, '__call__').__doc__ or ''}"
     )

@@ -36,9 +36,37 @@ Decisions:
 - **Errors** are ours, raised at trace time before XLA sees the call: every op is validated
   by the NumPy op's own checks on an ``ArraySpec`` (shape and dtype, no data) and every
   message starts with the op's name, then names the argument and the shapes. Dtypes are the
-  NumPy ops' (bool, integers, float32/64, complex64/128): bfloat16 and float16 inputs get
-  our ``TypeError``, also for the ops that are ``jnp``'s underneath, so an op accepts the
-  same inputs on either array type.
+  NumPy ops' (bool, integers, float16, bfloat16, float32/64, complex64/128), so an op
+  accepts the same inputs on either array type; a 16-bit float is validated as a float32
+  stand-in of its shape (the checks are of shapes and dtype kinds).
+- **bfloat16 and float16** (``jnp.bfloat16``, ``jnp.float16``; SPEC section 15) in every op,
+  under every transform, results with ``jnp``'s dtypes. Forwards that are XLA's own ops take
+  them as they are, so they equal ``jnp``'s bit for bit (data movement moves bits; kron's
+  product is XLA's, one rounding of a product exact in float32). Pullbacks that add
+  accumulate in float32 and round once (to nearest even, XLA's convert):
+
+  - *our FFI kernels* (repeat/tile and kron pullbacks; the forwards' kernels on explicitly
+    sharded operands): no 16-bit kernels; the lowering (``_ops._half_ffi``) converts the
+    operands to float32 (exact), binds the float32 kernel and converts the results back,
+    all inside one lowering, so the primitive keeps the 16-bit type to ``jit``, ``grad``,
+    ``vmap`` and ``shard_map`` alike. A repeat/tile forward kernel moves the bits as
+    ``uint16`` instead. Chosen over 16-bit handlers reading the formats' bits: two XLA
+    converts (fused with their neighbours) against a second set of handlers and kernels.
+    kron's pullback kernel sums in float64 and rounds to float32 before the format: on rare
+    sums that is a double rounding, within one unit in the last place of the once-rounded sum.
+  - *XLA's own adding transposes* (broadcast_to's reduction, the scatter-adds of take and
+    take_along_axis, the sum over pad's border for a traced constant): XLA's CPU backend
+    adds 16-bit operands in the format as it goes (a scatter-add of 1 + 4095 * 2**-9 in
+    bfloat16 stays at 1). These ops are a ``jax.custom_jvp`` (``_ops._wide_linear``) whose
+    forward is the op on the 16-bit arrays and whose tangent map is the op on float32
+    tangents, rounded once: its transpose, which JAX derives, accumulates in float32 and
+    rounds once, and forward mode stays exact. ``index_add``'s forward (a scatter-add) runs
+    in float32 and rounds once (``values`` cast to ``x``'s dtype first, as for every dtype),
+    as NumPy's ``stablerules.index_add`` does; where no index repeats it is ``jnp``'s, bit
+    for bit. The scatter-adds are XLA's sequential CPU loops: deterministic.
+  - sum and mean are ``jnp``'s (which reduce 16-bit inputs in float32); their pullbacks are
+    broadcasts (mean's of ``ct / n`` in float32, rounded: exact for a power-of-two ``n``,
+    else within one unit in the last place).
 - **Other platforms**: no lowering; a ``NotImplementedError`` names the op, the platform and
   the CPU alternative (``jax.device_put(x, jax.devices("cpu")[0])``). Nothing is copied to
   the host behind the user's back.
@@ -49,9 +77,9 @@ Decisions:
   A per-element counts array is data whose values set the output's shape, which ``jit``
   cannot trace: a ``TypeError`` (use ``Val`` counts, or ``jnp.repeat`` with
   ``total_repeat_length``).
-- **kron** of float32/float64 operands (promoted to one dtype) is a primitive over our
-  forward and fused pullback kernels; its jvp with both tangents is ``kron_tangent`` (the sum
-  of two products), whose transpose is one fused pullback call (``dy`` read once for both
+- **kron** of float32/float64 operands (promoted to one dtype; bfloat16/float16: above) is a
+  primitive over our forward and fused pullback kernels; its jvp with both tangents is
+  ``kron_tangent`` (the sum of two products), whose transpose is one fused pullback call (``dy`` read once for both
   gradients). Its ``vmap`` with one operand batched is one kernel call (the other operand
   gets a leading axis of 1: ``kron(a(N, ...), b(1, ...))[n] = kron(a[n], b)``); with both
   batched, and for the pullback (each element's own gradients), an XLA loop over the batch
@@ -107,10 +135,6 @@ from typing import Any, NoReturn, TypeAlias
 
 import jax
 import numpy as np
-# The one private JAX name we use: jax.extend.core.Primitive is this class (a test pins it, and
-# fails first on a jax that moves it), but importing jax.extend costs a fresh process more
-# than a tenth of this package's own import (it imports jax.extend.pallas).
-from jax._src.core import Primitive as Primitive
 from jax.interpreters.mlir import ir
 from jax.interpreters import ad, mlir
 
@@ -118,6 +142,7 @@ from .._cache import CACHE, source_hash
 from .._key import Kernel, KernelSource, ShapeSignature
 from .._codegen import SourceWriter
 from .._memo import memoized, register
+from ._private import Primitive as Primitive
 from .._op import KernelRequest
 from .._val import Val
 

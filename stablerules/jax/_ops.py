@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import Any, TypeAlias, cast
 
 import jax
 import jax.numpy as jnp
@@ -16,9 +16,11 @@ import numpy as np
 from jax.interpreters import ad, batching, mlir
 
 from .._arrays import ArraySpec, check_dtype
+from .._half import is_half
 from .._key import KernelSource, ShapeSignature
 from .._codegen import SourceWriter
-from .._rule import Plan, RuleOp
+from .._plan import Plan
+from .._rule import RuleOp
 from .._val import Val
 from .._views import ViewPlan
 from ..rules import broadcast as _broadcast_rules
@@ -45,6 +47,80 @@ from ._adapter import (
     shaped,
     undefined_aval,
 )
+
+
+# ---------------------------------------------------------------------------------------------
+# The 16-bit floats (bfloat16, float16): see the adapter's docstring
+# ---------------------------------------------------------------------------------------------
+
+_FLOAT32: np.dtype[np.generic] = np.dtype(np.float32)
+_UINT16: np.dtype[np.generic] = np.dtype(np.uint16)
+
+
+def _stand_in_dtype(dtype: np.dtype[np.generic]) -> np.dtype[np.generic]:
+    """The dtype validation sees: float32 for a 16-bit float (the NumPy ops' own plans are
+    written for the dtypes the kernels have; their checks are of shapes and dtype kinds, which
+    float32 shares with the 16-bit formats), any other dtype as it is."""
+    return _FLOAT32 if is_half(dtype) else dtype
+
+
+def _has_half(*values: object) -> bool:
+    return builtins.any(is_half(np.dtype(getattr(value, "dtype"))) for value in values)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _wide_linear(linear: Callable[..., Array], *args: Array) -> Array:
+    """``linear(*args)``, an XLA op linear in its 16-bit arguments (the others, indices, are
+    held fixed) whose transpose adds (a reduction or a scatter-add): the forward is the op on
+    the 16-bit arrays themselves (bits moved, jnp's result), its tangent map the op on
+    float32 tangents rounded once to the result's dtype, so that its transpose accumulates in
+    float32 and rounds once (XLA's CPU scatter-add and reductions of 16-bit operands round
+    to the format as they go)."""
+    return linear(*args)
+
+
+@_wide_linear.defjvp
+def _wide_linear_jvp(linear: Callable[..., Array], primals: tuple[Array, ...], tangents: tuple[Array, ...]) -> tuple[Array, Array]:
+    out = linear(*primals)
+    wide = tuple(t.astype(_FLOAT32) if _has_half(p) else p for p, t in zip(primals, tangents))
+    return out, linear(*wide).astype(out.dtype)
+
+
+def _accumulating(linear: Callable[..., Array], *args: Array) -> Array:
+    """``linear(*args)``; for 16-bit arrays through :func:`_wide_linear`."""
+    if _has_half(*args):
+        return _wide_linear(linear, *args)
+    return linear(*args)
+
+
+def _half_ffi(primitive: Primitive, ffi: mlir.LoweringRule, *, bits: bool = False) -> mlir.LoweringRule:
+    """A CPU lowering of ``primitive`` whose FFI kernels exist for float32 (and the integer
+    dtypes) but not for the 16-bit floats: with a 16-bit operand, the same primitive on the
+    operands converted to float32 (exact), its results rounded once to their 16-bit dtype by
+    XLA's convert (to nearest even, NaN and infinities kept), all inside this lowering; with
+    ``bits`` (pure data movement) on ``uint16`` views of the operands instead, the result
+    viewed back (bit-exact). Other dtypes go to ``ffi`` as they are."""
+
+    def rule(ctx: mlir.LoweringRuleContext, *args: object, **params: object) -> Any:
+        avals = [aval_in(ctx, index) for index in range(len(ctx.avals_in))]
+        if not builtins.any(is_half(np.dtype(aval.dtype)) for aval in avals):
+            return ffi(ctx, *args, **params)
+        out_dtypes = [getattr(aval, "dtype") for aval in ctx.avals_out]
+
+        def wide(*operands: Array, **kwargs: object) -> Any:
+            if bits:
+                moved = [jax.lax.bitcast_convert_type(x, _UINT16) if is_half(np.dtype(x.dtype)) else x for x in operands]
+                result = primitive.bind(*moved, **kwargs)
+                return jax.lax.bitcast_convert_type(result, out_dtypes[0])
+            converted = [x.astype(_FLOAT32) if is_half(np.dtype(x.dtype)) else x for x in operands]
+            results = primitive.bind(*converted, **kwargs)
+            if primitive.multiple_results:
+                return [r.astype(dtype) for r, dtype in zip(results, out_dtypes)]
+            return results.astype(out_dtypes[0])
+
+        return mlir.lower_fun(wide, multiple_results=primitive.multiple_results)(ctx, *args, **params)
+
+    return cast(mlir.LoweringRule, rule)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,10 +308,15 @@ def _forward_lowering(xla: Callable[..., Array], ffi: mlir.LoweringRule) -> mlir
 
 
 # The forward is XLA's own (fusable, nothing to compile); the pullback is our kernel (FFI).
+# 16-bit floats: the forward kernel moves their bits (uint16), the pullback runs in float32.
 mlir.register_lowering(
-    repeat_p, _forward_lowering(_repeat_xla, ffi_lowering(_repeat_lowering_target("forward"))), platform="cpu"
+    repeat_p,
+    _forward_lowering(_repeat_xla, _half_ffi(repeat_p, ffi_lowering(_repeat_lowering_target("forward")), bits=True)),
+    platform="cpu",
 )
-mlir.register_lowering(repeat_pullback_p, ffi_lowering(_repeat_lowering_target("pullback")), platform="cpu")
+mlir.register_lowering(
+    repeat_pullback_p, _half_ffi(repeat_pullback_p, ffi_lowering(_repeat_lowering_target("pullback"))), platform="cpu"
+)
 
 
 def _repeat_transpose(ct: Array, x: object, *, inner: tuple[int, ...], outer: tuple[int, ...]) -> list[Array]:
@@ -349,8 +430,13 @@ def _kron_xla(a: Array, b: Array) -> Array:
 
 
 # The forward is XLA's own (fusable, nothing to compile); the pullback is our kernel (FFI).
-mlir.register_lowering(kron_p, _forward_lowering(_kron_xla, ffi_lowering(_kron_lowering_target("forward"))), platform="cpu")
-mlir.register_lowering(kron_pullback_p, ffi_lowering(_kron_lowering_target("pullback")), platform="cpu")
+# 16-bit floats: both kernels run in float32 (a product of two 16-bit values is exact there).
+mlir.register_lowering(
+    kron_p, _forward_lowering(_kron_xla, _half_ffi(kron_p, ffi_lowering(_kron_lowering_target("forward")))), platform="cpu"
+)
+mlir.register_lowering(
+    kron_pullback_p, _half_ffi(kron_pullback_p, ffi_lowering(_kron_lowering_target("pullback"))), platform="cpu"
+)
 mlir.register_lowering(
     kron_tangent_p,
     mlir.lower_fun(lambda ta, tb, a, b: bind_varying(kron_p, ta, b) + bind_varying(kron_p, a, tb), multiple_results=False),
@@ -496,20 +582,26 @@ batching.primitive_batchers[kron_tangent_p] = _kron_tangent_batch
 batching.primitive_batchers[kron_pullback_p] = _sequential_batch(kron_pullback_p)
 
 
-_KERNEL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+# The 16-bit floats' kernels are the float32 ones (``_half_ffi``).
+_KERNEL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64), np.dtype(jnp.bfloat16), np.dtype(jnp.float16)})
 
 
 def kron(a: Array, b: Array) -> Array:
     """``stablerules.kron`` (``np.kron``) on JAX arrays, inside ``jit``/``grad``/``vmap``.
 
     float32/float64 operands (promoted to one dtype): the forward is XLA's own ops, the fused
-    pullback our kernel inside XLA; complex and integer operands use ``jnp.kron``."""
+    pullback our kernel inside XLA; complex and integer operands use ``jnp.kron``. bfloat16
+    and float16 (jnp's promotion: two different 16-bit formats give float32): the forward
+    is XLA's product in the format, the pullback our float32 kernel (``_half_ffi``), rounded
+    once; beyond the kernels' ranks, ``jnp.kron`` of float32 conversions, rounded once."""
     with errors_named("kron"):
         for operand, name in ((a, "a"), (b, "b")):
             check_dtype(_array_spec(operand, name).dtype, name)
     a_array, b_array = jnp.asarray(a), jnp.asarray(b)
     dtype = np.dtype(jnp.result_type(a_array, b_array))
     if dtype not in _KERNEL_DTYPES or max(a_array.ndim, b_array.ndim) > _kron_rules.EXPORT_MAX_AXES:
+        if is_half(dtype):  # each product exact in float32, rounded once; the pullback's sums too
+            return jnp.kron(a_array.astype(_FLOAT32), b_array.astype(_FLOAT32)).astype(dtype)
         return jnp.kron(a_array, b_array)
     result: Array = bind_varying(kron_p, a_array.astype(dtype), b_array.astype(dtype))
     return result
@@ -525,7 +617,7 @@ def _spec(value: object) -> object:
     ``ArraySpec`` of its shape and dtype; a Python scalar as itself (weak, as NumPy's);
     anything else as itself, for the op's checks to name."""
     if isinstance(value, (jax.Array, np.ndarray, np.generic)):
-        return ArraySpec(tuple(value.shape), np.dtype(value.dtype))
+        return ArraySpec(tuple(value.shape), _stand_in_dtype(np.dtype(value.dtype)))
     return value
 
 
@@ -634,7 +726,7 @@ def _array_spec(value: object, name: str) -> ArraySpec:
                 f"argument {name!r} must be an array (a jax.Array, or what jnp.asarray reads as one), "
                 f"got {type(value).__name__}"
             ) from None
-    return ArraySpec(tuple(getattr(value, "shape")), np.dtype(getattr(value, "dtype")))
+    return ArraySpec(tuple(getattr(value, "shape")), _stand_in_dtype(np.dtype(getattr(value, "dtype"))))
 
 
 def _structure_plan(op: RuleOp, x: object, *args: object, **kwargs: object) -> Plan:
@@ -689,7 +781,8 @@ def broadcast_to(x: Array, shape: Val[int] | Val[tuple[int, ...]] | int | tuple[
     """``stablerules.broadcast_to`` (``np.broadcast_to``) on JAX arrays: XLA's broadcast
     (its transpose a reduction)."""
     plan = _structure_plan(_broadcast_rules.broadcast_to, x, shape)
-    return jnp.broadcast_to(jnp.asarray(x), getattr(plan, "out_shape"))
+    out_shape = getattr(plan, "out_shape")
+    return _accumulating(lambda v: jnp.broadcast_to(v, out_shape), jnp.asarray(x))
 
 
 def _reduction(op: RuleOp, reduce: Callable[..., Array], x: Array, axis: object, keepdims: object) -> Array:
@@ -719,7 +812,7 @@ def pad(
     may be a (traced) scalar array; it is then differentiable."""
     stand_in: object = constant_values
     if isinstance(constant_values, (jax.Array, np.ndarray)):  # a tracer too: checked by shape and dtype
-        stand_in = ArraySpec(tuple(constant_values.shape), np.dtype(constant_values.dtype))
+        stand_in = ArraySpec(tuple(constant_values.shape), _stand_in_dtype(np.dtype(constant_values.dtype)))
     plan = _structure_plan(_pad_rules.pad, x, pad_width, stand_in)
     assert isinstance(plan, _pad_rules.PadPlan)
     array = jnp.asarray(x)
@@ -732,9 +825,13 @@ def pad(
     # folded) mask. Not lax.pad's own padding value: JAX 0.10's transpose of lax.pad with
     # respect to its padding value fails (reduce_sum of None), so grad by the constant would.
     widths = [(before, after, 0) for before, after in pairs]
-    padded = jax.lax.pad(array, jnp.zeros((), array.dtype), widths)
-    border = jax.lax.pad(jnp.zeros(array.shape, bool), jnp.ones((), bool), widths)
-    return jnp.where(border, jnp.asarray(constant_values).astype(array.dtype), padded)
+    border = np.pad(np.zeros(array.shape, bool), pairs, constant_values=True)  # a constant
+
+    def padded(v: Array, constant: Array) -> Array:
+        return jnp.where(border, constant, jax.lax.pad(v, jnp.zeros((), v.dtype), widths))
+
+    # The constant's gradient sums the border: in float32 for the 16-bit formats.
+    return _accumulating(padded, array, jnp.asarray(constant_values).astype(array.dtype))
 
 
 def split(
@@ -764,7 +861,7 @@ _Input: TypeAlias = "Array | np.ndarray[tuple[int, ...], np.dtype[np.generic]]"
 
 def _indexing_spec(value: object) -> ArraySpec:
     array = value if isinstance(value, (jax.Array, np.ndarray)) else np.asarray(value)
-    return ArraySpec(tuple(array.shape), np.dtype(array.dtype))
+    return ArraySpec(tuple(array.shape), _stand_in_dtype(np.dtype(array.dtype)))
 
 
 def _indexing_plan(op: RuleOp, arrays: tuple[object, ...], *statics: object, **kwargs: object) -> Plan:
@@ -797,7 +894,8 @@ def take(
     """``stablerules.take`` (``np.take``) on JAX arrays: XLA's gather (its transpose a scatter-add)."""
     plan = _indexing_plan(_indexing_rules.take, (x, indices), axis, unique=unique, sorted=sorted, deterministic=deterministic)
     assert isinstance(plan, _indexing_rules.TakePlan)
-    return jnp.take(jnp.asarray(x), jnp.asarray(indices), axis=plan.axis, mode="fill")
+    axis_ = plan.axis
+    return _accumulating(lambda v, i: jnp.take(v, i, axis=axis_, mode="fill"), jnp.asarray(x), jnp.asarray(indices))
 
 
 def take_along_axis(x: _Input, indices: _Input, axis: Val[int] | int | None) -> Array:
@@ -809,7 +907,8 @@ def take_along_axis(x: _Input, indices: _Input, axis: Val[int] | int | None) -> 
         array = jnp.reshape(array, (-1,))
     index = jnp.asarray(indices)
     index = jnp.where(index < 0, index + plan.n, index)
-    return jnp.take_along_axis(array, index, axis=0 if plan.axis is None else plan.axis, mode="fill")
+    axis_ = 0 if plan.axis is None else plan.axis
+    return _accumulating(lambda v, i: jnp.take_along_axis(v, i, axis=axis_, mode="fill"), array, index)
 
 
 def index_add(x: _Input, indices: _Input, values: _Input | complex, axis: Val[int] | int = Val(0)) -> Array:
@@ -819,35 +918,7 @@ def index_add(x: _Input, indices: _Input, values: _Input | complex, axis: Val[in
     assert isinstance(plan, _indexing_rules.IndexAddPlan)
     where = (slice(None),) * plan.axis + (jnp.asarray(indices),)
     array = jnp.asarray(x)
-    return array.at[where].add(jnp.asarray(values).astype(array.dtype), mode="drop")
-
-
-# Each op's signature agrees with the one generated from the op schema (mypy checks these
-# annotations; the ops are written out above, as each is its own JAX program).
-# --- generated by tools/generate.py from stablerules/_schema.py: do not edit by hand ---
-if TYPE_CHECKING:
-    from . import _signatures
-
-    _repeat: _signatures.Repeat = repeat
-    _tile: _signatures.Tile = tile
-    _concatenate: _signatures.Concatenate = concatenate
-    _stack: _signatures.Stack = stack
-    _hstack: _signatures.Hstack = hstack
-    _vstack: _signatures.Vstack = vstack
-    _cat: _signatures.Cat = cat
-    _kron: _signatures.Kron = kron
-    _flip: _signatures.Flip = flip
-    _roll: _signatures.Roll = roll
-    _permute_dims: _signatures.PermuteDims = permute_dims
-    _transpose: _signatures.Transpose = transpose
-    _reshape: _signatures.Reshape = reshape
-    _broadcast_to: _signatures.BroadcastTo = broadcast_to
-    _sum: _signatures.Sum = sum
-    _mean: _signatures.Mean = mean
-    _pad: _signatures.Pad = pad
-    _split: _signatures.Split = split
-    _getindex: _signatures.Getindex = getindex
-    _take: _signatures.Take = take
-    _take_along_axis: _signatures.TakeAlongAxis = take_along_axis
-    _index_add: _signatures.IndexAdd = index_add
-# --- end of generated block ---
+    update = jnp.asarray(values).astype(array.dtype)
+    if is_half(np.dtype(array.dtype)):  # the scatter-add in float32 (values cast to x's dtype first), rounded once
+        return array.astype(_FLOAT32).at[where].add(update.astype(_FLOAT32), mode="drop").astype(array.dtype)
+    return array.at[where].add(update, mode="drop")

@@ -76,13 +76,16 @@ from .._arrays import (
 from .._key import KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, nest_limit, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
+from .. import _pool
 from .._memo import memoized
 from .._op import KernelRequest
 from .._launch import cpu_launcher, cuda_launch
-from .._rule import ZERO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp
+from .._plan import DensePullback, KernelPullback, Plan
+from .._results import ZERO_TANGENT
+from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
 from .._typing import deprecated
-from .._units import WIDENED
+from .._units import HALF_FORMATS, WIDENED, cuda_half_helpers, half_helpers
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -183,7 +186,7 @@ def _walk(writer: SourceWriter, pattern: str, body: Callable[[str, str, str], No
 _TILE_ROWS = 4
 
 
-def _reduce_tile(writer: SourceWriter, count: int, wide: str, full: str, kept: str, kind: str) -> None:
+def _reduce_tile(writer: SourceWriter, count: int, wide: str, full: str, kept: str, kind: str, half: bool = False) -> None:
     """The innermost reduced-then-kept pair of a reduction (``...rk``): a tile of ``rows``
     contiguous rows of ``E{last}`` entries, all added into one row of ``acc``.
 
@@ -191,6 +194,7 @@ def _reduce_tile(writer: SourceWriter, count: int, wide: str, full: str, kept: s
     into ``acc``: a quarter of the accumulator's loads and stores per entry of ``dy``, and a
     body that vectorizes along the row. ``full``/``kept`` are the tile's positions from
     ``_walk`` over the pattern without its last group (whose innermost group is the rows).
+    ``half``: ``dy`` holds 16-bit bits, widened where read.
     """
     last = f"E{count - 1}"
     if count == 2:  # the rows are the thread's [lo, hi) range itself
@@ -204,21 +208,29 @@ def _reduce_tile(writer: SourceWriter, count: int, wide: str, full: str, kept: s
     with writer.block(f"for r in range(0, blocked, {_TILE_ROWS}):"):
         for row in range(_TILE_ROWS):
             writer.line(f"row{row} = dy[start + (r + {row}) * {last}:start + (r + {row} + 1) * {last}]")
-        terms = [f"types.{wide}(row{row}[j])" for row in range(_TILE_ROWS)]
+        terms = [f"types.{wide}({_read(f'row{row}[j]', half)})" for row in range(_TILE_ROWS)]
         pairs = [f"({terms[index]} + {terms[index + 1]})" for index in range(0, _TILE_ROWS, 2)]
         with writer.block(f"for j in range({last}):"):
             writer.line(f"out[j] += {' + '.join(pairs)}")
     with writer.block("for r in range(blocked, rows):"):
         writer.line(f"row = dy[start + r * {last}:start + (r + 1) * {last}]")
         with writer.block(f"for j in range({last}):"):
-            writer.line("out[j] += row[j]")
+            writer.line(f"out[j] += {_read('row[j]', half)}")
+
+
+def _read(element: str, half: bool) -> str:
+    """An element of ``dy`` as the sums read it: a 16-bit one widened from its bits."""
+    return f"widen({element})" if half else element
 
 
 def _render_cpu(signature: ShapeSignature) -> KernelSource:
     pattern, mean = signature.static
     assert isinstance(pattern, str)
-    dtype = np.dtype(signature.dtypes[0])
-    wide = WIDENED[dtype.name]
+    # A 16-bit reduction (broadcast_to's pullback): dy's bits are read as uint16 and widened in
+    # the kernel (``_units.half_helpers``), summed in float64 as float32's are.
+    half = signature.dtypes[0] in HALF_FORMATS
+    dtype = np.dtype(np.uint16) if half else np.dtype(signature.dtypes[0])
+    wide = np.dtype(np.float64) if half else WIDENED[dtype.name]
     writer = SourceWriter()
     count = len(pattern)
     extents = [(f"E{group}", INDEX) for group in range(count)]
@@ -231,32 +243,43 @@ def _render_cpu(signature: ShapeSignature) -> KernelSource:
             last = f"E{count - 1}"
             if count == 1:  # a full reduction of [lo, hi)
                 writer.line("row = dy[lo:hi]")
-                writer.line("total = acc[0] * 0")
+                writer.line(f"total = types.{wide.name}(0)  # not acc[0] * 0: a NaN or infinity there is no zero")
                 with writer.block("for j in range(hi - lo):"):
-                    writer.line("total += row[j]")
+                    writer.line(f"total += {_read('row[j]', half)}")
                 writer.line("acc[0] += total")
                 return
             writer.line(f"row = dy[{full}:{full} + {last}]")
             if kind == "k":
                 writer.line(f"out = acc[{kept}:{kept} + {last}]")
                 with writer.block(f"for j in range({last}):"):
-                    writer.line("out[j] += row[j]")
+                    writer.line(f"out[j] += {_read('row[j]', half)}")
             else:
-                writer.line("total = acc[0] * 0")
+                writer.line(f"total = types.{wide.name}(0)  # not acc[0] * 0: a NaN or infinity there is no zero")
                 with writer.block(f"for j in range({last}):"):
-                    writer.line("total += row[j]")
+                    writer.line(f"total += {_read('row[j]', half)}")
                 writer.line(f"acc[{kept}] += total")
 
         if count >= 2 and pattern[-2:] == "rk":
-            _walk(writer, pattern[:-1], functools.partial(_reduce_tile, writer, count, wide.name))
+            _walk(writer, pattern[:-1], functools.partial(_reduce_tile, writer, count, wide.name, half=half))
         else:
             _walk(writer, pattern, reduce_body)
         parameters = [("dy", readonly_array(dtype)), ("acc", writable_array(wide)), *extents, ("lo", INDEX), ("hi", INDEX)]
         description = f"broadcast_to pullback: a sum over the reduced groups of {pattern!r}, one pass over dy"
+        if half:
+            source = cpu_kernel(signature, parameters, writer, description + f" ({signature.dtypes[0]} bits)", reassociate=True, numpy=True)
+            return KernelSource(half_helpers(source.text, signature.dtypes[0]), source.entry)
         return cpu_kernel(signature, parameters, writer, description, reassociate=True)
 
     divide = " / divisor" if mean else ""
     writer.line(f"# dx is the full array (groups {pattern}, extents E0..), dy the kept one: dx[full] = dy[kept]{divide}")
+
+    def scaled(element: str) -> str:
+        """``dy``'s element as ``dx`` takes it: a 16-bit mean's divided in float32 and rounded
+        once more to the format (as the float32 route rounds its float32 quotient); a 16-bit
+        sum's bits copied."""
+        if half and mean:
+            return f"narrow(widen({element}){divide})"
+        return f"{element}{divide}"
 
     def expand_body(full: str, kept: str, kind: str) -> None:
         last = f"E{count - 1}"
@@ -264,28 +287,44 @@ def _render_cpu(signature: ShapeSignature) -> KernelSource:
         if kind == "k":
             writer.line(f"row = dy[{kept}:{kept} + {last}]")
             with writer.block(f"for j in range({last}):"):
-                writer.line(f"out[j] = row[j]{divide}")
+                writer.line(f"out[j] = {scaled('row[j]')}")
         else:
-            writer.line(f"value = dy[{kept}]{divide}")
+            writer.line(f"value = {scaled(f'dy[{kept}]')}")
             with writer.block(f"for j in range({last}):"):
                 writer.line("out[j] = value")
 
     _walk(writer, pattern, expand_body)
     parameters = [("dy", readonly_array(dtype)), ("dx", writable_array(dtype)), *extents]
     if mean:
-        parameters.append(("divisor", numba_scalar(_REAL[dtype.name])))
+        parameters.append(("divisor", numba_scalar("float32" if half else _REAL[dtype.name])))
     parameters += [("lo", INDEX), ("hi", INDEX)]
     what = "mean" if mean else "sum"
     description = f"{what} pullback: dy copied along the reduced groups of {pattern!r}, one pass over dx"
+    if half:
+        source = cpu_kernel(signature, parameters, writer, description + f" ({signature.dtypes[0]} bits)", numpy=True)
+        return KernelSource(half_helpers(source.text, signature.dtypes[0]), source.entry)
     return cpu_kernel(signature, parameters, writer, description)
 
 
 def _render_cuda(signature: ShapeSignature) -> KernelSource:
-    """Gathers: one thread per kept element (reduce) or per full element (expand)."""
+    """Gathers: one thread per kept element (reduce) or per full element (expand). A 16-bit
+    signature (``half``): ``dy`` and ``dx`` are ``uint16`` bits, widened and narrowed in the
+    kernel (``_units.cuda_half_helpers``): the reduction sums in float64 and rounds through
+    float32 (as the float32 kernel and its result's rounding do), sum's expand moves the
+    bits, mean's divides in float32 and rounds once."""
+    source = _render_cuda_text(signature)
+    half = signature.dtypes[0]
+    if half in HALF_FORMATS:
+        return KernelSource(cuda_half_helpers(source.text, half), source.entry)
+    return source
+
+
+def _render_cuda_text(signature: ShapeSignature) -> KernelSource:
     pattern, mean = signature.static
     assert isinstance(pattern, str)
-    dtype = np.dtype(signature.dtypes[0])
-    wide = WIDENED[dtype.name]
+    half = signature.dtypes[0] in HALF_FORMATS
+    dtype = np.dtype(np.uint16) if half else np.dtype(signature.dtypes[0])
+    wide = np.dtype(np.float64) if half else WIDENED[dtype.name]
     count = len(pattern)
     extents = [(f"E{group}", INDEX) for group in range(count)]
     writer = SourceWriter()
@@ -308,8 +347,8 @@ def _render_cuda(signature: ShapeSignature) -> KernelSource:
                 index = f"{pattern[group]}{group}"
                 writer.line(f"at{group} = {previous} * E{group} + {index}" if previous else f"at{group} = {index}")
                 previous = f"at{group}"
-            writer.line(f"total += dy[{previous}]")
-        store = "total" if wide == dtype else f"{numba_scalar(dtype)}(total)"
+            writer.line(f"total += widen(dy[{previous}])" if half else f"total += dy[{previous}]")
+        store = "narrow(np.float32(total))" if half else "total" if wide == dtype else f"{numba_scalar(dtype)}(total)"
         writer.line(f"dx[t] = {store}")
         parameters = [("dy", cuda_array_type(dtype.name)), ("dx", cuda_array_type(dtype.name)), *extents, ("total", INDEX)]
         return cuda_kernel(
@@ -328,10 +367,13 @@ def _render_cuda(signature: ShapeSignature) -> KernelSource:
         if pattern[group] == "k":
             kept = f"i{group}" if kept == "0" else f"({kept}) * E{group} + i{group}"
     divide = " / divisor" if mean else ""
-    writer.line(f"dx[t] = dy[{kept}]{divide}")
+    if half and mean:
+        writer.line(f"dx[t] = narrow(widen(dy[{kept}]) / divisor)")
+    else:
+        writer.line(f"dx[t] = dy[{kept}]{divide}")
     parameters = [("dy", cuda_array_type(dtype.name)), ("dx", cuda_array_type(dtype.name)), *extents]
     if mean:
-        parameters.append(("divisor", numba_scalar(_REAL[dtype.name])))
+        parameters.append(("divisor", numba_scalar("float32" if half else _REAL[dtype.name])))
     parameters.append(("size", INDEX))
     what = "mean" if mean else "sum"
     return cuda_kernel(
@@ -519,6 +561,53 @@ class BroadcastPlan(_IndexPlan):
 
         return broadcast_to_pullback_dense
 
+    def _half_request(self, dtype: DType) -> KernelRequest | None:
+        if self.request is None:
+            return None
+        signature = self.request.signature._replace(dtypes=(dtype.name,))
+        render = _render_cuda if self.target == "cuda" else _render_cpu
+        return KernelRequest(signature, functools.partial(render, signature))
+
+    def half_requests(self, dtype: DType) -> list[KernelRequest]:
+        """The kernel :meth:`half_pullback` runs for a 16-bit ``dtype`` (for ``precompile``)."""
+        request = self._half_request(dtype)
+        return [] if request is None else [request]
+
+    def half_pullback(self, saved: object, dtype: DType) -> DensePullback | None:
+        """For a 16-bit ``x`` of ``dtype`` (this plan being its float32 stand-in's, see
+        ``stablerules._half``): ``dy -> (dx,)`` (``dy`` native, C-ordered, of ``dtype``), the
+        reduction reading ``dy``'s bits (widened in the kernel, no float32 copy of ``dy``),
+        summed in float64 as float32's are, rounded to float32 and then to ``dtype`` (as the
+        float32 pullback's result is). ``None`` where it does not apply."""
+        request = self._half_request(dtype)
+        if request is None:
+            return None
+        from .._half import narrow  # noqa: PLC0415 - _half is loaded with the first 16-bit array
+
+        index_map = self.index_map
+        extents, x_shape = index_map.extents, index_map.x_shape
+        if self.target == "cuda":  # one thread per dx element: float64 sum, rounded in the kernel
+            kernel, kept, empty = request.get(), math.prod(x_shape), self.namespace.empty
+            half_bits = np.dtype(np.uint16)
+
+            def broadcast_to_pullback_half_cuda(dy: ArrayLike) -> tuple[object, ...]:
+                dx = empty(kept, dtype=half_bits)
+                cuda_launch(kernel, kept, dy.reshape(-1).view(half_bits), dx, *extents, kept, work=index_map.count)
+                return (dx.view(dtype).reshape(x_shape),)
+
+            return broadcast_to_pullback_half_cuda
+        private = 1 if index_map.pattern[0] == "r" else 0
+        launch = cpu_launcher(request.get(), 2, extents, extent=extents[0], work=index_map.full_size, private=private)
+        kept = math.prod(x_shape)
+        uint16, float32 = np.dtype(np.uint16), np.dtype(np.float32)
+
+        def broadcast_to_pullback_half(dy: ArrayLike) -> tuple[object, ...]:
+            accumulator = np.zeros(kept, dtype=np.float64)
+            launch(dy.reshape(-1).view(uint16), accumulator)
+            return (narrow(accumulator.astype(float32), dtype).reshape(x_shape),)
+
+        return broadcast_to_pullback_half
+
     def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
         return (Fill(fill.value * self.index_map.count, self.index_map.x_shape, self.out_dtype),)
 
@@ -622,6 +711,48 @@ class SumPlan(_IndexPlan):
             return (dx.reshape(x_shape),)
 
         return sum_pullback_dense
+
+    def half_requests(self, dtype: DType) -> list[KernelRequest]:
+        """The kernel :meth:`half_pullback` runs for a 16-bit ``dtype`` (for ``precompile``)."""
+        index_map = self.index_map
+        if self.request is None or self.out_shape == () or "k" not in index_map.pattern:
+            return []
+        signature = self.request.signature._replace(dtypes=(dtype.name,))
+        render = _render_cuda if self.target == "cuda" else _render_cpu
+        return [KernelRequest(signature, functools.partial(render, signature))]
+
+    def half_pullback(self, saved: object, dtype: DType) -> DensePullback | None:
+        """For a 16-bit ``x`` of ``dtype`` (this plan being its float32 stand-in's, see
+        ``stablerules._half``): ``dy -> (dx,)`` (``dy`` native, C-ordered, of ``dtype``), one
+        pass writing ``dx``'s bits from ``dy``'s (``sum``: copied; ``mean``: divided in float32
+        and rounded to the format, as the float32 route does; CUDA: one thread per ``dx``
+        element). ``None`` where it does not apply (the cases with no kernel)."""
+        requests = self.half_requests(dtype)
+        if not requests:
+            return None
+        index_map = self.index_map
+        extents, size, x_shape = index_map.extents, index_map.full_size, index_map.x_shape
+        if self.target == "cuda":
+            kernel, empty, half_bits = requests[0].get(), self.namespace.empty, np.dtype(np.uint16)
+            divisor = (np.float32(index_map.count),) if self.mean else ()
+
+            def sum_pullback_half_cuda(dy: ArrayLike) -> tuple[object, ...]:
+                dx = empty(size, dtype=half_bits)
+                cuda_launch(kernel, size, dy.reshape(-1).view(half_bits), dx, *extents, *divisor, size)
+                return (dx.view(dtype).reshape(x_shape),)
+
+            return sum_pullback_half_cuda
+        trailing = (*extents, float(index_map.count)) if self.mean else extents
+        launch = cpu_launcher(requests[0].get(), 2, trailing, extent=extents[0], work=size)
+        uint16 = np.dtype(np.uint16)
+        allocate = _pool.allocator(size * 2)
+
+        def sum_pullback_half(dy: ArrayLike) -> tuple[object, ...]:
+            dx = allocate(size, uint16)
+            launch(dy.reshape(-1).view(uint16), dx)
+            return (dx.view(dtype).reshape(x_shape),)
+
+        return sum_pullback_half
 
     def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
         return (self._constant(fill.value),)

@@ -73,7 +73,9 @@ from .._arrays import (
     static_ints,
 )
 from .._memo import memoized
-from .._rule import NO_TANGENT, DensePullback, Plan, RuleOp
+from .._plan import DensePullback, Plan
+from .._results import NO_TANGENT
+from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, NoTangent, ZeroTangent, project
 from .._typing import deprecated
 from .._val import Val
@@ -635,10 +637,6 @@ class Cat(RuleOp):
 
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         return _plan_cat(arrays, static_ints(statics[0], "dims"))
-
-    def _input_names(self, count: int) -> list[str]:
-        return _names(count)
-
 
 concatenate = Concatenate()
 stack = Stack()

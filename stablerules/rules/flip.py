@@ -66,7 +66,8 @@ from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized
 from .._op import KernelRequest
 from .._launch import cpu_launcher, cuda_launch
-from .._rule import DensePullback, Plan, RuleOp
+from .._plan import DensePullback, Plan
+from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
 from .._units import UNITS, as_units
 from .._typing import deprecated

@@ -96,7 +96,7 @@ import math
 import operator
 import types as pytypes
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Generic, SupportsIndex, TypeAlias, TypeVar, final, overload
+from typing import Any, Final, Generic, SupportsIndex, TypeAlias, TypeVar, cast, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -124,10 +124,12 @@ from .._guards import COUNTERS
 from .._key import Kernel, KernelSource, ShapeSignature
 from .._launch import cpu_launch, cuda_launch, empty_launch
 from .._op import KernelRequest
-from .._rule import NO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp
+from .._plan import DensePullback, KernelPullback, Plan
+from .._results import NO_TANGENT
+from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._typing import deprecated
-from .._units import UNITS, as_units
+from .._units import UNITS, as_units, cuda_half_helpers, half_helpers
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -1043,6 +1045,38 @@ def _render_scatter_along(signature: ShapeSignature, dtype: str) -> KernelSource
     return cpu_kernel(signature, parameters, writer, "take_along_axis pullback: a deterministic scatter-add per row", numpy=True)
 
 
+def _render_scatter_along_half(signature: ShapeSignature, format: str) -> KernelSource:
+    """The 16-bit ``_render_scatter_along``: per outer row ``o``, ``acc`` (a float32 slab of
+    ``n * inner``, reused) zeroed, ``dy``'s bits widened and added in ``(t, c)`` order (the
+    float32 kernel's order), then written to ``dx``'s bits rounded once."""
+    writer = SourceWriter()
+    writer.line("# dy (bits) and w are (outer, m, inner), dx (bits) (outer, n, inner), read flat.")
+    writer.line("acc = np.empty(n * inner, np.float32)")
+    with writer.block("for o in range(lo, hi):"):
+        with writer.block("for c in range(np.uintp(n * inner)):"):
+            writer.line("acc[c] = np.float32(0)")
+        writer.line("k = o * m * inner")
+        with writer.block("for t in range(m):"):
+            with writer.block("for c in range(inner):"):
+                writer.line("acc[w[k] * inner + c] += widen(dy[k])")
+                writer.line("k += 1")
+        writer.line("into = np.uintp(o * n * inner)")
+        with writer.block("for c in range(np.uintp(n * inner)):"):
+            writer.line("dx[into + c] = narrow(acc[c])")
+    parameters = [
+        ("dy", readonly_array("uint16")),
+        ("w", readonly_array("intp")),
+        ("dx", writable_array("uint16")),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    source = cpu_kernel(signature, parameters, writer, f"take_along_axis pullback ({format} bits): a deterministic scatter-add per row", numpy=True)
+    return KernelSource(half_helpers(source.text, format), source.entry)
+
+
 # --- CUDA -------------------------------------------------------------------------------
 
 
@@ -1156,6 +1190,38 @@ def _render_accumulate_cuda(signature: ShapeSignature, dtype: str, based: bool) 
     return cuda_kernel(signature, parameters, writer, "accumulate: each dst element sums its bucket (no atomics)")
 
 
+def _render_accumulate_half_cuda(signature: ShapeSignature, format: str, based: bool = False) -> KernelSource:
+    """The 16-bit ``_render_accumulate_cuda``: thread ``t`` owns ``dst[t]`` (bits) and sums its
+    bucket's ``src`` entries (bits, widened in registers, ``_units.cuda_half_helpers``) in
+    float32 in the sorted order, onto ``base[t]`` (widened) when ``based`` (index_add's
+    forward), else onto zero, then writes the sum rounded once to nearest even: the float32
+    kernel's sums, with no float32 array of either size."""
+    writer = SourceWriter()
+    writer.line("# thread t owns dst[t], dst (outer, n, inner) flat: its bucket's terms in order, in float32")
+    writer.line("c = t % inner")
+    writer.line("r = t // inner")
+    writer.line("i = r % n")
+    writer.line("o = r // n")
+    writer.line("acc = widen(base[t])" if based else "acc = np.float32(0)")
+    with writer.block("for k in range(offsets[i], offsets[i + 1]):"):
+        writer.line("acc += widen(src[(o * m + order[k]) * inner + c])")
+    writer.line("dst[t] = narrow(acc)")
+    parameters = [
+        ("src", cuda_array_type("uint16")),
+        *([("base", cuda_array_type("uint16"))] if based else []),
+        ("offsets", cuda_array_type("intp")),
+        ("order", cuda_array_type("intp")),
+        ("dst", cuda_array_type("uint16")),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("total", INDEX),
+    ]
+    what = f"accumulate {format}{' onto base' if based else ''}: each dst element sums its bucket in float32 (no atomics), rounded once"
+    source = cuda_kernel(signature, parameters, writer, what)
+    return KernelSource(cuda_half_helpers(source.text, format), source.entry)
+
+
 def _render_atomic_cuda(signature: ShapeSignature, dtype: str) -> KernelSource:
     writer = SourceWriter()
     writer.line("# thread t adds src[t], src (outer, m, inner) flat, into dst's row w[k] with an atomic")
@@ -1224,12 +1290,151 @@ def _render_scatter_along_cuda(signature: ShapeSignature, dtype: str) -> KernelS
     return cuda_kernel(signature, parameters, writer, "take_along_axis pullback: a gather over k (no atomics)")
 
 
+def _render_scatter_along_half_cuda(signature: ShapeSignature, format: str) -> KernelSource:
+    """The 16-bit ``_render_scatter_along_cuda``: thread ``t`` owns ``dx[t]`` (bits) and sums,
+    over ``k`` in order, the ``dy`` entries (bits, widened in registers) whose index is its
+    row, in float32; the sum is written rounded once (``_units.cuda_half_helpers``)."""
+    writer = SourceWriter()
+    writer.line("# thread t owns dx[t], dx (outer, n, inner) flat: the float32 sum over k of dy where w == its row")
+    writer.line("c = t % inner")
+    writer.line("r = t // inner")
+    writer.line("i = r % n")
+    writer.line("o = r // n")
+    writer.line("acc = np.float32(0)")
+    with writer.block("for k in range(m):"):
+        writer.line("at = (o * m + k) * inner + c")
+        with writer.block("if w[at] == i:"):
+            writer.line("acc += widen(dy[at])")
+    writer.line("dx[t] = narrow(acc)")
+    parameters = [
+        ("dy", cuda_array_type("uint16")),
+        ("w", cuda_array_type("intp")),
+        ("dx", cuda_array_type("uint16")),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("total", INDEX),
+    ]
+    what = f"take_along_axis pullback ({format} bits): a gather over k in float32 (no atomics), rounded once"
+    source = cuda_kernel(signature, parameters, writer, what)
+    return KernelSource(cuda_half_helpers(source.text, format), source.entry)
+
+
+def _render_buckets(signature: ShapeSignature) -> KernelSource:
+    """A stable counting sort of the positions ``t`` by index ``w[t]``: ``offsets`` (``n + 1``,
+    bucket ``i`` is ``order[offsets[i]:offsets[i + 1]]``) and ``order`` (``m``, increasing ``t``
+    within a bucket); then the row bounds of ``parts`` parts of about equal cost of the
+    ``outer * n`` rows (a row written costs one, a term added two, as ``balance`` counts).
+    Serial, O(n + m)."""
+    writer = SourceWriter()
+    with writer.block("for i in range(n + 1):"):
+        writer.line("offsets[i] = 0")
+    with writer.block("for t in range(m):"):
+        writer.line("offsets[w[t] + 1] += 1")
+    with writer.block("for i in range(n):"):
+        writer.line("offsets[i + 1] += offsets[i]")
+    writer.line("fill = offsets[:n].copy()")
+    with writer.block("for t in range(m):"):
+        writer.line("i = w[t]")
+        writer.line("order[fill[i]] = t")
+        writer.line("fill[i] += 1")
+    writer.line("# cost(r) of the rows before r = o * n + i: o * (n + 2 m) + i + 2 offsets[i], increasing")
+    writer.line("total = outer * (n + 2 * m)")
+    writer.line("rows = outer * n")
+    writer.line("bounds[0] = 0")
+    writer.line("bounds[parts] = rows")
+    with writer.block("for p in range(1, parts):"):
+        writer.line("target = total * p // parts")
+        writer.line("a = bounds[p - 1]")
+        writer.line("b = rows")
+        with writer.block("while a < b:"):
+            writer.line("h = (a + b) >> 1")
+            writer.line("o = h // n")
+            writer.line("i = h - o * n")
+            with writer.block("if o * (n + 2 * m) + i + 2 * offsets[i] < target:"):
+                writer.line("a = h + 1")
+            with writer.block("else:"):
+                writer.line("b = h")
+        writer.line("bounds[p] = a")
+    parameters = [
+        ("w", readonly_array("intp")),
+        ("offsets", writable_array("intp")),
+        ("order", writable_array("intp")),
+        ("bounds", writable_array("intp")),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("outer", INDEX),
+        ("parts", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    return cpu_kernel(signature, parameters, writer, "buckets: the positions sorted by index, stably; balanced parts", numpy=True)
+
+
+def _render_accumulate_half(signature: ShapeSignature, format: str, based: bool = False) -> KernelSource:
+    """The scatter-add of a 16-bit ``src`` (``uint16`` bits) into a 16-bit ``dst`` (onto
+    ``base``'s row, widened, when ``based``; else onto zero): each row
+    ``r = o * n + i`` in ``[lo, hi)`` sums its bucket's ``src`` rows (``t`` increasing) in a
+    float32 row of registers/L1 (each term widened from its bits) and is written once, rounded
+    to nearest even: the float32 scatter-add's sums, with no float32 array of either size
+    (a run of rows without terms is one contiguous fill of zeros). Part ``p`` owns rows
+    ``[bounds[p], bounds[p + 1])``; this call runs parts ``[lo, hi)``."""
+    writer = SourceWriter()
+    writer.line("# src is (outer, m, inner), dst (outer, n, inner), bits read flat.")
+    writer.line("acc = np.empty(inner, np.float32)")
+    writer.line("r = bounds[lo]")
+    writer.line("end = bounds[hi]")
+    with writer.block("while r < end:"):
+        writer.line("o = r // n")
+        writer.line("i = r - o * n")
+        writer.line("k0 = offsets[i]")
+        writer.line("k1 = offsets[i + 1]")
+        writer.line("into = np.uintp(r * inner)")
+        if not based:
+            with writer.block("if k0 == k1:  # a run of rows without terms (in this slab): one contiguous fill"):
+                writer.line("stop = min(end, (o + 1) * n)")
+                writer.line("r += 1")
+                with writer.block("while r < stop and offsets[r - o * n] == offsets[r - o * n + 1]:"):
+                    writer.line("r += 1")
+                with writer.block("for c in range(np.uintp(r * inner - into)):"):
+                    writer.line("dst[into + c] = np.uint16(0)")
+                writer.line("continue")
+        with writer.block("for c in range(np.uintp(inner)):"):
+            writer.line("acc[c] = widen(base[into + c])" if based else "acc[c] = np.float32(0)")
+        with writer.block("for k in range(k0, k1):"):
+            writer.line("fro = np.uintp((o * m + order[k]) * inner)")
+            with writer.block("for c in range(np.uintp(inner)):"):
+                writer.line("acc[c] += widen(src[fro + c])")
+        with writer.block("for c in range(np.uintp(inner)):"):
+            writer.line("dst[into + c] = narrow(acc[c])")
+        writer.line("r += 1")
+    parameters = [
+        ("src", readonly_array("uint16")),
+        *([("base", readonly_array("uint16"))] if based else []),
+        ("offsets", readonly_array("intp")),
+        ("order", readonly_array("intp")),
+        ("dst", writable_array("uint16")),
+        ("bounds", readonly_array("intp")),
+        ("n", INDEX),
+        ("m", INDEX),
+        ("inner", INDEX),
+        ("lo", INDEX),
+        ("hi", INDEX),
+    ]
+    what = f"accumulate {format}{' onto base' if based else ''}: a deterministic scatter-add in float32"
+    source = cpu_kernel(signature, parameters, writer, what, numpy=True)
+    return KernelSource(half_helpers(source.text, format), source.entry)
+
+
 _CPU_RENDERERS: dict[str, Callable[..., KernelSource]] = {
     "gather": _render_gather,
     "balance": _render_balance,
     "accumulate": _render_accumulate,
     "gather-along": _render_gather_along,
     "scatter-along": _render_scatter_along,
+    "buckets": _render_buckets,
+    "accumulate-half": _render_accumulate_half,
+    "scatter-along-half": _render_scatter_along_half,
 }
 _CUDA_RENDERERS: dict[str, Callable[..., KernelSource]] = {
     "gather": _render_gather_cuda,
@@ -1239,6 +1444,8 @@ _CUDA_RENDERERS: dict[str, Callable[..., KernelSource]] = {
     "atomic": _render_atomic_cuda,
     "gather-along": _render_gather_along_cuda,
     "scatter-along": _render_scatter_along_cuda,
+    "accumulate-half": _render_accumulate_half_cuda,
+    "scatter-along-half": _render_scatter_along_half_cuda,
 }
 
 
@@ -1248,7 +1455,7 @@ def _request(op: str, kind: str, dtype: str, target: str, options: tuple[object,
     signature = _signature(op, kind, options, dtype, target)
     renderers = _CUDA_RENDERERS if target == "cuda" else _CPU_RENDERERS
     render = renderers[kind]
-    if kind in ("merge", "offsets", "balance"):
+    if kind in ("merge", "offsets", "balance", "buckets"):
         return KernelRequest(signature, lambda: render(signature))
     return KernelRequest(signature, lambda: render(signature, dtype, *options))
 
@@ -1505,6 +1712,68 @@ class TakePlan(_GatherPlan):
 
         return self._dense_pullback(deterministic)
 
+    def half_requests(self, dtype: DType) -> list[KernelRequest]:
+        """The kernels :meth:`half_pullback` runs for a 16-bit ``dtype`` (for ``precompile``)."""
+        if self.atomic or not self.size or not self.y_size:
+            return []
+        if self.target == "cuda":
+            return [*self.scatter.prepare_requests, _request("take", "accumulate-half", dtype.name, "cuda")]
+        return [_request("take", "buckets", "intp", "cpu"), _request("take", "accumulate-half", dtype.name, "cpu")]
+
+    def half_pullback(self, saved: object, dtype: DType) -> DensePullback | None:
+        """For a 16-bit ``x`` of ``dtype`` (this plan being its float32 stand-in's, see
+        ``stablerules._half``): ``dy -> (dx, NoTangent())`` (``dy`` native, C-ordered, of
+        ``dtype``), the scatter-add
+        reading and writing the 16-bit bits and summing in float32 (the deterministic
+        scatter-add's order: the same bits for every thread count). ``None`` where it does not
+        apply (atomics, empty arrays): the caller converts around :meth:`pullback`. CUDA: the
+        float32 route's stable sort of the positions, then one thread per ``dx`` element sums
+        its bucket's widened terms in order and rounds once (the same bits every run)."""
+        if self.atomic or not self.size or not self.y_size:
+            return None
+        if self.target == "cuda":
+            return self._half_pullback_cuda(saved, dtype)
+        w: ArrayLike = saved  # type: ignore[assignment]
+        buckets = _request("take", "buckets", "intp", "cpu").get()
+        accumulate = _request("take", "accumulate-half", dtype.name, "cpu").get()
+        n, m, inner, rows, size = self.n, self.m, self.inner, self.outer * self.n, self.size
+        allocate = _pool.allocator(size * 2)
+        uint16 = np.dtype(np.uint16)
+
+        shape = self.in_shape
+
+        outer, work = self.outer, size + self.y_size
+
+        def pullback(dy: ArrayLike) -> tuple[object, ...]:
+            # The parts split the rows, not the sums: the bits do not depend on their number.
+            parts = min(_parallel.thread_count(), rows) if work >= _parallel.PARALLEL_THRESHOLD else 1
+            offsets = np.empty(n + 1, dtype=_INTP)
+            order = np.empty(max(m, 1), dtype=_INTP)
+            bounds = np.empty(parts + 1, dtype=_INTP)
+            cpu_launch(buckets, w, offsets, order, bounds, n, m, outer, parts, extent=1, work=0)
+            dx = allocate((size,), uint16)
+            bits = dy.reshape(-1).view(uint16)
+            cpu_launch(accumulate, bits, offsets, order, dx, bounds, n, m, inner, extent=parts, work=work)
+            return (dx.view(dtype).reshape(shape), NO_TANGENT)
+
+        return pullback
+
+    def _half_pullback_cuda(self, saved: object, dtype: DType) -> DensePullback:
+        w: ArrayLike = saved  # type: ignore[assignment]
+        accumulate = _request("take", "accumulate-half", dtype.name, "cuda").get()
+        scatter, namespace = self.scatter, self.namespace
+        n, m, inner, size, shape = self.n, self.m, self.inner, self.size, self.in_shape
+        uint16 = np.dtype(np.uint16)
+        work = max(m // max(n, 1), 1)
+
+        def pullback(dy: ArrayLike) -> tuple[object, ...]:
+            offsets, order = scatter._sort(w, namespace)
+            dx = namespace.empty(size, dtype=uint16)
+            cuda_launch(accumulate, size, dy.reshape(-1).view(uint16), offsets, order, dx, n, m, inner, size, work=work)
+            return (dx.view(dtype).reshape(shape), NO_TANGENT)
+
+        return pullback
+
     def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
         """A constant cotangent: each row of ``dx`` is the constant times its index count."""
         w: ArrayLike = saved  # type: ignore[assignment]
@@ -1723,6 +1992,45 @@ class TakeAlongAxisPlan(_GatherPlan):
 
         return self._summed_pullback(rows) if self.broadcast_axes else self._dense_pullback(rows)
 
+    def half_requests(self, dtype: DType) -> list[KernelRequest]:
+        """The kernel :meth:`half_pullback` runs for a 16-bit ``dtype`` (for ``precompile``)."""
+        if self.broadcast_axes or not self.size or not self.y_size:
+            return []
+        return [_request("take_along_axis", "scatter-along-half", dtype.name, self.target)]
+
+    def half_pullback(self, saved: object, dtype: DType) -> DensePullback | None:
+        """For a 16-bit ``x`` of ``dtype`` (this plan being its float32 stand-in's, see
+        ``stablerules._half``): ``dy -> (dx, NoTangent())`` (``dy`` native, C-ordered, of
+        ``dtype``), the per-row scatter-add reading ``dy``'s bits and writing ``dx``'s, summed
+        in a float32 row in the float32 kernel's order (CUDA: one thread per ``dx`` element,
+        summing over ``k`` in order, as the float32 CUDA kernel). ``None`` where it does not
+        apply (``x`` broadcast against the indices, empty arrays)."""
+        requests = self.half_requests(dtype)
+        if not requests:
+            return None
+        kernel = requests[0].get()
+        w: ArrayLike = saved  # type: ignore[assignment]
+        n, m, inner, outer, size, shape = self.n, self.m, self.inner, self.outer, self.size, self.in_shape
+        if self.target == "cuda":
+            empty, half_bits = self.namespace.empty, np.dtype(np.uint16)
+
+            def cuda_pullback(dy: ArrayLike) -> tuple[object, ...]:
+                dx = empty(size, dtype=half_bits)
+                cuda_launch(kernel, size, dy.reshape(-1).view(half_bits), w, dx, n, m, inner, size, work=m)
+                return (dx.view(dtype).reshape(shape), NO_TANGENT)
+
+            return cuda_pullback
+        allocate = _pool.allocator(size * 2)
+        uint16 = np.dtype(np.uint16)
+
+        def pullback(dy: ArrayLike) -> tuple[object, ...]:
+            dx = allocate((size,), uint16)
+            bits = dy.reshape(-1).view(uint16)
+            cpu_launch(kernel, bits, w, dx, n, m, inner, extent=outer, work=size + bits.size)
+            return (dx.view(dtype).reshape(shape), NO_TANGENT)
+
+        return pullback
+
     def _summed_pullback(self, scatter: Callable[[ArrayLike, ArrayLike], None]) -> DensePullback:
         """Where ``x`` was broadcast against ``indices``: the scatter-add into ``dx`` of the
         broadcast shape, then summed over the broadcast axes (NumPy's ``sum``, deterministic
@@ -1884,6 +2192,72 @@ class IndexAddPlan(Plan):
 
     def forward_and_save(self, arrays: tuple[object, ...]) -> tuple[object, object]:
         return self._forward(arrays, copy=True)
+
+    def half_forward_requests(self, dtype: DType) -> list[KernelRequest]:
+        """The kernels :meth:`half_forward` runs for a 16-bit ``dtype`` (for ``precompile``)."""
+        if not self.size:
+            return []
+        if self.target == "cuda":
+            return [*self.scatter.prepare_requests, _request("index_add", "accumulate-half", dtype.name, "cuda", (True,))]
+        return [_request("index_add", "buckets", "intp", "cpu"), _request("index_add", "accumulate-half", dtype.name, "cpu", (True,))]
+
+    def half_forward(self, dtype: DType) -> Callable[[tuple[object, ...], bool], tuple[ArrayLike, ArrayLike]] | None:
+        """For ``x`` and ``values`` of one 16-bit ``dtype`` (this plan being the float32
+        stand-ins', see ``stablerules._half``): ``(arrays, copy) -> (y, w)``, the accumulation
+        onto ``x`` reading both as bits and writing ``y``'s, each row summed in float32 from
+        ``x``'s value in index-position order and rounded once (CUDA: the stable sort of the
+        positions, then one thread per ``y`` element). ``None`` where it does not apply
+        (empty ``x``)."""
+        requests = self.half_forward_requests(dtype)
+        if not requests:
+            return None
+        if self.target == "cuda":
+            return self._half_forward_cuda(dtype)
+        buckets, accumulate = (request.get() for request in requests)
+        n, m, inner, outer, size = self.n, self.m, self.inner, self.outer, self.size
+        rows, work, shape, target_shape = outer * n, size + outer * m * inner, self.out_shape, self.target_shape
+        uint16 = np.dtype(np.uint16)
+
+        def forward(arrays: tuple[object, ...], copy: bool) -> tuple[ArrayLike, ArrayLike]:
+            x = cast(ArrayLike, arrays[0])  # NumPy arrays of dtype (the caller checked)
+            values = cast(ArrayLike, arrays[2])
+            w = self._indices(arrays, copy)
+            base = np.ascontiguousarray(x).reshape(-1).view(uint16)
+            src = np.ascontiguousarray(np.broadcast_to(values, target_shape)).reshape(-1).view(uint16)
+            parts = min(_parallel.thread_count(), rows) if work >= _parallel.PARALLEL_THRESHOLD else 1
+            offsets = np.empty(n + 1, dtype=_INTP)
+            order = np.empty(max(m, 1), dtype=_INTP)
+            bounds = np.empty(parts + 1, dtype=_INTP)
+            cpu_launch(buckets, w, offsets, order, bounds, n, m, outer, parts, extent=1, work=0)
+            y = np.empty(size, dtype=uint16)
+            source = src if src.size else np.zeros(1, uint16)
+            cpu_launch(accumulate, source, base, offsets, order, y, bounds, n, m, inner, extent=parts, work=work)
+            return y.view(dtype).reshape(shape), w
+
+        return forward
+
+    def _half_forward_cuda(self, dtype: DType) -> Callable[[tuple[object, ...], bool], tuple[ArrayLike, ArrayLike]]:
+        accumulate = _request("index_add", "accumulate-half", dtype.name, "cuda", (True,)).get()
+        scatter, namespace = self.scatter, self.namespace
+        n, m, inner, size, shape, target_shape = self.n, self.m, self.inner, self.size, self.out_shape, self.target_shape
+        uint16 = np.dtype(np.uint16)
+
+        def forward(arrays: tuple[object, ...], copy: bool) -> tuple[ArrayLike, ArrayLike]:
+            x = cast(ArrayLike, arrays[0])  # arrays of dtype (the caller checked)
+            values = cast(ArrayLike, arrays[2])
+            w = self._indices(arrays, copy)
+            base = namespace.ascontiguousarray(x).reshape(-1).view(uint16)
+            src = namespace.ascontiguousarray(namespace.broadcast_to(values, target_shape)).reshape(-1).view(uint16)
+            if not src.size:
+                src = namespace.zeros(1, dtype=uint16)
+            elif namespace is np and not src.flags.writeable:  # Numba's CUDA copies arguments back
+                src = src.copy()
+            offsets, order = scatter._sort(w, namespace)
+            y = namespace.empty(size, dtype=uint16)
+            cuda_launch(accumulate, size, src, base, offsets, order, y, n, m, inner, size, work=max(m // max(n, 1), 1))
+            return y.view(dtype).reshape(shape), w
+
+        return forward
 
     def _forward(self, arrays: tuple[object, ...], copy: bool) -> tuple[ArrayLike, ArrayLike]:
         x, _, values = arrays

@@ -74,9 +74,11 @@ from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel
 from .._memo import memoized
 from .._op import KernelRequest
 from .._launch import cpu_launcher, cuda_launch, cuda_launch_blocks
-from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp, SavedDense
+from .._plan import DensePullback, Plan, SavedDense
+from .._results import NO_TANGENT, ZERO_TANGENT
+from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
-from .._units import WIDENED
+from .._units import HALF_FORMATS, WIDENED, cuda_half_helpers, half_helpers
 
 _DT = TypeVar("_DT", bound=np.generic)
 
@@ -345,13 +347,14 @@ def _render_pushforward(signature: ShapeSignature) -> KernelSource:
     return cpu_kernel(signature, parameters, writer, f"kron pushforward, {ndim} axis pairs")
 
 
-def _render_pullback(signature: ShapeSignature) -> KernelSource:
+def _render_pullback(signature: ShapeSignature, half: str | None = None) -> KernelSource:
     """The fused pullback over real views: ``da_c[i] += sum_k dy[i, k] * b_c[k]`` for each
     b-side channel ``c`` and ``db_c[k] += sum_i dy[i, k] * a_c[i]`` for each a-side channel,
-    reading ``dy`` once in memory order (``_pullback_channels`` says what the channels are)."""
+    reading ``dy`` once in memory order (``_pullback_channels`` says what the channels are).
+    ``half``: ``dy`` is that 16-bit format's bits, widened where read (the operands float32)."""
     a_channels, b_channels = signature.static
     assert isinstance(a_channels, int) and isinstance(b_channels, int)
-    real = np.dtype(signature.dtypes[0])
+    real = np.dtype(np.float32) if half is not None else np.dtype(signature.dtypes[0])
     wide = WIDENED[real.name]
     (ndim,) = signature.ndims
     a_names = ["a"] if a_channels == 1 else [f"a_{c}" for c in range(a_channels)]
@@ -372,7 +375,10 @@ def _render_pullback(signature: ShapeSignature) -> KernelSource:
                 writer.line(f"{name}_total_{r} = 0.0")
         with writer.block("for j in range(width):"):
             for r, _ in group:
-                writer.line(f"value_{r} = {_cast(f'row_{r}[j]', real, wide)}")
+                if half is not None:
+                    writer.line(f"value_{r} = {numba_scalar(wide)}(widen(row_{r}[j]))")
+                else:
+                    writer.line(f"value_{r} = {_cast(f'row_{r}[j]', real, wide)}")
             for name, total in zip(b_names, da_names):
                 writer.line(f"{name}_j = {name}_tile[j]")
                 for r, _ in group:
@@ -398,11 +404,14 @@ def _render_pullback(signature: ShapeSignature) -> KernelSource:
             rows(_ROWS)
         with writer.block(f"for i in range({first} + {_ROWS} * stride, {end}):" if first != "0" else f"for i in range({_ROWS} * stride, {end}):"):
             rows(1)
-    parameters = [("dy", readonly_array(real))]
+    parameters = [("dy", readonly_array("uint16" if half is not None else real))]
     parameters += [(name, readonly_array(real)) for name in a_names + b_names]
     parameters += [(name, writable_array(wide)) for name in da_names + db_names]
     parameters += [*_extent_parameters(ndim), ("lo", INDEX), ("hi", INDEX)]
     description = f"kron pullback, {ndim} axis pairs, {a_channels} a-side and {b_channels} b-side channels"
+    if half is not None:
+        source = cpu_kernel(signature, parameters, writer, f"{description} ({half} bits)", reassociate=True, numpy=True)
+        return KernelSource(half_helpers(source.text, half), source.entry)
     return cpu_kernel(signature, parameters, writer, description, reassociate=True)
 
 
@@ -416,6 +425,12 @@ def _pushforward_request(layout: _KronLayout) -> KernelRequest:
 
 def _pullback_request(layout: _KronLayout) -> KernelRequest:
     return KernelRequest(layout.pullback, functools.partial(_render_pullback, layout.pullback))
+
+
+def _half_pullback_request(layout: _KronLayout, format: str) -> KernelRequest:
+    """The CPU pullback kernel reading a 16-bit ``format``'s ``dy`` as bits (float32 operands)."""
+    signature = layout.pullback._replace(kind="pullback-half", dtypes=(format,))
+    return KernelRequest(signature, functools.partial(_render_pullback, signature, format))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -536,17 +551,37 @@ def _store(expression: str, wide: np.dtype[np.generic], target: np.dtype[np.gene
 
 
 def _render_pullback_cuda(signature: ShapeSignature) -> KernelSource:
-    """da and db as gathers in one block-stride kernel (units: da first, then db)."""
+    """da and db as gathers in one block-stride kernel (units: da first, then db).
+
+    ``pullback-half`` (float32 operands, ``static`` the 16-bit format twice): ``dy``, ``da``
+    and ``db`` are ``uint16`` bits; each ``dy`` term is widened in registers, the sums run in
+    float64 as float32's do, and each result is rounded through float32 to the format in the
+    kernel (``_units.cuda_half_helpers``): the float32 route's bits."""
+    half = signature.kind == "pullback-half"
+    source = _render_pullback_cuda_text(signature, half)
+    if half:
+        return KernelSource(cuda_half_helpers(source.text, str(signature.static[0])), source.entry)
+    return source
+
+
+def _render_pullback_cuda_text(signature: ShapeSignature, half: bool) -> KernelSource:
     result, a_dtype, b_dtype = (np.dtype(name) for name in signature.dtypes[:3])
     da_name, db_name = (str(name) for name in signature.static)
     want_a, want_b = da_name != "-", db_name != "-"
-    da_dtype = np.dtype(da_name) if want_a else result
-    db_dtype = np.dtype(db_name) if want_b else result
+    bits = np.dtype(np.uint16)
+    da_dtype = bits if half else np.dtype(da_name) if want_a else result
+    db_dtype = bits if half else np.dtype(db_name) if want_b else result
     wide = WIDENED[result.name]
     zero = f"{numba_scalar(wide)}(0)"
 
     def term(array: str, index: str, dtype: np.dtype[np.generic]) -> str:
         return conj(_cast(f"{array}[{index}]", dtype, wide), wide)
+
+    def read_dy(index: str) -> str:
+        return f"{numba_scalar(wide)}(widen(dy[{index}]))" if half else _cast(f"dy[{index}]", result, wide)
+
+    def store(expression: str, target: np.dtype[np.generic]) -> str:
+        return f"narrow(np.float32({expression}))" if half else _store(expression, wide, target)
 
     setup = SourceWriter()
     setup.line(f"buffer = cuda.shared.array({_KRON_THREADS}, {numba_scalar(wide)})")
@@ -562,7 +597,7 @@ def _render_pullback_cuda(signature: ShapeSignature) -> KernelSource:
             with writer.block("if i < size_a:"):
                 writer.line("base = offsets[i]")
                 with writer.block(f"for k in range(column, size_b, {_KRON_LANES}):"):
-                    writer.line(f"gradient += {_cast('dy[base + offsets[size_a + k]]', result, wide)} * {term('b', 'k', b_dtype)}")
+                    writer.line(f"gradient += {read_dy('base + offsets[size_a + k]')} * {term('b', 'k', b_dtype)}")
             writer.line("buffer[lane] = gradient")
             writer.line("cuda.syncthreads()")
             for step in (16, 8, 4, 2, 1):
@@ -570,7 +605,7 @@ def _render_pullback_cuda(signature: ShapeSignature) -> KernelSource:
                     writer.line(f"buffer[lane] += buffer[lane + {step}]")
                 writer.line("cuda.syncthreads()")
             with writer.block("if column == 0 and i < size_a:"):
-                writer.line(f"da[i] = {_store('buffer[lane]', wide, da_dtype)}")
+                writer.line(f"da[i] = {store('buffer[lane]', da_dtype)}")
     if want_b:
         header = "else:" if want_a else None
         with (writer.block(header) if header else contextlib.nullcontext()):
@@ -580,7 +615,7 @@ def _render_pullback_cuda(signature: ShapeSignature) -> KernelSource:
             with writer.block("if k < size_b:"):
                 writer.line("base = offsets[size_a + k]")
                 with writer.block(f"for i in range(warp, size_a, {_KRON_WARPS}):"):
-                    writer.line(f"gradient += {_cast('dy[offsets[i] + base]', result, wide)} * {term('a', 'i', a_dtype)}")
+                    writer.line(f"gradient += {read_dy('offsets[i] + base')} * {term('a', 'i', a_dtype)}")
             writer.line("buffer[lane] = gradient")
             writer.line("cuda.syncthreads()")
             step = _KRON_WARPS // 2
@@ -590,10 +625,10 @@ def _render_pullback_cuda(signature: ShapeSignature) -> KernelSource:
                 writer.line("cuda.syncthreads()")
                 step //= 2
             with writer.block("if warp == 0 and k < size_b:"):
-                writer.line(f"db[k] = {_store('buffer[lane]', wide, db_dtype)}")
+                writer.line(f"db[k] = {store('buffer[lane]', db_dtype)}")
     writer.line("cuda.syncthreads()  # the buffer is reused by the next unit")
     parameters = [
-        ("dy", cuda_array_type(result.name)),
+        ("dy", cuda_array_type("uint16" if half else result.name)),
         ("a", cuda_array_type(a_dtype.name)),
         ("b", cuda_array_type(b_dtype.name)),
         *((("da", cuda_array_type(da_dtype.name)),) if want_a else ()),
@@ -779,6 +814,60 @@ class KronPlan(Plan):
 
         return dense
 
+    def _half_applies(self, target: str = "cpu") -> bool:
+        layout = self.layout
+        return (
+            self.target == target
+            and layout.result.kind != "c"
+            and layout.real == np.dtype(np.float32)
+            and layout.a_dtype == layout.b_dtype == layout.real
+            and layout.a_differentiable
+            and layout.b_differentiable
+        )
+
+    def half_requests(self, dtype: np.dtype[np.generic]) -> list[KernelRequest]:
+        """The kernel :meth:`half_pullback` runs for a 16-bit ``dtype`` (for ``precompile``)."""
+        if self._half_applies("cuda") and self.layout.y_size:
+            return [_cuda_half_pullback_request(self.layout, dtype.name)]
+        return [_half_pullback_request(self.layout, dtype.name)] if self._half_applies() and self.layout.y_size else []
+
+    def half_pullback(self, saved: object, dtype: np.dtype[np.generic]) -> DensePullback | None:
+        """For 16-bit ``a`` and ``b`` of ``dtype`` (this plan being their float32 stand-ins',
+        see ``stablerules._half``; ``saved`` holds the operands in float32): ``dy -> (da,
+        db)``, the fused kernel reading ``dy``'s bits (widened where read, summed in float64
+        as float32's are), ``da`` and ``db`` rounded to float32 and then to ``dtype`` (as the
+        float32 route rounds them; CUDA: the gathers of :meth:`_cuda_pullback`, rounded in the
+        kernel). ``None`` where it does not apply."""
+        if isinstance(saved, _CudaCall):
+            return self._cuda_half_pullback(saved, dtype) if self._half_applies("cuda") and self.layout.y_size else None
+        if not self._half_applies():
+            return None
+        from .._half import narrow  # noqa: PLC0415 - _half is loaded with the first 16-bit array
+
+        layout = self.layout
+        a, b = _operand_pair(saved)
+        if a.dtype != layout.real or b.dtype != layout.real or not layout.y_size:
+            return None
+        launch = cpu_launcher(
+            _half_pullback_request(layout, dtype.name).get(),
+            5,
+            layout.pullback_extents,
+            extent=layout.blocks,
+            work=layout.y_size,
+            private=2,
+        )
+        uint16, float32 = np.dtype(np.uint16), np.dtype(np.float32)
+
+        def dense(dy: ArrayLike) -> tuple[object, ...]:
+            da, db = np.zeros(a.size), np.zeros(b.size)
+            launch(dy.reshape(-1).view(uint16), a, b, da, db)
+            return (
+                narrow(da.astype(float32), dtype).reshape(layout.a_shape),
+                narrow(db.astype(float32), dtype).reshape(layout.b_shape),
+            )
+
+        return dense
+
     def saved_dense(self) -> SavedDense | None:
         """The CPU pullback of a real ``kron`` with both operands differentiable as one shared
         function of ``(saved, dy)`` (see ``Plan.saved_dense``): the saved flat operands are
@@ -803,6 +892,24 @@ class KronPlan(Plan):
                 private=accumulators,
             )
         return launch
+
+    def _cuda_half_pullback(self, call: _CudaCall, dtype: np.dtype[np.generic]) -> DensePullback:
+        layout, xp = self.layout, self.namespace
+        kernel = _cuda_half_pullback_request(layout, dtype.name).get()
+        size_a, size_b = call.a.size, call.b.size
+        da_units = -(-size_a // _KRON_WARPS)
+        units = da_units + -(-size_b // _KRON_LANES)
+        bits = np.dtype(np.uint16)
+
+        def dense(dy: ArrayLike) -> tuple[object, ...]:
+            da, db = xp.empty(size_a, dtype=bits), xp.empty(size_b, dtype=bits)
+            cuda_launch_blocks(
+                kernel, units, _KRON_THREADS, dy.reshape(-1).view(bits), call.a, call.b, da, db,
+                call.offsets, size_a, size_b, da_units, units,
+            )
+            return (da.view(dtype).reshape(layout.a_shape), db.view(dtype).reshape(layout.b_shape))
+
+        return dense
 
     def _cuda_pullback(self, call: _CudaCall) -> DensePullback:
         layout, xp = self.layout, self.namespace
@@ -1062,6 +1169,14 @@ def _cuda_kernels(layout: _KronLayout) -> _CudaKernels:
         pushforward=ShapeSignature("kron", "pushforward", (), dtypes, (), "cuda"),
         pullback=ShapeSignature("kron", "pullback", wanted, dtypes, (), "cuda") if wanted != ("-", "-") else None,
     )
+
+
+def _cuda_half_pullback_request(layout: _KronLayout, format: str) -> KernelRequest:
+    """The CUDA pullback kernel reading and writing a 16-bit ``format``'s bits (float32
+    operands; both operands differentiable)."""
+    dtypes = (layout.result.name, layout.a_kernel_dtype.name, layout.b_kernel_dtype.name)
+    signature = ShapeSignature("kron", "pullback-half", (format, format), dtypes, (), "cuda")
+    return KernelRequest(signature, functools.partial(_render_pullback_cuda, signature))
 
 
 def _cuda_requests(layout: _KronLayout) -> dict[str, KernelRequest]:

@@ -62,9 +62,11 @@ from .._arrays import (
     shareable,
     static_ints,
 )
-from .._rule import NO_TANGENT, ZERO_TANGENT, DensePullback, Plan, RuleOp
-from .._tangents import Cotangent, DenseCotangent, Fill, Thunk, ZeroTangent, unthunk
-from .._typing import RulePullback, deprecated
+from .._plan import DensePullback, Plan
+from .._results import NO_TANGENT, ZERO_TANGENT
+from .._rule import RuleOp
+from .._tangents import Cotangent, DenseCotangent, Fill, Thunk, ZeroTangent
+from .._typing import deprecated
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -198,7 +200,7 @@ class PadPlan(Plan):
 
         def pad_pullback_dense_constant(dy: ArrayLike) -> tuple[object, ...]:
             # The constant's tangent reads the border: deferred, run only where the constant
-            # was given positionally (Pad._make_pullback unthunks it; otherwise it is dropped).
+            # was given positionally (the scaffold's result form unthunks it; otherwise it is dropped).
             dx = dy[interior]
             return (dx if shareable(dy) else dx.copy(), Thunk(lambda: border_sum(dy)))
 
@@ -285,31 +287,6 @@ class Pad(RuleOp):
         _constant(constant_values, facts.dtype)  # its kind: checked once per plan (keyed by its type)
         constant = input_facts(constant_values, "constant_values", "pad", weak_scalars=True)
         return PadPlan(facts, widths, constant)
-
-    # The scaffold orders tangents as the array arguments (x, constant_values); the call
-    # orders them (x, pad_width, constant_values). Both overrides put them in the call's order.
-
-    def _make_pullback(self, plan: Plan, saved: object, positional: int) -> RulePullback:
-        if positional < 3:
-            base = super()._make_pullback(plan, saved, 1)  # (dx,): no constant tangent wanted
-            if positional == 1:
-                return base
-
-            def pad_pullback(dy: object) -> tuple[object, ...]:
-                return (*base(dy), NO_TANGENT)
-
-            return pad_pullback
-        both = super()._make_pullback(plan, saved, 2)  # (dx, dc)
-
-        def pad_pullback_with_constant(dy: object) -> tuple[object, ...]:
-            dx, constant = both(dy)
-            return (dx, NO_TANGENT, unthunk(constant))
-
-        return pad_pullback_with_constant
-
-    def _prepare_tangents(self, plan: Plan, tangents: tuple[object, ...], positional: int) -> tuple[Cotangent, ...]:
-        ordered = (tangents[0], tangents[2]) if positional >= 3 else tangents[:1]
-        return super()._prepare_tangents(plan, ordered, min(positional, 2) if positional >= 3 else 1)
 
 
 # =============================================================================================

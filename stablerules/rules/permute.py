@@ -30,7 +30,8 @@ import numpy.typing as npt
 
 from .._arrays import MAX_NDIM, ArrayLike, InputFacts, input_facts, normalize_axis, shape_text, static_ints
 from .._memo import memoized
-from .._rule import Plan, RuleOp
+from .._plan import Plan
+from .._rule import RuleOp
 from .._typing import deprecated
 from .._val import Val
 from .._views import ViewPlan

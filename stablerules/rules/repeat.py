@@ -73,12 +73,16 @@ from .._key import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, nest_limit, numba_scalar, readonly_array, writable_array
 from .._codegen import plus as _plus, tuple_text as _tuple_text
 from .._cuda import cuda_array_type, cuda_kernel
+from .. import _pool
 from .._memo import memoized
 from .._op import KernelRequest
 from .._launch import cpu_launch, cpu_launcher, cuda_launch, empty_launch
-from .._rule import NO_TANGENT, DensePullback, KernelPullback, Plan, RuleOp
+from .._plan import DensePullback, KernelPullback, Plan
+from .._results import NO_TANGENT
+from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._typing import deprecated
+from .._units import cuda_half_helpers, half_helpers
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -94,6 +98,9 @@ _UNROLL_LIMIT = 16
 # of float64, so it stays in the L1 cache between the copy sums and the run sums).
 _BUFFER_SIZE = 2048
 _BUFFERED_COPIES = 4
+# A 16-bit pullback widens the dy under one iteration of its partition loop at once (all
+# copies) when it has at most this many elements (64 KiB of float32).
+_WIDE_REGION = 16384
 # The most copies of a leading count the CPU pullback reads at once (``_Nest.outer_level``):
 # one concurrent stream of dy each.
 _FUSED_OUTER = 8
@@ -276,23 +283,29 @@ def _pairwise(terms: Sequence[str]) -> str:
     return f"({_pairwise(terms[:middle])} + {_pairwise(terms[middle:])})"
 
 
-def _pairwise_sum(array: str, base: str, lo: int, hi: int) -> str:
-    return _pairwise([f"{array}[{_plus(base, str(offset))}]" for offset in range(lo, hi)])
+def _read(array: str, index: str, widen: bool = False) -> str:
+    """``array[index]``; ``widen``: a 16-bit element read as its bits and widened to float32
+    in the kernel (``_units.half_helpers``)."""
+    return f"widen({array}[{index}])" if widen else f"{array}[{index}]"
 
 
-def _emit_run_sum(writer: SourceWriter, array: str, base: str, count: int) -> None:
+def _pairwise_sum(array: str, base: str, lo: int, hi: int, widen: bool = False) -> str:
+    return _pairwise([_read(array, _plus(base, str(offset)), widen) for offset in range(lo, hi)])
+
+
+def _emit_run_sum(writer: SourceWriter, array: str, base: str, count: int, widen: bool = False) -> None:
     """``total = sum(array[base:base + count])`` without one long chain of dependent adds."""
     if count <= _UNROLL_LIMIT:
-        writer.line(f"total = {_pairwise_sum(array, base, 0, count)}")
+        writer.line(f"total = {_pairwise_sum(array, base, 0, count, widen)}")
         return
     whole = count - count % 4
     for lane in range(4):
-        writer.line(f"sum{lane} = {array}[{_plus(base, str(lane))}]")
+        writer.line(f"sum{lane} = {_read(array, _plus(base, str(lane)), widen)}")
     with writer.block(f"for r in range(4, {whole}, 4):"):
         for lane in range(4):
-            writer.line(f"sum{lane} += {array}[{_plus(_plus(base, 'r'), str(lane))}]")
+            writer.line(f"sum{lane} += {_read(array, _plus(_plus(base, 'r'), str(lane)), widen)}")
     for extra in range(whole, count):
-        writer.line(f"sum{extra - whole} += {array}[{_plus(base, str(extra))}]")
+        writer.line(f"sum{extra - whole} += {_read(array, _plus(base, str(extra)), widen)}")
     writer.line("total = (sum0 + sum1) + (sum2 + sum3)")
 
 
@@ -340,8 +353,13 @@ class _NestWriter:
     vectorizes the loop (the run sums with gathers), which flat indexing does not.
     """
 
-    def __init__(self, nest: _Nest, dtype: str, pullback: bool) -> None:
+    def __init__(self, nest: _Nest, dtype: str, pullback: bool, half: str | None = None) -> None:
+        """``half`` (a pullback only): the 16-bit format of ``dy``, read as ``uint16`` bits and
+        widened in the kernel; the sums are float32's, and ``dx`` is written rounded once to
+        that format (``uint16`` bits) where each element is visited once, else accumulated in
+        a float32 ``dx`` that the caller rounds."""
         items = self.items = nest.items
+        self.half = half
         levels = _nest_levels(nest)
         self.extents, self.sizes, self.axis_at = levels.extents, levels.sizes, levels.axis_at
         self.pullback = pullback
@@ -357,6 +375,25 @@ class _NestWriter:
         assert isinstance(copies, int) and isinstance(outer, int)
         self.copies, self.outer = copies, outer
         self.operator = "+=" if nest.accumulates else "="
+        # Element types: dy's and dx's as the kernel sees them, and the sums' (the buffer's).
+        self.dy_type = self.dx_type = self.sum_type = dtype
+        if half is not None:
+            self.dy_type, self.sum_type = "uint16", "float32"
+            self.dx_type = "float32" if nest.accumulates else "uint16"
+        # A 16-bit pullback's runs (``run > 1``) are summed from float32 copies of a chunk of
+        # the block (widened by a contiguous loop, which vectorizes), in ``wide{copy}``.
+        self.widened = half is not None and pullback and self.run > 1
+        self.wide_chunk = max(_BUFFER_SIZE // (self.run * self.outer), 1)
+        # Better still, where the part of dy under one iteration of the partition loop is
+        # small (``_WIDE_REGION`` elements over the copies, checked at run time): that whole
+        # region widened by one contiguous loop per copy, and the float32 kernel's loops run
+        # on it (``region{copy}``). Only without summed copies (``copies_sum`` reads dy by
+        # contiguous loops already).
+        first_input = self.axis_at.index(0)
+        self.region_level = (
+            first_input + 1 if self.widened and self.copies_level < 0 and first_input + 1 <= self.block_level else -1
+        )
+        self.in_region = self.past_region = False
         self.chunk = max(_BUFFER_SIZE // self.run, 1)  # block loop iterations per buffer fill
         self.long_name, self.short_name = ("dy", "dx") if pullback else ("y", "x")
         # Products of several factors get a name, computed once; literals and single names do not.
@@ -366,6 +403,17 @@ class _NestWriter:
         self.writer = SourceWriter()
 
     def render(self, signature: ShapeSignature) -> KernelSource:
+        parameters, buffered = self.body()
+        what = "pullback: dx[j] = sum of dy over the copies of x[j]" if self.pullback else "forward: y = repeat(x)"
+        if self.half is not None:
+            what += f" ({self.half} bits, summed in float32)"
+        source = cpu_kernel(signature, parameters, self.writer, f"repeat nest {self.items}, {what}", numpy=buffered)
+        if self.half is not None:
+            source = KernelSource(half_helpers(source.text, self.half), source.entry)
+        return source
+
+    def body(self) -> tuple[list[tuple[str, str]], bool]:
+        """Write the kernel's body; its parameters and whether it needs NumPy (a buffer)."""
         writer, extents, block_axis = self.writer, self.extents, self.axis_at[self.block_level]
         long_name, short_name = self.long_name, self.short_name
         writer.line(f"# {long_name} is the C array {_tuple_text(self.sizes)} read flat, {short_name} the C array")
@@ -377,22 +425,38 @@ class _NestWriter:
             if self.short_names[axis] != self.short_steps[axis]:
                 writer.line(f"{self.short_names[axis]} = {self.short_steps[axis]}")
         buffered = self.copies_level >= 0 and self.run > 1
+        if self.widened and self.copies_level < 0:
+            for copy in range(self.outer):
+                writer.line(f"wide{copy} = np.empty({self.wide_chunk * self.run}, np.float32)  # a chunk of a copy, widened")
+        if self.region_level >= 0:
+            region = self.long_names[self.region_level - 1]
+            writer.line(f"region = {region}  # dy elements under one iteration of the partition loop, per copy")
+            writer.line(f"in_region = region * {self.outer} <= {_WIDE_REGION}")
+            for copy in range(self.outer):
+                writer.line(f"region{copy} = np.empty(region if in_region else 0, np.float32)")
         if buffered:
             count = "hi - lo" if block_axis == 0 else extents[block_axis]
             writer.line(
-                f"buffer = np.empty(min({count}, {self.chunk}) * {self.run}, np.{self.dtype})  # summed copies of a chunk"
+                f"buffer = np.empty(min({count}, {self.chunk}) * {self.run}, np.{self.sum_type})  # summed copies of a chunk"
             )
         self.level(0, "0", "0")
         first, second = (long_name, short_name) if self.pullback else (short_name, long_name)
+        first_type, second_type = (self.dy_type, self.dx_type) if self.pullback else (self.dtype, self.dtype)
         parameters = [
-            (first, readonly_array(self.dtype)),
-            (second, writable_array(self.dtype)),
+            (first, readonly_array(first_type)),
+            (second, writable_array(second_type)),
             *((name, INDEX) for name in extents),
             ("lo", INDEX),
             ("hi", INDEX),
         ]
-        what = "pullback: dx[j] = sum of dy over the copies of x[j]" if self.pullback else "forward: y = repeat(x)"
-        return cpu_kernel(signature, parameters, writer, f"repeat nest {self.items}, {what}", numpy=buffered)
+        return parameters, buffered or self.half is not None
+
+    def store(self, target: str, value: str) -> str:
+        """The line adding (or assigning) ``value`` into ``target`` of ``dx``: rounded to the
+        16-bit format where ``dx`` is its bits."""
+        if self.dx_type == "uint16" and self.half is not None:
+            return f"{target} = narrow({value})"
+        return f"{target} {self.operator} {value}"
 
     def _bounds(self, axis: int) -> tuple[str, str, str]:
         """``(start, stop, count)`` of input loop ``axis``: the thread's ``[lo, hi)`` for the first."""
@@ -402,6 +466,21 @@ class _NestWriter:
     def level(self, level: int, long_base: str, short_base: str) -> None:
         """The loop of ``level`` and everything inside it."""
         writer = self.writer
+        if level == self.region_level and not self.in_region and not self.past_region:
+            with writer.block("if in_region:"):
+                for copy in range(self.outer):
+                    offset = "0" if copy == 0 else self.long_names[0] if copy == 1 else f"{copy} * {self.long_names[0]}"
+                    writer.line(f"first = np.uintp({_plus(long_base, offset)})")
+                    with writer.block("for u in range(np.uintp(region)):"):
+                        writer.line(f"region{copy}[u] = widen(dy[first + u])")
+                self.in_region = True
+                self.level(level, "0", short_base)
+                self.in_region = False
+            with writer.block("else:"):
+                self.past_region = True
+                self.level(level, long_base, short_base)
+                self.past_region = False
+            return
         if level == self.block_level:
             self.block(long_base, short_base)
             return
@@ -426,7 +505,8 @@ class _NestWriter:
 
     def block(self, long_base: str, short_base: str) -> None:
         """The last input loop and the run after it: a copy per run (forward) or a run sum."""
-        writer, run, outer, operator = self.writer, self.run, self.outer, self.operator
+        writer, run, outer = self.writer, self.run, self.outer
+        widen = self.half is not None and not self.in_region
         long_name, short_name = self.long_name, self.short_name
         axis = self.axis_at[self.block_level]
         index = f"j{axis}"
@@ -437,29 +517,38 @@ class _NestWriter:
             offsets = ["0", stride] + [f"{copy} * {stride}" for copy in range(2, outer)]
             first, last = _plus(long_base, _times(start, run_text)), _plus(long_base, _times(stop, run_text))
             for copy, offset in enumerate(offsets):
-                writer.line(f"dy_block{copy} = dy[{_plus(first, offset)}:{_plus(last, offset)}]")
+                if self.in_region:
+                    writer.line(f"dy_block{copy} = region{copy}[{first}:{last}]")
+                else:
+                    writer.line(f"dy_block{copy} = dy[{_plus(first, offset)}:{_plus(last, offset)}]")
+        elif self.in_region:
+            writer.line(f"dy_block = region0[{_plus(long_base, _times(start, run_text))}:{_plus(long_base, _times(stop, run_text))}]")
         else:
             writer.line(
                 f"{long_name}_block = {long_name}[{_plus(long_base, _times(start, run_text))}:"
                 f"{_plus(long_base, _times(stop, run_text))}]"
             )
         writer.line(f"{short_name}_block = {short_name}[{_plus(short_base, start)}:{_plus(short_base, stop)}]")
+        if self.widened and not self.in_region:
+            self.widened_block(count)
+            return
         with writer.block(f"for {index} in range({count}):"):
             if self.pullback and outer > 1:
                 # The fused outer count: the same run of each copy, summed pairwise.
                 if run == 1:
-                    writer.line(f"dx_block[{index}] {operator} {_pairwise([f'dy_block{c}[{index}]' for c in range(outer)])}")
+                    terms = [_read(f"dy_block{c}", index, widen) for c in range(outer)]
+                    writer.line(self.store(f"dx_block[{index}]", _pairwise(terms)))
                 else:
                     writer.line(f"k = {index} * {run}")
-                    sums = [_pairwise_sum(f"dy_block{c}", "k", 0, run) for c in range(outer)]
-                    writer.line(f"dx_block[{index}] {operator} {_pairwise(sums)}")
+                    sums = [_pairwise_sum(f"dy_block{c}", "k", 0, run, widen) for c in range(outer)]
+                    writer.line(self.store(f"dx_block[{index}]", _pairwise(sums)))
             elif self.pullback:
                 if run == 1:
-                    writer.line(f"dx_block[{index}] {operator} dy_block[{index}]")
+                    writer.line(self.store(f"dx_block[{index}]", _read("dy_block", index, widen)))
                 else:
                     writer.line(f"k = {index} * {run}")
-                    _emit_run_sum(writer, "dy_block", "k", run)
-                    writer.line(f"dx_block[{index}] {operator} total")
+                    _emit_run_sum(writer, "dy_block", "k", run, widen)
+                    writer.line(self.store(f"dx_block[{index}]", "total"))
             elif run == 1:
                 writer.line(f"y_block[{index}] = x_block[{index}]")
             else:
@@ -468,11 +557,35 @@ class _NestWriter:
                 with writer.block(f"for r in range({run}):"):
                     writer.line("y_block[k + r] = value")
 
+    def widened_block(self, count: str) -> None:
+        """The block of a 16-bit pullback with runs: a chunk of the block loop at a time, each
+        copy's ``dy`` chunk widened into ``wide{copy}`` by a contiguous loop, then the run sums
+        of the float32 kernel (the same expressions, in the same order) from there."""
+        writer, run, outer, chunk = self.writer, self.run, self.outer, self.wide_chunk
+        index = f"j{self.axis_at[self.block_level]}"
+        names = [f"dy_block{copy}" for copy in range(outer)] if outer > 1 else ["dy_block"]
+        with writer.block(f"for chunk in range(0, {count}, {chunk}):"):
+            writer.line(f"n = min({count} - chunk, {chunk})")
+            writer.line(f"first = np.uintp(chunk * {run})")
+            for copy, name in enumerate(names):
+                with writer.block(f"for u in range(np.uintp(n * {run})):"):
+                    writer.line(f"wide{copy}[u] = widen({name}[first + u])")
+            writer.line("dx_chunk = dx_block[chunk:chunk + n]")
+            with writer.block(f"for {index} in range(n):"):
+                writer.line(f"k = {index} * {run}")
+                if outer > 1:
+                    sums = [_pairwise_sum(f"wide{copy}", "k", 0, run) for copy in range(outer)]
+                    writer.line(self.store(f"dx_chunk[{index}]", _pairwise(sums)))
+                else:
+                    _emit_run_sum(writer, "wide0", "k", run)
+                    writer.line(self.store(f"dx_chunk[{index}]", "total"))
+
     def copies_sum(self, long_base: str, short_base: str) -> None:
         """The count right before the block: ``dy`` holds that many adjacent copies of the
         block (``stride`` apart), one slice each, summed elementwise (contiguous loads) first;
         with a run after the loop, through ``buffer``, a chunk of the block loop at a time."""
-        writer, run, copies, operator = self.writer, self.run, self.copies, self.operator
+        writer, run, copies = self.writer, self.run, self.copies
+        widen = self.half is not None
         axis = self.axis_at[self.block_level]
         index = f"j{axis}"
         start, stop, count = self._bounds(axis)
@@ -484,13 +597,13 @@ class _NestWriter:
                 writer.line(f"copy{copy} = dy[{_plus(begin, offset)}:{_plus(end, offset)}]")
 
         def copy_sum(position: str) -> str:
-            return _pairwise([f"copy{copy}[{position}]" for copy in range(copies)])
+            return _pairwise([_read(f"copy{copy}", position, widen) for copy in range(copies)])
 
         if run == 1:
             slice_copies(_plus(long_base, start), _plus(long_base, stop))
             writer.line(f"dx_block = dx[{_plus(short_base, start)}:{_plus(short_base, stop)}]")
             with writer.block(f"for {index} in range({count}):"):
-                writer.line(f"dx_block[{index}] {operator} {copy_sum(index)}")
+                writer.line(self.store(f"dx_block[{index}]", copy_sum(index)))
             return
         chunk = self.chunk
         with writer.block(f"for chunk in range({start}, {stop}, {chunk}):"):
@@ -504,15 +617,69 @@ class _NestWriter:
             with writer.block(f"for {index} in range(n):"):
                 writer.line(f"k = {index} * {run}")
                 _emit_run_sum(writer, "buffer", "k", run)
-                writer.line(f"dx_block[{index}] {operator} total")
+                writer.line(self.store(f"dx_block[{index}]", "total"))
 
 
-def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: bool) -> KernelSource:
-    """The forward (``y`` from ``x``) or pullback (``dx`` from ``dy``) kernel of a nest."""
-    return _NestWriter(nest, dtype, pullback).render(signature)
+def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: bool, half: str | None = None) -> KernelSource:
+    """The forward (``y`` from ``x``) or pullback (``dx`` from ``dy``) kernel of a nest;
+    ``half``: the pullback of a 16-bit format on its bits (:class:`_NestWriter`, its own nest).
+
+    The CPU pullback of a one-count nest ``(s, c, s)`` (see :func:`_pullback_nest`) also
+    serves ``(s, c)``, a runtime inner extent of 1: it branches on that extent once, to the
+    run sums ``(s, c)``'s own kernel would do, else to the summed copies of the block."""
+    if half is not None or not (pullback and _is_one_count(nest.items, 3)):
+        return _NestWriter(nest, dtype, pullback, half).render(signature)
+    runs = _NestWriter(_Nest(nest.layout, nest.items[:2], nest.groups[:1], nest.total, nest.empty), dtype, True)
+    _, runs_buffered = runs.body()
+    blocks = _NestWriter(nest, dtype, True)
+    parameters, blocks_buffered = blocks.body()
+    writer = SourceWriter()
+    writer.line("# One kernel for dy of (e0, c, e1) and of (e0, c) (e1 == 1): the run sums for the latter.")
+    for header, part in (("if e1 == 1:", runs), ("else:", blocks)):
+        with writer.block(header):
+            for line in part.writer.text().splitlines():
+                writer.line(line)
+    what = "pullback: dx[j] = sum of dy over the copies of x[j]"
+    description = f"repeat nest {nest.items} (also {nest.items[:2]}), {what}"
+    return cpu_kernel(signature, parameters, writer, description, numpy=runs_buffered or blocks_buffered)
+
+
+def _is_one_count(items: tuple[NestItem, ...], length: int) -> bool:
+    """Whether ``items`` is ``(s, c)`` (``length`` 2) or ``(s, c, s)`` (``length`` 3)."""
+    return (
+        len(items) == length
+        and items[0] == _INPUT_AXIS
+        and isinstance(items[1], int)
+        and (length == 2 or items[2] == _INPUT_AXIS)
+    )
+
+
+@memoized(maxsize=1024)
+def _pullback_nest(nest: _Nest) -> _Nest:
+    """The nest a CPU pullback kernel is keyed on: ``(s, c)`` (one count, innermost: the
+    last axis repeated, or a flattened input) becomes ``(s, c, s)`` with a last input loop
+    of no axes (extent 1), so that a repeat along the last axis and along any other share
+    one kernel (a U-Net's two upsamples, every rank alike); every other nest is its own.
+    The plan's ``accumulates`` stays its own nest's: the shared kernel's ``e1 == 1`` branch
+    assigns (correct into zeros as well)."""
+    items = nest.items
+    if not _is_one_count(items, 2):
+        return nest
+    return _Nest(nest.layout, (*items, _INPUT_AXIS), (*nest.groups, ()), nest.total, nest.empty)
+
+
+@memoized(maxsize=256)
+def _half_nest_request(nest: _Nest, format: str, target: str = "cpu") -> KernelRequest:
+    """The pullback kernel of a nest for a 16-bit ``format`` (read and written as bits)."""
+    signature = ShapeSignature("repeat", "pullback-half", nest.items, (format,), (len(nest.groups),), target)
+    if target == "cuda":
+        return KernelRequest(signature, lambda: _render_nest_cuda(signature, nest, "uint16", pullback=True, half=format))
+    return KernelRequest(signature, lambda: _render_nest(signature, nest, format, pullback=True, half=format))
 
 
 def _nest_request(nest: _Nest, dtype: np.dtype[np.generic], kind: str, target: str) -> KernelRequest:
+    if kind == "pullback" and target == "cpu":
+        nest = _pullback_nest(nest)
     signature = ShapeSignature("repeat", kind, nest.items, (dtype_name(dtype),), (len(nest.groups),), target)
     render = _render_nest_cuda if target == "cuda" else _render_nest
     return KernelRequest(
@@ -630,9 +797,12 @@ def _horner(names: Sequence[str], extents: Sequence[str]) -> str:
     return text
 
 
-def _render_nest_cuda(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: bool) -> KernelSource:
+def _render_nest_cuda(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: bool, half: str | None = None) -> KernelSource:
     """The CUDA forward (one thread per ``y`` element) or pullback (one thread per ``dx``
-    element, summing its copies) of a nest."""
+    element, summing its copies) of a nest. ``half`` (a pullback, ``dtype`` ``uint16``): the
+    16-bit format whose bits ``dy`` and ``dx`` hold; each copy is widened in registers, summed
+    in float32 in the float32 kernel's order and the sum rounded once (``cuda_half_helpers``);
+    a single copy moves its bits."""
     items = nest.items
     levels = _nest_levels(nest)
     extents, sizes, axis_at, long_steps = levels.extents, levels.sizes, levels.axis_at, levels.long_steps
@@ -661,25 +831,29 @@ def _render_nest_cuda(signature: ShapeSignature, nest: _Nest, dtype: str, pullba
         if not counts:
             writer.line("dx[j] = dy[base]")
         else:
-            writer.line(f"gradient = {numba_scalar(dtype)}(0)")
+            writer.line("gradient = np.float32(0)" if half else f"gradient = {numba_scalar(dtype)}(0)")
             offset = "base"
             with contextlib.ExitStack() as loops:
                 for level in counts:
                     loops.enter_context(writer.block(f"for r{level} in range({items[level]}):"))
                     step = _times(f"r{level}", names[level])
                     if level == counts[-1]:
-                        writer.line(f"gradient += dy[{_plus(offset, step)}]")
+                        term = f"dy[{_plus(offset, step)}]"
+                        writer.line(f"gradient += {f'widen({term})' if half else term}")
                     else:
                         writer.line(f"p{level} = {_plus(offset, step)}")
                         offset = f"p{level}"
-            writer.line("dx[j] = gradient")
+            writer.line("dx[j] = narrow(gradient)" if half else "dx[j] = gradient")
         parameters = [("dy", cuda_array_type(dtype)), ("dx", cuda_array_type(dtype))]
         what = "pullback: dx[j] = sum of dy over the copies of x[j]"
     parameters += [*((name, INDEX) for name in extents), ("total", INDEX)]
-    return cuda_kernel(
+    if half:
+        what += f" ({half} bits, summed in float32, rounded once)"
+    source = cuda_kernel(
         signature, parameters, writer, f"repeat nest {nest.items}, {what}",
         index="j" if pullback else "t", setup=setup,
     )
+    return KernelSource(cuda_half_helpers(source.text, half), source.entry) if half else source
 
 
 def _render_segments_cuda(signature: ShapeSignature, dtype: str, pullback: bool, unit_inner: bool) -> KernelSource:
@@ -836,8 +1010,9 @@ class NestPlan(_RepeatPlan):
 
             return empty_output
         if self.target == "cpu":
+            extents = _pullback_nest(self.nest).extents(shape)
             return KernelPullback(
-                kernel, self.extents, self.extents[0], self.out_size, size, dtype, shape, self.nest.accumulates
+                kernel, extents, self.extents[0], self.out_size, size, dtype, shape, self.nest.accumulates
             )
         launch = functools.partial(_cuda_pair_launch, kernel, size, self.extents, self.nest.total)
         allocate = self.namespace.empty
@@ -848,6 +1023,54 @@ class NestPlan(_RepeatPlan):
             return (dx if flat_input else dx.reshape(shape),)
 
         return dense
+
+    def half_requests(self, dtype: np.dtype[np.generic]) -> list[KernelRequest]:
+        """The kernels :meth:`half_pullback` runs for a 16-bit ``dtype`` (for ``precompile``)."""
+        if self.nest.empty or "pullback" not in self.kernel_entries:
+            return []
+        return [_half_nest_request(self.nest, dtype.name, self.target)]
+
+    def half_pullback(self, saved: object, dtype: np.dtype[np.generic]) -> DensePullback | None:
+        """For a 16-bit ``x`` of ``dtype`` (this plan being its float32 stand-in's, see
+        ``stablerules._half``): ``dy -> (dx,)`` (``dy`` native, C-ordered, of ``dtype``), one
+        kernel reading ``dy``'s bits, summing in float32 (the float32 kernel's sums, in its
+        order) and writing ``dx`` rounded once; where ``dx`` is visited more than once, it
+        accumulates in float32 (``x``'s size, not ``dy``'s) and is rounded after. CUDA: one
+        thread per ``dx`` element sums its copies (widened) in float32 and rounds once.
+        ``None`` where it does not apply (an empty nest)."""
+        if self.nest.empty:
+            return None
+        if self.target == "cuda":
+            return self._half_pullback_cuda(dtype)
+        from .._half import narrow  # noqa: PLC0415 - _half is loaded with the first 16-bit array
+
+        kernel = _half_nest_request(self.nest, dtype.name).get()
+        launch = cpu_launcher(kernel, 2, self.extents, extent=self.extents[0], work=self.out_size)
+        size, shape, accumulates = self.size, self.shape, self.nest.accumulates
+        uint16 = np.dtype(np.uint16)
+        allocate = np.zeros if accumulates else _pool.allocator(size * 2)
+        wide = np.dtype(np.float32) if accumulates else uint16
+
+        def pullback(dy: ArrayLike) -> tuple[object, ...]:
+            dx: ArrayLike = allocate(size, wide)
+            launch(dy.reshape(-1).view(uint16), dx)
+            result = narrow(dx, dtype) if accumulates else dx.view(dtype)
+            return (result.reshape(shape),)
+
+        return pullback
+
+    def _half_pullback_cuda(self, dtype: np.dtype[np.generic]) -> DensePullback:
+        kernel = _half_nest_request(self.nest, dtype.name, "cuda").get()
+        size, shape, allocate = self.size, self.shape, self.namespace.empty
+        launch = functools.partial(_cuda_pair_launch, kernel, size, self.extents, self.nest.total)
+        uint16 = np.dtype(np.uint16)
+
+        def pullback(dy: ArrayLike) -> tuple[object, ...]:
+            dx: ArrayLike = allocate(size, uint16)
+            launch(dy.reshape(-1).view(uint16), dx)
+            return (dx.view(dtype).reshape(shape),)
+
+        return pullback
 
     def fill_pullback(self, saved: object, dense: DensePullback, fill: Fill) -> tuple[object, ...]:
         """A ``Fill`` scaled by the number of copies of each element: no array at all."""
@@ -1231,5 +1454,6 @@ def export_nest_kernel(inner: tuple[int, ...], outer: tuple[int, ...], dtype: np
     ``repeat(x, inner, outer)`` with one count per axis of ``x``, for ``dtype``."""
     nest = _nest(_julia_layout(len(inner), inner, outer))
     request = None if nest.empty else _nest_request(nest, dtype, kind, "cpu")
-    return NestKernel(request, nest.groups, nest.accumulates)
+    groups = _pullback_nest(nest).groups if kind == "pullback" else nest.groups
+    return NestKernel(request, groups, nest.accumulates)
 

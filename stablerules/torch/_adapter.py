@@ -10,10 +10,15 @@ Everything else is shared:
   tensors' dtypes, shapes and devices) is bound and validated once, at its first call, by the
   core's own plan on ``ArraySpec``s (so every error is the core's, before torch's op runs);
   later calls find it by a key made from their arguments (one pass over them).
+- Each signature's implementation (:class:`_native.Implementation`: torch's forward op, whose
+  pullback runs in eager mode and under ``torch.compile``, and why) is settled with it, once:
+  ``sr.explain(srt.<op>, *args)`` prints it (with our pullback kernels' source where they run)
+  and ``TorchOp.implementations()`` counts an op's signatures by implementation. Its eager
+  forward is ``_native.prepare``'s: torch's op with the statics read once.
 - A view op's call is then torch's own op and nothing else, in every mode: autograd,
   ``torch.func``, ``vmap``, ``torch.compile``, meta and fake tensors, DTensor and FSDP see
   ordinary torch code. So is a kernel op's call whose result is below the op's
-  ``torch_below`` bound (a static per-signature choice: kron's small products).
+  ``torch_below`` bound (a static per-signature choice: kron's, repeat's and tile's small results).
 - A kernel op's call with gradients runs a ``torch.autograd.Function`` whose forward is
   torch's op: :class:`_PlainForward` (``ctx`` in ``forward``, the cheapest) when no
   torch.func transform or forward-mode AD is active, else :class:`_Forward` (``setup_context``,
@@ -59,9 +64,11 @@ Decisions where the issue is silent:
 - A non-linear op's pullback is rebuilt in ``backward`` rather than kept from ``forward``: a
   closure would hold views of memory that FSDP2 frees after the forward and gathers anew
   (at another address) before the backward.
-- ``float16`` and ``bfloat16``: torch's forward; our pullback runs the float32 kernel on the
-  cotangent upcast once and rounds the gradient once to the input's dtype (float32
-  accumulation, one rounding; the same under ``torch.autocast``).
+- ``float16`` and ``bfloat16``: torch's forward; on the CPU our pullback is the core's 16-bit
+  kernel (it reads the cotangent's bits, accumulates in float32 and rounds once; bfloat16
+  crosses as ml_dtypes' ``bfloat16`` over the same memory); on a CUDA device the float32 kernel
+  on the cotangent upcast once, rounded once to the input's dtype. The same under
+  ``torch.autocast``.
 - Meta tensors: torch's forward gives shapes and dtypes; a kernel op's backward gives empty
   meta gradients of the inputs' shapes and dtypes (no data, no kernel).
 - ``kron`` takes a Python scalar for either factor, as ``np.kron`` does: the scalar is a
@@ -96,12 +103,14 @@ import stablerules as sr
 from stablerules import Val
 
 from .._binding import Binder, binder
+from .._record import RECORDINGS
 from .._rule import RuleOp
 from .._memo import register as register_cache
 
 from .. import _parallel
-from ._native import FACTS, FORWARDS, Revalidate
+from ._native import FACTS, FORWARDS, Implementation, Revalidate, implementation, prepare
 from ._sharding import DTensorEngine, Kernels, is_dtensor
+from ._private import FUNCTORCH_ACTIVE, forward_ad_active
 
 if TYPE_CHECKING:
     from torch.autograd.function import FunctionCtx
@@ -110,12 +119,12 @@ Tensors: TypeAlias = tuple[torch.Tensor, ...]
 _R = TypeVar("_R", torch.Tensor, tuple[torch.Tensor, ...])
 OptionalTensors: TypeAlias = tuple[torch.Tensor | None, ...]
 
-# The two private torch names we use, where no public API answers the question (a test fails
-# first on a torch that moves them): whether a torch.func transform is active, and the
+# The two private torch names we use (in ._private, where no public API answers the question;
+# tests/test_private.py fails first on a torch that moves them): whether a torch.func transform is active, and the
 # forward-mode AD level. Without them every call that requires grad would take the
 # ``setup_context`` Function that torch.func and forward AD need, several times the cost of the
 # plain one.
-_FUNCTORCH_ACTIVE: Callable[[], bool] = torch._C._are_functorch_transforms_active
+_FUNCTORCH_ACTIVE: Callable[[], bool] = FUNCTORCH_ACTIVE  # torch._private
 _FORWARD_AD = torch.autograd.forward_ad
 
 # Below this many elements a stride-0 cotangent is read densely: detecting it and building the
@@ -161,8 +170,8 @@ class TangentRule(Protocol):
 class Entry:
     """One ``stablerules`` op as seen from torch.
 
-    Its parameters are the op's layout's (``stablerules._layout``, generated from the op
-    schema; ``parameters`` are their names in call order, ``"*name"`` for a variadic one,
+    Its parameters are the op's schema row's (``stablerules._schema``);
+    ``parameters`` are their names in call order, ``"*name"`` for a variadic one,
     whose arguments are all tensors); ``arrays`` names those holding a tensor or a sequence
     of tensors, every other parameter is static. ``data`` names the arrays that
     are integer data (``take``'s ``indices``): a tensor (a NumPy array or a list is made one)
@@ -193,7 +202,7 @@ class Entry:
         # Plain attributes, not properties: dynamo traces the binding code under torch.compile.
         self.binder = binder(self.name)
         self.parameters = tuple(
-            ("*" if param.role == "varargs" else "") + param.name for param in self.binder.layout.params
+            ("*" if param.role == "varargs" else "") + param.name for param in self.binder.schema.params
         )
         self.variadic = self.binder.variadic
         self.order = {name.lstrip("*"): index for index, name in enumerate(self.parameters)}
@@ -404,6 +413,8 @@ def _array(tensor: torch.Tensor) -> object:
     if tensor.is_conj() or tensor.is_neg():
         tensor = tensor.detach().resolve_conj().resolve_neg()
     if tensor.is_cpu:
+        if tensor.dtype is torch.bfloat16:  # NumPy has no DLPack bfloat16: the bits, as ml_dtypes'
+            return _FROM_DLPACK(_Capsule(_TO_DLPACK(tensor.detach().view(torch.int16)))).view(_bfloat16())
         return _FROM_DLPACK(_Capsule(_TO_DLPACK(tensor)))
     if tensor.is_cuda:
         return _cupy().from_dlpack(tensor.detach())  # type: ignore[attr-defined]
@@ -415,8 +426,18 @@ def _cotangent_array(tensor: torch.Tensor) -> object:
     ``cat`` backward does) where it is a plain CPU tensor (``Tensor.numpy``: a cotangent's
     storage is never resized by anyone), else as :func:`_array`."""
     if tensor.is_cpu and not (tensor.requires_grad or tensor.is_conj() or tensor.is_neg()) and type(tensor) is torch.Tensor:
+        if tensor.dtype is torch.bfloat16:
+            return tensor.view(torch.int16).numpy().view(_bfloat16())
         return tensor.numpy()
     return _array(tensor)
+
+
+def _bfloat16() -> np.dtype[np.generic]:
+    """ml_dtypes' ``bfloat16``, imported when the first bfloat16 tensor reaches our kernels."""
+    import ml_dtypes  # noqa: PLC0415 - only a 16-bit float brings it (SPEC section 15)
+
+    dtype: np.dtype[np.generic] = np.dtype(ml_dtypes.bfloat16)
+    return dtype
 
 
 def _cupy() -> object:
@@ -435,6 +456,8 @@ def _tensor(array: object, inputs: Sequence[object] = ()) -> torch.Tensor:
     copy, as autograd would not know of the view) or torch cannot hold it as it is (negative
     strides, read-only)."""
     if type(array) is np.ndarray:
+        if array.dtype.kind == "V" and array.dtype.name == "bfloat16":  # ml_dtypes': torch's from its bits
+            return _tensor(array.view(np.int16), inputs).view(torch.bfloat16)
         if array.base is None:  # a fresh result of our kernels (inputs arrive as views)
             return torch.from_numpy(array)
         flags = array.flags
@@ -551,12 +574,14 @@ def run_pullback(
     """One gradient per tensor (``None`` for a zero, unless ``dense``) from the cotangents.
 
     Meta tensors give empty gradients of the inputs' shapes and dtypes (no data). 16-bit
-    floats (which our kernels do not take) run the float32 kernel on the cotangents upcast
-    once, the gradient rounded once to the input's dtype: float32 accumulation, one rounding.
+    floats on the CPU reach the core's 16-bit kernels as they are (bfloat16 as ml_dtypes'
+    bits: no conversion pass; they accumulate in float32 and round once); on a CUDA device they
+    run the float32 kernel on the cotangents upcast once, the gradient rounded once to the
+    input's dtype (float32 accumulation, one rounding, CuPy having no bfloat16).
     Our kernels run with ``torch.get_num_threads()`` threads (``STABLERULES_NUM_THREADS`` wins)."""
     special = False
     for value in (*tensors, *cotangents):
-        if value is not None and (value.is_meta or value.dtype in _HALF):
+        if value is not None and (value.is_meta or (value.dtype in _HALF and not value.is_cpu)):
             special = True
             break
     if special and any(value is not None and value.is_meta for value in (*tensors, *cotangents)):
@@ -665,7 +690,7 @@ def _transforms_active() -> bool:
 
 
 def _forward_mode() -> bool:
-    return bool(_FUNCTORCH_ACTIVE()) or _FORWARD_AD._current_level >= 0
+    return bool(_FUNCTORCH_ACTIVE()) or forward_ad_active()
 
 
 
@@ -1078,8 +1103,9 @@ def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[
 def _owned(outputs: Tensors, inputs: Tensors) -> Tensors:
     """A kernel op's results as its Function may return them: never an input itself."""
     for output in outputs:
-        if any(output is t for t in inputs):
-            return tuple(o.clone() if any(o is t for t in inputs) else o for o in outputs)
+        for tensor in inputs:  # plain loops: a tiny op's budget
+            if output is tensor:
+                return tuple(o.clone() if any(o is t for t in inputs) else o for o in outputs)
     return outputs
 
 
@@ -1297,18 +1323,16 @@ class Signature:
 
     __slots__ = (
         "call", "entry", "order", "plain", "dtensor", "linear", "likes", "_placeholders", "_back",
-        "native", "torch_forward", "recount", "special",
+        "native", "run", "recount", "special", "implementation",
     )
 
     def __init__(self, call: Call, tensors: Tensors, order: tuple[int, ...] | None) -> None:
         check_tensors(call, tensors)
         self.recount, size = validate(call, tensors)
-        facts = FACTS[call.entry.name]
         # torch's autograd (plain torch code): a view op, or a kernel op below its size bound
-        self.native = facts.pullback == "torch" or (
-            size is not None and size < facts.torch_below and all(t.ndim <= 2 for t in tensors)
-        )
-        self.torch_forward = FORWARDS[call.entry.name]
+        self.implementation = implementation(call.entry.name, size, tuple(t.ndim for t in tensors), call)
+        self.native = self.implementation.pullback == "torch"
+        self.run = prepare(call, tensors)  # torch's op, the statics read once
         self.call = call
         self.entry = call.entry
         self.order = order  # where each bound tensor sits among the arguments, when not in order
@@ -1321,14 +1345,14 @@ class Signature:
             )
         self.linear = call.linear and call.primal_free  # saves no tensors, shares one pullback
         self.likes = tuple((tuple(t.shape), t.dtype, t.device) for t in tensors)
-        # meta tensors and 16-bit floats: run_pullback's own paths (no shared closure)
-        self.special = any(t.is_meta or t.dtype in _HALF for t in tensors)
+        # meta tensors and 16-bit floats off the CPU: run_pullback's own paths (no shared closure)
+        self.special = any(t.is_meta or (t.dtype in _HALF and not t.is_cpu) for t in tensors)
         self._placeholders: Tensors | None = None
         self._back: Callable[[object], tuple[object, ...]] | None = None
 
     def forward(self, tensors: Tensors) -> Tensors:
         """The op's results: torch's own op (in a kernel op's Function: no aliasing)."""
-        return _owned(self.torch_forward(self.call, tensors), tensors)
+        return _owned(self.run(tensors), tensors)
 
     def apply(self, tensors: Tensors) -> Tensors:
         """The call through the mechanism its tensors and torch's modes ask for: a view op is
@@ -1336,9 +1360,11 @@ class Signature:
         Function around torch's op whose backward is our kernel."""
         if self.recount is not None:
             self.recount()
+        elif RECORDINGS:  # an open ``sr.record`` notes every call's signature, not only a new one's
+            validate(self.call, tensors)
         if self.native:
             try:
-                outputs = self.torch_forward(self.call, tensors)
+                outputs = self.run(tensors)
             except Exception as error:  # the core's message where the core refuses these inputs
                 check_tensors(self.call, tensors)
                 validate(self.call, tensors)
@@ -1346,9 +1372,11 @@ class Signature:
                     raise AssertionError(f"stablerules.torch.{self.entry.name}: {error}") from None
                 raise
             if not _GRAD_ENABLED():  # torch keeps requires_grad on views made under no_grad
-                return tuple(o.detach() if o.requires_grad else o for o in outputs)
+                for output in outputs:
+                    if output.requires_grad:
+                        return tuple(o.detach() if o.requires_grad else o for o in outputs)
             return outputs
-        if _FUNCTORCH_ACTIVE() or _FORWARD_AD._current_level >= 0:
+        if _FUNCTORCH_ACTIVE() or forward_ad_active():
             return cast("Tensors", _Forward.apply(self.call, _Box(), *tensors))
         if not self.plain:  # DTensor: custom ops with sharding rules; others (fake): the vjp op
             return DTENSOR.forward(self.call, tensors) if self.dtensor else compiled(self.call, tensors)
@@ -1394,7 +1422,9 @@ def _walk(
     if kwargs:
         for name, value in kwargs.items():
             key.append(name)
-            if not _token(value, key, tensors):
+            if type(value) is Val:
+                key.append(value)
+            elif not _token(value, key, tensors):
                 return None
     if not shaped:
         return tuple(key), tensors
@@ -1418,7 +1448,11 @@ def _token(value: object, key: list[object], tensors: list[torch.Tensor]) -> boo
     if kind is tuple or kind is list:
         items = cast("Sequence[object]", value)
         types = tuple(map(type, items))  # C loops: a DenseNet block concatenates 25 tensors
-        if items and (types.count(torch.Tensor) == len(types) or all(issubclass(t, torch.Tensor) for t in types)):
+        if items and types.count(torch.Tensor) == len(types):  # plain tensors: their count keys
+            tensors.extend(cast("Sequence[torch.Tensor]", items))
+            key.append((_TENSOR, len(types)))
+            return True
+        if items and all(issubclass(t, torch.Tensor) for t in types):  # subclasses: their types key
             tensors.extend(cast("Sequence[torch.Tensor]", items))
             key.append((_TENSOR, types))
             return True
@@ -1481,6 +1515,7 @@ class TorchOp(Generic[_R]):
         # A view op's signatures are keyed without shapes: torch's op checks each call's, and
         # where it refuses one (or _native.Revalidate asks), the core's check names the error.
         self.shaped = FACTS[entry.name].pullback != "torch"
+        self.tuple_result = entry.tuple_result
         _TORCH_OPS.append(self)
         register(entry)
         register_vjp(entry)
@@ -1498,7 +1533,7 @@ class TorchOp(Generic[_R]):
         else:
             signature, found = self.signature(args, kwargs)
             outputs = signature.apply(found)
-        return cast("_R", outputs if self.entry.tuple_result else outputs[0])
+        return outputs if self.tuple_result else outputs[0]  # type: ignore[return-value]  # _R: the op's result
 
     def signature(self, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[Signature, Tensors]:
         """The call's :class:`Signature` (cached) and its tensors in the order it binds them."""
@@ -1521,6 +1556,40 @@ class TorchOp(Generic[_R]):
                 self.signatures.clear()
             self.signatures[walked[0]] = signature
         return signature, bound
+
+    def explain(self, *args: object, **kwargs: object) -> str:
+        """``sr.explain(srt.<op>, *args)``: which implementation this call's signature runs in
+        torch and why (the forward: torch's op; the pullback: torch's autograd or our kernel),
+        followed, where our kernel runs the pullback, by the generated source of its pullback
+        kernels. Settles the signature as a call would (the same checks and errors); runs
+        nothing, compiles nothing."""
+        if self.entry.data:
+            args, kwargs = _with_data(self.entry, args, kwargs)
+        call, tensors = bind(self.entry, args, kwargs)
+        signature = Signature(call, tensors, None)
+        shapes = ", ".join(f"{_dtype_name(t.dtype)}{list(t.shape)}" for t in tensors)
+        text = f"# --- {self.entry.name} in stablerules.torch: {self.entry.name}({shapes}) ---\n"
+        text += signature.implementation.describe() + "\n"
+        if "kernel" in (signature.implementation.pullback, signature.implementation.compiled_pullback):
+            from .._cache import CACHE  # noqa: PLC0415 - explain only
+
+            specs = [sr.ArraySpec(tuple(int(n) for n in t.shape), _spec_dtype(t.dtype)) for t in tensors]
+            op = cast("RuleOp", self.entry.op)
+            core_args, core_kwargs = _arguments(call, specs)
+            for request in op.kernel_requests(*core_args, **core_kwargs):
+                if request.signature.kind == "pullback":
+                    source = CACHE.source(request.signature, request.render)
+                    text += f"# --- {request.signature.op} {request.signature.kind} ---\n{source}\n"
+        return text
+
+    def implementations(self) -> dict[str, int]:
+        """How many of this op's signatures seen so far (since the caches were last cleared)
+        run each implementation: ``{"forward <torch op>; pullback <whose>": count}``."""
+        counts: dict[str, int] = {}
+        for signature in self.signatures.values():
+            label = signature.implementation.label()
+            counts[label] = counts.get(label, 0) + 1
+        return counts
 
     def __repr__(self) -> str:
         return f"<stablerules.torch op {self.entry.name}>"

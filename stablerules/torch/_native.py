@@ -59,28 +59,41 @@ class EngineFacts:
     forward: str
     pullback: Literal["torch", "kernel"]
     why: str
-    # A per-signature static choice: a kernel op whose result has fewer elements than this,
-    # from inputs of at most 2 axes, takes torch's own pullback in eager mode (where torch's
-    # is faster: kron's small matrices; for 3 axes and more our kernel wins at these sizes).
+    # A per-signature static choice: a kernel op whose result has fewer elements than this, in
+    # the form ``torch_form`` names (checked by ``_SMALL_FORMS``), takes torch's own pullback
+    # in eager mode, where torch's is faster than a call of our kernel.
     torch_below: int = 0
+    torch_form: str = ""
 
 
-# Below this many result elements torch's own kron backward (two small reductions) beats the
-# round trip to our kernel (bench/README.md, issue 35's Kalman-filter krons).
+# Below these many result elements torch's own backward beats the round trip to our kernel
+# (measured; the crossovers are in the benchmark notes): kron's of inputs of at most 2 axes
+# (two small reductions; for 3 axes and more our kernel wins at these sizes), repeat's of a
+# single ``repeat_interleave`` (one reduction of a view; several steps or a list of counts:
+# ours wins), tile's (one reduction of a view).
 KRON_TORCH_BELOW = 20000
+REPEAT_TORCH_BELOW = 1024
+TILE_TORCH_BELOW = 1024
 
 _VIEW = "torch's backward is views or one copy per input: already at the memory bound"
 _KERNEL = "our pullback kernel does in one pass what torch's backward does in several"
 
 FACTS: dict[str, EngineFacts] = {
-    "repeat": EngineFacts("Tensor.repeat_interleave / Tensor.repeat", "kernel", _KERNEL),
-    "tile": EngineFacts("Tensor.tile", "kernel", _KERNEL),
+    "repeat": EngineFacts(
+        "Tensor.repeat_interleave / Tensor.repeat", "kernel", _KERNEL + "; below its bound torch's one reduction "
+        "of a single repeat_interleave's view costs less than a call of our kernel", REPEAT_TORCH_BELOW,
+        "a single repeat_interleave (an integer count, or one inner count)",
+    ),
+    "tile": EngineFacts(
+        "Tensor.tile", "kernel", _KERNEL + "; below its bound torch's one reduction of a view costs less "
+        "than a call of our kernel", TILE_TORCH_BELOW, "any reps",
+    ),
     "concatenate": EngineFacts("torch.cat", "torch", _VIEW),
     "stack": EngineFacts("torch.stack", "torch", _VIEW),
     "hstack": EngineFacts("torch.hstack", "torch", _VIEW),
     "vstack": EngineFacts("torch.vstack", "torch", _VIEW),
     "cat": EngineFacts("torch.cat / F.pad (block-diagonal)", "torch", _VIEW),
-    "kron": EngineFacts("torch.kron", "kernel", _KERNEL, torch_below=KRON_TORCH_BELOW),
+    "kron": EngineFacts("torch.kron", "kernel", _KERNEL, KRON_TORCH_BELOW, "inputs of at most 2 axes"),
     "flip": EngineFacts("torch.flip", "torch", _VIEW),
     "roll": EngineFacts("torch.roll", "torch", _VIEW),
     "permute_dims": EngineFacts("Tensor.permute", "torch", _VIEW),
@@ -101,6 +114,82 @@ FACTS: dict[str, EngineFacts] = {
 def facts(name: str) -> EngineFacts:
     """The engine facts of the op ``name`` (``KeyError`` for an op that has none)."""
     return FACTS[name]
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """Which implementation one signature runs in torch, and why: settled once, when the
+    signature is first seen (``sr.explain`` and ``TorchOp.implementations`` show it).
+
+    ``forward`` names torch's op; ``pullback`` is ``"torch"`` (torch's autograd) or
+    ``"kernel"`` (our compiled kernel) in eager mode; ``compiled_pullback`` the same under
+    ``torch.compile`` and for fake tensors (where a kernel op's pullback is always the
+    ``stablerules::<name>_vjp`` custom op: the size bound is an eager choice); ``why`` the
+    op's declared reason, or the per-signature size choice."""
+
+    op: str
+    forward: str
+    pullback: Literal["torch", "kernel"]
+    compiled_pullback: Literal["torch", "kernel"]
+    why: str
+
+    def label(self) -> str:
+        """``"<forward> / <pullback>"`` in words (the key of ``TorchOp.implementations``)."""
+        return f"forward {self.forward}; pullback {_PULLBACK_WORDS[self.pullback]}"
+
+    def describe(self) -> str:
+        """The implementation in a few lines of text."""
+        lines = [f"forward: {self.forward} (torch's own op)", f"pullback: {_PULLBACK_WORDS[self.pullback]}"]
+        if self.compiled_pullback != self.pullback:
+            lines[-1] += f" in eager mode; under torch.compile {_PULLBACK_WORDS[self.compiled_pullback]}"
+        if "kernel" in (self.pullback, self.compiled_pullback):
+            lines.append(f"our pullback kernel: torch.ops.stablerules.{self.op}_vjp under torch.compile")
+        lines.append(f"why: {self.why}")
+        return "\n".join(lines)
+
+
+_PULLBACK_WORDS = {"torch": "torch's autograd", "kernel": "our compiled kernel"}
+
+
+def _one_repeat_interleave(call: Call | None, ndims: tuple[int, ...]) -> bool:
+    if call is None:
+        return False
+    repeats = _v(call, "repeats")
+    if repeats is not None:
+        return type(repeats) is int
+    inner, outer = _ints(_v(call, "inner") or ()), _ints(_v(call, "outer") or ())
+    return sum(count != 1 for count in inner) == 1 and all(count == 1 for count in outer)
+
+
+# Which signatures of an op with a ``torch_below`` bound are of its small form.
+_SMALL_FORMS: dict[str, Callable[[Call | None, tuple[int, ...]], bool]] = {
+    "kron": lambda call, ndims: all(n <= 2 for n in ndims),
+    "repeat": _one_repeat_interleave,
+    "tile": lambda call, ndims: True,
+}
+
+
+def implementation(name: str, size: int | None, ndims: tuple[int, ...], call: Call | None = None) -> Implementation:
+    """The implementation of a signature of op ``name`` whose result has ``size`` elements
+    (``None``: unknown) from inputs of ``ndims`` axes (``call``: the bound call, for an op
+    whose small form depends on its statics): the op's declared facts, and for a kernel op
+    with a ``torch_below`` bound, torch's own pullback in eager mode below it, for a
+    signature of the form ``torch_form`` names."""
+    fact = FACTS[name]
+    if fact.pullback == "torch":
+        return Implementation(name, fact.forward, "torch", "torch", fact.why)
+    small_form = bool(fact.torch_below) and _SMALL_FORMS[name](call, ndims)
+    if size is not None and size < fact.torch_below and small_form:
+        why = (
+            f"a small signature: its result has {size} elements, below {name}'s bound of {fact.torch_below} "
+            f"for {fact.torch_form}, where torch's own backward is faster than a call of our kernel"
+        )
+        return Implementation(name, fact.forward, "torch", "kernel", why)
+    why = fact.why
+    if fact.torch_below:
+        shown = "unknown" if size is None else str(size)
+        why += f" (result elements: {shown}; torch's own below {fact.torch_below} for {fact.torch_form})"
+    return Implementation(name, fact.forward, "kernel", "kernel", why)
 
 
 class Revalidate(Exception):
@@ -195,21 +284,38 @@ def _repeat(call: Call, tensors: Tensors) -> Tensors:
     (x,) = tensors
     repeats = _v(call, "repeats")
     if repeats is None:  # Julia's inner/outer form
-        inner = _ints(_v(call, "inner") or ())
-        outer = _ints(_v(call, "outer") or ())
-        n = max(x.ndim, len(inner), len(outer))
-        y = x.reshape(*x.shape, *(1,) * (n - x.ndim)) if n > x.ndim else x
-        for axis, count in enumerate(inner):
-            if count != 1:
-                y = y.repeat_interleave(count, dim=axis)
-        if any(count != 1 for count in outer):
-            y = y.repeat(*outer, *(1,) * (n - len(outer)))
-        return (y.clone() if y is x or y._base is x else y,)
+        return (_julia(x, _ints(_v(call, "inner") or ()), _ints(_v(call, "outer") or ())),)
     times = cast("int", repeats)
     along = _v(call, "axis")
     if along is None:
         return (x.reshape(-1).repeat_interleave(times),)
     return (x.repeat_interleave(times, dim=cast("int", along)),)
+
+
+def _julia(x: torch.Tensor, inner: tuple[int, ...], outer: tuple[int, ...]) -> torch.Tensor:
+    """Julia's ``repeat(x; inner, outer)``. Inner counts alone: ``repeat_interleave`` per axis
+    (as fast as an ``expand`` for one or two axes, and faster for a nearest upsample). Inner
+    and outer counts together: one ``expand`` of each axis as ``(outer, n, inner)`` and one
+    ``reshape``, a single copy of the result (per-axis ``repeat_interleave`` and then
+    ``Tensor.repeat`` copy it once per step); exact either way, and plain torch ops that
+    ``torch.compile`` traces with symbolic sizes."""
+    n = max(x.ndim, len(inner), len(outer))
+    y = x.reshape(*x.shape, *(1,) * (n - x.ndim)) if n > x.ndim else x
+    repeats_inner = any(count != 1 for count in inner)
+    repeats_outer = any(count != 1 for count in outer)
+    if repeats_inner and repeats_outer:
+        inner = inner + (1,) * (n - len(inner))
+        outer = outer + (1,) * (n - len(outer))
+        shape = y.shape
+        spread = y.reshape([k for m in shape for k in (1, m, 1)])
+        wide = spread.expand([k for m, i, o in zip(shape, inner, outer) for k in (o, m, i)])
+        return wide.reshape([m * i * o for m, i, o in zip(shape, inner, outer)])
+    for axis, count in enumerate(inner):
+        if count != 1:
+            y = y.repeat_interleave(count, dim=axis)
+    if repeats_outer:
+        y = y.repeat(*outer, *(1,) * (n - len(outer)))
+    return y.clone() if y is x or y._base is x else y
 
 
 def _tile(call: Call, tensors: Tensors) -> Tensors:
@@ -505,4 +611,76 @@ FORWARDS: dict[str, Forward] = {
     "take": _take,
     "take_along_axis": _take_along_axis,
     "index_add": _index_add,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# per-signature eager forwards: the statics read once
+# ---------------------------------------------------------------------------------------------
+
+Prepared = Callable[["Tensors"], "Tensors"]
+
+
+def prepare(call: Call, tensors: Tensors) -> Prepared:
+    """The op's eager forward for one signature: ``FORWARDS[name]`` with the call's statics
+    read once (a signature fixes them), torch's op called directly. The hot ops have their
+    own (a DenseNet block's 25-input concatenation, an upsample's ``repeat``, a Kalman
+    filter's small ``kron``); the others close over their ``FORWARDS`` entry. A view op's
+    signature does not fix its tensors' dtypes (its key leaves them out): its forward checks
+    them on every call, as ``FORWARDS`` does; a kernel op's signature fixes them. Used in
+    eager mode only: under ``torch.compile`` the calls go through ``FORWARDS``."""
+    maker = _PREPARERS.get(call.entry.name)
+    prepared = maker(call, tensors) if maker is not None else None
+    if prepared is not None:
+        return prepared
+    forward = FORWARDS[call.entry.name]
+    return lambda tensors: forward(call, tensors)
+
+
+def _joined(join: Callable[..., torch.Tensor], axis: int) -> Prepared:
+    def run(tensors: Tensors) -> Tensors:
+        first = tensors[0].dtype
+        for tensor in tensors:
+            if tensor.dtype is not first:  # mixed dtypes: NumPy's result dtype first
+                return (join(_promoted(tensors), axis),)
+        return (join(tensors, axis),)
+
+    return run
+
+
+def _prepare_concatenate(call: Call, tensors: Tensors) -> Prepared | None:
+    axis = _v(call, "axis", Val(0))
+    return _joined(torch.cat, axis) if type(axis) is int else None
+
+
+def _prepare_stack(call: Call, tensors: Tensors) -> Prepared | None:
+    axis = _v(call, "axis", Val(0))
+    return _joined(torch.stack, axis) if type(axis) is int else None
+
+
+def _prepare_repeat(call: Call, tensors: Tensors) -> Prepared | None:
+    times, axis = _v(call, "repeats"), _v(call, "axis")
+    if times is None:  # Julia's inner/outer form
+        inner, outer = _ints(_v(call, "inner") or ()), _ints(_v(call, "outer") or ())
+        return lambda tensors: (_julia(tensors[0], inner, outer),)
+    if type(times) is not int:
+        return None
+    if axis is None:
+        return lambda tensors: (tensors[0].reshape(-1).repeat_interleave(times),)
+    dim = cast("int", axis)
+    return lambda tensors: (tensors[0].repeat_interleave(times, dim=dim),)
+
+
+def _prepare_kron(call: Call, tensors: Tensors) -> Prepared | None:
+    if len(tensors) != 2 or tensors[0].dtype != tensors[1].dtype:
+        return None  # a scalar factor, or mixed dtypes (promoted per call by FORWARDS)
+    kron = torch.kron
+    return lambda tensors: (kron(tensors[0], tensors[1]),)
+
+
+_PREPARERS: dict[str, Callable[[Call, Tensors], Prepared | None]] = {
+    "concatenate": _prepare_concatenate,
+    "stack": _prepare_stack,
+    "repeat": _prepare_repeat,
+    "kron": _prepare_kron,
 }

@@ -556,7 +556,7 @@ def test_roll_rules_launch_the_kernel_once_each() -> None:
 def test_a_numpy_pullback_in_place_of_rolls_kernel_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The pullback computed by ``np.roll`` (right values, no kernel) fails the shared
     checker's steady-state check: the rule must run its compiled kernel."""
-    from stablerules._rule import DensePullback
+    from stablerules._plan import DensePullback
     from stablerules.rules.flip import RollPlan
 
     def numpy_pullback(self: RollPlan, saved: object) -> DensePullback:

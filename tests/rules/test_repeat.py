@@ -1065,3 +1065,34 @@ def autograd_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
         ),
         ("tile", lambda x: sra.tile(x, Val((2, 1, 3))), (rand(3, 2),), lambda x: anp.tile(x, (2, 1, 3))),
     ]
+
+
+@pytest.mark.parametrize("count", [2, 19])  # summed copies / an accumulated count loop
+def test_one_count_pullbacks_of_every_axis_and_rank_share_one_kernel(count: int) -> None:
+    # A repeat along the last axis (the nest (s, c)) and along any other axis (s, c, s), of
+    # rank 1 to 5, has one CPU pullback kernel: once it is built, the others' pullbacks load
+    # no kernel and compile none, and each gradient is NumPy's reduction (with an inner
+    # extent of 1 at runtime too, and with infinities and NaNs kept in place).
+    from stablerules.rules import repeat as repeat_rules
+
+    dtype = np.float32
+    cases = [((2, 3, 4, 5), 2), ((2, 3, 4, 5), 3), ((3, 4, 5), 1), ((3, 4, 5, 6, 2), 4), ((7,), 0), ((3, 4, 1), 1), ((4, 1, 3), 0)]
+    kernels = []
+    for shape, axis in cases:
+        plan = sr.repeat.plan(*sr.repeat.bind(np.zeros(shape, dtype), Val(count), axis=Val(axis)))
+        assert isinstance(plan, repeat_rules.NestPlan)
+        before = sr.cache_info()
+        kernels.append(plan._kernel("pullback"))
+        after = sr.cache_info()
+        if len(kernels) > 1:
+            assert (after.compiles, after.disk_hits) == (before.compiles, before.disk_hits)
+    assert all(kernel is kernels[0] for kernel in kernels)
+    for shape, axis in cases:
+        x = random_array(RNG, shape).astype(dtype)
+        y, back = rrule(sr.repeat, x, Val(count), axis=Val(axis))
+        dy = random_array(RNG, y.shape).astype(dtype)
+        flat = dy.reshape(-1)
+        flat[:: max(flat.size // 3, 1)] = np.inf
+        flat[flat.size // 2] = np.nan
+        expected = dy.reshape(shape[:axis] + (shape[axis], count) + shape[axis + 1 :]).sum(axis=axis + 1)
+        np.testing.assert_allclose(dense(back(dy)[0]), expected, rtol=1e-5, atol=1e-5)

@@ -10,6 +10,7 @@ from typing import assert_type
 
 import torch
 
+import stablerules as sr
 import stablerules.torch as srt
 from stablerules import Val
 
@@ -39,4 +40,5 @@ def train_step(model: Upsample, x: torch.Tensor) -> float:
     assert_type(gradients, tuple[torch.Tensor, ...])
     (grad,) = torch.autograd.grad(srt.repeat(x, Val(2), axis=Val(0)).sum(), x)
     assert_type(grad, torch.Tensor)
+    assert_type(sr.explain(srt.kron, model.mix, x), str)  # which implementation a signature runs
     return float(loss.item())
