@@ -12,7 +12,7 @@ signature's first ``rrule`` + pullback: another dtype, so every kernel it needs 
 Reported per op: the median over ``--rounds`` processes of the thread CPU time of that call
 (Numba compiles in the calling thread, so the other jobs on a shared machine count less than
 in wall time), its wall time, and the kernels it compiled. The figure the goal reads is the
-median over the ops that compile kernels (goal <= 300 ms). ``--split`` also reports Numba's
+median over the ops that compile kernels (goal <= 100 ms). ``--split`` also reports Numba's
 own pass timers (LLVM, lowering, type inference, the rest) as shares of the compile.
 
 ``--warm``: the other end, a fresh process whose kernels are all on disk already (a cache
@@ -44,7 +44,7 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 MARKER = "BENCH-RESULT "
-GOAL_S = 0.300
+GOAL_S = 0.100
 
 # The ops whose rrule + pullback compile kernels (the view ops, concatenate and flip compile
 # none); each one's call is in ``_call``, made at the warm-up dtype and then the new one.

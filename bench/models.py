@@ -19,8 +19,23 @@ timed and the largest difference is kept in the row):
   ``lax.scan``); in NumPy the covariance recursion of ``bench/tape.py`` (a hand-chained
   ``sr.rrule`` tape against ``np.kron`` and a hand-written kron pullback) at T=200, 2000, 8000
   with the garbage collector on (per-step cost and ratio at each T).
+- ``densenet121 bf16`` and ``unet bf16`` (issue 36): the same two models training under
+  ``torch.autocast("cpu", dtype=torch.bfloat16)`` (the loss computed inside the context, the
+  backward outside it, as torch's AMP recipe does), ours against stock under the same autocast.
+  The convolutions run in bfloat16; DenseNet's concatenations are ``torch.cat`` with torch's
+  own pullback on both sides (the adapter's choice for the concatenate family), the U-Net's
+  upsamples run our repeat pullback on bfloat16 cotangents (widened to float32, one rounding).
+  Gradients (float32, the parameters') are compared per tensor within ``BF16_TOL`` of the
+  largest stock gradient of that tensor: bfloat16 keeps 8 significant bits (eps 2**-7), so
+  one differently rounded cotangent (ours: a float32 sum rounded once; torch's
+  ``upsample_nearest2d_backward``: its own bf16 accumulation) moves the bf16 convolution
+  pullbacks that follow by about eps times the size of their terms, which is the tensor's
+  scale, not each element's. ``BF16_TOL`` is 2**-6 (two bf16 eps; torch.testing's default rtol
+  for bfloat16 is 1.6e-2). The op pair of the U-Net row is the upsamples on bfloat16 inputs.
+  Eager, and compiled for the U-Net (the bf16 DenseNet's compile would add minutes of inductor).
 - ``jax_unet``: the U-Net decoder in JAX under ``jit(grad)``, ``srj.repeat(x, inner=Val((1, 1, 2, 2)))``
-  against ``jnp.repeat`` twice.
+  against ``jnp.repeat`` twice; ``jax_unet bf16`` the same with every array in bfloat16 (JAX
+  has no autocast), gradients compared as the torch bf16 rows'.
 
 Steady step: rounds that alternate ours and stock in this process (each a median of many
 steps, ``timing.measure``); the row's ratio is the median of the rounds' ``ours / stock`` (below
@@ -106,7 +121,7 @@ class Sizes:
     tape_rounds: int
     compile_heavy: bool
     first_step_models: list[tuple[str, str]] = field(default_factory=list)
-    compile_light: bool = True  # the U-Net and the embedding under torch.compile
+    compile_light: bool = True  # the U-Net (float32 and bf16) and the embedding under torch.compile
     thread_counts: tuple[int, ...] = (1, 2)
 
 
@@ -131,6 +146,22 @@ def _torch() -> tuple[Any, Any, Any]:
     from stablerules import Val
 
     return torch, srt, Val
+
+
+BF16 = " bf16"  # the suffix of a model trained under torch.autocast bfloat16
+BF16_TOL = 2.0**-6  # gradients: |ours - stock| <= BF16_TOL * max|stock| per tensor (the docstring says why)
+
+
+def _autocast_loss(loss: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``loss`` computed under ``torch.autocast("cpu", dtype=torch.bfloat16)``; the step's
+    backward runs outside the context (torch's AMP recipe)."""
+    import torch
+
+    def wrapped(model: Any) -> Any:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return loss(model)
+
+    return wrapped
 
 
 def densenet(ours: bool, batch: int, side: int) -> tuple[Any, Callable[[Any], Any], tuple[Any, ...]]:
@@ -325,12 +356,15 @@ def _interleaved(ours: Step, stock: Step, budget: Budget, rounds: int,
 
 
 def _torch_ops(name: str, extra: tuple[Any, ...], sz: Sizes) -> tuple[tuple[Step, Step], int] | None:
-    """The op alone, forward and backward, ours and stock, and how many the step runs."""
+    """The op alone, forward and backward, ours and stock, and how many the step runs (a
+    ``bf16`` model's op on bfloat16 tensors, as autocast hands it the convolutions' outputs)."""
     torch, srt, Val = _torch()
     F = torch.nn.functional
+    dtype = torch.bfloat16 if name.endswith(BF16) else torch.float32
+    name = name.removesuffix(BF16)
     if name == "unet":
-        inputs = [torch.randn(*shape, requires_grad=True) for shape in extra]
-        cots = [torch.randn(a, b, 2 * c, 2 * d) for a, b, c, d in extra]
+        inputs = [torch.randn(*shape).to(dtype).requires_grad_() for shape in extra]
+        cots = [torch.randn(a, b, 2 * c, 2 * d).to(dtype) for a, b, c, d in extra]
 
         def up_ours() -> None:
             for x, dy in zip(inputs, cots):
@@ -357,6 +391,9 @@ def _torch_ops(name: str, extra: tuple[Any, ...], sz: Sizes) -> tuple[tuple[Step
 
 
 def _build(name: str, ours: bool, sz: Sizes) -> tuple[Any, Callable[[Any], Any], tuple[Any, ...]]:
+    if name.endswith(BF16):
+        model, loss, extra = _build(name.removesuffix(BF16), ours, sz)
+        return model, _autocast_loss(loss), extra
     if name == "densenet121":
         return densenet(ours, *sz.densenet)
     if name == "unet":
@@ -368,16 +405,24 @@ def _build(name: str, ours: bool, sz: Sizes) -> tuple[Any, Callable[[Any], Any],
     raise ValueError(f"unknown model {name!r}")
 
 
-def _check_grads(ours: list[Any], stock: list[Any], name: str, rtol: float, atol: float) -> float:
+def _check_grads(ours: list[Any], stock: list[Any], name: str, rtol: float, atol: float, scaled: bool = False) -> float:
+    """The largest difference; raises where a gradient differs beyond the tolerance (with
+    ``scaled``: ``atol`` times the tensor's largest stock gradient, the bf16 rows')."""
     import torch
 
     worst = 0.0
     for index, (a, b) in enumerate(zip(ours, stock, strict=True)):
         if a.shape != b.shape:
             raise AssertionError(f"{name}: gradient {index} has shape {tuple(a.shape)}, stock's {tuple(b.shape)}")
+        if a.dtype != b.dtype:
+            raise AssertionError(f"{name}: gradient {index} has dtype {a.dtype}, stock's {b.dtype}")
         worst = max(worst, float((a - b).abs().max()))
-        torch.testing.assert_close(a, b, rtol=rtol, atol=atol, msg=lambda m: f"{name}: gradient {index} differs: {m}")
+        bound = atol * float(b.abs().max()) if scaled else atol
+        torch.testing.assert_close(a, b, rtol=rtol, atol=bound, msg=lambda m: f"{name}: gradient {index} differs: {m}")
     return worst
+
+
+TORCH_MODELS = ("densenet121", "unet", "embedding", "kalman", "densenet121" + BF16, "unet" + BF16)
 
 
 def torch_rows(sz: Sizes, mode: str) -> list[ModelRow]:
@@ -386,8 +431,10 @@ def torch_rows(sz: Sizes, mode: str) -> list[ModelRow]:
     tiny = mode == "tiny"
     rows: list[ModelRow] = []
     saved_threads = torch.get_num_threads()
-    for name in ("densenet121", "unet", "embedding", "kalman"):
-        compiled_too = sz.compile_heavy or (sz.compile_light and name in ("unet", "embedding"))
+    for name in TORCH_MODELS:
+        # DenseNet-121 under autocast runs eager only: its compile is minutes of inductor on 2 cores
+        compiled_too = (sz.compile_heavy and name != "densenet121" + BF16) or (
+            sz.compile_light and name in ("unet", "embedding", "unet" + BF16))
         for engine in ("torch eager", "torch compiled") if compiled_too else ("torch eager",):
             try:
                 m_ours, l_ours, extra = _build(name, True, sz)
@@ -398,8 +445,9 @@ def torch_rows(sz: Sizes, mode: str) -> list[ModelRow]:
                 ours, stock = _train_step(m_ours, l_ours), _train_step(m_stock, l_stock)
                 ours()
                 stock()
-                tol = (1e-9, 1e-11) if name == "kalman" else (1e-4, 1e-5)
-                diff = _check_grads(_grads(m_ours), _grads(m_stock), f"{name} {engine}", *tol)
+                half = name.endswith(BF16)
+                tol = (1e-9, 1e-11) if name == "kalman" else (BF16_TOL, BF16_TOL) if half else (1e-4, 1e-5)
+                diff = _check_grads(_grads(m_ours), _grads(m_stock), f"{name} {engine}", *tol, scaled=half)
                 op = _torch_ops(name, extra, sz)
             except Exception as error:  # noqa: BLE001 - the row shows the error, the run goes on
                 rows.append(ModelRow(name, engine, None, error=f"{type(error).__name__}: {error}"[:300], tiny=tiny))
@@ -412,6 +460,8 @@ def torch_rows(sz: Sizes, mode: str) -> list[ModelRow]:
                     rows.append(ModelRow(name, engine, threads, error=f"{type(error).__name__}: {error}"[:300], tiny=tiny))
                     continue
                 row = ModelRow(name, engine, threads, grad_max_abs_diff=diff, tiny=tiny, **got)  # type: ignore[arg-type]
+                if half:
+                    row.note = "torch.autocast bfloat16, grads within 2^-6 of each tensor's largest"
                 if op is not None:
                     row.ops_per_step = op[1]
                     row.kept = _kept(row)
@@ -432,7 +482,10 @@ def _kept(row: ModelRow) -> float | None:
 # --- JAX ----------------------------------------------------------------------------------------
 
 
-def _jax_unet(ours: bool, batch: int, channels: int, side: int) -> tuple[Callable[..., Any], dict[str, Any], tuple[Any, ...]]:
+def _jax_unet(ours: bool, batch: int, channels: int, side: int,
+              half: bool = False) -> tuple[Callable[..., Any], dict[str, Any], tuple[Any, ...]]:
+    """The U-Net decoder's ``jit(grad)``, its parameters and inputs (``half``: every array in
+    bfloat16, so the convolutions, the upsamples and their pullbacks run in bf16)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -467,11 +520,12 @@ def _jax_unet(ours: bool, batch: int, channels: int, side: int) -> tuple[Callabl
         "c2b": rng.standard_normal((c, c, 3, 3)).astype(f32) / 10,
         "head": rng.standard_normal((1, c, 1, 1)).astype(f32) / 6,
     }
-    arrays: dict[str, Any] = {k: jnp.asarray(v) for k, v in params.items()}
-    x = jnp.asarray(rng.standard_normal((batch, c, side, side)).astype(f32))
-    skip1 = jnp.asarray(rng.standard_normal((batch, c, 2 * side, 2 * side)).astype(f32))
-    skip2 = jnp.asarray(rng.standard_normal((batch, c, 4 * side, 4 * side)).astype(f32))
-    target = jnp.asarray(rng.standard_normal((batch, 1, 4 * side, 4 * side)).astype(f32))
+    dtype = jnp.bfloat16 if half else jnp.float32
+    arrays: dict[str, Any] = {k: jnp.asarray(v, dtype=dtype) for k, v in params.items()}
+    x = jnp.asarray(rng.standard_normal((batch, c, side, side)).astype(f32), dtype=dtype)
+    skip1 = jnp.asarray(rng.standard_normal((batch, c, 2 * side, 2 * side)).astype(f32), dtype=dtype)
+    skip2 = jnp.asarray(rng.standard_normal((batch, c, 4 * side, 4 * side)).astype(f32), dtype=dtype)
+    target = jnp.asarray(rng.standard_normal((batch, 1, 4 * side, 4 * side)).astype(f32), dtype=dtype)
     return jax.jit(jax.grad(loss)), arrays, (x, skip1, skip2, target)
 
 
@@ -521,16 +575,18 @@ def jax_rows(sz: Sizes, mode: str) -> list[ModelRow]:
     tiny = mode == "tiny"
     rows: list[ModelRow] = []
     block = jax.block_until_ready
-    for name in ("jax_unet", "kalman"):
+    for name in ("jax_unet", "kalman", "jax_unet" + BF16):
+        half = name.endswith(BF16)
         try:
-            if name == "jax_unet":
-                (g_o, p, a), (g_s, _, _) = _jax_unet(True, *sz.unet), _jax_unet(False, *sz.unet)
+            if name.startswith("jax_unet"):
+                (g_o, p, a), (g_s, _, _) = _jax_unet(True, *sz.unet, half=half), _jax_unet(False, *sz.unet, half=half)
                 b, c, sd = sz.unet
-                xs = [jnp.ones((b, c, sd, sd), jnp.float32), jnp.ones((b, c, 2 * sd, 2 * sd), jnp.float32)]
+                xdtype = jnp.bfloat16 if half else jnp.float32
+                xs = [jnp.ones((b, c, sd, sd), xdtype), jnp.ones((b, c, 2 * sd, 2 * sd), xdtype)]
                 op_o = jax.jit(jax.grad(lambda x0, x1: sum(jnp.sum(jnp.sin(srj.repeat(x, inner=Val((1, 1, 2, 2))))) for x in (x0, x1))))
                 op_s = jax.jit(jax.grad(lambda x0, x1: sum(jnp.sum(jnp.sin(jnp.repeat(jnp.repeat(x, 2, axis=2), 2, axis=3))) for x in (x0, x1))))
                 op = (lambda: block(op_o(*xs)), lambda: block(op_s(*xs)))
-                per_step, tol = 1, (1e-5, 1e-6)
+                per_step, tol = 1, (BF16_TOL, BF16_TOL) if half else (1e-5, 1e-6)
             else:
                 (g_o, p, a), (g_s, _, _) = _jax_kalman(True, sz.kalman_T), _jax_kalman(False, sz.kalman_T)
                 ka, kb = jnp.ones((2, 2)) * 0.5, jnp.ones((2, 2)) * 0.25
@@ -541,14 +597,19 @@ def jax_rows(sz: Sizes, mode: str) -> list[ModelRow]:
             go, gs = g_o(p, *a), g_s(p, *a)
             diff = 0.0
             for key in go:
-                np.testing.assert_allclose(np.asarray(go[key]), np.asarray(gs[key]), rtol=tol[0], atol=tol[1],
-                                           err_msg=f"{name} jax: gradient {key} differs")
-                diff = max(diff, float(np.max(np.abs(np.asarray(go[key]) - np.asarray(gs[key])))))
+                mine, theirs = np.asarray(go[key]).astype(np.float64), np.asarray(gs[key]).astype(np.float64)
+                if go[key].dtype != gs[key].dtype:
+                    raise AssertionError(f"{name} jax: gradient {key} has dtype {go[key].dtype}, stock's {gs[key].dtype}")
+                atol = tol[1] * float(np.max(np.abs(theirs))) if half else tol[1]  # as _check_grads' bf16 rows
+                np.testing.assert_allclose(mine, theirs, rtol=tol[0], atol=atol, err_msg=f"{name} jax: gradient {key} differs")
+                diff = max(diff, float(np.max(np.abs(mine - theirs))))
             got = _interleaved(lambda: block(g_o(p, *a)), lambda: block(g_s(p, *a)), budget, sz.rounds, op)
         except Exception as error:  # noqa: BLE001
             rows.append(ModelRow(name, "jax jit", None, error=f"{type(error).__name__}: {error}"[:300], tiny=tiny))
             continue
         row = ModelRow(name, "jax jit", None, grad_max_abs_diff=diff, tiny=tiny, ops_per_step=per_step, **got)  # type: ignore[arg-type]
+        if half:
+            row.note = "every array bfloat16, grads within 2^-6 of each array's largest"
         row.kept = _kept(row)
         rows.append(row)
     return rows

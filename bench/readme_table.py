@@ -127,6 +127,7 @@ def render(document: dict[str, object]) -> str:
         for row in engine_rows:
             name = f"{row['engine']} {row['name']} vs {row['engine']}'s own composition"
             lines.append(_engine_line(str(row["engine"]), str(row["name"]), row, engine_goals.get(name)))
+    lines += _half_lines(document.get("half"), goals)
     lines += _models_lines(document.get("models"))
     lines += ["", "Compile cache (fresh processes, throwaway cache directories):", "", "| figure | time | goal |", "|---|---|---|"]
     cache = _mapping(document["cache"])
@@ -145,6 +146,46 @@ def render(document: dict[str, object]) -> str:
         lines += ["", "Missed in this run: " + "; ".join(missed) + "."]
     lines.append(END)
     return "\n".join(lines)
+
+
+def _half_lines(section: object, goals: list[dict[str, object]]) -> list[str]:
+    """W3 and W10 in bfloat16 (``bench/half.py``, ``--engines`` runs); nothing when not measured."""
+    if not isinstance(section, list):
+        return []
+    lines = [
+        "",
+        "W3 and W10 in bfloat16 (`bench/half.py`, 1 thread, medians of same-run rounds): ours and each peer's pullback "
+        "in float32 and in bfloat16; ahead: the peer's time over ours in the same dtype (goal: at least as far ahead "
+        "in bfloat16 as in float32):",
+        "",
+        "| workload | peer | ours f32 | ours bf16 | peer f32 | peer bf16 | ahead f32 | ahead bf16 | goal |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    by_name = {str(goal["name"]): goal for goal in goals if goal["kind"] == "half"}
+    for record in (_mapping(item) for item in section):
+        workload = str(record["workload"])
+        if record.get("error"):
+            lines.append(f"| {workload} | | error: {record['error']} | | | | | | |")
+            continue
+        times, ahead, not_run = _mapping(record.get("times")), _mapping(record.get("ahead")), _mapping(record.get("not_run"))
+        for peer in ("torch", "jax"):
+            if peer not in ahead:
+                lines.append(f"| {workload} | {peer} | {_seconds(times.get('ours float32'))} | "
+                             f"{_seconds(times.get('ours bfloat16'))} | {not_run.get(peer, 'not run')} | | | | |")
+                continue
+            lead = _mapping(ahead[peer])
+            goal = next((g for name, g in by_name.items() if g["workload"] == workload and g["against"] == peer), None)
+            if goal is None:
+                verdict = "tiny sizes, not measured" if record.get("tiny") else "-"
+            else:
+                value = goal.get("value")
+                verdict = ("-" if not isinstance(value, (int, float)) else f"{value:.2f} ") + f"[>= 1: {_verdict(goal['passed'])}]"
+            lines.append(
+                f"| {workload} | {peer} | {_seconds(times.get('ours float32'))} | {_seconds(times.get('ours bfloat16'))} | "
+                f"{_seconds(times.get(f'{peer} float32'))} | {_seconds(times.get(f'{peer} bfloat16'))} | "
+                f"{_ratio(float(cast(float, lead['float32'])))} | {_ratio(float(cast(float, lead['bfloat16'])))} | {verdict} |"
+            )
+    return lines
 
 
 def _models_lines(section: object) -> list[str]:

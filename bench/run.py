@@ -10,8 +10,10 @@ goal. A read-the-cotangent-once bandwidth bound is measured on the same cotangen
 compile-cache figures (``cache_report.py``). With PyTorch installed, the ``stablerules.torch``
 rows (``engines_torch.py``); with ``--engines``, the ``stablerules.jax`` / ``.autograd`` rows
 (``engines.py``); with ``--models`` (or ``--engines``), the real models of ``models.py``
-(DenseNet-121, a U-Net decoder, an embedding head, a Kalman filter; ours against the engine's
-own ops), under the JSON's ``models`` key. Results: tables on stdout, ``results.json`` and ``results.png`` in ``--out``
+(DenseNet-121, a U-Net decoder, an embedding head, a Kalman filter, and DenseNet-121 and the
+U-Net under ``torch.autocast`` bfloat16; ours against the engine's own ops), under the JSON's
+``models`` key; with ``--engines``, W3 and W10 in bfloat16 against torch's and JAX's bf16
+pullbacks (``half.py``, the JSON's ``half`` key; goal: at least as far ahead as in float32). Results: tables on stdout, ``results.json`` and ``results.png`` in ``--out``
 (default ``bench/results/``). Every verdict printed is a goal in the JSON and counted in the
 summary; the figure is drawn from the JSON (:func:`draw`), every goal in its own row, and
 ``bench/readme_table.py`` makes the README's results section from the same JSON.
@@ -483,6 +485,7 @@ def collect_goals(
     cache: CacheReport,
     torch_rows: Sequence[object] = (),
     engine_rows: Sequence[object] = (),
+    half_rows: Sequence[object] = (),
 ) -> list[dict[str, object]]:
     """Every goal from the issues with its measured value and verdict (None: not measured).
 
@@ -490,7 +493,7 @@ def collect_goals(
     "<="), and ``unit`` what both are in: "ratio" (the other's time / stablerules' time),
     "fraction" (of a bound, of the cotangent's bytes, or of the tangents that are lazy, named
     in ``name``), "seconds" or "kernels". ``kind`` says which figure row draws it ("ratio",
-    "bandwidth", "memory", "lazy", "cache", "sweep", "torch", "engine"), ``workload`` and
+    "bandwidth", "memory", "lazy", "cache", "sweep", "torch", "engine", "half"), ``workload`` and
     ``against`` (the peer, for "ratio") where it belongs. Every printed verdict (pass / MISS,
     the torch rows' and the engine rows' too) is one of these goals, so the summary counts
     every MISS the run prints.
@@ -564,7 +567,25 @@ def collect_goals(
             engine_goal_name(row), text, target, ">=", "ratio", getattr(row, "ratio"), getattr(row, "passed"), "engine",
             against=str(getattr(row, "name")),
         )
+    for row in half_rows:  # half.HalfRow: ahead of the peer in bf16 over ahead in float32, same run
+        workload = str(getattr(row, "workload"))
+        for peer, value in cast(dict[str, object], getattr(row, "goal")).items():
+            if peer in cast(dict[str, str], getattr(row, "not_run")):
+                continue  # the peer is not installed: no goal to count
+            measured = getattr(row, "error") is None and isinstance(value, float)
+            add(
+                half_goal_name(workload, peer),
+                ">= 1 (ours ahead of the peer in bfloat16 by at least its lead in float32, same run)",
+                1.0, ">=", "ratio", cast(float, value) if measured else None,
+                cast("dict[str, bool | None]", getattr(row, "passed")).get(peer) if measured else None, "half",
+                workload, peer,
+            )
     return goals
+
+
+def half_goal_name(workload: str, peer: str) -> str:
+    """A bf16 row's goal name (``half.goal_name``; kept here so the figure needs no torch)."""
+    return f"{workload} bf16 vs {peer} bf16: at least as far ahead as in float32"
 
 
 def summarize(goals: list[dict[str, object]], results: list[WorkloadResult]) -> dict[str, object]:
@@ -772,7 +793,7 @@ def _workload_rows(document: dict[str, object], goals: list[dict[str, object]], 
                 drawn.add(row.gid)
             rows.append(row)
         for goal in goals:
-            if goal["workload"] == key and goal["kind"] != "ratio":
+            if goal["workload"] == key and goal["kind"] not in ("ratio", "half"):  # "half": the engines panel
                 what = {
                     "bandwidth": "pullback GB/s, as a fraction of a read-once bound",
                     "memory": "pullback peak extra memory, as a fraction of dy",
@@ -806,6 +827,19 @@ def _engine_rows(document: dict[str, object], goals: list[dict[str, object]], dr
         row = _Row(f"{record['engine']}: {record['name']}", color=color_of(str(record["engine"])))
         _fill_engine_row(row, record, by_name.get(engine_goal_name(_Record(record))), drawn)
         rows.append(row)
+    for record in cast(list[dict[str, object]], document.get("half", [])):
+        workload = str(record["workload"])
+        for peer in cast(dict[str, object], record.get("goal", {})):
+            goal = by_name.get(half_goal_name(workload, peer))
+            if goal is None:
+                continue
+            ahead = _mapping(_mapping(record.get("ahead")).get(peer))
+            label = f"{peer} bf16 vs ours bf16, {workload}: lead in bf16 / lead in float32"
+            if ahead:
+                label += f" ({float(cast(float, ahead['bfloat16'])):.2g}x / {float(cast(float, ahead['float32'])):.2g}x)"
+            row = _Row(label, color=color_of(peer))
+            _fill_engine_row(row, {"ratio": goal["value"], "error": record.get("error"), "tiny": record.get("tiny")}, goal, drawn)
+            rows.append(row)
     return rows
 
 
@@ -1008,7 +1042,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", action="store_true", help="add W6: kron(100x200, 300x100), a 4.8 GB cotangent")
     parser.add_argument("--no-peers", action="store_true", help="skip JAX, PyTorch and HIPS autograd")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes and few repeats (for the test)")
-    parser.add_argument("--engines", action="store_true", help="add the stablerules.jax / stablerules.autograd rows (bench/engines.py)")
+    parser.add_argument("--engines", action="store_true", help="add the stablerules.jax / stablerules.autograd rows (bench/engines.py) and W3/W10 in bfloat16 (bench/half.py)")
     parser.add_argument("--models", action="store_true", help="add the real models (bench/models.py); --engines runs them too")
     parser.add_argument("--indexing", action="store_true", help="add W10-W12, the indexing pullbacks (bench/indexing.py)")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "results", help="output folder (default bench/results)")
@@ -1039,7 +1073,9 @@ def main(argv: list[str] | None = None) -> int:
     torch_rows = import_module("engines_torch").run_torch_rows(mode) if peers["torch"].status == "ok" else []
     engine_rows, engines_missing = run_engine_rows(budget) if args.engines else ([], [])
     models = import_module("models").run_models(mode) if args.models or args.engines else None
-    goals = collect_goals(results, cache, torch_rows, engine_rows) + percall.goals(percall_rows)
+    half = import_module("half") if args.engines else None  # W3 and W10 in bfloat16
+    half_rows = half.run_half(mode) if half is not None else []
+    goals = collect_goals(results, cache, torch_rows, engine_rows, half_rows) + percall.goals(percall_rows)
     info = machine()
     meta: dict[str, object] = {
         "schema": SCHEMA,
@@ -1069,6 +1105,7 @@ def main(argv: list[str] | None = None) -> int:
         "engines": [asdict(row) for row in engine_rows],
         "percall": [asdict(row) for row in percall_rows],
         **({"models": models} if models is not None else {}),
+        **({"half": half.as_json(half_rows)} if half is not None else {}),
         "goals": goals,
         "summary": summarize(goals, results),
     }
@@ -1092,6 +1129,10 @@ def main(argv: list[str] | None = None) -> int:
 
         print("\nEngine adapters, ours vs the engine's own composition (medians of 3 rounds):\n")
         print(render(engine_rows) + "".join(f"\nnot run: {line}" for line in engines_missing))
+    if half is not None:
+        print("\nW3 and W10 in bfloat16 (bench/half.py), 1 thread, medians of same-run rounds; ahead = the peer's time / ours, "
+              "same dtype; goal: ahead in bf16 / ahead in float32 >= 1:\n")
+        print(half.render(half_rows))
     if models is not None:
         print("\nReal models, ours / stock (below 1: ours faster), median of same-run rounds (bench/models.py):\n")
         print(import_module("models").render(models))
