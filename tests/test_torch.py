@@ -96,13 +96,13 @@ def test_inputs_are_read_in_place_and_results_own_their_memory() -> None:
 
 @contextmanager
 def _our_kernels() -> Iterator[None]:
-    """Every kernel op's signatures take our kernel's pullback, small ones too (no
-    ``torch_below`` bound): the case tables' small shapes then check our kernels."""
+    """Every kernel op's signatures take our kernel's pullback, those of its ``torch_forms``
+    too: the case tables' small shapes then check our kernels."""
     saved = dict(_native.FACTS)
     _adapter._clear_tables()
     try:
         for name, fact in saved.items():
-            _native.FACTS[name] = dataclasses.replace(fact, torch_below=0)
+            _native.FACTS[name] = dataclasses.replace(fact, torch_forms=())
         yield
     finally:
         _native.FACTS.update(saved)
@@ -110,8 +110,8 @@ def _our_kernels() -> Iterator[None]:
 
 
 def _bounded(case: Case) -> bool:
-    """Whether the case's op has a small-size choice (its small signatures: torch's pullback)."""
-    return _native.FACTS[op_of(case.id)].torch_below > 0
+    """Whether the case's op has forms whose signatures take torch's pullback (small ones, say)."""
+    return bool(_native.FACTS[op_of(case.id)].torch_forms)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -226,7 +226,7 @@ def test_vmap_uses_the_batching_rule(case: Case, monkeypatch: pytest.MonkeyPatch
             expected = torch.stack([cast("torch.Tensor", sample[part]) for sample in samples])
             assert torch.allclose(cast("torch.Tensor", batched_part), expected), in_dims
     facts = _native.FACTS[op_of(case.id)]
-    if facts.pullback == "kernel" and not facts.torch_below:
+    if facts.pullback == "kernel" and not facts.torch_forms:
         assert calls, "vmap did not go through the op's batching rule"
     elif facts.pullback == "kernel":  # small: torch's own op (a per-signature choice); ours checked here
         calls.clear()
@@ -1100,12 +1100,11 @@ def _signature_counts(op: object) -> dict[str, int]:
 def test_a_small_repeat_or_tile_runs_torchs_pullback_and_a_large_one_ours(
     name: str, small: Callable[[torch.Tensor], torch.Tensor], large: tuple[int, ...]
 ) -> None:
-    """Issue 35: below the op's ``torch_below`` bound a signature of its small form runs torch's
+    """Issue 35: below the op's size bound a signature of its small form runs torch's
     own pullback in eager mode (the Implementation record, the autograd node and the gradient
     agree), above it our kernel; under ``torch.compile`` both are our ``<name>_vjp`` custom op."""
     generator = torch.Generator().manual_seed(35)
-    bound = _native.FACTS[name].torch_below
-    assert bound > 0
+    bound = [form.below for form in _native.FACTS[name].torch_forms if form.below is not None][-1]
     x = torch.randn(large, dtype=torch.float64, generator=generator, requires_grad=True)
     big = torch.randn(tuple(4 * n for n in large), dtype=torch.float64, generator=generator, requires_grad=True)
     assert small(x).numel() < bound <= small(big).numel()
@@ -1153,3 +1152,39 @@ def test_a_small_repeat_or_tile_runs_torchs_pullback_and_a_large_one_ours(
         (expected,) = torch.autograd.grad(small(tensor).sin().sum(), tensor)
         assert torch.allclose(got, expected)
         assert any(f"stablerules.{name}_vjp" in code for code in graphs), graphs
+
+
+@pytest.mark.parametrize(
+    ("name", "form", "other"),
+    [
+        ("tile", lambda x: srt.tile(x, Val((3,))), lambda x: srt.tile(x.reshape(-1, 8), Val((3, 1)))),
+        ("broadcast_to", lambda x: srt.broadcast_to(x, Val((3, 2, x.numel()))), lambda x: srt.broadcast_to(x.reshape(-1, 1), Val((x.numel(), 3)))),
+    ],
+    ids=["tile-one-axis", "broadcast_to-leading"],
+)
+def test_forms_torch_does_faster_at_every_size_take_torchs_pullback(
+    name: str, form: Callable[[torch.Tensor], torch.Tensor], other: Callable[[torch.Tensor], torch.Tensor]
+) -> None:
+    """Issue 35: a 1-axis tile and a broadcast by new leading axes are one sum over a view in
+    torch, faster than our kernel at every size measured: such a signature runs torch's own
+    pullback however large (eager mode), while the op's other forms of the same size run ours."""
+    generator = torch.Generator().manual_seed(36)
+    x = torch.randn(40000, dtype=torch.float64, generator=generator, requires_grad=True)
+    _adapter._clear_tables()
+    for call, pullback in ((form, "torch"), (other, "kernel")):
+        op = getattr(srt, name)
+        before = list(_signature_table(op).values())
+        y = call(x)
+        assert y.numel() >= 100000  # above every size bound
+        (signature,) = [s for s in _signature_table(op).values() if s not in before]
+        assert signature.implementation.pullback == pullback, signature.implementation.why
+        assert ("Forward" in _node(y)) == (pullback == "kernel"), _node(y)
+        if pullback == "torch":
+            assert "at every size measured" in signature.implementation.why
+        dy = torch.randn(y.shape, dtype=torch.float64, generator=generator)
+        (got,) = torch.autograd.grad(y, x, dy)
+        # independent reference: the adjoint of the forward as a gather of x's flat indices
+        index = torch.arange(x.numel(), dtype=torch.float64)
+        gathered = call(index).long().reshape(-1)
+        expected = torch.zeros(x.numel(), dtype=torch.float64).index_add_(0, gathered, dy.reshape(-1))
+        assert torch.allclose(got, expected, rtol=1e-12, atol=1e-12)

@@ -17,8 +17,9 @@ Everything else is shared:
   forward is ``_native.prepare``'s: torch's op with the statics read once.
 - A view op's call is then torch's own op and nothing else, in every mode: autograd,
   ``torch.func``, ``vmap``, ``torch.compile``, meta and fake tensors, DTensor and FSDP see
-  ordinary torch code. So is a kernel op's call whose result is below the op's
-  ``torch_below`` bound (a static per-signature choice: kron's, repeat's and tile's small results).
+  ordinary torch code. So is, in eager mode, a kernel op's call of one of the op's
+  ``torch_forms`` (a static per-signature choice: kron's, repeat's and tile's small results, a
+  1-axis tile, a broadcast by new leading axes).
 - A kernel op's call with gradients runs a ``torch.autograd.Function`` whose forward is
   torch's op: :class:`_PlainForward` (``ctx`` in ``forward``, the cheapest) when no
   torch.func transform or forward-mode AD is active, else :class:`_Forward` (``setup_context``,
@@ -1330,7 +1331,7 @@ class Signature:
         check_tensors(call, tensors)
         self.recount, size = validate(call, tensors)
         # torch's autograd (plain torch code): a view op, or a kernel op below its size bound
-        self.implementation = implementation(call.entry.name, size, tuple(t.ndim for t in tensors), call)
+        self.implementation = implementation(call.entry.name, size, tuple(tuple(t.shape) for t in tensors), call)
         self.native = self.implementation.pullback == "torch"
         self.run = prepare(call, tensors)  # torch's op, the statics read once
         self.call = call
