@@ -229,3 +229,28 @@ def test_record_sees_the_torch_adapters_calls(tmp_path: Path) -> None:
     kernels = sr.precompile(path)
     assert {signature.kind for signature in kernels} >= {"forward", "pullback"}
     assert all(signature.op == "repeat" for signature in kernels)
+
+
+def test_record_notes_the_torch_adapters_16_bit_calls_with_their_own_dtypes(tmp_path: Path) -> None:
+    """A bfloat16 or float16 tensor's signature is validated and recorded with its own dtype,
+    not a float32 stand-in: precompiling the file compiles the 16-bit pullback the program's
+    backward runs (``pullback-half``), and nothing of a float32 call the program never made."""
+    torch = pytest.importorskip("torch")
+    import stablerules.torch as srt
+
+    for dtype, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
+        path = tmp_path / f"{name}.json"
+        x = torch.randn(40, 50, dtype=dtype, requires_grad=True)
+        with sr.record(path) as recording:
+            y = srt.repeat(x, Val(2), axis=Val(1))  # above repeat's small-size bound: our pullback
+            (gradient,) = torch.autograd.grad(y.float().sum(), x)
+        assert gradient.dtype == dtype and torch.equal(gradient, torch.full_like(x, 2))
+        assert recording.signatures == [
+            {
+                "op": "repeat",
+                "arrays": [{"shape": [40, 50], "dtype": name, "device": "cpu"}],
+                "statics": [{"val": 2}, {"val": 1}, None, None],
+            }
+        ]
+        kinds = {(signature.op, signature.kind) for signature in sr.precompile(path)}
+        assert ("repeat", "pullback-half") in kinds, kinds

@@ -1111,7 +1111,13 @@ def _owned(outputs: Tensors, inputs: Tensors) -> Tensors:
 
 
 def _spec_dtype(dtype: torch.dtype) -> np.dtype[np.generic]:
-    return _NUMPY_DTYPES.get(dtype, np.dtype(np.float32))  # 16-bit floats: validated as float32
+    """The NumPy dtype a tensor's spec has: its own (bfloat16 as ml_dtypes'), so a 16-bit
+    call is validated, and noted by ``sr.record``, with the dtype its kernels run in."""
+    if dtype is torch.bfloat16:
+        return _bfloat16()
+    if dtype is torch.float16:
+        return np.dtype(np.float16)
+    return _NUMPY_DTYPES[dtype]
 
 
 def validate(call: Call, tensors: Tensors) -> tuple[Callable[[], object] | None, int | None]:
