@@ -97,22 +97,35 @@ def _backward_np(p: Array, tape: Tape, n: int) -> Array:
     return dF
 
 
-def _run(side: str, F: Array, p0: Array, q: Array) -> tuple[float, Array, int]:
-    """One loss + gradient: (seconds, dF, objects the collector tracks per step of the tape)."""
-    n = F.shape[1]
-    forward: Callable[[Array, Array, Array], tuple[Array, Tape]] = _forward_sr if side == "sr" else _forward_np
-    backward: Callable[[Array, Tape, int], Array] = _backward_sr if side == "sr" else _backward_np
+def _sides(side: str) -> tuple[Callable[[Array, Array, Array], tuple[Array, Tape]], Callable[[Array, Tape, int], Array]]:
+    if side == "sr":
+        return _forward_sr, _backward_sr
+    return _forward_np, _backward_np
+
+
+def _run(side: str, F: Array, p0: Array, q: Array) -> tuple[float, Array]:
+    """One timed loss + gradient: (seconds, dF)."""
+    forward, backward = _sides(side)
     gc.collect()
-    before = len(gc.get_objects())
     start = time.perf_counter()
     p, tape = forward(F, p0, q)
-    middle = time.perf_counter()
-    tracked = len(gc.get_objects()) - before  # outside the timing: it walks the whole heap
-    resumed = time.perf_counter()
-    dF = backward(p, tape, n)
-    end = time.perf_counter()
+    dF = backward(p, tape, F.shape[1])
+    seconds = time.perf_counter() - start
     del tape
-    return (middle - start) + (end - resumed), dF, tracked
+    return seconds, dF
+
+
+def _tracked(side: str, F: Array, p0: Array, q: Array) -> int:
+    """The objects the collector tracks for one side's whole tape (an untimed run: walking the
+    heap between a timed forward and backward would evict the caches the backward reads, a
+    fixed cost per run that the short tapes would carry most)."""
+    forward, _ = _sides(side)
+    gc.collect()
+    before = len(gc.get_objects())
+    _, tape = forward(F, p0, q)
+    tracked = len(gc.get_objects()) - before
+    del tape
+    return tracked
 
 
 def measure(steps: list[int], n: int, rounds: int) -> dict[str, Any]:
@@ -122,15 +135,14 @@ def measure(steps: list[int], n: int, rounds: int) -> dict[str, Any]:
         F, p0, q = _inputs(T, n)
         _run("sr", F[:4], p0, q)  # compile or load the kernels, outside the timings
         times: dict[str, list[float]] = {"sr": [], "np": []}
-        tracked: dict[str, int] = {}
         grads: dict[str, Array] = {}
         # As many steps timed at every T (short tapes repeat more), so each median is as steady.
         for _ in range(max(rounds, rounds * max(steps) // T)):
             for side in ("sr", "np"):
-                seconds, dF, count = _run(side, F, p0, q)
+                seconds, dF = _run(side, F, p0, q)
                 times[side].append(seconds)
-                tracked[side] = count
                 grads[side] = dF
+        tracked = {side: _tracked(side, F, p0, q) for side in ("sr", "np")}
         np.testing.assert_allclose(grads["sr"], grads["np"], rtol=1e-9, atol=1e-12)
         sr_step = statistics.median(times["sr"]) / T
         np_step = statistics.median(times["np"]) / T
