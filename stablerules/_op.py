@@ -9,12 +9,12 @@ documentation tools (its docstring assembled from its call forms, written once f
 from __future__ import annotations
 
 import inspect
-import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, Self
 
 from ._cache import CACHE
 from ._key import Kernel, KernelSource, ShapeSignature
+from ._schema import BY_NAME, Param, Signature
 
 
 class KernelRequest(NamedTuple):
@@ -36,9 +36,10 @@ class Op:
 
     Ops are instances (one class per op) so ``rrule``'s overloads can tell them apart. To
     ``help()``, ``inspect.signature`` and documentation tools an op reads as a function named
-    after it: its signature is its ``__call__``'s first overload (the main form) and its
-    docstring its class's or ``__call__``'s, followed by every call form (the overloads minus
-    the plain-int conveniences marked deprecated), written here once for every op.
+    after it: its call forms are its schema row's signatures (``_schema``, the same rows the
+    type checkers' generated overloads come from; no hand-written overloads repeat them), its
+    signature the first of them (the main form) and its docstring its class's or
+    ``__call__``'s, followed by every call form, written here once for every op.
     """
 
     name: str = "op"
@@ -50,10 +51,9 @@ class Op:
         call = cls.__dict__.get("__call__")
         if call is None:
             return
-        overloads = typing.get_overloads(call)
-        forms = [_call_signature(form) for form in overloads if not hasattr(form, "__deprecated__")]
-        forms = forms or [_call_signature(call)]
-        plain = any(hasattr(form, "__deprecated__") for form in overloads)
+        schema = BY_NAME.get(cls.name)
+        forms = [_schema_form(signature) for signature in schema.signatures] if schema else [_call_signature(call)]
+        plain = schema is not None and any(p.role == "static" for p in schema.params)
         text = inspect.cleandoc(cls.__dict__.get("__doc__") or call.__doc__ or "")
         lines = "\n".join(f"    {cls.name}{form}" for form in forms)
         cls._call_signature = forms[0]
@@ -101,6 +101,45 @@ class _Annotation:
 
     def __repr__(self) -> str:
         return self.text
+
+
+_STATIC_KINDS = {"int": "Val[int]", "ints": "Val[tuple[int, ...]]", "bool": "Val[bool]", "ix": "StaticIndex"}
+_ARRAY = "npt.NDArray[_DT]"
+_RESULTS = {"same": _ARRAY, "scalars": _ARRAY, "sum": "npt.NDArray[Any]", "mean": "npt.NDArray[Any]"}
+
+
+def _annotation(param: Param) -> str:
+    """A parameter's annotation as the call forms show it, from its schema row."""
+    if param.role in ("array", "varargs"):
+        return _ARRAY
+    if param.role == "arrays":
+        return f"Sequence[{_ARRAY}]"
+    if param.role == "static":
+        text = " | ".join(_STATIC_KINDS[kind] for kind in param.kinds)
+    elif param.role == "data":
+        text = "npt.NDArray[np.integer]" + (" | int" if "scalar" in param.kinds else "")
+    else:  # value, scalar: a Python number
+        text = "float"
+    return text + (" | None" if param.none else "")
+
+
+def _schema_form(signature: Signature) -> inspect.Signature:
+    """One call form of an op, from its schema row (the one source of its parameters: the
+    type checkers' overloads are generated from the same rows, ``_ops.pyi``); the result's
+    dtype is the input's, or NumPy's for a sum or mean (``Any`` here)."""
+    parameters = []
+    for param in signature.params:
+        kind: inspect._ParameterKind
+        if param.role == "varargs":
+            kind = inspect.Parameter.VAR_POSITIONAL
+        elif param.keyword_only:
+            kind = inspect.Parameter.KEYWORD_ONLY
+        else:
+            kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        default = inspect.Parameter.empty if param.default is None else _Annotation(param.default)
+        parameters.append(inspect.Parameter(param.name, kind, default=default, annotation=_Annotation(_annotation(param))))
+    result = f"tuple[{_ARRAY}, ...]" if signature.tuple_output else _RESULTS[signature.dtype]
+    return inspect.Signature(parameters, return_annotation=_Annotation(result))
 
 
 def _call_signature(function: Callable[..., object]) -> inspect.Signature:

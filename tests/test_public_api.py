@@ -13,6 +13,7 @@ import pydoc
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -163,8 +164,11 @@ def test_help_shows_an_op_as_a_function_with_its_signature_and_docstring(name: s
 
 def test_help_lists_every_call_form_of_repeat() -> None:
     text = pydoc.plain(pydoc.render_doc(sr.repeat))
-    assert "repeat(x: npt.NDArray[_DT], repeats: Val[int] | npt.NDArray[np.integer] | Sequence[int]" in text
-    assert "repeat(x: npt.NDArray[_DT], *, inner: _ValCounts | None = None, outer: _ValCounts | None = None)" in text
+    # one form per signature of repeat's schema row
+    assert "repeat(x: npt.NDArray[_DT], repeats: Val[int], axis: Val[int] | None = None) -> npt.NDArray[_DT]" in text
+    assert "repeat(x: npt.NDArray[_DT], repeats: npt.NDArray[np.integer], axis: Val[int] | None = None)" in text
+    counts = "Val[int] | Val[tuple[int, ...]] | None = None"
+    assert f"repeat(x: npt.NDArray[_DT], *, inner: {counts}, outer: {counts}) -> npt.NDArray[_DT]" in text
     assert "Repeat elements of an array" in text
     assert "a plain int or tuple where a ``Val`` goes is accepted too" in text
 
@@ -180,7 +184,9 @@ def test_help_shows_the_val_forms_and_mentions_plain_ints(name: str) -> None:
     lines = [line for line in forms.splitlines() if line.strip().startswith(f"{name}(")]
     assert lines, forms
     shown = [line for line in lines if f"{static}: " in line]
-    assert shown and all(f"{static}: Val[" in line or f"{static}: _Val" in line for line in shown), shown
+    # every form's static is a Val (repeat's counts array form: its counts are data, not a static)
+    counts_array = "repeats: npt.NDArray[np.integer]" if name == "repeat" else "-"
+    assert shown and all(f"{static}: Val[" in line or counts_array in line for line in shown), shown
     signature = inspect.signature(getattr(sr, name))
     assert str(signature.parameters[static].annotation).startswith(("Val[", "_Val")), signature
 
@@ -190,8 +196,7 @@ def test_help_lists_the_call_forms_of_the_structure_ops() -> None:
     assert "flip(x: npt.NDArray[_DT], axis: Val[int] | Val[tuple[int, ...]] | None = None) -> npt.NDArray[_DT]" in flip
     assert "Reverse the order of elements" in flip
     sum_text = pydoc.plain(pydoc.render_doc(sr.sum))
-    assert "keepdims: Val[bool] = Val(False)) -> npt.NDArray[_F]" in sum_text
-    assert "-> npt.NDArray[np.integer]" in sum_text
+    assert "keepdims: Val[bool] = Val(False)) -> npt.NDArray[Any]" in sum_text
     split = pydoc.plain(pydoc.render_doc(sr.split))
     assert "axis: Val[int] = Val(0)) -> tuple[npt.NDArray[_DT], ...]" in split
 
@@ -217,3 +222,20 @@ def test_import_loads_no_op_family_until_an_op_is_used() -> None:
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="has no attribute 'rol'"):
         getattr(stablerules, "rol")
+
+
+def test_no_rule_module_hand_writes_an_ops_call_overloads() -> None:
+    """An op's call forms live in one place, its schema row: the type checkers read the
+    overloads generated from it (``_ops.pyi``), ``help()`` the forms ``Op`` builds from it; a
+    hand-written ``@overload`` of an op's ``__call__`` would shadow them (issue 34)."""
+    import ast
+
+    rules = Path(sr.__file__).parent / "rules"
+    found = []
+    for path in sorted(rules.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name == "__call__":
+                names = [ast.unparse(d) for d in node.decorator_list]
+                if any(name.endswith("overload") for name in names):
+                    found.append(f"{path.name}:{node.lineno}")
+    assert not found, found

@@ -59,7 +59,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar, cast, overload
+from typing import TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -84,7 +84,6 @@ from .._plan import DensePullback, KernelPullback, Plan
 from .._results import ZERO_TANGENT
 from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
-from .._typing import deprecated
 from .._units import HALF_FORMATS, WIDENED, cuda_half_helpers, half_helpers
 from .._val import Val
 
@@ -794,13 +793,6 @@ class BroadcastTo(RuleOp):
     static_names = ("shape",)
     input_names = ("x",)
 
-    @overload
-    def __call__(self, x: npt.NDArray[_DT], shape: Val[tuple[int, ...]] | Val[int]) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(self, x: npt.NDArray[_DT], shape: _ShapeArgument) -> npt.NDArray[_DT]: ...
-
     def __call__(self, x: npt.NDArray[_DT], shape: _ShapeArgument) -> npt.NDArray[_DT]:
         return cast("npt.NDArray[_DT]", self.forward(x, shape))
 
@@ -837,31 +829,6 @@ class Sum(_Reduction):
 
     name = "sum"
 
-    @overload
-    def __call__(
-        self, x: npt.NDArray[_F], axis: Val[int] | Val[tuple[int, ...]] | None = None, keepdims: Val[bool] = _FALSE
-    ) -> npt.NDArray[_F]: ...
-
-    @overload
-    def __call__(
-        self,
-        x: npt.NDArray[np.bool_ | np.integer],
-        axis: Val[int] | Val[tuple[int, ...]] | None = None,
-        keepdims: Val[bool] = _FALSE,
-    ) -> npt.NDArray[np.integer]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(
-        self, x: npt.NDArray[_F], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
-    ) -> npt.NDArray[_F]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(
-        self, x: npt.NDArray[np.bool_ | np.integer], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
-    ) -> npt.NDArray[np.integer]: ...
-
     def __call__(
         self, x: npt.NDArray[np.generic], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
     ) -> npt.NDArray[np.generic]:
@@ -876,31 +843,6 @@ class Mean(_Reduction):
     """
 
     name = "mean"
-
-    @overload
-    def __call__(
-        self, x: npt.NDArray[_F], axis: Val[int] | Val[tuple[int, ...]] | None = None, keepdims: Val[bool] = _FALSE
-    ) -> npt.NDArray[_F]: ...
-
-    @overload
-    def __call__(
-        self,
-        x: npt.NDArray[np.bool_ | np.integer],
-        axis: Val[int] | Val[tuple[int, ...]] | None = None,
-        keepdims: Val[bool] = _FALSE,
-    ) -> npt.NDArray[np.float64]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(
-        self, x: npt.NDArray[_F], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
-    ) -> npt.NDArray[_F]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(
-        self, x: npt.NDArray[np.bool_ | np.integer], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE
-    ) -> npt.NDArray[np.float64]: ...
 
     def __call__(
         self, x: npt.NDArray[np.generic], axis: _AxisArgument = None, keepdims: _KeepdimsArgument = _FALSE

@@ -50,7 +50,7 @@ import math
 import types as pytypes
 from collections.abc import Sequence
 from functools import reduce
-from typing import TypeAlias, TypeVar, cast, overload
+from typing import TypeAlias, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -77,7 +77,6 @@ from .._plan import DensePullback, Plan
 from .._results import NO_TANGENT
 from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, NoTangent, ZeroTangent, project
-from .._typing import deprecated
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -493,13 +492,6 @@ class Concatenate(RuleOp):
     static_names = ("axis",)
     sequence = True
 
-    @overload
-    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] | None = _AXIS0) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: int) -> npt.NDArray[_DT]: ...
-
     def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] | int | None = _AXIS0) -> npt.NDArray[_DT]:
         return cast("npt.NDArray[_DT]", self.forward(arrays, axis))
 
@@ -522,13 +514,6 @@ class Stack(RuleOp):
     name = "stack"
     static_names = ("axis",)
     sequence = True
-
-    @overload
-    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] = _AXIS0) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: int) -> npt.NDArray[_DT]: ...
 
     def __call__(self, arrays: Sequence[npt.NDArray[_DT]], axis: Val[int] | int = _AXIS0) -> npt.NDArray[_DT]:
         return cast("npt.NDArray[_DT]", self.forward(arrays, axis))
@@ -596,26 +581,6 @@ class Cat(RuleOp):
 
     name = "cat"
     static_names = ("dims",)
-
-    @overload
-    def __call__(self, *arrays: npt.NDArray[_DT], dims: Val[int] | Val[tuple[int, ...]]) -> npt.NDArray[_DT]: ...
-
-    @overload
-    def __call__(
-        self,
-        *arrays: npt.NDArray[np.generic] | np.generic | bool | int | float | complex,
-        dims: Val[int] | Val[tuple[int, ...]],
-    ) -> npt.NDArray[np.generic]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(self, *arrays: npt.NDArray[_DT], dims: int | tuple[int, ...]) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(
-        self, *arrays: npt.NDArray[np.generic] | np.generic | bool | int | float | complex, dims: int | tuple[int, ...]
-    ) -> npt.NDArray[np.generic]: ...
 
     def __call__(
         self,

@@ -52,7 +52,7 @@ import math
 import types as pytypes
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias, TypeVar, overload
+from typing import TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -70,7 +70,6 @@ from .._plan import DensePullback, Plan
 from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
 from .._units import UNITS, as_units
-from .._typing import deprecated
 from .._val import Val
 from .._views import ViewPlan
 
@@ -144,13 +143,6 @@ class Flip(RuleOp):
     name = "flip"
     static_names = ("axis",)
     input_names = ("x",)
-
-    @overload
-    def __call__(self, x: npt.NDArray[_DT], axis: Val[int] | Val[tuple[int, ...]] | None = None) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(self, x: npt.NDArray[_DT], axis: _Static | None = None) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], axis: _Static | None = None) -> npt.NDArray[_DT]:
         """Reverse the order of elements along ``axis`` (``np.flip``; Julia's ``reverse(x;
@@ -533,15 +525,6 @@ class Roll(RuleOp):
     required_messages = {"shift": "roll: shift is required, e.g. roll(x, Val(1), axis=Val(0))"}
     static_names = ("shift", "axis")
     input_names = ("x",)
-
-    @overload
-    def __call__(
-        self, x: npt.NDArray[_DT], shift: Val[int] | Val[tuple[int, ...]], axis: Val[int] | Val[tuple[int, ...]] | None = None
-    ) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(self, x: npt.NDArray[_DT], shift: _Static, axis: _Static | None = None) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], shift: _Static, axis: _Static | None = None) -> npt.NDArray[_DT]:
         """Roll array elements along ``axis`` (``np.roll``; Julia's ``circshift``): element

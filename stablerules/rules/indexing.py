@@ -96,7 +96,7 @@ import math
 import operator
 import types as pytypes
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Generic, SupportsIndex, TypeAlias, TypeVar, cast, final, overload
+from typing import Any, Final, Generic, SupportsIndex, TypeAlias, TypeVar, cast, final
 
 import numpy as np
 import numpy.typing as npt
@@ -128,7 +128,6 @@ from .._plan import DensePullback, KernelPullback, Plan
 from .._results import NO_TANGENT
 from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
-from .._typing import deprecated
 from .._units import UNITS, as_units, cuda_half_helpers, half_helpers
 from .._val import Val
 
@@ -720,16 +719,6 @@ class Getindex(RuleOp):
     name = "getindex"
     static_names = ("index",)
     input_names = ("x",)
-
-    @overload
-    def __call__(self, x: np.ndarray[_ShapeT, np.dtype[_DT]], index: StaticIndex[Slices]) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
-
-    @overload
-    def __call__(self, x: npt.NDArray[_DT], index: StaticIndex[Basic]) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static indices are sr.ix[...]: write sr.ix[1:3], not a plain tuple (a dynamic argument)")
-    def __call__(self, x: npt.NDArray[_DT], index: tuple[object, ...] | _Slice | int) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], index: object) -> npt.NDArray[_DT]:
         """``x[index]`` for a static basic index ``index = sr.ix[...]`` (ints, slices with any
@@ -1798,31 +1787,6 @@ class Take(RuleOp):
     static_names = ("axis", "unique", "sorted", "deterministic")
     input_names = ("x", "indices")
 
-    @overload
-    def __call__(
-        self,
-        x: npt.NDArray[_DT],
-        indices: npt.NDArray[np.integer] | Sequence[int],
-        axis: Val[int] | None = None,
-        *,
-        unique: Val[bool] = ...,
-        sorted: Val[bool] = ...,
-        deterministic: Val[bool] = ...,
-    ) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(0), not 0 (a plain int is a dynamic argument)")
-    def __call__(
-        self,
-        x: npt.NDArray[_DT],
-        indices: npt.NDArray[np.integer] | Sequence[int],
-        axis: int | Val[int] | None = None,
-        *,
-        unique: Val[bool] | bool = ...,
-        sorted: Val[bool] | bool = ...,
-        deterministic: Val[bool] | bool = ...,
-    ) -> npt.NDArray[_DT]: ...
-
     def __call__(
         self,
         x: npt.NDArray[_DT],
@@ -2062,16 +2026,6 @@ class TakeAlongAxis(RuleOp):
     absent_default = "missing"  # None is an axis here (the flattened array)
     static_names = ("axis",)
     input_names = ("x", "indices")
-
-    @overload
-    def __call__(self, x: np.ndarray[_ShapeT, np.dtype[_DT]], indices: npt.NDArray[np.integer], axis: Val[int]) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
-
-    @overload
-    def __call__(self, x: npt.NDArray[_DT], indices: npt.NDArray[np.integer], axis: Val[int] | None) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(0), not 0 (a plain int is a dynamic argument)")
-    def __call__(self, x: np.ndarray[_ShapeT, np.dtype[_DT]], indices: npt.NDArray[np.integer], axis: int) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
 
     def __call__(self, x: npt.NDArray[_DT], indices: npt.NDArray[np.integer], axis: object) -> Any:
         """``np.take_along_axis(x, indices, axis)``: ``y[..., t, ...] = x[..., indices[..., t,
@@ -2331,17 +2285,6 @@ class IndexAdd(RuleOp):
     name = "index_add"
     static_names = ("axis",)
     input_names = ("x", "indices", "values")
-
-    @overload
-    def __call__(
-        self, x: np.ndarray[_ShapeT, np.dtype[_DT]], indices: npt.NDArray[np.integer] | Sequence[int], values: npt.NDArray[np.generic] | complex, axis: Val[int] = ...
-    ) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(0), not 0 (a plain int is a dynamic argument)")
-    def __call__(
-        self, x: np.ndarray[_ShapeT, np.dtype[_DT]], indices: npt.NDArray[np.integer] | Sequence[int], values: npt.NDArray[np.generic] | complex, axis: int = ...
-    ) -> np.ndarray[_ShapeT, np.dtype[_DT]]: ...
 
     def __call__(self, x: npt.NDArray[_DT], indices: object, values: object, axis: object = Val(0)) -> Any:
         """Out of place ``index_add``: a copy of ``x`` with ``values`` added at ``indices``

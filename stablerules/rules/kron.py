@@ -49,7 +49,7 @@ import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeAlias, TypeVar, Union, overload
+from typing import TypeAlias, TypeVar, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -998,12 +998,6 @@ class KronPlan(Plan):
 class Kron(RuleOp):
     name = "kron"
     input_names = ("a", "b")
-
-    @overload
-    def __call__(self, a: npt.NDArray[_DT], b: npt.NDArray[_DT]) -> npt.NDArray[_DT]: ...
-
-    @overload
-    def __call__(self, a: KronOperand, b: KronOperand) -> npt.NDArray[np.generic]: ...
 
     def __call__(self, a: KronOperand, b: KronOperand) -> npt.NDArray[np.generic]:
         """The Kronecker product of ``a`` and ``b``, as ``np.kron``: blocks of ``b`` scaled by

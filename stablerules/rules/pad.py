@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from types import EllipsisType
-from typing import TypeAlias, TypeVar, cast, overload
+from typing import TypeAlias, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -66,7 +66,6 @@ from .._plan import DensePullback, Plan
 from .._results import NO_TANGENT, ZERO_TANGENT
 from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, Thunk, ZeroTangent
-from .._typing import deprecated
 from .._val import Val
 
 _DT = TypeVar("_DT", bound=np.generic)
@@ -255,23 +254,6 @@ class Pad(RuleOp):
     static_names = ("pad_width",)
     input_names = ("x", "constant_values")
 
-    @overload
-    def __call__(
-        self,
-        x: npt.NDArray[_DT],
-        pad_width: Val[int] | Val[tuple[int, ...]],
-        constant_values: bool | int | float | complex | np.generic | npt.NDArray[np.generic] = 0,
-    ) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(
-        self,
-        x: npt.NDArray[_DT],
-        pad_width: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
-        constant_values: bool | int | float | complex | np.generic | npt.NDArray[np.generic] = 0,
-    ) -> npt.NDArray[_DT]: ...
-
     def __call__(
         self,
         x: npt.NDArray[_DT],
@@ -402,20 +384,6 @@ class Split(RuleOp):
     name = "split"
     static_names = ("indices_or_sections", "axis")
     input_names = ("x",)
-
-    @overload
-    def __call__(
-        self, x: npt.NDArray[_DT], indices_or_sections: Val[int] | Val[tuple[int, ...]], axis: Val[int] = _AXIS0
-    ) -> tuple[npt.NDArray[_DT], ...]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(
-        self,
-        x: npt.NDArray[_DT],
-        indices_or_sections: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
-        axis: Val[int] | int = _AXIS0,
-    ) -> tuple[npt.NDArray[_DT], ...]: ...
 
     def __call__(
         self,

@@ -23,7 +23,7 @@ Decisions
 from __future__ import annotations
 
 import math
-from typing import TypeAlias, TypeVar, overload
+from typing import TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +32,6 @@ from .._arrays import MAX_NDIM, ArrayLike, InputFacts, input_facts, normalize_ax
 from .._memo import memoized
 from .._plan import Plan
 from .._rule import RuleOp
-from .._typing import deprecated
 from .._val import Val
 from .._views import ViewPlan
 
@@ -96,13 +95,6 @@ class PermuteDims(RuleOp):
     static_names = ("axes",)
     input_names = ("x",)
 
-    @overload
-    def __call__(self, x: npt.NDArray[_DT], axes: Val[tuple[int, ...]]) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(self, x: npt.NDArray[_DT], axes: _StaticTuple) -> npt.NDArray[_DT]: ...
-
     def __call__(self, x: npt.NDArray[_DT], axes: _StaticTuple) -> npt.NDArray[_DT]:
         """Permute the axes of ``x`` (``np.permute_dims``; Julia's ``permutedims``, 0-based):
         axis ``k`` of the result is axis ``axes[k]`` of ``x``. ``axes`` is ``Val(tuple)``, static.
@@ -122,13 +114,6 @@ class Transpose(RuleOp):
     name = "transpose"
     static_names = ("axes",)
     input_names = ("x",)
-
-    @overload
-    def __call__(self, x: npt.NDArray[_DT], axes: Val[tuple[int, ...]] | None = None) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(self, x: npt.NDArray[_DT], axes: _StaticTuple | None = None) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], axes: _StaticTuple | None = None) -> npt.NDArray[_DT]:
         """``np.transpose(x, axes)``: ``permute_dims`` with ``axes=None`` meaning the axes
@@ -189,13 +174,6 @@ class Reshape(RuleOp):
     required_messages = {"shape": "reshape: shape is required, e.g. reshape(x, Val((2, -1)))"}
     static_names = ("shape",)
     input_names = ("x",)
-
-    @overload
-    def __call__(self, x: npt.NDArray[_DT], shape: Val[tuple[int, ...]] | Val[int]) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(self, x: npt.NDArray[_DT], shape: _StaticTuple | Val[int] | int) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], shape: _StaticTuple | Val[int] | int) -> npt.NDArray[_DT]:
         """Give ``x`` a new shape without changing its data, in C order (``np.reshape``):

@@ -47,7 +47,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar, overload
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -81,7 +81,6 @@ from .._plan import DensePullback, KernelPullback, Plan
 from .._results import NO_TANGENT
 from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
-from .._typing import deprecated
 from .._units import cuda_half_helpers, half_helpers
 from .._val import Val
 
@@ -1250,42 +1249,6 @@ class Repeat(RuleOp):
     static_names = ("repeats", "axis", "inner", "outer")
     input_names = ("x", "repeats")
 
-    @overload
-    def __call__(
-        self,
-        x: npt.NDArray[_DT],
-        repeats: Val[int] | npt.NDArray[np.integer] | Sequence[int],
-        axis: Val[int] | None = None,
-    ) -> npt.NDArray[_DT]: ...
-
-    @overload
-    def __call__(
-        self,
-        x: npt.NDArray[_DT],
-        *,
-        inner: _ValCounts | None = None,
-        outer: _ValCounts | None = None,
-    ) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(
-        self,
-        x: npt.NDArray[_DT],
-        repeats: Val[int] | int | npt.NDArray[np.integer] | Sequence[int],
-        axis: Val[int] | int | None = None,
-    ) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(
-        self,
-        x: npt.NDArray[_DT],
-        *,
-        inner: _StaticCounts | None = None,
-        outer: _StaticCounts | None = None,
-    ) -> npt.NDArray[_DT]: ...
-
     def __call__(
         self,
         x: object,
@@ -1376,13 +1339,6 @@ class Tile(RuleOp):
     name = "tile"
     static_names = ("reps",)
     input_names = ("x",)
-
-    @overload
-    def __call__(self, x: npt.NDArray[_DT], reps: _ValCounts) -> npt.NDArray[_DT]: ...
-
-    @overload
-    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
-    def __call__(self, x: npt.NDArray[_DT], reps: _StaticCounts) -> npt.NDArray[_DT]: ...
 
     def __call__(self, x: npt.NDArray[_DT], reps: _StaticCounts) -> npt.NDArray[_DT]:
         """Construct an array by repeating ``x`` the number of times given by ``reps``
