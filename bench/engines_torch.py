@@ -179,7 +179,7 @@ def _issue35_cases(torch: ModuleType, srt: ModuleType, val: Any, tiny: bool) -> 
     concatenation (DenseNet-121's largest; torch's own pullback: goal never slower, 1.02x);
     a U-Net nearest upsample by ``repeat`` (our pullback: goal faster than
     ``repeat_interleave``); a Kalman filter's small ``kron`` (torch's pullback below
-    ``_native.KRON_TORCH_BELOW`` result elements: goal 1.02x)."""
+    ``stablerules.rules.kron.KRON_TORCH_BELOW`` result elements: goal 1.02x)."""
     generator = torch.Generator().manual_seed(5)
 
     def leaf(*shape: int, dtype: Any = torch.float32) -> Tensor:

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
-        ("_errors", "_config", "_guards", "_val", "_memo", "_version", "_schema", "_kernel_pipeline", "_renamed", "_private_python", "_private_numba"), 0
+        ("_errors", "_config", "_guards", "_val", "_memo", "_version", "_schema", "_kernel_pipeline", "_renamed", "_private_python", "_private_numba", "_facts"), 0
     ),
     "_key": 1,
     **dict.fromkeys(
@@ -330,3 +330,23 @@ def figures(root: Path) -> str:
 
 if __name__ == "__main__":
     print(figures(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT))
+
+
+def test_each_family_declares_its_ops_engine_facts() -> None:
+    """Issue 34 step 5: an op's engine facts (its torch implementation choice and forms, its
+    shard rule) stand beside its rules, in its family's ``ENGINE_FACTS``, for exactly the
+    family's ops; the adapters read them (``torch._native.FACTS``, ``torch._sharding``)."""
+    import importlib
+
+    from stablerules._facts import EngineFacts
+    from stablerules._schema import OPS
+
+    families: dict[str, set[str]] = {}
+    for op in OPS:
+        families.setdefault(op.family, set()).add(op.name)
+    for family, names in families.items():
+        facts = importlib.import_module(f"stablerules.rules.{family}").ENGINE_FACTS
+        assert set(facts) == names, (family, sorted(facts), sorted(names))
+        assert all(isinstance(value, EngineFacts) for value in facts.values())
+        for name, value in facts.items():
+            assert value.torch.pullback == "kernel" or not value.torch.torch_forms, name  # forms only for kernel ops

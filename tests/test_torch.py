@@ -28,6 +28,7 @@ import stablerules as sr
 import stablerules.torch as srt
 from stablerules._rule import RuleOp
 from stablerules import Val
+from stablerules.rules.kron import KRON_TORCH_BELOW
 from stablerules.torch import _adapter, _native, _ops
 
 from .rules import TorchCase as Case, assert_every_op_has_a_row, collect, op_of
@@ -151,7 +152,7 @@ def test_third_order_of_kron() -> None:
 
 
 def test_inplace_modification_after_forward_is_caught() -> None:
-    # b large enough for our kernel's pullback (a small kron is torch's own, _native.KRON_TORCH_BELOW)
+    # b large enough for our kernel's pullback (a small kron is torch's own, KRON_TORCH_BELOW)
     a, b = torch.randn(2, 2, dtype=torch.float64, requires_grad=True), torch.randn(80, 80, dtype=torch.float64)
     leaf = a * 1.0
     y = srt.kron(leaf, b)
@@ -253,7 +254,7 @@ def test_vmap_of_a_large_kron_uses_its_batching_rule(monkeypatch: pytest.MonkeyP
     generator = torch.Generator().manual_seed(4)
     a = torch.randn(3, 2, 3, dtype=torch.float64, generator=generator)
     b = torch.randn(3, 60, 60, dtype=torch.float64, generator=generator)
-    assert a[0].numel() * b[0].numel() >= _native.KRON_TORCH_BELOW
+    assert a[0].numel() * b[0].numel() >= KRON_TORCH_BELOW
     for in_dims in ((0, 0), (0, None), (None, 0)):
         args = [t if d is not None else t[0] for t, d in zip((a, b), in_dims)]
         got = torch.vmap(srt.kron, in_dims=in_dims)(*args)
@@ -1044,7 +1045,7 @@ def test_explain_names_the_implementation_each_signature_runs_and_the_graph_agre
     text = sr.explain(srt.kron, small_a, small_b)
     assert "forward: torch.kron" in text
     assert "pullback: torch's autograd in eager mode; under torch.compile our compiled kernel" in text
-    assert f"144 elements, below kron's bound of {_native.KRON_TORCH_BELOW}" in text
+    assert f"144 elements, below kron's bound of {KRON_TORCH_BELOW}" in text
     node = _node(srt.kron(small_a, small_b))
     assert "Forward" not in node, node  # torch's own nodes (kron is a composite op in torch)
 
@@ -1056,7 +1057,7 @@ def test_explain_names_the_implementation_each_signature_runs_and_the_graph_agre
     node = _node(srt.kron(big_a, big_b))
     assert "Forward" in node, node  # our autograd Function
 
-    x = leaf(40, 50)  # above repeat's small-size bound (_native.REPEAT_TORCH_BELOW)
+    x = leaf(40, 50)  # above repeat's small-size bound (stablerules.rules.repeat.REPEAT_TORCH_BELOW)
     text = sr.explain(srt.repeat, x, Val(2), axis=Val(0))
     assert "forward: Tensor.repeat_interleave" in text and "pullback: our compiled kernel" in text
     assert "# --- repeat pullback ---" in text

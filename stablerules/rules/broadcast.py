@@ -86,6 +86,7 @@ from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
 from .._units import HALF_FORMATS, WIDENED, cuda_half_helpers, half_helpers
 from .._val import Val
+from .. import _facts
 
 _DT = TypeVar("_DT", bound=np.generic)
 _F = TypeVar("_F", bound=np.inexact)
@@ -856,3 +857,33 @@ mean = Mean()
 
 
 __all__ = ["BroadcastPlan", "BroadcastTo", "Mean", "Sum", "SumPlan", "broadcast_to", "mean", "sum"]
+
+
+# --- engine facts (stablerules._facts) -------------------------------------------------------
+
+
+def _new_leading_axes(statics: _facts.Statics, shapes: _facts.Shapes) -> bool:
+    """A broadcast that only puts new axes in front (``(n...) -> (m..., n...)``): torch's
+    backward is one sum over the leading block of a contiguous ``dy``."""
+    shape, target = shapes[0], _facts.counts(statics("shape", None))
+    return len(target) > len(shape) and (not shape or target[-len(shape):] == shape)
+
+
+def _reduction_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.AxisMap:
+    ndim = len(shapes[0])
+    reduced = _facts.axes(statics("axis", None), ndim)
+    if reduced is None:
+        return []
+    keep = bool(_facts.value(statics("keepdims", Val(False))))
+    return [((axis,), axis if keep else axis - len([r for r in reduced if r < axis])) for axis in range(ndim) if axis not in reduced]
+
+
+_EXPAND = "torch's backward is an O(1) expand"
+
+ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
+    "broadcast_to": _facts.EngineFacts(
+        _facts.TorchFacts("Tensor.expand", "kernel", _facts.KERNEL, (_facts.TorchForm("new leading axes only", _new_leading_axes),))
+    ),
+    "sum": _facts.EngineFacts(_facts.TorchFacts("torch.sum", "torch", _EXPAND), _reduction_shards),
+    "mean": _facts.EngineFacts(_facts.TorchFacts("torch.mean", "torch", _EXPAND), _reduction_shards),
+}

@@ -78,6 +78,7 @@ from .._results import NO_TANGENT
 from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, NoTangent, ZeroTangent, project
 from .._val import Val
+from .. import _facts
 
 _DT = TypeVar("_DT", bound=np.generic)
 
@@ -610,3 +611,38 @@ vstack = Vstack()
 cat = Cat()
 
 __all__ = ["Cat", "ConcatenationPlan", "Concatenate", "Hstack", "Stack", "Vstack", "cat", "concatenate", "hstack", "stack", "vstack"]
+
+
+# --- engine facts (stablerules._facts) -------------------------------------------------------
+
+
+def _joined_shards(name: str) -> _facts.ShardRule:
+    """The axes a concatenation leaves alone: every axis but the joined one, of inputs of one rank."""
+
+    def shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.AxisMap:
+        ndims = {len(shape) for shape in shapes}
+        ndim = len(shapes[0]) if shapes else 0
+        if len(ndims) != 1 or ndim == 0:
+            return []
+        count = len(shapes)
+        if name == "concatenate":
+            return _facts.others(ndim, _facts.axes(statics("axis", Val(0)), ndim), count)
+        if name == "stack":
+            (new,) = cast("set[int]", _facts.axes(statics("axis", Val(0)), ndim + 1))
+            return [((axis,) * count, axis if axis < new else axis + 1) for axis in range(ndim)]
+        if name == "hstack":
+            return [] if ndim == 1 else _facts.others(ndim, {1}, count)
+        if name == "vstack":
+            return [((0,) * count, 1)] if ndim == 1 else _facts.others(ndim, {0}, count)
+        return _facts.others(ndim, set(_facts.counts(statics("dims", None))), count)
+
+    return shards
+
+
+ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
+    name: _facts.EngineFacts(_facts.TorchFacts(forward, "torch", _facts.VIEW), _joined_shards(name))
+    for name, forward in (
+        ("concatenate", "torch.cat"), ("stack", "torch.stack"), ("hstack", "torch.hstack"), ("vstack", "torch.vstack"),
+        ("cat", "torch.cat / F.pad (block-diagonal)"),
+    )
+}

@@ -72,6 +72,7 @@ from .._tangents import Cotangent, DenseCotangent, Fill
 from .._units import UNITS, as_units
 from .._val import Val
 from .._views import ViewPlan
+from .. import _facts
 
 _DT = TypeVar("_DT", bound=np.generic)
 
@@ -548,3 +549,17 @@ roll = Roll()
 
 
 __all__ = ["Flip", "FlipPlan", "Roll", "RollLayout", "RollPlan", "flip", "roll"]
+
+
+# --- engine facts (stablerules._facts) -------------------------------------------------------
+
+
+def _flip_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.AxisMap:
+    ndim = len(shapes[0])
+    return _facts.others(ndim, _facts.axes(statics("axis", None), ndim))
+
+
+ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
+    "flip": _facts.EngineFacts(_facts.TorchFacts("torch.flip", "torch", _facts.VIEW), _flip_shards),
+    "roll": _facts.EngineFacts(_facts.TorchFacts("torch.roll", "torch", _facts.VIEW), _flip_shards),
+}

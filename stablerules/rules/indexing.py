@@ -130,6 +130,7 @@ from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._units import UNITS, as_units, cuda_half_helpers, half_helpers
 from .._val import Val
+from .. import _facts
 
 _DT = TypeVar("_DT", bound=np.generic)
 _ShapeT = TypeVar("_ShapeT", bound=tuple[int, ...])
@@ -2329,3 +2330,18 @@ __all__ = [
     "take",
     "take_along_axis",
 ]
+
+
+# --- engine facts (stablerules._facts) -------------------------------------------------------
+
+# No sharding rule yet for the indexing ops (shard=None): DTensor inputs are refused with a message.
+ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
+    "getindex": _facts.EngineFacts(_facts.TorchFacts("basic indexing (and flip for negative steps)", "torch", _facts.VIEW), None),
+    "take": _facts.EngineFacts(
+        _facts.TorchFacts("torch.take / index_select", "kernel", _facts.KERNEL + " (deterministic scatter-add)"), None
+    ),
+    "take_along_axis": _facts.EngineFacts(
+        _facts.TorchFacts("torch.take_along_dim", "kernel", _facts.KERNEL + " (deterministic scatter-add)"), None
+    ),
+    "index_add": _facts.EngineFacts(_facts.TorchFacts("torch.index_add", "kernel", _facts.KERNEL + " (deterministic gather)"), None),
+}

@@ -79,6 +79,7 @@ from .._results import NO_TANGENT, ZERO_TANGENT
 from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
 from .._units import HALF_FORMATS, WIDENED, cuda_half_helpers, half_helpers
+from .. import _facts
 
 _DT = TypeVar("_DT", bound=np.generic)
 
@@ -1222,3 +1223,19 @@ def export_kron_kernels(a_ndim: int, b_ndim: int, dtype: np.dtype[np.generic]) -
         return None
     layout = _layout((1,) * a_ndim, dtype, (1,) * b_ndim, dtype)
     return KronKernels(_product_request(layout), _pullback_request(layout))
+
+
+# --- engine facts (stablerules._facts) -------------------------------------------------------
+
+# Below this many result elements torch's own backward (two small reductions) beats the round
+# trip to our kernel, for inputs of at most 2 axes (for 3 axes and more ours wins at these sizes).
+KRON_TORCH_BELOW = 20000
+
+ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
+    "kron": _facts.EngineFacts(
+        _facts.TorchFacts(
+            "torch.kron", "kernel", _facts.KERNEL,
+            (_facts.TorchForm("inputs of at most 2 axes", lambda statics, shapes: all(len(s) <= 2 for s in shapes), KRON_TORCH_BELOW),),
+        )
+    ),
+}

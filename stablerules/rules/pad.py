@@ -67,6 +67,7 @@ from .._results import NO_TANGENT, ZERO_TANGENT
 from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, Thunk, ZeroTangent
 from .._val import Val
+from .. import _facts
 
 _DT = TypeVar("_DT", bound=np.generic)
 DType: TypeAlias = np.dtype[np.generic]
@@ -414,3 +415,25 @@ split = Split()
 
 
 __all__ = ["Pad", "PadPlan", "Split", "SplitPlan", "pad", "split"]
+
+
+# --- engine facts (stablerules._facts) -------------------------------------------------------
+
+
+def _pad_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.AxisMap:
+    ndim = len(shapes[0])
+    widths = _facts.counts(statics("pad_width", None))
+    if len(widths) == 1:
+        return [] if widths[0] else _facts.others(ndim, set())
+    return [((axis,), axis) for axis in range(ndim) if widths[2 * axis] == widths[2 * axis + 1] == 0]
+
+
+def _split_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.AxisMap:
+    ndim = len(shapes[0])
+    return _facts.others(ndim, _facts.axes(statics("axis", Val(0)), ndim))
+
+
+ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
+    "pad": _facts.EngineFacts(_facts.TorchFacts("F.pad", "torch", _facts.VIEW), _pad_shards),
+    "split": _facts.EngineFacts(_facts.TorchFacts("torch.tensor_split", "torch", _facts.VIEW), _split_shards),
+}

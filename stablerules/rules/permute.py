@@ -34,6 +34,7 @@ from .._plan import Plan
 from .._rule import RuleOp
 from .._val import Val
 from .._views import ViewPlan
+from .. import _facts
 
 _DT = TypeVar("_DT", bound=np.generic)
 
@@ -194,3 +195,19 @@ reshape = Reshape()
 
 
 __all__ = ["PermutationPlan", "PermuteDims", "Reshape", "ReshapePlan", "Transpose", "permute_dims", "reshape", "transpose"]
+
+
+# --- engine facts (stablerules._facts) -------------------------------------------------------
+
+
+def _permute_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.AxisMap:
+    ndim = len(shapes[0])
+    axes = _facts.counts(statics("axes", None)) or tuple(range(ndim - 1, -1, -1))
+    return [((axis,), position) for position, axis in enumerate(axes)]
+
+
+ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
+    "permute_dims": _facts.EngineFacts(_facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _permute_shards),
+    "transpose": _facts.EngineFacts(_facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _permute_shards),
+    "reshape": _facts.EngineFacts(_facts.TorchFacts("Tensor.reshape", "torch", _facts.VIEW)),
+}

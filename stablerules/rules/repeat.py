@@ -83,6 +83,7 @@ from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._units import cuda_half_helpers, half_helpers
 from .._val import Val
+from .. import _facts
 
 _DT = TypeVar("_DT", bound=np.generic)
 
@@ -1413,3 +1414,67 @@ def export_nest_kernel(inner: tuple[int, ...], outer: tuple[int, ...], dtype: np
     groups = _pullback_nest(nest).groups if kind == "pullback" else nest.groups
     return NestKernel(request, groups, nest.accumulates)
 
+
+# --- engine facts (stablerules._facts) -------------------------------------------------------
+
+# Below these many result elements torch's own backward beats the round trip to our kernel
+# (measured; the crossovers are in the benchmark notes): repeat's of a single
+# ``repeat_interleave`` (one reduction of a view; several steps or a list of counts: ours
+# wins), tile's (one reduction of a view); a 1-axis tile by one count at every size.
+REPEAT_TORCH_BELOW = 1024
+TILE_TORCH_BELOW = 1024
+
+
+def _one_repeat_interleave(statics: _facts.Statics, shapes: _facts.Shapes) -> bool:
+    repeats = _facts.value(statics("repeats", None))
+    if repeats is not None:
+        return type(repeats) is int
+    inner, outer = _facts.counts(statics("inner", None)), _facts.counts(statics("outer", None))
+    return sum(count != 1 for count in inner) == 1 and all(count == 1 for count in outer)
+
+
+def _one_axis_tile(statics: _facts.Statics, shapes: _facts.Shapes) -> bool:
+    """A tile of a 1-axis input by one count: torch's backward sums one contiguous view."""
+    return len(shapes[0]) == 1 and len(_facts.counts(statics("reps", None))) == 1
+
+
+def _repeat_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.AxisMap:
+    ndim = len(shapes[0])
+    if statics("repeats", None) is not None:
+        return _facts.others(ndim, _facts.axes(statics("axis", None), ndim))
+    inner, outer = _facts.counts(statics("inner", None)), _facts.counts(statics("outer", None))
+    return [
+        ((axis,), axis)
+        for axis in range(ndim)
+        if (inner[axis] if axis < len(inner) else 1) == 1 and (outer[axis] if axis < len(outer) else 1) == 1
+    ]
+
+
+def _tile_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.AxisMap:
+    ndim = len(shapes[0])
+    reps = _facts.counts(statics("reps", None))
+    length = max(ndim, len(reps))
+    padded = (1,) * (length - len(reps)) + reps
+    shift = length - ndim
+    return [((axis,), axis + shift) for axis in range(ndim) if padded[axis + shift] == 1]
+
+
+ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
+    "repeat": _facts.EngineFacts(
+        _facts.TorchFacts(
+            "Tensor.repeat_interleave / Tensor.repeat", "kernel", _facts.KERNEL,
+            (_facts.TorchForm("a single repeat_interleave (an integer count, or one inner count)", _one_repeat_interleave, REPEAT_TORCH_BELOW),),
+        ),
+        _repeat_shards,
+    ),
+    "tile": _facts.EngineFacts(
+        _facts.TorchFacts(
+            "Tensor.tile", "kernel", _facts.KERNEL,
+            (
+                _facts.TorchForm("a 1-axis input tiled by one count", _one_axis_tile),
+                _facts.TorchForm("any reps", lambda statics, shapes: True, TILE_TORCH_BELOW),
+            ),
+        ),
+        _tile_shards,
+    ),
+}

@@ -110,7 +110,7 @@ from .._memo import register as register_cache
 
 from .. import _parallel
 from ._native import FACTS, FORWARDS, Implementation, Revalidate, implementation, prepare
-from ._sharding import DTensorEngine, Kernels, is_dtensor
+from ._sharding import DTensorEngine, Kernels, is_dtensor, shard_rule
 from ._private import FUNCTORCH_ACTIVE, forward_ad_active
 
 if TYPE_CHECKING:
@@ -1345,7 +1345,7 @@ class Signature:
         self.order = order  # where each bound tensor sits among the arguments, when not in order
         self.plain = all(type(t) in _PLAIN_TENSORS for t in tensors)
         self.dtensor = not self.plain and any(is_dtensor(t) for t in tensors)
-        if self.dtensor and call.entry.name in _UNSHARDED and not self.native:
+        if self.dtensor and shard_rule(call.entry.name) is None and not self.native:
             raise TypeError(
                 f"stablerules.torch.{call.entry.name}: DTensor inputs are not supported yet (no sharding rule); "
                 f"call it on local tensors (DTensor.to_local, or full_tensor for the gathered array)"
@@ -1495,7 +1495,6 @@ def _order(entry: Entry, call: Call, args: tuple[object, ...], kwargs: dict[str,
 
 
 _CALL_SIGNATURES: dict[tuple[object, ...], Signature] = {}
-_UNSHARDED = frozenset({"getindex", "take", "take_along_axis", "index_add"})  # no sharding rule yet
 
 
 def signature_of(call: Call, tensors: Tensors) -> Signature:

@@ -1,7 +1,8 @@
-"""Each ``srt`` op's forward as torch's own op, and the op's declared engine facts.
+"""Each ``srt`` op's forward as torch's own op, and the table of the ops' torch facts.
 
 SPEC section 14: per op, one static choice of which implementation runs the forward and which
-the pullback. In torch the forward is always torch's own op (so autograd, ``torch.compile``,
+the pullback, declared by the op's family beside its rules (``ENGINE_FACTS``, see
+``stablerules._facts``) and gathered here in :data:`FACTS`. In torch the forward is always torch's own op (so autograd, ``torch.compile``,
 ``vmap``, meta and fake tensors, DTensor and FSDP see ordinary torch code and inductor fuses
 around it). The pullback is
 
@@ -35,6 +36,7 @@ Decisions where the spec is silent:
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, cast
@@ -44,6 +46,8 @@ import torch
 import torch.nn.functional as F
 
 from stablerules import Val
+from stablerules._facts import Shapes, TorchFacts
+from stablerules._schema import OPS
 
 if TYPE_CHECKING:
     from ._adapter import Call, Tensors
@@ -51,115 +55,19 @@ if TYPE_CHECKING:
 Forward = Callable[["Call", "Tensors"], "Tensors"]
 
 
-Shapes = tuple[tuple[int, ...], ...]
+def _gathered() -> dict[str, TorchFacts]:
+    """Every op's torch facts, as its family declares them beside its rules (``ENGINE_FACTS``)."""
+    return {
+        op.name: importlib.import_module(f"stablerules.rules.{op.family}").ENGINE_FACTS[op.name].torch
+        for op in OPS
+    }
 
 
-@dataclass(frozen=True)
-class TorchForm:
-    """A form of a kernel op's signatures whose pullback torch's own autograd does faster than
-    a call of our kernel, in eager mode (measured; the crossovers are in the benchmark notes):
-    a static per-signature choice, made once from the statics and the inputs' shapes, never
-    from data. ``below``: only for results of fewer elements (``None``: at every size
-    measured, up to 1M elements). Under ``torch.compile`` such a signature's pullback stays our
-    ``<name>_vjp`` custom op (the choice reads shapes, which are symbolic there)."""
-
-    words: str
-    test: Callable[["Call | None", Shapes], bool]
-    below: int | None = None
-
-    def covers(self, call: Call | None, shapes: Shapes, size: int | None) -> bool:
-        """Whether a signature (result of ``size`` elements, ``None``: unknown) is of this form."""
-        if self.below is not None and (size is None or size >= self.below):
-            return False
-        return self.test(call, shapes)
+# The adapter's table of them (tests swap entries to force a choice).
+FACTS: dict[str, TorchFacts] = _gathered()
 
 
-@dataclass(frozen=True)
-class EngineFacts:
-    """One op's implementation in torch: which torch op runs its forward, whose pullback runs
-    (``"torch"``: torch's autograd; ``"kernel"``: our compiled kernel), and why; for a kernel
-    op, the forms of its signatures that take torch's own pullback in eager mode."""
-
-    forward: str
-    pullback: Literal["torch", "kernel"]
-    why: str
-    torch_forms: tuple[TorchForm, ...] = ()
-
-
-# Below these many result elements torch's own backward beats the round trip to our kernel:
-# kron's of inputs of at most 2 axes (two small reductions; for 3 axes and more our kernel wins
-# at these sizes), repeat's of a single ``repeat_interleave`` (one reduction of a view; several
-# steps or a list of counts: ours wins), tile's (one reduction of a view).
-KRON_TORCH_BELOW = 20000
-REPEAT_TORCH_BELOW = 1024
-TILE_TORCH_BELOW = 1024
-
-
-def _one_repeat_interleave(call: Call | None, shapes: Shapes) -> bool:
-    if call is None:
-        return False
-    repeats = _v(call, "repeats")
-    if repeats is not None:
-        return type(repeats) is int
-    inner, outer = _ints(_v(call, "inner") or ()), _ints(_v(call, "outer") or ())
-    return sum(count != 1 for count in inner) == 1 and all(count == 1 for count in outer)
-
-
-def _one_axis_tile(call: Call | None, shapes: Shapes) -> bool:
-    """A tile of a 1-axis input by one count: torch's backward sums one contiguous view."""
-    return call is not None and len(shapes[0]) == 1 and len(_ints(_v(call, "reps") or ())) == 1
-
-
-def _new_leading_axes(call: Call | None, shapes: Shapes) -> bool:
-    """A broadcast that only puts new axes in front (``(n...) -> (m..., n...)``): torch's
-    backward is one sum over the leading block of a contiguous ``dy``."""
-    if call is None:
-        return False
-    shape, target = shapes[0], _ints(_v(call, "shape") or ())
-    return len(target) > len(shape) and (not shape or target[-len(shape):] == shape)
-
-
-_VIEW = "torch's backward is views or one copy per input: already at the memory bound"
-_KERNEL = "our pullback kernel does in one pass what torch's backward does in several"
-
-FACTS: dict[str, EngineFacts] = {
-    "repeat": EngineFacts(
-        "Tensor.repeat_interleave / Tensor.repeat", "kernel", _KERNEL,
-        (TorchForm("a single repeat_interleave (an integer count, or one inner count)", _one_repeat_interleave, REPEAT_TORCH_BELOW),),
-    ),
-    "tile": EngineFacts(
-        "Tensor.tile", "kernel", _KERNEL,
-        (TorchForm("a 1-axis input tiled by one count", _one_axis_tile), TorchForm("any reps", lambda call, shapes: True, TILE_TORCH_BELOW)),
-    ),
-    "concatenate": EngineFacts("torch.cat", "torch", _VIEW),
-    "stack": EngineFacts("torch.stack", "torch", _VIEW),
-    "hstack": EngineFacts("torch.hstack", "torch", _VIEW),
-    "vstack": EngineFacts("torch.vstack", "torch", _VIEW),
-    "cat": EngineFacts("torch.cat / F.pad (block-diagonal)", "torch", _VIEW),
-    "kron": EngineFacts(
-        "torch.kron", "kernel", _KERNEL,
-        (TorchForm("inputs of at most 2 axes", lambda call, shapes: all(len(s) <= 2 for s in shapes), KRON_TORCH_BELOW),),
-    ),
-    "flip": EngineFacts("torch.flip", "torch", _VIEW),
-    "roll": EngineFacts("torch.roll", "torch", _VIEW),
-    "permute_dims": EngineFacts("Tensor.permute", "torch", _VIEW),
-    "transpose": EngineFacts("Tensor.permute", "torch", _VIEW),
-    "reshape": EngineFacts("Tensor.reshape", "torch", _VIEW),
-    "broadcast_to": EngineFacts(
-        "Tensor.expand", "kernel", _KERNEL, (TorchForm("new leading axes only", _new_leading_axes),)
-    ),
-    "sum": EngineFacts("torch.sum", "torch", "torch's backward is an O(1) expand"),
-    "mean": EngineFacts("torch.mean", "torch", "torch's backward is an O(1) expand"),
-    "pad": EngineFacts("F.pad", "torch", _VIEW),
-    "split": EngineFacts("torch.tensor_split", "torch", _VIEW),
-    "getindex": EngineFacts("basic indexing (and flip for negative steps)", "torch", _VIEW),
-    "take": EngineFacts("torch.take / index_select", "kernel", _KERNEL + " (deterministic scatter-add)"),
-    "take_along_axis": EngineFacts("torch.take_along_dim", "kernel", _KERNEL + " (deterministic scatter-add)"),
-    "index_add": EngineFacts("torch.index_add", "kernel", _KERNEL + " (deterministic gather)"),
-}
-
-
-def facts(name: str) -> EngineFacts:
+def facts(name: str) -> TorchFacts:
     """The engine facts of the op ``name`` (``KeyError`` for an op that has none)."""
     return FACTS[name]
 
@@ -199,16 +107,15 @@ class Implementation:
 _PULLBACK_WORDS = {"torch": "torch's autograd", "kernel": "our compiled kernel"}
 
 
-def implementation(name: str, size: int | None, shapes: Shapes, call: Call | None = None) -> Implementation:
+def implementation(name: str, size: int | None, shapes: Shapes, call: Call) -> Implementation:
     """The implementation of a signature of op ``name`` whose result has ``size`` elements
-    (``None``: unknown) from inputs of ``shapes`` (``call``: the bound call, for an op whose
-    forms depend on its statics): the op's declared facts, and for a kernel op, torch's own
-    pullback in eager mode for a signature of one of its ``torch_forms``."""
+    (``None``: unknown) from inputs of ``shapes``: the op's declared facts, and for a kernel
+    op, torch's own pullback in eager mode for a signature of one of its ``torch_forms``."""
     fact = FACTS[name]
     if fact.pullback == "torch":
         return Implementation(name, fact.forward, "torch", "torch", fact.why)
     for form in fact.torch_forms:
-        if form.covers(call, shapes, size):
+        if form.covers(call.static, shapes, size):
             where = "at every size measured" if form.below is None else f"below {name}'s bound of {form.below}"
             why = (
                 f"a signature of {name}'s form '{form.words}': its result has {size} elements, {where}, "

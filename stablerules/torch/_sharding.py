@@ -21,13 +21,15 @@ gathered, not returned ``Partial``.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 import torch
 
-from stablerules import Val
+from stablerules._facts import AxisMap, EngineFacts, ShardRule
+from stablerules._schema import BY_NAME
 
 if TYPE_CHECKING:
     from ._adapter import Call, Entry, OptionalTensors, Tensors
@@ -46,91 +48,18 @@ class Kernels:
     differentiable: Callable[[torch.Tensor], bool]
 
 
-# (axes of the inputs, one per input, that map to one axis of the result; that axis)
-AxisMap = list[tuple[tuple[int, ...], int]]
-
-
-def _value(static: object) -> object:
-    return static.value if isinstance(static, Val) else static
-
-
-def _axes(static: object, ndim: int) -> set[int] | None:
-    value = _value(static)
-    if value is None:
-        return None
-    items = (value,) if isinstance(value, int) else cast("tuple[int, ...]", value)
-    return {axis + ndim if axis < 0 else axis for axis in items}
-
-
-def _counts(static: object) -> tuple[int, ...]:
-    value = _value(static)
-    if value is None:
-        return ()
-    return (value,) if isinstance(value, int) else cast("tuple[int, ...]", value)
-
-
-def _others(ndim: int, moved: set[int] | None, inputs: int = 1) -> AxisMap:
-    """Every axis but ``moved`` (``None``: all moved) is the same axis of the result."""
-    if moved is None:
-        return []
-    return [((axis,) * inputs, axis) for axis in range(ndim) if axis not in moved]
-
-
 def axis_map(call: Call, shapes: Sequence[tuple[int, ...]]) -> AxisMap:
-    """The axes ``call`` leaves alone, for inputs of global ``shapes``."""
-    name = call.entry.name
-    ndims = [len(shape) for shape in shapes]
-    ndim = ndims[0] if ndims else 0
-    same_ndim = len(set(ndims)) == 1
-    static = call.static
-    if name == "repeat":
-        if static("repeats") is not None:
-            return _others(ndim, _axes(static("axis"), ndim))
-        inner, outer = _counts(static("inner")), _counts(static("outer"))
-        return [
-            ((axis,), axis)
-            for axis in range(ndim)
-            if (inner[axis] if axis < len(inner) else 1) == 1 and (outer[axis] if axis < len(outer) else 1) == 1
-        ]
-    if name == "tile":
-        reps = _counts(static("reps"))
-        length = max(ndim, len(reps))
-        padded = (1,) * (length - len(reps)) + reps
-        shift = length - ndim
-        return [((axis,), axis + shift) for axis in range(ndim) if padded[axis + shift] == 1]
-    if name in ("concatenate", "stack", "hstack", "vstack", "cat"):
-        if not same_ndim or ndim == 0:
-            return []
-        count = len(shapes)
-        if name == "concatenate":
-            return _others(ndim, _axes(static("axis", Val(0)), ndim), count)
-        if name == "stack":
-            (new,) = cast("set[int]", _axes(static("axis", Val(0)), ndim + 1))
-            return [((axis,) * count, axis if axis < new else axis + 1) for axis in range(ndim)]
-        if name == "hstack":
-            return [] if ndim == 1 else _others(ndim, {1}, count)
-        if name == "vstack":
-            return [((0,) * count, 1)] if ndim == 1 else _others(ndim, {0}, count)
-        return _others(ndim, set(_counts(static("dims"))), count)
-    if name in ("flip", "roll"):
-        return _others(ndim, _axes(static("axis"), ndim))
-    if name in ("permute_dims", "transpose"):
-        axes = _counts(static("axes")) or tuple(range(ndim - 1, -1, -1))
-        return [((axis,), position) for position, axis in enumerate(axes)]
-    if name in ("sum", "mean"):
-        reduced = _axes(static("axis"), ndim)
-        if reduced is None:
-            return []
-        keep = bool(_value(static("keepdims", Val(False))))
-        return [((axis,), axis if keep else axis - sum(r < axis for r in reduced)) for axis in range(ndim) if axis not in reduced]
-    if name == "pad":
-        widths = _counts(static("pad_width"))
-        if len(widths) == 1:
-            return [] if widths[0] else _others(ndim, set())
-        return [((axis,), axis) for axis in range(ndim) if widths[2 * axis] == widths[2 * axis + 1] == 0]
-    if name == "split":
-        return _others(ndim, _axes(static("axis", Val(0)), ndim))
-    return []  # kron, reshape, broadcast_to: replicated
+    """The axes ``call`` leaves alone, for inputs of global ``shapes``: its family's shard
+    rule (``ENGINE_FACTS``, ``stablerules._facts``)."""
+    rule = shard_rule(call.entry.name)
+    return [] if rule is None else rule(call.static, tuple(shapes))
+
+
+def shard_rule(name: str) -> ShardRule | None:
+    """The op's declared shard rule (``None``: no sharding rule yet)."""
+    op = BY_NAME[name]
+    facts: EngineFacts = importlib.import_module(f"stablerules.rules.{op.family}").ENGINE_FACTS[name]
+    return facts.shard
 
 
 def _placements() -> tuple[type, type]:
