@@ -58,13 +58,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "replaying a recording reaches each op by its name through the face's lazy loader "
         "(PEP 562), a function-level import; same rewrite as above"
     ),
-    ("stablerules.torch._sharding", "stablerules.torch._adapter"): (
-        "a type-only import (TYPE_CHECKING) of the adapter's Call, Entry and Tensors; moving those "
-        "types below the adapter (issue 34 step 5, one registrar in torch) removes it"
-    ),
-    ("stablerules.torch._native", "stablerules.torch._adapter"): (
-        "a type-only import (TYPE_CHECKING) of the adapter's Call and Tensors; same move as above"
-    ),
 }
 
 # The engines' and the interpreter's private names: only a ``_private`` module may name them

@@ -29,7 +29,7 @@ import stablerules.torch as srt
 from stablerules._rule import RuleOp
 from stablerules import Val
 from stablerules.rules.kron import KRON_TORCH_BELOW
-from stablerules.torch import _adapter, _native, _ops
+from stablerules.torch import _adapter, _call, _native, _ops
 
 from .rules import TorchCase as Case, assert_every_op_has_a_row, collect, op_of
 
@@ -203,7 +203,7 @@ def test_func_grad_vjp_jvp_against_finite_differences() -> None:
 def test_vmap_uses_the_batching_rule(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     for name, value in vars(_ops).items():
-        if isinstance(value, _adapter.Entry):
+        if isinstance(value, _call.Entry):
             original = value.batch
 
             def counted(*args: object, _original: Callable[..., object] = original, _name: str = name) -> object:
@@ -288,7 +288,7 @@ def test_vmap_with_batch_axis_not_in_front() -> None:
 
 
 @pytest.mark.parametrize("entry", [_ops.REPEAT, _ops.CONCATENATE, _ops.KRON, _ops.PAD, _ops.SPLIT], ids=lambda e: e.name)
-def test_opcheck(entry: _adapter.Entry) -> None:
+def test_opcheck(entry: _call.Entry) -> None:
     generator = torch.Generator().manual_seed(2)
     a = torch.randn(2, 3, dtype=torch.float64, generator=generator)
     b = torch.randn(3, 2, dtype=torch.float64, generator=generator)
@@ -791,7 +791,7 @@ def test_indexing_compile_fullgraph_equals_eager_without_recompiling() -> None:
 
 
 @pytest.mark.parametrize("entry", [_ops.GETINDEX, _ops.TAKE, _ops.TAKE_ALONG_AXIS, _ops.INDEX_ADD], ids=lambda e: e.name)
-def test_indexing_opcheck(entry: _adapter.Entry) -> None:
+def test_indexing_opcheck(entry: _call.Entry) -> None:
     x = torch.randn(4, 5, dtype=torch.float64)
     args: dict[str, tuple[tuple[object, ...], dict[str, object]]] = {
         "getindex": ((x, _IX), {}),

@@ -50,7 +50,7 @@ from stablerules._facts import Shapes, TorchFacts
 from stablerules._schema import OPS
 
 if TYPE_CHECKING:
-    from ._adapter import Call, Tensors
+    from ._call import Call, Tensors
 
 Forward = Callable[["Call", "Tensors"], "Tensors"]
 

@@ -27,7 +27,8 @@ from stablerules import Val
 
 from .._binding import binder
 from . import _native, _signatures
-from ._adapter import BatchRule, Call, Engine, Entry, OptionalTensors, SecondOrderRule, TangentRule, Tensors, TorchOp, filled
+from ._adapter import TorchOp, filled
+from ._call import BatchRule, Call, Engine, Entry, OptionalTensors, SecondOrderRule, TangentRule, Tensors
 
 
 def _value(static: object) -> object:

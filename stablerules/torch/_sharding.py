@@ -32,7 +32,7 @@ from stablerules._facts import AxisMap, EngineFacts, ShardRule
 from stablerules._schema import BY_NAME
 
 if TYPE_CHECKING:
-    from ._adapter import Call, Entry, OptionalTensors, Tensors
+    from ._call import Call, Entry, OptionalTensors, Tensors
 
 @dataclass(frozen=True)
 class Kernels:
