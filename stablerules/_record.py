@@ -46,15 +46,29 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Hashable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ._arrays import ArraySpec, device_of, is_array
+from ._schema import BY_NAME
 from ._val import Val
 from ._version import __version__
 
 if TYPE_CHECKING:
     from ._key import ShapeSignature
-    from ._rule import RuleOp
+    from ._op import KernelRequest
+
+
+class _Plan(Protocol):
+    def requests(self) -> list[KernelRequest]: ...
+
+
+class RecordedOp(Protocol):
+    """What recording and replaying need of an op (a ``RuleOp``): its name and its plan lookup."""
+
+    @property
+    def name(self) -> str: ...
+
+    def lookup(self, arrays: tuple[object, ...], statics: tuple[object, ...], *, specs: bool = False) -> _Plan: ...
 
 FORMAT = "stablerules-signatures"
 VERSION = 1
@@ -76,7 +90,7 @@ class Recording:
         self.unkeyed = 0
         self._seen: set[Hashable] = set()
 
-    def note(self, op: RuleOp, key: Hashable | None, arrays: tuple[object, ...], statics: tuple[object, ...]) -> None:
+    def note(self, op: RecordedOp, key: Hashable | None, arrays: tuple[object, ...], statics: tuple[object, ...]) -> None:
         if key is None:
             self.unkeyed += 1
             return
@@ -110,7 +124,7 @@ class Recording:
             raise
 
 
-def note(op: RuleOp, key: Hashable | None, arrays: tuple[object, ...], statics: tuple[object, ...]) -> None:
+def note(op: RecordedOp, key: Hashable | None, arrays: tuple[object, ...], statics: tuple[object, ...]) -> None:
     """Note one plan lookup in every open recording (called only while one is open)."""
     for recording in RECORDINGS:
         recording.note(op, key, arrays, statics)
@@ -163,7 +177,7 @@ def _encode_static(value: object) -> object:
     raise TypeError
 
 
-def _encode(op: RuleOp, arrays: tuple[object, ...], statics: tuple[object, ...]) -> dict[str, Any] | None:
+def _encode(op: RecordedOp, arrays: tuple[object, ...], statics: tuple[object, ...]) -> dict[str, Any] | None:
     try:
         encoded = [_encode_array(value) for value in arrays]
     except (TypeError, ValueError, AttributeError):  # an array whose dtype NumPy cannot name
@@ -177,20 +191,25 @@ def _encode(op: RuleOp, arrays: tuple[object, ...], statics: tuple[object, ...])
     return {"op": op.name, "arrays": encoded, "statics": static_entries}
 
 
-def _decode(entry: object, where: str) -> tuple[RuleOp, tuple[object, ...], tuple[object, ...]]:
+def _op(name: str) -> RecordedOp | None:
+    """The op ``name`` of the schema, its family loaded by the schema's family name (the op
+    families are found by name at run time, as the package's lazy loader finds them; no
+    module below them imports one)."""
+    import importlib  # noqa: PLC0415 - only a replay loads families
+
+    schema = BY_NAME.get(name)
+    if schema is None:
+        return None
+    return cast("RecordedOp", getattr(importlib.import_module(f"stablerules.rules.{schema.family}"), name))
+
+
+def _decode(entry: object, where: str) -> tuple[RecordedOp, tuple[object, ...], tuple[object, ...]]:
     import numpy as np  # noqa: PLC0415
-
-    import stablerules  # noqa: PLC0415 - the ops load on first use
-
-    from ._rule import RuleOp  # noqa: PLC0415
 
     if not isinstance(entry, dict) or not isinstance(entry.get("op"), str):
         raise ValueError(f"{where}: not a recorded signature: {entry!r}")
-    try:
-        op = getattr(stablerules, entry["op"])
-    except AttributeError:
-        op = None
-    if not isinstance(op, RuleOp) or op.name != entry["op"]:
+    op = _op(entry["op"])
+    if op is None or op.name != entry["op"]:
         raise ValueError(f"{where}: this stablerules has no op {entry['op']!r}")
     arrays: list[object] = []
     for value in entry.get("arrays", ()):

@@ -48,17 +48,8 @@ LAYERS: dict[str, int] = {
 }
 LAYER_NAMES = ("bottom", "key", "values", "kernels", "launch", "scaffold", "families", "face", "adapters")
 
-# (importer, imported): why the edge stays.
-ALLOWED: dict[tuple[str, str], str] = {
-    ("stablerules._record", "stablerules._rule"): (
-        "recording checks a call's op is a RuleOp (a function-level import and an annotation); "
-        "the record module is being rewritten with the tape (issue 34 step 3)"
-    ),
-    ("stablerules._record", "stablerules"): (
-        "replaying a recording reaches each op by its name through the face's lazy loader "
-        "(PEP 562), a function-level import; same rewrite as above"
-    ),
-}
+# (importer, imported): why the edge stays (none now; a new exception needs its reason here).
+ALLOWED: dict[tuple[str, str], str] = {}
 
 # The engines' and the interpreter's private names: only a ``_private`` module may name them
 # (``_private_python``, ``_private_numba``, ``jax._private``, ``torch._private``; each pinned by
