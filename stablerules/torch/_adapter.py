@@ -83,9 +83,6 @@ Decisions where the issue is silent:
   ``sr.ix[...]`` index is a static (part of the signature, as a ``Val`` is). The kernel
   indexing ops have no sharding rule (a ``DTensor`` input raises ``TypeError``).
 - The signature cache holds at most ``_MAX_SIGNATURES`` signatures per op, then starts again.
-- The older ``torch.ops.stablerules.<name>`` / ``<name>_pullback`` custom ops (schema
-  ``(Tensor[] arrays, str call)``, our NumPy forward) stay registered for callers of
-  :func:`custom_ops`; ``srt`` calls no longer go through them.
 """
 
 from __future__ import annotations
@@ -548,19 +545,7 @@ class _EagerEngine:
         return cast("OptionalTensors", _Pullback.apply(call, back, len(cotangents), *cotangents, *tensors))
 
 
-class _OpsEngine:
-    """Calls through the ``torch.library`` custom ops (torch.compile)."""
-
-    def forward(self, call: Call, tensors: Tensors) -> Tensors:
-        return tuple(custom_ops(call.entry)[0](list(tensors), encode(call)))
-
-    def pullback(self, call: Call, cotangents: OptionalTensors, tensors: Tensors) -> OptionalTensors:
-        grads = custom_ops(call.entry)[1](list(cotangents), list(tensors), encode(call))
-        return tuple(g if _differentiable(t) else None for g, t in zip(grads, tensors))
-
-
 EAGER = _EagerEngine()
-OPS = _OpsEngine()
 
 
 def _transforms_active() -> bool:
@@ -578,10 +563,6 @@ def differentiable(tensor: torch.Tensor) -> bool:
 
 
 _differentiable = differentiable
-
-
-def engine() -> Engine:
-    return OPS if torch.compiler.is_compiling() else EAGER
 
 
 def filled(tangents: OptionalTensors, tensors: Tensors) -> Tensors:
@@ -799,9 +780,6 @@ class _Pullback(_Function):
 
 _CALLS: dict[str, Call] = {}
 _STATIC_INDEX = type(sr.ix[0])
-# The custom ops torch.library defined, by op name: a registry, not a cache (torch defines an
-# op once per process), so clear_caches() leaves it alone.
-_OPS: dict[str, tuple[Callable[..., list[torch.Tensor]], Callable[..., list[torch.Tensor]]]] = {}
 
 
 def _encode_entry(entry: object) -> object:
@@ -879,103 +857,6 @@ def output_meta(call: Call, arrays: Sequence[torch.Tensor]) -> tuple[tuple[tuple
         meta = tuple((tuple(output.shape), _TORCH_DTYPES[output.dtype]) for output in outputs)
         _META[key] = meta
     return meta
-
-
-def custom_ops(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[..., list[torch.Tensor]]]:
-    """``torch.ops.stablerules.<name>`` and ``<name>_pullback`` (registered with the op's
-    :class:`TorchOp`: registering them while dynamo traces would break the graph)."""
-    return _OPS[entry.name]
-
-
-def register(entry: Entry) -> tuple[Callable[..., list[torch.Tensor]], Callable[..., list[torch.Tensor]]]:
-    """Define ``stablerules::<name>`` and ``stablerules::<name>_pullback`` (once per name):
-    kernels, fake implementations, autograd (the same rules as eager mode, through these
-    ops) and the forward's batching rule."""
-    name = entry.name
-    if name in _OPS:
-        return _OPS[name]
-
-    def forward_kernel(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
-        # The call's signature, as eager calls find theirs: its results never alias an input
-        # (a view is copied); contiguous, as the fake implementation promises (a permuted view
-        # of a fresh buffer keeps its strides otherwise).
-        tensors = tuple(arrays)
-        return [t.contiguous() for t in run_op(decode(entry, call), tensors)]
-
-    def forward_fake(arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
-        meta = output_meta(decode(entry, call), arrays)
-        device = arrays[0].device if arrays else torch.device("cpu")
-        return [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in meta]
-
-    def pullback_kernel(cotangents: list[torch.Tensor | None], arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
-        tensors = tuple(arrays)
-        signature = signature_of(decode(entry, call), tensors)
-        back = signature.linear_pullback() if signature.linear else None
-        grads = run_pullback(signature.call, tuple(cotangents), tensors, back, dense=True)
-        inputs = [*arrays, *(c for c in cotangents if c is not None)]
-        return [
-            (g.clone(memory_format=torch.contiguous_format) if _aliases(g, inputs) else g.contiguous())
-            if g is not None
-            else torch.zeros_like(a)
-            for g, a in zip(grads, arrays)
-        ]
-
-    def pullback_fake(cotangents: list[torch.Tensor | None], arrays: list[torch.Tensor], call: str) -> list[torch.Tensor]:
-        return [torch.empty_like(a, memory_format=torch.contiguous_format) for a in arrays]
-
-    forward_op = torch.library.custom_op(
-        f"stablerules::{name}", forward_kernel, mutates_args=(), schema="(Tensor[] arrays, str call) -> Tensor[]"
-    )
-    pullback_op = torch.library.custom_op(
-        f"stablerules::{name}_pullback",
-        pullback_kernel,
-        mutates_args=(),
-        schema="(Tensor?[] cotangents, Tensor[] arrays, str call) -> Tensor[]",
-    )
-    forward_op.register_fake(forward_fake)
-    pullback_op.register_fake(pullback_fake)
-
-    def forward_setup(ctx: FunctionCtx, inputs: tuple[object, ...], output: object) -> None:
-        c = cast("_Context", ctx)
-        c.call = decode(entry, cast("str", inputs[1]))
-        c.save_for_backward(*cast("list[torch.Tensor]", inputs[0]))
-
-    def forward_backward(ctx: FunctionCtx, grads: list[torch.Tensor | None]) -> tuple[object, None]:
-        c = cast("_Context", ctx)
-        tensors = c.saved_tensors
-        if all(g is None for g in grads):
-            return [None] * len(tensors), None
-        return list(OPS.pullback(c.call, tuple(grads), tensors)), None
-
-    def pullback_setup(ctx: FunctionCtx, inputs: tuple[object, ...], output: object) -> None:
-        c = cast("_Context", ctx)
-        cotangents = cast("list[torch.Tensor | None]", inputs[0])
-        c.call = decode(entry, cast("str", inputs[2]))
-        c.counts = len(cotangents)
-        c.save_for_backward(*cotangents, *cast("list[torch.Tensor]", inputs[1]))  # type: ignore[arg-type]
-
-    def pullback_backward(ctx: FunctionCtx, grads: list[torch.Tensor | None]) -> tuple[object, object, None]:
-        c = cast("_Context", ctx)
-        values = cast("OptionalTensors", c.saved_tensors)
-        cotangents, tensors = values[: c.counts], cast("Tensors", values[c.counts :])
-        d_cotangents, d_tensors = pullback_of_pullback(OPS, c.call, cotangents, tensors, tuple(grads))
-        return list(d_cotangents), list(d_tensors), None
-
-    def forward_vmap(
-        info: object, in_dims: tuple[object, ...], arrays: list[torch.Tensor], call: str
-    ) -> tuple[list[torch.Tensor], list[int]]:
-        dims = cast("list[int | None]", in_dims[0])
-        moved = tuple(a.movedim(d, 0) if d is not None else a for a, d in zip(arrays, dims))
-        size = cast("int", getattr(info, "batch_size"))
-        outputs = entry.batch(OPS, decode(entry, call), moved, tuple(d is not None for d in dims), size)
-        return list(outputs), [0] * len(outputs)
-
-    forward_op.register_vmap(forward_vmap)
-    forward_op.register_autograd(forward_backward, setup_context=forward_setup)
-    pullback_op.register_autograd(pullback_backward, setup_context=pullback_setup)
-    ops = (cast("Callable[..., list[torch.Tensor]]", forward_op), cast("Callable[..., list[torch.Tensor]]", pullback_op))
-    _OPS[name] = ops
-    return ops
 
 
 def _owned(outputs: Tensors, inputs: Tensors) -> Tensors:
@@ -1400,7 +1281,6 @@ class TorchOp(Generic[_R]):
         self.shaped = FACTS[entry.name].pullback != "torch"
         self.tuple_result = entry.tuple_result
         _TORCH_OPS.append(self)
-        register(entry)
         register_vjp(entry)
         self.__name__ = entry.name
         self.__qualname__ = entry.name
