@@ -25,19 +25,11 @@ import torch
 import stablerules as sr
 from stablerules import Val
 
+from .. import _facts
 from .._binding import binder
 from . import _native, _signatures
 from ._adapter import TorchOp, filled
 from ._call import BatchRule, Call, Engine, Entry, OptionalTensors, SecondOrderRule, TangentRule, Tensors
-
-
-def _value(static: object) -> object:
-    return static.value if isinstance(static, Val) else static
-
-
-def _counts(static: object) -> tuple[int, ...]:
-    value = _value(static)
-    return (value,) if isinstance(value, int) else tuple(value)  # type: ignore[arg-type]
 
 
 def _shift(axis: int) -> int:
@@ -61,10 +53,10 @@ def _batch_repeat(engine: Engine, call: Call, tensors: Tensors, batched: tuple[b
     (x,) = tensors
     if call.static("repeats") is None:  # Julia's form: a count of 1 for the batch axis
         changes: dict[str, object] = {
-            name: Val((1, *_counts(call.static(name)))) for name in ("inner", "outer") if call.static(name) is not None
+            name: Val((1, *_facts.counts(call.static(name)))) for name in ("inner", "outer") if call.static(name) is not None
         }
         return engine.forward(call.replace(None, **changes), (x,))
-    axis = _value(call.static("axis"))
+    axis = _facts.value(call.static("axis"))
     if axis is None:  # NumPy repeats the flattened array: flatten each sample
         return engine.forward(call.replace(axis=Val(1)), _flatten((x,), size))
     return engine.forward(call.replace(axis=Val(_shift(axis))), (x,))  # type: ignore[arg-type]
@@ -72,7 +64,7 @@ def _batch_repeat(engine: Engine, call: Call, tensors: Tensors, batched: tuple[b
 
 def _batch_tile(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
     (x,) = tensors
-    reps = _counts(call.static("reps"))
+    reps = _facts.counts(call.static("reps"))
     ndim = x.ndim - 1
     if len(reps) > ndim:  # NumPy's new leading axes go after the batch axis
         x = x.reshape(size, *(1,) * (len(reps) - ndim), *x.shape[1:])
@@ -89,7 +81,7 @@ def shift_axes(name: str, default: object = None, *, none: str = "all") -> Batch
 
     def shift_axes_rule(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
         tensors = _expand(tensors, batched, size)
-        axis = _value(call.static(name, default))
+        axis = _facts.value(call.static(name, default))
         if axis is None:
             if none.startswith("flatten"):
                 outputs = engine.forward(call.replace(None, **{name: Val(1)}), _flatten(tensors, size))
@@ -118,7 +110,7 @@ def _batch_vstack(engine: Engine, call: Call, tensors: Tensors, batched: tuple[b
 
 
 def _batch_cat(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
-    dims = _value(call.static("dims"))
+    dims = _facts.value(call.static("dims"))
     shifted = Val(dims + 1) if isinstance(dims, int) else Val(tuple(d + 1 for d in cast("tuple[int, ...]", dims)))
     return engine.forward(call.replace(dims=shifted), _expand(tensors, batched, size))
 
@@ -145,20 +137,20 @@ def _batch_permute(engine: Engine, call: Call, tensors: Tensors, batched: tuple[
     """permute_dims and transpose: the batch axis stays in front, the others permuted behind it
     (transpose's ``axes=None`` is the reversed order)."""
     (x,) = tensors
-    axes = _value(call.static("axes"))
+    axes = _facts.value(call.static("axes"))
     order = tuple(range(x.ndim - 2, -1, -1)) if axes is None else cast("tuple[int, ...]", axes)
     return engine.forward(call.replace(axes=Val((0, *(_shift(axis) for axis in order)))), (x,))
 
 
 def _batch_reshape(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
     (x,) = tensors
-    shape = _counts(call.static("shape"))
+    shape = _facts.counts(call.static("shape"))
     return engine.forward(call.replace(shape=Val((size, *shape))), (x,))
 
 
 def _batch_broadcast_to(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
     (x,) = tensors
-    shape = _counts(call.static("shape"))
+    shape = _facts.counts(call.static("shape"))
     # NumPy aligns trailing axes: each sample padded with leading 1s first, batch in front.
     x = x.reshape(size, *(1,) * (len(shape) - (x.ndim - 1)), *x.shape[1:])
     return engine.forward(call.replace(shape=Val((size, *shape))), (x,))
@@ -166,7 +158,7 @@ def _batch_broadcast_to(engine: Engine, call: Call, tensors: Tensors, batched: t
 
 def _batch_pad(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
     (x,) = tensors
-    widths = _value(call.static("pad_width"))
+    widths = _facts.value(call.static("pad_width"))
     every = (widths,) * 2 * (x.ndim - 1) if isinstance(widths, int) else cast("tuple[int, ...]", widths)
     return engine.forward(call.replace(pad_width=Val((0, 0, *every))), (x,))
 
@@ -186,7 +178,7 @@ def _batch_take(engine: Engine, call: Call, tensors: Tensors, batched: tuple[boo
     ``axis=None``). Batched indices: one take on the batch flattened into the axis, each
     sample's indices offset into its own block (range-checked and wrapped first)."""
     x, indices = tensors
-    axis = _value(call.static("axis"))
+    axis = _facts.value(call.static("axis"))
     if not batched[1]:
         if axis is None:
             return engine.forward(call.replace(axis=Val(1)), (x.reshape(size, -1), indices))
@@ -208,7 +200,7 @@ def _batch_take(engine: Engine, call: Call, tensors: Tensors, batched: tuple[boo
 
 def _batch_take_along_axis(engine: Engine, call: Call, tensors: Tensors, batched: tuple[bool, ...], size: int) -> Tensors:
     x, indices = _expand(tensors, batched, size)
-    axis = _value(call.static("axis"))
+    axis = _facts.value(call.static("axis"))
     if axis is None:
         return engine.forward(call.replace(axis=Val(1)), (x.reshape(size, -1), indices))
     return engine.forward(call.replace(axis=Val(_shift(cast("int", axis)))), (x, indices))
@@ -218,7 +210,7 @@ def _batch_index_add(engine: Engine, call: Call, tensors: Tensors, batched: tupl
     """Unbatched indices: the axis shifted. Batched ones: one index_add on the batch
     flattened into the axis, each sample's indices offset into its own block."""
     x, indices, values = tensors
-    axis = cast("int", _value(call.static("axis", Val(0))))
+    axis = cast("int", _facts.value(call.static("axis", Val(0))))
     if not batched[1]:
         x = x if batched[0] else x.expand(size, *x.shape)
         values = values if batched[2] else values.expand(size, *values.shape)
