@@ -67,11 +67,6 @@ def _gathered() -> dict[str, TorchFacts]:
 FACTS: dict[str, TorchFacts] = _gathered()
 
 
-def facts(name: str) -> TorchFacts:
-    """The engine facts of the op ``name`` (``KeyError`` for an op that has none)."""
-    return FACTS[name]
-
-
 @dataclass(frozen=True)
 class Implementation:
     """Which implementation one signature runs in torch, and why: settled once, when the
