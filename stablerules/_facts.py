@@ -14,13 +14,17 @@ statics and its inputs' shapes.
 - An axis map (:data:`AxisMap`): for each axis that maps element for element to one axis of
   the result, that axis of every input and the result's axis (``[]``: no such axis, the
   sharded call is gathered first).
+- A batching rule (:class:`BatchRule`): the op on arrays with a batch axis in front (a
+  ``vmap``), written against :class:`ArrayOps`, the few array operations an engine lends it
+  (torch's tensors in ``stablerules.torch._ops``), so that it names no engine.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal, Protocol, TypeVar, cast
 
 from ._val import Val
 
@@ -71,13 +75,77 @@ def replicated(statics: Statics, shapes: Shapes) -> AxisMap:
     return []
 
 
+A = TypeVar("A")
+
+
+class OpCall(Protocol):
+    """A bound call as a batching rule sees it: its statics by name, and the same call with
+    some statics replaced (or added)."""
+
+    def static(self, name: str, default: object = None) -> object: ...
+
+    def replace(self, **statics: object) -> OpCall: ...
+
+
+class ArrayOps(Protocol[A]):
+    """The array operations an engine lends a batching rule (arrays of type ``A``)."""
+
+    def forward(self, call: OpCall, arrays: tuple[A, ...]) -> tuple[A, ...]:
+        """The op's call on ``arrays`` (differentiable in the engine, batched again if nested)."""
+        ...
+
+    def forward_as(self, name: str, call: OpCall, arrays: tuple[A, ...], **statics: object) -> tuple[A, ...]:
+        """The op ``name`` on ``call``'s arrays, with exactly ``statics`` (hstack as concatenate)."""
+        ...
+
+    def shape(self, x: A) -> tuple[int, ...]: ...
+
+    def reshape(self, x: A, shape: tuple[int, ...]) -> A:
+        """``x`` reshaped in C order (one extent may be ``-1``)."""
+        ...
+
+    def expand(self, x: A, size: int) -> A:
+        """``x`` with a leading axis of extent ``size`` (a broadcast view)."""
+        ...
+
+    def movedim(self, x: A, source: int | tuple[int, ...], destination: int | tuple[int, ...]) -> A: ...
+
+    def multiply(self, a: A, b: A) -> A:
+        """Elementwise product, broadcasting (differentiable in the engine)."""
+        ...
+
+    def add(self, a: A, b: A) -> A: ...
+
+    def offsets(self, size: int, n: int, ndim: int, like: A) -> A:
+        """``arange(size) * n`` shaped ``(size, 1, ...)`` to ``ndim`` axes, on ``like``'s device."""
+        ...
+
+    def wrapped(self, call: OpCall, indices: A, n: int, axis: int | None) -> A:
+        """``indices`` range-checked against an axis of extent ``n`` (the op's own error) and
+        negative ones wrapped."""
+        ...
+
+
+class BatchRule(Protocol):
+    """``(ops, call, arrays, batched, size) -> outputs``: the op on arrays whose leading axis
+    (of extent ``size``) is the batch where ``batched`` says so (the others are the unbatched
+    arrays as they were); every output's batch axis is 0."""
+
+    def __call__(self, ops: ArrayOps[A], call: OpCall, arrays: tuple[A, ...], batched: tuple[bool, ...], size: int) -> tuple[A, ...]: ...
+
+
 @dataclass(frozen=True)
 class EngineFacts:
-    """An op's facts for every engine: ``torch`` (:class:`TorchFacts`) and ``shard`` (the axes
-    a sharded input keeps; ``None``: no sharding rule yet, DTensor inputs are refused)."""
+    """An op's facts for every engine: ``torch`` (:class:`TorchFacts`), ``shard`` (the axes a
+    sharded input keeps; ``None``: no sharding rule yet, DTensor inputs are refused),
+    ``batch`` (its batching rule; ``None``: the engine batches the op itself, as torch does
+    its own indexing) and ``scalars`` (a Python scalar may stand for an array argument, as in
+    NumPy's ``kron(a, 2.0)``: the scalar is then a static)."""
 
     torch: TorchFacts
     shard: ShardRule | None = replicated
+    batch: BatchRule | None = None
+    scalars: bool = False
 
 
 def value(static: object) -> object:
@@ -106,3 +174,47 @@ def others(ndim: int, moved: set[int] | None, inputs: int = 1) -> AxisMap:
     if moved is None:
         return []
     return [((axis,) * inputs, axis) for axis in range(ndim) if axis not in moved]
+
+
+# --- batching rules' helpers -------------------------------------------------------------------
+
+
+def shifted(axis: int) -> int:
+    """An axis of the unbatched op as an axis of the batched one (batch axis in front)."""
+    return axis + 1 if axis >= 0 else axis
+
+
+def expanded(ops: ArrayOps[A], arrays: tuple[A, ...], batched: tuple[bool, ...], size: int) -> tuple[A, ...]:
+    """Every array with the batch axis in front (an unbatched one broadcast: a view)."""
+    return tuple(x if b else ops.expand(x, size) for x, b in zip(arrays, batched))
+
+
+def flattened(ops: ArrayOps[A], arrays: tuple[A, ...], size: int) -> tuple[A, ...]:
+    """Each batched array as ``(size, its sample's elements)``."""
+    return tuple(ops.reshape(x, (size, math.prod(ops.shape(x)[1:]))) for x in arrays)
+
+
+def shift_axes(name: str, default: object = None, *, none: Literal["all", "flatten", "flatten-reshape"] = "all") -> BatchRule:
+    """The batching rule of an op whose static ``name`` is an axis or a tuple of axes (int,
+    negative allowed): each shifted past the batch axis. ``None`` (or an absent ``name``
+    with ``default`` None) means every axis (``none="all"``: flip, sum, mean) or the
+    flattened array (``none="flatten"``: concatenate; ``"flatten-reshape"``: roll, whose
+    result has the input's shape)."""
+
+    def shift_axes_rule(ops: ArrayOps[A], call: OpCall, arrays: tuple[A, ...], batched: tuple[bool, ...], size: int) -> tuple[A, ...]:
+        arrays = expanded(ops, arrays, batched, size)
+        axis = value(call.static(name, default))
+        if axis is None:
+            if none != "all":
+                outputs = ops.forward(call.replace(**{name: Val(1)}), flattened(ops, arrays, size))
+                if none == "flatten":
+                    return outputs
+                return tuple(ops.reshape(output, ops.shape(arrays[0])) for output in outputs)
+            moved: object = Val(tuple(range(1, len(ops.shape(arrays[0])))))
+        elif isinstance(axis, int):
+            moved = Val(shifted(axis))
+        else:
+            moved = Val(tuple(shifted(a) for a in cast("tuple[int, ...]", axis)))
+        return ops.forward(call.replace(**{name: moved}), arrays)
+
+    return shift_axes_rule

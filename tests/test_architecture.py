@@ -334,3 +334,47 @@ def test_each_family_declares_its_ops_engine_facts() -> None:
         assert all(isinstance(value, EngineFacts) for value in facts.values())
         for name, value in facts.items():
             assert value.torch.pullback == "kernel" or not value.torch.torch_forms, name  # forms only for kernel ops
+
+
+def _code_words(path: Path) -> set[str]:
+    """The names and string constants of a module's code (docstrings left out)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    words: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words.add(node.value)
+        elif isinstance(node, ast.Name):
+            words.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            words.add(node.attr)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            words.add(node.name)
+    return {part for word in words for part in (word, word.strip("_").upper(), word.strip("_").lower())}
+
+
+def test_the_torch_op_table_names_no_op() -> None:
+    """Issue 34 step 5: ``torch/_ops.py`` builds every op's entry from its schema row and its
+    family's facts (the batching rule among them): no op's name (nor an ``_batch_<op>``
+    rule or a ``KRON = ...`` constant) appears in its code, so a new op adds nothing there.
+    The engine's array operations that batching rules use (``ArrayOps``: ``reshape``, ...)
+    are not op names here. The check can fail: the table as it was (a line and a rule per
+    op) names every op."""
+    from stablerules._facts import ArrayOps
+    from stablerules._schema import OPS
+
+    array_ops = {name for name in vars(ArrayOps) if not name.startswith("_")}  # the engine's reshape, ...
+    words = {word for word in _code_words(ROOT / "stablerules" / "torch" / "_ops.py") if word.lower() not in array_ops}
+    named = sorted(
+        op.name for op in OPS if any(op.name in (word.lower(), word.lower().removeprefix("batch_")) for word in words)
+    )
+    assert not named, f"torch/_ops.py names these ops in its code: {named}"
+    batch_rules = [word for word in words if word.lower().startswith("batch_")]
+    assert not batch_rules, batch_rules

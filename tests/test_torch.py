@@ -202,15 +202,14 @@ def test_func_grad_vjp_jvp_against_finite_differences() -> None:
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_vmap_uses_the_batching_rule(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    for name, value in vars(_ops).items():
-        if isinstance(value, _call.Entry):
-            original = value.batch
+    for name, entry in _ops.ENTRIES.items():
+        original = entry.batch
 
-            def counted(*args: object, _original: Callable[..., object] = original, _name: str = name) -> object:
-                calls.append(_name)
-                return _original(*args)
+        def counted(*args: object, _original: Callable[..., object] = original, _name: str = name) -> object:
+            calls.append(_name)
+            return _original(*args)
 
-            monkeypatch.setattr(value, "batch", counted)
+        monkeypatch.setattr(entry, "batch", counted)
     size = 3
     generator = torch.Generator().manual_seed(1)
     batched = [torch.randn((size, *shape), dtype=torch.float64, generator=generator) for shape in case.shapes]
@@ -244,13 +243,13 @@ def test_vmap_uses_the_batching_rule(case: Case, monkeypatch: pytest.MonkeyPatch
 
 def test_vmap_of_a_large_kron_uses_its_batching_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    original = _ops.KRON.batch
+    original = _ops.ENTRIES["kron"].batch
 
     def counted(*args: object) -> object:
         calls.append(1)
         return original(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_ops.KRON, "batch", counted)
+    monkeypatch.setattr(_ops.ENTRIES["kron"], "batch", counted)
     generator = torch.Generator().manual_seed(4)
     a = torch.randn(3, 2, 3, dtype=torch.float64, generator=generator)
     b = torch.randn(3, 60, 60, dtype=torch.float64, generator=generator)
@@ -303,7 +302,7 @@ def _check_vjp_op(entry: _call.Entry, args: tuple[tuple[object, ...], dict[str, 
     assert set(result.values()) == {"SUCCESS"}, result
 
 
-@pytest.mark.parametrize("entry", [_ops.REPEAT, _ops.TILE, _ops.KRON, _ops.BROADCAST_TO], ids=lambda e: e.name)
+@pytest.mark.parametrize("entry", [_ops.ENTRIES["repeat"], _ops.ENTRIES["tile"], _ops.ENTRIES["kron"], _ops.ENTRIES["broadcast_to"]], ids=lambda e: e.name)
 def test_opcheck(entry: _call.Entry) -> None:
     generator = torch.Generator().manual_seed(2)
     a = torch.randn(2, 3, dtype=torch.float64, generator=generator)
@@ -780,7 +779,7 @@ def test_indexing_compile_fullgraph_equals_eager_without_recompiling() -> None:
     assert counter.frame_count == 1, "new index values: no recompilation"
 
 
-@pytest.mark.parametrize("entry", [_ops.TAKE, _ops.TAKE_ALONG_AXIS, _ops.INDEX_ADD], ids=lambda e: e.name)
+@pytest.mark.parametrize("entry", [_ops.ENTRIES["take"], _ops.ENTRIES["take_along_axis"], _ops.ENTRIES["index_add"]], ids=lambda e: e.name)
 def test_indexing_opcheck(entry: _call.Entry) -> None:
     x = torch.randn(4, 5, dtype=torch.float64)
     args: dict[str, tuple[tuple[object, ...], dict[str, object]]] = {

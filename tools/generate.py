@@ -13,8 +13,8 @@ Written from ``stablerules/_schema.py``:
 - ``stablerules/{torch,jax,autograd}/_signatures.py``: each op's call signature in that adapter;
 - the adapters' public ops and their ``__all__``, each a whole generated file that the
   adapter's ``__init__.py`` star-imports: ``autograd/_ops.py`` (the ``adapt`` lines),
-  ``torch/_public.py`` (a ``TorchOp`` over each hand-written entry of ``torch/_ops.py``'s
-  ``ENTRIES``), ``jax/_public.py`` (the re-exports of ``jax/_ops.py``'s functions);
+  ``torch/_public.py`` (a ``TorchOp`` over each entry of ``torch/_ops.py``'s ``ENTRIES``,
+  read from the schema row and the family's engine facts), ``jax/_public.py`` (the re-exports of ``jax/_ops.py``'s functions);
   ``jax/_checked.py``: mypy's check of those functions against their Protocols.
 
 Why ``.pyi`` stubs: the overloads exist for the type checkers only, so they live in stub
@@ -1222,12 +1222,12 @@ def write_autograd_ops() -> str:
 
 
 def write_torch_public() -> str:
-    """``stablerules.torch._public``: each op's public ``TorchOp`` over its hand-written entry
+    """``stablerules.torch._public``: each op's public ``TorchOp`` over its entry
     (``stablerules.torch._ops.ENTRIES``, by the op's name), typed with its Protocol."""
     lines = [
         HEADER.rstrip("\n"),
         '"""The ops of ``stablerules.torch``: each op\'s :class:`~stablerules.torch._adapter.TorchOp`',
-        "over its entry (``_ops.ENTRIES``: its batching, tangent and second-order rules), typed with",
+        "over its entry (``_ops.ENTRIES``: read from its schema row and its family's engine facts), typed with",
         'its Protocol (``_signatures``)."""',
         "",
         "from __future__ import annotations",

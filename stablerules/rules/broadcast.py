@@ -87,6 +87,7 @@ from .._tangents import Cotangent, DenseCotangent, Fill
 from .._units import HALF_FORMATS, WIDENED, cuda_half_helpers, half_helpers
 from .._val import Val
 from .. import _facts
+from .._facts import A as _A
 
 _DT = TypeVar("_DT", bound=np.generic)
 _F = TypeVar("_F", bound=np.inexact)
@@ -880,10 +881,23 @@ def _reduction_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.
 
 _EXPAND = "torch's backward is an O(1) expand"
 
+def _batch_broadcast_to(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """broadcast_to under a batch axis: each sample padded with leading 1s first (NumPy
+    aligns trailing axes), the batch extent in front of the shape."""
+    (x,) = arrays
+    shape = _facts.counts(call.static("shape"))
+    x_shape = ops.shape(x)
+    x = ops.reshape(x, (size, *(1,) * (len(shape) - (len(x_shape) - 1)), *x_shape[1:]))
+    return ops.forward(call.replace(shape=Val((size, *shape))), (x,))
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     "broadcast_to": _facts.EngineFacts(
-        _facts.TorchFacts("Tensor.expand", "kernel", _facts.KERNEL, (_facts.TorchForm("new leading axes only", _new_leading_axes),))
+        _facts.TorchFacts("Tensor.expand", "kernel", _facts.KERNEL, (_facts.TorchForm("new leading axes only", _new_leading_axes),)),
+        batch=_batch_broadcast_to,
     ),
-    "sum": _facts.EngineFacts(_facts.TorchFacts("torch.sum", "torch", _EXPAND), _reduction_shards),
-    "mean": _facts.EngineFacts(_facts.TorchFacts("torch.mean", "torch", _EXPAND), _reduction_shards),
+    "sum": _facts.EngineFacts(_facts.TorchFacts("torch.sum", "torch", _EXPAND), _reduction_shards, _facts.shift_axes("axis")),
+    "mean": _facts.EngineFacts(_facts.TorchFacts("torch.mean", "torch", _EXPAND), _reduction_shards, _facts.shift_axes("axis")),
 }

@@ -79,6 +79,7 @@ from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, NoTangent, ZeroTangent, project
 from .._val import Val
 from .. import _facts
+from .._facts import A as _A
 
 _DT = TypeVar("_DT", bound=np.generic)
 
@@ -639,8 +640,49 @@ def _joined_shards(name: str) -> _facts.ShardRule:
     return shards
 
 
+def _batch_hstack(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """hstack under a batch axis: concatenate on axis 1 (1-D samples, made ``(size, 1)``
+    each) or 2, as NumPy's hstack does on the samples (axis 0 for 1-D ones, else 1)."""
+    arrays = _facts.expanded(ops, arrays, batched, size)
+    arrays = tuple(ops.reshape(x, (size, 1)) if len(ops.shape(x)) == 1 else x for x in arrays)
+    axis = 1 if len(ops.shape(arrays[0])) == 2 else 2
+    return ops.forward_as("concatenate", call, arrays, axis=Val(axis))
+
+
+def _batch_vstack(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """vstack under a batch axis: samples of fewer than 2 axes made ``(1, n)``, then
+    concatenate on axis 1."""
+    arrays = _facts.expanded(ops, arrays, batched, size)
+    arrays = tuple(
+        ops.reshape(x, (size, 1, *(ops.shape(x)[1:] or (1,)))) if len(ops.shape(x)) <= 2 else x for x in arrays
+    )
+    return ops.forward_as("concatenate", call, arrays, axis=Val(1))
+
+
+def _batch_cat(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """Julia's cat under a batch axis: each of ``dims`` shifted by one."""
+    dims = _facts.value(call.static("dims"))
+    moved = Val(dims + 1) if isinstance(dims, int) else Val(tuple(d + 1 for d in cast("tuple[int, ...]", dims)))
+    return ops.forward(call.replace(dims=moved), _facts.expanded(ops, arrays, batched, size))
+
+
+_BATCH: dict[str, _facts.BatchRule] = {
+    "concatenate": _facts.shift_axes("axis", Val(0), none="flatten"),
+    "stack": _facts.shift_axes("axis", Val(0)),
+    "hstack": _batch_hstack,
+    "vstack": _batch_vstack,
+    "cat": _batch_cat,
+}
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
-    name: _facts.EngineFacts(_facts.TorchFacts(forward, "torch", _facts.VIEW), _joined_shards(name))
+    name: _facts.EngineFacts(_facts.TorchFacts(forward, "torch", _facts.VIEW), _joined_shards(name), _BATCH[name])
     for name, forward in (
         ("concatenate", "torch.cat"), ("stack", "torch.stack"), ("hstack", "torch.hstack"), ("vstack", "torch.vstack"),
         ("cat", "torch.cat / F.pad (block-diagonal)"),

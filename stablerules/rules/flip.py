@@ -73,6 +73,7 @@ from .._units import UNITS, as_units
 from .._val import Val
 from .._views import ViewPlan
 from .. import _facts
+from .._facts import A as _A
 
 _DT = TypeVar("_DT", bound=np.generic)
 
@@ -560,6 +561,8 @@ def _flip_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.AxisM
 
 
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
-    "flip": _facts.EngineFacts(_facts.TorchFacts("torch.flip", "torch", _facts.VIEW), _flip_shards),
-    "roll": _facts.EngineFacts(_facts.TorchFacts("torch.roll", "torch", _facts.VIEW), _flip_shards),
+    "flip": _facts.EngineFacts(_facts.TorchFacts("torch.flip", "torch", _facts.VIEW), _flip_shards, _facts.shift_axes("axis")),
+    "roll": _facts.EngineFacts(
+        _facts.TorchFacts("torch.roll", "torch", _facts.VIEW), _flip_shards, _facts.shift_axes("axis", none="flatten-reshape")
+    ),
 }

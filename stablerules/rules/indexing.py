@@ -131,6 +131,7 @@ from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._units import UNITS, as_units, cuda_half_helpers, half_helpers
 from .._val import Val
 from .. import _facts
+from .._facts import A as _A
 
 _DT = TypeVar("_DT", bound=np.generic)
 _ShapeT = TypeVar("_ShapeT", bound=tuple[int, ...])
@@ -2335,13 +2336,80 @@ __all__ = [
 # --- engine facts (stablerules._facts) -------------------------------------------------------
 
 # No sharding rule yet for the indexing ops (shard=None): DTensor inputs are refused with a message.
+def _batch_take(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """take under a batch axis. Unbatched indices: the same take with the axis shifted (each
+    sample flattened for ``axis=None``). Batched indices: one take on the batch flattened
+    into the axis, each sample's indices offset into its own block (range-checked and
+    wrapped first)."""
+    x, indices = arrays
+    axis = cast("int | None", _facts.value(call.static("axis")))
+    if not batched[1]:
+        if axis is None:
+            return ops.forward(call.replace(axis=Val(1)), (ops.reshape(x, (size, -1)), indices))
+        return ops.forward(call.replace(axis=Val(_facts.shifted(axis))), (x, indices))
+    x = x if batched[0] else ops.expand(x, size)
+    if axis is None:
+        x = ops.reshape(x, (size, -1))
+        a = 1
+    else:
+        a = _facts.shifted(axis) if axis >= 0 else axis + len(ops.shape(x))
+    n = ops.shape(x)[a]
+    k = len(ops.shape(indices)) - 1
+    wrapped = ops.wrapped(call, indices, n, None if axis is None else a - 1)
+    moved = ops.movedim(x, a, 1)
+    flat = ops.reshape(moved, (size * n, *ops.shape(moved)[2:]))
+    y = ops.forward(call.replace(axis=Val(0)), (flat, ops.add(wrapped, ops.offsets(size, n, k + 1, x))))[0]
+    return (ops.movedim(y, tuple(range(1, 1 + k)), tuple(range(a, a + k))),)
+
+
+def _batch_take_along_axis(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """take_along_axis under a batch axis: the axis shifted (each sample flattened for
+    ``axis=None``)."""
+    x, indices = _facts.expanded(ops, arrays, batched, size)
+    axis = cast("int | None", _facts.value(call.static("axis")))
+    if axis is None:
+        return ops.forward(call.replace(axis=Val(1)), (ops.reshape(x, (size, -1)), indices))
+    return ops.forward(call.replace(axis=Val(_facts.shifted(axis))), (x, indices))
+
+
+def _batch_index_add(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """index_add under a batch axis. Unbatched indices: the axis shifted. Batched ones: one
+    index_add on the batch flattened into the axis, each sample's indices offset into its
+    own block."""
+    x, indices, values = arrays
+    axis = cast("int", _facts.value(call.static("axis", Val(0))))
+    x = x if batched[0] else ops.expand(x, size)
+    values = values if batched[2] else ops.expand(values, size)
+    if not batched[1]:
+        return ops.forward(call.replace(axis=Val(_facts.shifted(axis))), (x, indices, values))
+    a = _facts.shifted(axis) if axis >= 0 else axis + len(ops.shape(x))
+    n, k = ops.shape(x)[a], ops.shape(indices)[1]
+    wrapped = ops.wrapped(call, indices, n, a - 1)
+    moved_x, moved_v = ops.movedim(x, a, 1), ops.movedim(values, a, 1)
+    flat_x = ops.reshape(moved_x, (size * n, *ops.shape(moved_x)[2:]))
+    flat_v = ops.reshape(moved_v, (size * k, *ops.shape(moved_v)[2:]))
+    flat_i = ops.reshape(ops.add(wrapped, ops.offsets(size, n, 2, x)), (-1,))
+    y = ops.forward(call.replace(axis=Val(0)), (flat_x, flat_i, flat_v))[0]
+    return (ops.movedim(ops.reshape(y, ops.shape(moved_x)), 1, a),)
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     "getindex": _facts.EngineFacts(_facts.TorchFacts("basic indexing (and flip for negative steps)", "torch", _facts.VIEW), None),
     "take": _facts.EngineFacts(
-        _facts.TorchFacts("torch.take / index_select", "kernel", _facts.KERNEL + " (deterministic scatter-add)"), None
+        _facts.TorchFacts("torch.take / index_select", "kernel", _facts.KERNEL + " (deterministic scatter-add)"), None, _batch_take
     ),
     "take_along_axis": _facts.EngineFacts(
-        _facts.TorchFacts("torch.take_along_dim", "kernel", _facts.KERNEL + " (deterministic scatter-add)"), None
+        _facts.TorchFacts("torch.take_along_dim", "kernel", _facts.KERNEL + " (deterministic scatter-add)"),
+        None,
+        _batch_take_along_axis,
     ),
-    "index_add": _facts.EngineFacts(_facts.TorchFacts("torch.index_add", "kernel", _facts.KERNEL + " (deterministic gather)"), None),
+    "index_add": _facts.EngineFacts(
+        _facts.TorchFacts("torch.index_add", "kernel", _facts.KERNEL + " (deterministic gather)"), None, _batch_index_add
+    ),
 }

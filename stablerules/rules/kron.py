@@ -80,6 +80,7 @@ from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill
 from .._units import HALF_FORMATS, WIDENED, cuda_half_helpers, half_helpers
 from .. import _facts
+from .._facts import A as _A
 
 _DT = TypeVar("_DT", bound=np.generic)
 
@@ -1231,11 +1232,37 @@ def export_kron_kernels(a_ndim: int, b_ndim: int, dtype: np.dtype[np.generic]) -
 # trip to our kernel, for inputs of at most 2 axes (for 3 axes and more ours wins at these sizes).
 KRON_TORCH_BELOW = 20000
 
+def _batch_kron(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """kron under a batch axis. A Python scalar for one factor: kron scales, the batch axis
+    stays in front. Otherwise both samples are padded to one rank (kron pads the shorter with
+    leading 1s), batch (or 1) in front; with one factor batched that is one kron call (the
+    batch comes out in front); with both, kron would pair every ``a`` with every ``b``, so the
+    per-sample outer product is the engine's own product, differentiable the same way."""
+    if len(arrays) == 1:
+        return ops.forward(call, arrays)
+    a, b = arrays
+    a_shape, b_shape = ops.shape(a), ops.shape(b)
+    a_ndim, b_ndim = len(a_shape) - batched[0], len(b_shape) - batched[1]
+    ndim = max(a_ndim, b_ndim)
+    a = ops.reshape(a, (a_shape[0] if batched[0] else 1, *(1,) * (ndim - a_ndim), *a_shape[batched[0] :]))
+    b = ops.reshape(b, (b_shape[0] if batched[1] else 1, *(1,) * (ndim - b_ndim), *b_shape[batched[1] :]))
+    if not (batched[0] and batched[1]):
+        return ops.forward(call, (a, b))
+    a_items, b_items = ops.shape(a)[1:], ops.shape(b)[1:]
+    spread_a = ops.reshape(a, (size, *(n for m in a_items for n in (m, 1))))
+    spread_b = ops.reshape(b, (size, *(n for m in b_items for n in (1, m))))
+    return (ops.reshape(ops.multiply(spread_a, spread_b), (size, *(m * n for m, n in zip(a_items, b_items)))),)
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     "kron": _facts.EngineFacts(
         _facts.TorchFacts(
             "torch.kron", "kernel", _facts.KERNEL,
             (_facts.TorchForm("inputs of at most 2 axes", lambda statics, shapes: all(len(s) <= 2 for s in shapes), KRON_TORCH_BELOW),),
-        )
+        ),
+        batch=_batch_kron,
+        scalars=True,
     ),
 }

@@ -68,6 +68,7 @@ from .._rule import RuleOp
 from .._tangents import Cotangent, DenseCotangent, Fill, Thunk, ZeroTangent
 from .._val import Val
 from .. import _facts
+from .._facts import A as _A
 
 _DT = TypeVar("_DT", bound=np.generic)
 DType: TypeAlias = np.dtype[np.generic]
@@ -433,7 +434,19 @@ def _split_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.Axis
     return _facts.others(ndim, _facts.axes(statics("axis", Val(0)), ndim))
 
 
+def _batch_pad(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """pad under a batch axis: no padding of the batch axis."""
+    (x,) = arrays
+    widths = _facts.value(call.static("pad_width"))
+    every = (widths,) * 2 * (len(ops.shape(x)) - 1) if isinstance(widths, int) else cast("tuple[int, ...]", widths)
+    return ops.forward(call.replace(pad_width=Val((0, 0, *every))), (x,))
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
-    "pad": _facts.EngineFacts(_facts.TorchFacts("F.pad", "torch", _facts.VIEW), _pad_shards),
-    "split": _facts.EngineFacts(_facts.TorchFacts("torch.tensor_split", "torch", _facts.VIEW), _split_shards),
+    "pad": _facts.EngineFacts(_facts.TorchFacts("F.pad", "torch", _facts.VIEW), _pad_shards, _batch_pad),
+    "split": _facts.EngineFacts(
+        _facts.TorchFacts("torch.tensor_split", "torch", _facts.VIEW), _split_shards, _facts.shift_axes("axis", Val(0))
+    ),
 }

@@ -23,7 +23,7 @@ Decisions
 from __future__ import annotations
 
 import math
-from typing import TypeAlias, TypeVar
+from typing import TypeAlias, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,7 @@ from .._rule import RuleOp
 from .._val import Val
 from .._views import ViewPlan
 from .. import _facts
+from .._facts import A as _A
 
 _DT = TypeVar("_DT", bound=np.generic)
 
@@ -206,8 +207,26 @@ def _permute_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.Ax
     return [((axis,), position) for position, axis in enumerate(axes)]
 
 
+def _batch_permute(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """permute_dims and transpose under a batch axis: the batch axis stays in front, the
+    others permuted behind it (transpose's ``axes=None`` is the reversed order)."""
+    (x,) = arrays
+    axes = _facts.value(call.static("axes"))
+    order = tuple(range(len(ops.shape(x)) - 2, -1, -1)) if axes is None else cast("tuple[int, ...]", axes)
+    return ops.forward(call.replace(axes=Val((0, *(_facts.shifted(axis) for axis in order)))), (x,))
+
+
+def _batch_reshape(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """reshape under a batch axis: the batch extent in front of the new shape."""
+    return ops.forward(call.replace(shape=Val((size, *_facts.counts(call.static("shape"))))), arrays)
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
-    "permute_dims": _facts.EngineFacts(_facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _permute_shards),
-    "transpose": _facts.EngineFacts(_facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _permute_shards),
-    "reshape": _facts.EngineFacts(_facts.TorchFacts("Tensor.reshape", "torch", _facts.VIEW)),
+    "permute_dims": _facts.EngineFacts(_facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _permute_shards, _batch_permute),
+    "transpose": _facts.EngineFacts(_facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _permute_shards, _batch_permute),
+    "reshape": _facts.EngineFacts(_facts.TorchFacts("Tensor.reshape", "torch", _facts.VIEW), batch=_batch_reshape),
 }

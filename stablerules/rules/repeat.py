@@ -47,7 +47,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -84,6 +84,7 @@ from .._tangents import Cotangent, DenseCotangent, Fill, ZeroTangent
 from .._units import cuda_half_helpers, half_helpers
 from .._val import Val
 from .. import _facts
+from .._facts import A as _A
 
 _DT = TypeVar("_DT", bound=np.generic)
 
@@ -1459,6 +1460,37 @@ def _tile_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.AxisM
     return [((axis,), axis + shift) for axis in range(ndim) if padded[axis + shift] == 1]
 
 
+def _batch_repeat(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """repeat under a batch axis: Julia's form counts 1 for it; NumPy's flattened form
+    flattens each sample; otherwise the axis shifts."""
+    if call.static("repeats") is None:
+        changes: dict[str, object] = {
+            name: Val((1, *_facts.counts(call.static(name)))) for name in ("inner", "outer") if call.static(name) is not None
+        }
+        return ops.forward(call.replace(**changes), arrays)
+    axis = _facts.value(call.static("axis"))
+    if axis is None:
+        return ops.forward(call.replace(axis=Val(1)), _facts.flattened(ops, arrays, size))
+    return ops.forward(call.replace(axis=Val(_facts.shifted(cast("int", axis)))), arrays)
+
+
+def _batch_tile(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """tile under a batch axis: a count of 1 for it (NumPy's new leading axes of ``reps``
+    go after the batch axis)."""
+    (x,) = arrays
+    reps = _facts.counts(call.static("reps"))
+    shape = ops.shape(x)
+    ndim = len(shape) - 1
+    if len(reps) > ndim:
+        x = ops.reshape(x, (size, *(1,) * (len(reps) - ndim), *shape[1:]))
+        return ops.forward(call.replace(reps=Val((1, *reps))), (x,))
+    return ops.forward(call.replace(reps=Val((1,) * (ndim - len(reps) + 1) + reps)), (x,))
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     "repeat": _facts.EngineFacts(
         _facts.TorchFacts(
@@ -1466,6 +1498,7 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
             (_facts.TorchForm("a single repeat_interleave (an integer count, or one inner count)", _one_repeat_interleave, REPEAT_TORCH_BELOW),),
         ),
         _repeat_shards,
+        _batch_repeat,
     ),
     "tile": _facts.EngineFacts(
         _facts.TorchFacts(
@@ -1476,5 +1509,6 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
             ),
         ),
         _tile_shards,
+        _batch_tile,
     ),
 }

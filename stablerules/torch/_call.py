@@ -125,7 +125,7 @@ class Call(NamedTuple):
                 return value
         return default
 
-    def replace(self, entry: Entry | None = None, **statics: object) -> Call:
+    def replace(self, entry: Entry | None = None, /, **statics: object) -> Call:
         """This call with some statics replaced (or added), possibly as a call of another op."""
         merged = dict(self.statics)
         merged.update(statics)
