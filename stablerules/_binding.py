@@ -103,7 +103,7 @@ def split_function(
     """The method ``bind(self, ...)`` of the op of ``schema``: its parameters as the schema
     lists them (positional or keyword, the schema's defaults), returning ``(arrays, statics)``
     (the parameters of the roles in :data:`SPLIT_ROLES`, then the statics, each in parameter
-    order). ``qualname`` is the name Python's own binding errors give it (``"Flip.bind"``).
+    order). ``qualname`` is the name Python's own binding errors give it (``"Flip.__call__"``).
     ``required`` holds the op's own message for a required parameter it words itself: a call
     that gives it as ``absent`` raises the message as a ``TypeError``. A non-None ``absent`` is
     also the parameter's default (leaving it out raises the message); with ``None`` the

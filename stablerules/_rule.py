@@ -173,8 +173,10 @@ class RuleOp(Op):
         call a base class's ``plan``, which would count again.)
 
         An op that defines no ``bind`` (nor inherits one from a base below ``RuleOp``) gets
-        the one its schema row generates (:func:`split_function`), named after its top class below
-        ``RuleOp`` in Python's binding errors."""
+        the one its schema row generates (:func:`split_function`), named in Python's binding
+        errors as the op's ``__call__`` of its top class below ``RuleOp`` (``Tile.__call__()
+        missing 1 required positional argument: 'reps'``): an adapter that binds through it
+        words a missing argument as the op's own call does."""
         super().__init_subclass__(**kwargs)
         if "plan" in cls.__dict__:
             cls.plan = _planned(cls.__dict__["plan"])  # type: ignore[method-assign]
@@ -183,7 +185,7 @@ class RuleOp(Op):
         if schema is not None and cls.bind is RuleOp.bind:
             top = cls.__mro__[cls.__mro__.index(RuleOp) - 1]
             cls.bind = split_function(  # type: ignore[method-assign]
-                schema, f"{top.__name__}.bind", cls.required_messages, cls.absent_default
+                schema, f"{top.__name__}.__call__", cls.required_messages, cls.absent_default
             )
 
     def __init__(self) -> None:
@@ -219,7 +221,9 @@ class RuleOp(Op):
             message = str(error)
             if message.startswith(f"{self.name}:"):
                 raise
-            raise TypeError(f"{self.name}: {message.replace('bind()', self.name + '()')}") from None
+            for bound in ("bind()", "__call__()"):  # a binding error words the op's rule by its name
+                message = message.replace(bound, self.name + "()")
+            raise TypeError(f"{self.name}: {message}") from None
 
     def lookup(self, arrays: tuple[object, ...], statics: tuple[object, ...], specs: bool = False) -> Plan:
         """The plan of this call's signature: from the plan cache, or validated and built.

@@ -29,6 +29,8 @@ import ast
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 LAYERS: dict[str, int] = {
@@ -378,3 +380,20 @@ def test_the_torch_op_table_names_no_op() -> None:
     assert not named, f"torch/_ops.py names these ops in its code: {named}"
     batch_rules = [word for word in words if word.lower().startswith("batch_")]
     assert not batch_rules, batch_rules
+
+
+def test_the_behaviour_probe_runs_good_and_bad_calls(capsys: pytest.CaptureFixture[str]) -> None:
+    """``tools/behaviour.py`` (the before/after diff of a refactor's external behaviour) makes
+    good and bad calls of every op and prints each outcome; a few of them here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("behaviour", ROOT / "tools" / "behaviour.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--calls", "3", "--engines", "numpy"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ops = {line.split("(", 1)[0] for line in lines}
+    assert ops == set(module.PARAMS) | {"cat", "getindex"}, ops
+    assert any(" numpy: ok " in line for line in lines) and any(" rrule: ok " in line for line in lines)
+    assert any(" numpy: TypeError: " in line for line in lines) and any(" numpy: ValueError: " in line for line in lines)

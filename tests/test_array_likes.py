@@ -22,6 +22,8 @@ from stablerules import NoTangent, Val
 
 Array = npt.NDArray[Any]
 X32 = np.arange(3.0, dtype=np.float32)
+_L = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+srx: Any = sr  # the ops untyped, for the calls on lists below
 
 # The ops' types ask for arrays (that is what gives exact dtypes); array-likes are a run-time
 # reading, so the calls here go through plain callables.
@@ -52,7 +54,33 @@ CASES: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
     ("vstack-list", lambda: vstack((X32, [1, 2, 3])), lambda: np.vstack((X32, [1, 2, 3]))),
     ("cat-list", lambda: cat(X32, [1.0], dims=Val(0)), lambda: np.concatenate((X32, [1.0]))),
     ("cat-numpy-scalar", lambda: cat(X32, np.float64(1.5), dims=Val(0)), lambda: np.concatenate((X32, [np.float64(1.5)]))),
+    # Every other op on a nested list (pad's was an AttributeError: found by tools/behaviour.py).
+    ("flip-list", lambda: srx.flip(_L, Val(0)), lambda: np.flip(_L, 0)),
+    ("roll-list", lambda: srx.roll(_L, Val(1), Val(1)), lambda: np.roll(_L, 1, 1)),
+    ("permute_dims-list", lambda: srx.permute_dims(_L, Val((1, 0))), lambda: np.transpose(_L, (1, 0))),
+    ("transpose-list", lambda: srx.transpose(_L), lambda: np.transpose(_L)),
+    ("reshape-list", lambda: srx.reshape(_L, Val((3, 2))), lambda: np.reshape(_L, (3, 2))),
+    ("broadcast_to-list", lambda: srx.broadcast_to(_L, Val((2, 2, 3))), lambda: np.broadcast_to(_L, (2, 2, 3))),
+    ("sum-list", lambda: srx.sum(_L, Val(1)), lambda: np.sum(_L, 1)),
+    ("mean-list", lambda: srx.mean(_L, Val(0)), lambda: np.mean(_L, 0)),
+    ("pad-list", lambda: srx.pad(_L, Val(1)), lambda: np.pad(_L, 1)),
+    ("pad-int-list", lambda: srx.pad([[1, 2], [3, 4]], Val((0, 1, 2, 0)), 7), lambda: np.pad([[1, 2], [3, 4]], ((0, 1), (2, 0)), constant_values=7)),
+    ("getindex-list", lambda: srx.getindex(_L, sr.ix[1, ::-1]), lambda: np.asarray(_L)[1, ::-1]),
+    ("take-list", lambda: srx.take(_L, [0, 2], Val(1)), lambda: np.take(_L, [0, 2], 1)),
+    ("take_along_axis-list", lambda: srx.take_along_axis(_L, [[0], [2]], Val(1)), lambda: np.take_along_axis(np.asarray(_L), np.array([[0], [2]]), 1)),
+    ("index_add-list", lambda: srx.index_add(_L, [0, 0], [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]], Val(0)), lambda: np.asarray(_L) + [[3.0], [0.0]]),
 ]
+
+
+@pytest.mark.parametrize(("cuts", "axis"), [(Val((2, 1)), Val(0)), (Val(3), Val(1)), (Val((1,)), Val(-1))], ids=str)
+def test_split_of_a_list_is_numpys(cuts: Val[int] | Val[tuple[int, ...]], axis: Val[int]) -> None:
+    """``split`` of a nested list: NumPy's parts (it was a ``TypeError`` from indexing the list)."""
+    parts = srx.split(_L, cuts, axis)
+    expected = np.split(np.asarray(_L), cuts.value, axis.value)
+    assert len(parts) == len(expected)
+    for part, want in zip(parts, expected):
+        assert isinstance(part, np.ndarray) and part.dtype == want.dtype
+        np.testing.assert_array_equal(part, want)
 
 
 @pytest.mark.parametrize(("name", "ours", "numpy"), CASES, ids=[case[0] for case in CASES])

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import assert_type, cast
+from typing import Any, assert_type, cast
 
 import numpy as np
 import pytest
@@ -32,6 +32,9 @@ from stablerules.rules.kron import KRON_TORCH_BELOW
 from stablerules.torch import _adapter, _call, _native, _ops
 
 from .rules import TorchCase as Case, assert_every_op_has_a_row, collect, op_of
+
+_srt: Any = srt  # untyped, for calls the typed API does not take (a list of counts, a missing argument)
+_sr: Any = sr
 
 
 def _signature_table(op: object) -> dict[tuple[object, ...], _adapter.Signature]:
@@ -1170,3 +1173,73 @@ def test_forms_torch_does_faster_at_every_size_take_torchs_pullback(
         gathered = call(index).long().reshape(-1)
         expected = torch.zeros(x.numel(), dtype=torch.float64).index_add_(0, gathered, dy.reshape(-1))
         assert torch.allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128], ids=str)
+@pytest.mark.parametrize(("repeats", "axis"), [([0, 1], 0), ([2, 1, 3], Val(1)), ([2], None), ((1, 2, 0, 1, 1, 1), None)], ids=str)
+def test_repeat_with_per_element_counts_as_a_list(repeats: list[int] | tuple[int, ...], axis: object, dtype: torch.dtype) -> None:
+    """``_srt.repeat(t, [counts], axis)``, as ``np.repeat`` takes a list (found by
+    ``tools/behaviour.py``: torch's ``repeat_interleave`` wants a tensor of counts): the result
+    is NumPy's, the gradient the sum over each element's copies, and torch's gradcheck
+    (finite differences) agrees."""
+    x = (torch.arange(6, dtype=torch.float64) - 2.5).to(dtype).reshape(2, 3).requires_grad_()
+    y = _srt.repeat(x, repeats, axis)
+    expected = np.repeat(x.detach().numpy(), repeats, axis=cast("int | None", getattr(axis, "value", axis)))
+    np.testing.assert_array_equal(y.detach().numpy(), expected)
+    assert torch.autograd.gradcheck(lambda t: _srt.repeat(t, repeats, axis), (x,))
+
+
+@pytest.mark.parametrize(
+    ("name", "ours", "numpy"),
+    [
+        ("roll-shifts-flattened", lambda x: _srt.roll(x, Val((1, 0, 2)), None), lambda a: np.roll(a, (1, 0, 2))),
+        ("roll-shifts-one-axis", lambda x: _srt.roll(x, Val((2, 3)), Val(1)), lambda a: np.roll(a, (2, 3), 1)),
+        ("pad-0d-one-width", lambda x: _srt.pad(x[0, 0], Val((6,))), lambda a: np.pad(a[0, 0], 6)),
+        ("pad-one-width-tuple", lambda x: _srt.pad(x, Val((1,))), lambda a: np.pad(a, 1)),
+        (
+            "index_add-broadcast-values",
+            lambda x: _srt.index_add(x, torch.tensor([2, 2, 0]), x[0], Val(1)),
+            lambda a: _numpy_index_add(a, np.array([2, 2, 0]), np.broadcast_to(a[0], (2, 3)), 1),
+        ),
+        (
+            "index_add-empty-x",
+            lambda x: _srt.index_add(x[:0], torch.tensor([2, 2, 2]), x[0], Val(1)),
+            lambda a: a[:0].copy(),
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_forwards_follow_numpy_where_torch_differs(
+    name: str, ours: Callable[[torch.Tensor], torch.Tensor], numpy: Callable[[np.ndarray], np.ndarray]
+) -> None:
+    """Calls NumPy takes and torch's own op does not, as its forward gives them (found by
+    ``tools/behaviour.py``; each was a torch ``RuntimeError`` or an ``AssertionError``):
+    NumPy's result, and torch's gradcheck (finite differences) of our gradient."""
+    x = torch.arange(6, dtype=torch.float64).reshape(2, 3).requires_grad_()
+    np.testing.assert_array_equal(ours(x).detach().numpy(), numpy(x.detach().numpy()))
+    assert torch.autograd.gradcheck(ours, (x,))
+
+
+def _numpy_index_add(x: np.ndarray, indices: np.ndarray, values: np.ndarray, axis: int) -> np.ndarray:
+    out = np.moveaxis(x.copy(), axis, 0)
+    np.add.at(out, indices, np.moveaxis(values, axis, 0))
+    return np.moveaxis(out, 0, axis)
+
+
+def test_a_missing_argument_is_named_as_numpy_names_it() -> None:
+    """A call that leaves out a required argument: Python's own wording for the op's call, as
+    the NumPy op gives it (``kron(t)`` was a ``KeyError: 'b'``)."""
+    x = torch.ones(2, 3)
+    calls: list[tuple[Callable[[], object], Callable[[], object]]] = [
+        (lambda: _srt.kron(x), lambda: _sr.kron(x.numpy())),
+        (lambda: _srt.tile(x), lambda: _sr.tile(x.numpy())),
+        (lambda: _srt.take_along_axis(x, torch.zeros(2, 3, dtype=torch.int64)), lambda: _sr.take_along_axis(x.numpy(), np.zeros((2, 3), np.int64))),
+        (lambda: _srt.index_add(x), lambda: _sr.index_add(x.numpy())),
+    ]
+    for call, numpy_call in calls:
+        with pytest.raises(TypeError) as ours:
+            call()
+        with pytest.raises(TypeError) as theirs:
+            numpy_call()
+        assert str(ours.value) == str(theirs.value)
+        assert "missing" in str(ours.value)

@@ -168,7 +168,7 @@ class PadPlan(Plan):
 
     def forward(self, arrays: tuple[object, ...]) -> object:
         """One allocation: the border slabs set to the constant, the interior copied."""
-        x = cast(ArrayLike, arrays[0])
+        x = cast(ArrayLike, self.namespace.asarray(arrays[0]))  # a list input too (no copy of an array)
         constant = _constant(arrays[1], self.dtype)
         y: ArrayLike = self.namespace.empty(self.out_shape, dtype=x.dtype)
         for border in self.borders:
@@ -329,7 +329,7 @@ class SplitPlan(Plan):
         self.tiles = tiles
 
     def forward(self, arrays: tuple[object, ...]) -> object:
-        x = cast(ArrayLike, arrays[0])
+        x = cast(ArrayLike, self.namespace.asarray(arrays[0]))  # a list input too (no copy of an array)
         return tuple(map(x.__getitem__, self.indices))
 
     def pullback(self, saved: object) -> DensePullback:

@@ -99,6 +99,7 @@ import torch.utils.dlpack
 import stablerules as sr
 from stablerules import Val
 
+from .._binding import Argument
 from .._record import RECORDINGS
 from .._rule import RuleOp
 from .._memo import register as register_cache
@@ -140,7 +141,8 @@ def bind(entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]) -> t
     tensors: list[torch.Tensor] = []
     layout: list[tuple[str, int]] = []
     statics: list[tuple[str, object]] = []
-    for argument in entry.binder.bind(args, kwargs, "stablerules.torch."):
+    bound = entry.binder.bind(args, kwargs, "stablerules.torch.")
+    for argument in bound:
         name, value = argument.param.name, argument.value
         if argument.param.role == "varargs":
             values = cast("tuple[object, ...]", value)
@@ -150,7 +152,24 @@ def bind(entry: Entry, args: tuple[object, ...], kwargs: dict[str, object]) -> t
             _bind_array(entry, name, value, tensors, layout, statics)
         else:
             statics.append((name, _static(entry, name, value)))
+    if len(bound) < len(entry.required):  # after the given arguments' checks, as before
+        _missing(entry, bound)
     return Call(entry, tuple(layout), tuple(statics)), tuple(tensors)
+
+
+def _missing(entry: Entry, bound: Sequence[Argument]) -> None:
+    """Python's own error for required positional parameters a call left out, worded as the
+    op's ``__call__`` words it (``Tile.__call__() missing 1 required positional argument:
+    'reps'``), as the NumPy op gives it."""
+    given = {argument.param.name for argument in bound}
+    missing = [f"'{name}'" for name in entry.required if name not in given]
+    if not missing:
+        return
+    names = missing[0] if len(missing) == 1 else (
+        f"{missing[0]} and {missing[1]}" if len(missing) == 2 else ", ".join(missing[:-1]) + f", and {missing[-1]}"
+    )
+    plural = "s" if len(missing) > 1 else ""
+    raise TypeError(f"{entry.binder.schema.cls}.__call__() missing {len(missing)} required positional argument{plural}: {names}")
 
 
 _PYTHON_SCALARS = (bool, int, float, complex)

@@ -80,6 +80,7 @@ class Entry:
     parameters: tuple[str, ...] = field(init=False)  # in call order, ``"*name"`` for a variadic one
     variadic: bool = field(init=False)
     order: dict[str, int] = field(init=False)  # each parameter's position (without a ``*``)
+    required: tuple[str, ...] = field(init=False)  # positional parameters without a default
 
     def __post_init__(self) -> None:
         # Plain attributes, not properties: dynamo traces the binding code under torch.compile.
@@ -89,6 +90,11 @@ class Entry:
         )
         self.variadic = self.binder.variadic
         self.order = {name.lstrip("*"): index for index, name in enumerate(self.parameters)}
+        self.required = tuple(
+            param.name
+            for param in self.binder.schema.params
+            if param.default is None and not param.keyword_only and param.role != "varargs"
+        )
 
     def __repr__(self) -> str:
         return f"<stablerules.torch entry {self.name}>"

@@ -218,7 +218,8 @@ def _repeat(call: Call, tensors: Tensors) -> Tensors:
     repeats = _v(call, "repeats")
     if repeats is None:  # Julia's inner/outer form
         return (_julia(x, _ints(_v(call, "inner") or ()), _ints(_v(call, "outer") or ())),)
-    times = cast("int", repeats)
+    # Per-element counts (a list or tuple, static here) as the tensor repeat_interleave takes.
+    times = repeats if isinstance(repeats, int) else torch.tensor(repeats, dtype=torch.int64, device=x.device)
     along = _v(call, "axis")
     if along is None:
         return (x.reshape(-1).repeat_interleave(times),)
@@ -336,8 +337,8 @@ def _roll(call: Call, tensors: Tensors) -> Tensors:
     (x,) = tensors
     shift = _ints(_v(call, "shift"))
     axis = _v(call, "axis")
-    if axis is None:
-        return (torch.roll(x, shift),)
+    if axis is None:  # NumPy rolls the flattened array by each shift in turn: by their sum
+        return (torch.roll(x, sum(shift)),)
     axes = _ints(axis)
     if len(shift) == 1 and len(axes) > 1:
         shift = shift * len(axes)
@@ -395,7 +396,9 @@ def _mean(call: Call, tensors: Tensors) -> Tensors:
 def _pad(call: Call, tensors: Tensors) -> Tensors:
     (x,) = tensors
     widths = _v(call, "pad_width")
-    flat = (widths,) * (2 * x.ndim) if isinstance(widths, int) else _ints(widths)
+    flat = _ints(widths)
+    if len(flat) == 1:  # one width for every side of every axis (the core's rule)
+        flat = flat * (2 * x.ndim)
     value = call.static("constant_values", 0)
     if len(flat) != 2 * x.ndim:
         raise Revalidate(f"pad_width {flat} for {x.ndim} axes")
@@ -517,8 +520,11 @@ def _index_add(call: Call, tensors: Tensors) -> Tensors:
     x, indices, values = tensors
     dtype = _result_dtype((x.dtype, values.dtype)) if x.dtype != values.dtype else x.dtype
     a = _axis(cast("int", _v(call, "axis", Val(0))), x.ndim)
-    wrapped = _indices(call, indices, int(x.shape[a]), a)
-    return (torch.index_add(x.to(dtype), a, wrapped.reshape(-1), values.to(dtype)),)
+    wrapped = _indices(call, indices, int(x.shape[a]), a).reshape(-1)
+    target = (*x.shape[:a], wrapped.numel(), *x.shape[a + 1 :])
+    if tuple(values.shape) != target:  # values broadcast to x's shape with the axis replaced (the core's rule)
+        values = values.expand(target)
+    return (torch.index_add(x.to(dtype), a, wrapped, values.to(dtype)),)
 
 
 FORWARDS: dict[str, Forward] = {
