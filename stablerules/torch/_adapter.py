@@ -100,6 +100,7 @@ import stablerules as sr
 from stablerules import Val
 
 from .._binding import Argument
+from ._library import define
 from .._record import RECORDINGS
 from .._rule import RuleOp
 from .._memo import register as register_cache
@@ -1045,9 +1046,7 @@ def register_vjp(entry: Entry) -> None:
         d_saved = [d for d, keep in zip(d_tensors, _needed(bound)) if keep]
         return list(d_cotangents), d_saved, None, None, None, None
 
-    op = torch.library.custom_op(f"stablerules::{name}_vjp", vjp_kernel, mutates_args=(), schema=schema)
-    op.register_fake(vjp_fake)
-    op.register_autograd(vjp_backward, setup_context=vjp_setup)
+    op = define(f"{name}_vjp", schema, vjp_kernel, vjp_fake, (vjp_backward, vjp_setup))
     _VJPS[name] = cast("Callable[..., list[torch.Tensor]]", op)
 
 

@@ -31,6 +31,8 @@ import torch
 from stablerules._facts import AxisMap, EngineFacts, ShardRule
 from stablerules._schema import BY_NAME
 
+from ._library import define
+
 if TYPE_CHECKING:
     from ._call import Call, Entry, OptionalTensors, Tensors
 
@@ -82,9 +84,7 @@ def dtensor_ops(entry: Entry, kernels: Kernels) -> tuple[Callable[..., torch.Ten
         return known
     from torch.distributed.tensor.experimental import register_sharding  # noqa: PLC0415
 
-
     name = entry.name
-    replicate, shard = _placements()
 
     def output_kernel(arrays: list[torch.Tensor], index: int, call: str) -> torch.Tensor:
         result = kernels.run_op(kernels.decode(entry, call), tuple(arrays))[index]
@@ -101,17 +101,27 @@ def dtensor_ops(entry: Entry, kernels: Kernels) -> tuple[Callable[..., torch.Ten
     def gradient_fake(cotangents: list[torch.Tensor | None], arrays: list[torch.Tensor], index: int, call: str) -> torch.Tensor:
         return torch.empty_like(arrays[index], memory_format=torch.contiguous_format)
 
-    output_op = torch.library.custom_op(
-        f"stablerules::{name}_output", output_kernel, mutates_args=(), schema="(Tensor[] arrays, int index, str call) -> Tensor"
+    gradient_op = cast(
+        "Callable[..., torch.Tensor]",
+        define(f"{name}_gradient", "(Tensor?[] cotangents, Tensor[] arrays, int index, str call) -> Tensor", gradient_kernel, gradient_fake),
     )
-    gradient_op = torch.library.custom_op(
-        f"stablerules::{name}_gradient",
-        gradient_kernel,
-        mutates_args=(),
-        schema="(Tensor?[] cotangents, Tensor[] arrays, int index, str call) -> Tensor",
+    output_op = cast(
+        "Callable[..., torch.Tensor]",
+        define(f"{name}_output", "(Tensor[] arrays, int index, str call) -> Tensor", output_kernel, output_fake, _output_autograd(entry, kernels, gradient_op)),
     )
-    output_op.register_fake(output_fake)
-    gradient_op.register_fake(gradient_fake)
+    output_strategy, gradient_strategy = _strategies(entry, kernels)
+    namespace = torch.ops.stablerules
+    register_sharding(getattr(namespace, f"{name}_output").default)(output_strategy)
+    register_sharding(getattr(namespace, f"{name}_gradient").default)(gradient_strategy)
+    _REGISTERED[name] = (output_op, gradient_op)
+    return output_op, gradient_op
+
+
+def _output_autograd(
+    entry: Entry, kernels: Kernels, gradient_op: Callable[..., torch.Tensor]
+) -> tuple[Callable[..., tuple[object, None, None]], Callable[..., None]]:
+    """The ``_output`` op's backward (one ``_gradient`` op per differentiable input) and its
+    ``setup_context``."""
 
     def output_setup(ctx: object, inputs: tuple[object, ...], output: object) -> None:
         arrays = cast("list[torch.Tensor]", inputs[0])
@@ -131,38 +141,38 @@ def dtensor_ops(entry: Entry, kernels: Kernels) -> tuple[Callable[..., torch.Ten
         ]
         return grads, None, None
 
-    output_op.register_autograd(output_backward, setup_context=output_setup)
+    return output_backward, output_setup
 
-    def output_strategy(arrays: list[object], index: int, call: str) -> list[tuple[list[object], list[object]]]:
+
+Strategies = list[tuple[list[object], list[object]]]
+
+
+def _strategies(entry: Entry, kernels: Kernels) -> tuple[Callable[..., Strategies], Callable[..., Strategies]]:
+    """The ``_output`` and ``_gradient`` ops' sharding strategies: all ``Replicate``, and a
+    ``Shard`` of each axis the op's shard rule leaves alone (:func:`axis_map`)."""
+    replicate, shard = _placements()
+
+    def output_strategy(arrays: list[object], index: int, call: str) -> Strategies:
         bound = kernels.decode(entry, call)
         count = len(arrays)
-        strategies: list[tuple[list[object], list[object]]] = [([replicate()], [replicate()] * count + [None, None])]
+        strategies: Strategies = [([replicate()], [replicate()] * count + [None, None])]
         for axes, out in axis_map(bound, _shapes(arrays)):
             strategies.append(([shard(out)], [shard(axis) for axis in axes] + [None, None]))
         return strategies
 
-    def gradient_strategy(
-        cotangents: list[object | None], arrays: list[object], index: int, call: str
-    ) -> list[tuple[list[object], list[object]]]:
+    def gradient_strategy(cotangents: list[object | None], arrays: list[object], index: int, call: str) -> Strategies:
         bound = kernels.decode(entry, call)
         count = len(arrays)
 
         def dy(placement: object) -> list[object]:
             return [placement if c is not None else None for c in cotangents]
 
-        strategies: list[tuple[list[object], list[object]]] = [
-            ([replicate()], dy(replicate()) + [replicate()] * count + [None, None])
-        ]
+        strategies: Strategies = [([replicate()], dy(replicate()) + [replicate()] * count + [None, None])]
         for axes, out in axis_map(bound, _shapes(arrays)):
             strategies.append(([shard(axes[index])], dy(shard(out)) + [shard(axis) for axis in axes] + [None, None]))
         return strategies
 
-    namespace = torch.ops.stablerules
-    register_sharding(getattr(namespace, f"{name}_output").default)(output_strategy)
-    register_sharding(getattr(namespace, f"{name}_gradient").default)(gradient_strategy)
-    ops = (cast("Callable[..., torch.Tensor]", output_op), cast("Callable[..., torch.Tensor]", gradient_op))
-    _REGISTERED[name] = ops
-    return ops
+    return output_strategy, gradient_strategy
 
 
 class DTensorEngine:
