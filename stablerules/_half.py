@@ -89,28 +89,44 @@ from ._memo import memoized
 from ._op import KernelRequest
 from ._plan import KernelPullback, Plan
 from ._tangents import Cotangent, DenseCotangent, Fill
+from ._schema import OPS, OpSchema
 
 _FLOAT32: np.dtype[np.generic] = np.dtype(np.float32)
 _UINT16: np.dtype[np.generic] = np.dtype(np.uint16)
 
-# The ops whose result dtype is the promotion of all their array arguments.
-_JOINING = frozenset({"concatenate", "stack", "hstack", "vstack", "cat", "kron"})
-# The ops whose forward adds (or, for sum and mean, is NumPy's own): no uint16 route.
-_ADDING_FORWARD = frozenset({"sum", "mean", "kron", "index_add"})
-_NUMPY_FORWARD = frozenset({"sum", "mean"})
-# Per op, the argument positions that hold indices or counts (integers, moved as they are).
-_INDEX_POSITIONS: dict[str, frozenset[int]] = {
-    "repeat": frozenset({1}),
-    "take": frozenset({1}),
-    "take_along_axis": frozenset({1}),
-    "index_add": frozenset({1}),
-}
+def _array_roles(op: OpSchema) -> list[str]:
+    """The roles of an op's non-static parameters, in call order (its ``arrays`` tuple)."""
+    return [param.role for param in op.params if param.role != "static"]
 
-# The ops whose plans save only their index or count argument (``save`` reads nothing else).
-_SAVES_INDICES = frozenset({"repeat", "take", "take_along_axis", "index_add"})
-# Per op, the argument position of a fill value (pad's ``constant_values``): on the bits route
-# it is cast to the result's dtype first, as ``np.pad`` casts it, and moved as bits too.
-_CONSTANT_POSITIONS: dict[str, int] = {"pad": 1}
+
+# Read from the schema (issue 34: no per-op table here), for these facts of each op:
+# - joining: the result dtype is the promotion of all its array arguments (a sequence of
+#   arrays, or a multilinear op: kron);
+_JOINING = frozenset(
+    op.name for op in OPS if op.kind == "multilinear" or {"arrays", "varargs"} & set(_array_roles(op))
+)
+# - a NumPy forward: a reduction (sum, mean: their dtype rules), NumPy's own on 16-bit input;
+_NUMPY_FORWARD = frozenset(op.name for op in OPS if any(sig.dtype in ("sum", "mean") for sig in op.signatures))
+# - the forward adds (no uint16 bits route): a reduction, a multilinear op, or one that adds
+#   array values at integer data (index_add: a data parameter and two arrays);
+_ADDING_FORWARD = _NUMPY_FORWARD | frozenset(
+    op.name
+    for op in OPS
+    if op.kind == "multilinear" or ("data" in _array_roles(op) and _array_roles(op).count("array") > 1)
+)
+# - the positions (in its arrays) of indices or counts (integer data, moved as they are);
+_INDEX_POSITIONS: dict[str, frozenset[int]] = {
+    op.name: frozenset(i for i, role in enumerate(_array_roles(op)) if role == "data")
+    for op in OPS
+    if "data" in _array_roles(op)
+}
+# - the ops whose plans save only their index or count argument (``save`` reads nothing else);
+_SAVES_INDICES = frozenset(_INDEX_POSITIONS)
+# - the position of a fill value (pad's ``constant_values``): on the bits route it is cast to
+#   the result's dtype first, as ``np.pad`` casts it, and moved as bits too.
+_CONSTANT_POSITIONS: dict[str, int] = {
+    op.name: _array_roles(op).index("value") for op in OPS if "value" in _array_roles(op)
+}
 
 
 def is_half(dtype: np.dtype[Any]) -> bool:
