@@ -190,11 +190,9 @@ def face_definitions(root: Path = ROOT) -> list[str]:
     return [name for name in defined if name not in FACE_NAMES]
 
 
-def private_uses(name: str, path: Path) -> list[str]:
-    """The private engine or interpreter names ``name`` uses in its code (attributes, names,
-    imports, strings other than docstrings; comments and docstrings are prose)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = {
+def docstring_ids(tree: ast.Module) -> set[int]:
+    """The ``id`` of every docstring node of a module, its classes and functions."""
+    return {
         id(node.body[0].value)
         for node in ast.walk(tree)
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
@@ -202,6 +200,13 @@ def private_uses(name: str, path: Path) -> list[str]:
         and isinstance(node.body[0], ast.Expr)
         and isinstance(node.body[0].value, ast.Constant)
     }
+
+
+def private_uses(name: str, path: Path) -> list[str]:
+    """The private engine or interpreter names ``name`` uses in its code (attributes, names,
+    imports, strings other than docstrings; comments and docstrings are prose)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = docstring_ids(tree)
     found: list[str] = []
     for node in ast.walk(tree):
         words: list[str] = []
@@ -340,15 +345,8 @@ def test_each_family_declares_its_ops_engine_facts() -> None:
 
 def _code_words(path: Path) -> set[str]:
     """The names and string constants of a module's code (docstrings left out)."""
-    tree = ast.parse(path.read_text())
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = docstring_ids(tree)
     words: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
