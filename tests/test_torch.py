@@ -37,7 +37,7 @@ _srt: Any = srt  # untyped, for calls the typed API does not take (a list of cou
 _sr: Any = sr
 
 
-def _signature_table(op: object) -> dict[tuple[object, ...], _adapter.Signature]:
+def _signature_table(op: object) -> dict[tuple[object, ...], _adapter.TorchSignature]:
     """An op's table of bound signatures (the op's public type is its call signature alone)."""
     assert isinstance(op, _adapter.TorchOp)
     return op.signatures

@@ -6,7 +6,7 @@ section 14): its forward is always torch's own op (``_native.FORWARDS``); its pu
 torch's autograd (the view ops: plain torch code) or our compiled kernel (the kernel ops).
 Everything else is shared:
 
-- A call's *signature* (:class:`Signature`: the op, the arguments' structure, the statics, the
+- A call's *signature* (:class:`TorchSignature`: the op, the arguments' structure, the statics, the
   tensors' dtypes, shapes and devices) is bound and validated once, at its first call, by the
   core's own plan on ``ArraySpec``s (so every error is the core's, before torch's op runs);
   later calls find it by a key made from their arguments (one pass over them).
@@ -27,7 +27,7 @@ Everything else is shared:
   closure per signature); a non-linear one saves its inputs and builds its pullback
   (``sr.pullback``) in ``backward`` from the saved tensors. ``backward`` runs our kernel
   directly when no graph is being built (the cotangent a NumPy view, the gradient back through
-  ``torch.from_numpy``: no copy), else through :class:`_Pullback`, another ``Function`` whose
+  ``torch.from_numpy``: no copy), else through :class:`_PullbackFunction`, another ``Function`` whose
   own backward is the op's tangent map (for a linear op, the op itself: torch's op) and, for
   a non-linear op, the entry's second-order rule: so ``create_graph=True``,
   ``torch.func.grad`` of ``grad`` and so on compose to any order. ``vmap`` is the entry's
@@ -562,7 +562,7 @@ class _EagerEngine:
     ) -> OptionalTensors:
         if not torch.is_grad_enabled() and not _transforms_active():
             return run_pullback(call, cotangents, tensors, back)
-        return cast("OptionalTensors", _Pullback.apply(call, back, len(cotangents), *cotangents, *tensors))
+        return cast("OptionalTensors", _PullbackFunction.apply(call, back, len(cotangents), *cotangents, *tensors))
 
 
 EAGER = _EagerEngine()
@@ -686,13 +686,13 @@ def _backward(c: _Context, cotangents: OptionalTensors, statics: int) -> Optiona
 class _PlainForward(torch.autograd.Function):
     """The op in plain eager mode (no torch.func transform, no forward-mode AD): ``ctx`` in
     ``forward``, cheaper per call than ``setup_context`` (a tiny op's budget). Its
-    first input is the call's :class:`Signature`. A linear call saves no tensors (its pullback
+    first input is the call's :class:`TorchSignature`. A linear call saves no tensors (its pullback
     reads shapes only, as torch's own linear ops); a non-linear one saves its inputs, and its
     pullback is built in ``backward`` from the saved tensors: a closure made in ``forward``
     would hold views of memory that FSDP2 frees and regathers in between."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, signature: Signature, *tensors: torch.Tensor) -> Tensors:
+    def forward(ctx: FunctionCtx, signature: TorchSignature, *tensors: torch.Tensor) -> Tensors:
         c = cast("_Context", ctx)
         c.signature = signature
         if not signature.linear:
@@ -721,7 +721,7 @@ _PLAIN_APPLY = _PlainForward.apply
 
 
 class _Context(Protocol):
-    signature: Signature
+    signature: TorchSignature
     call: Call
     back: Callable[[object], tuple[object, ...]] | None
     counts: int
@@ -735,7 +735,7 @@ class _Context(Protocol):
     def set_materialize_grads(self, value: bool) -> None: ...
 
 
-class _Pullback(_Function):
+class _PullbackFunction(_Function):
     @staticmethod
     def forward(
         call: Call, back: Callable[[object], tuple[object, ...]] | None, counts: int, *values: torch.Tensor | None
@@ -1098,7 +1098,7 @@ def check_tensors(call: Call, tensors: Sequence[torch.Tensor]) -> None:
             )
 
 
-class Signature:
+class TorchSignature:
     """One call signature of one op: the bound :class:`Call` (statics included), its tensors'
     dtypes, shapes and devices, and how the op takes its arrays. Bound and validated once, at
     the first call with that signature; every later call looks it up by a key made from its
@@ -1270,17 +1270,17 @@ def _order(entry: Entry, call: Call, args: tuple[object, ...], kwargs: dict[str,
     return None if order == tuple(range(len(order))) else order
 
 
-_CALL_SIGNATURES: dict[tuple[object, ...], Signature] = {}
+_CALL_SIGNATURES: dict[tuple[object, ...], TorchSignature] = {}
 
 
-def signature_of(call: Call, tensors: Tensors) -> Signature:
-    """The :class:`Signature` of a call made by our own rules (batching, tangent maps)."""
+def signature_of(call: Call, tensors: Tensors) -> TorchSignature:
+    """The :class:`TorchSignature` of a call made by our own rules (batching, tangent maps)."""
     key = (call, *((t.dtype, t.shape, t.device, type(t)) for t in tensors))
     signature = _CALL_SIGNATURES.get(key)
     if signature is None:
         if len(_CALL_SIGNATURES) >= _MAX_SIGNATURES:
             _CALL_SIGNATURES.clear()
-        signature = _CALL_SIGNATURES[key] = Signature(call, tensors, None)
+        signature = _CALL_SIGNATURES[key] = TorchSignature(call, tensors, None)
     return signature
 
 
@@ -1293,7 +1293,7 @@ class TorchOp(Generic[_R]):
 
     def __init__(self, entry: Entry) -> None:
         self.entry = entry
-        self.signatures: dict[tuple[object, ...], Signature] = {}
+        self.signatures: dict[tuple[object, ...], TorchSignature] = {}
         # A view op's signatures are keyed without shapes: torch's op checks each call's, and
         # where it refuses one (or _native.Revalidate asks), the core's check names the error.
         self.shaped = FACTS[entry.name].pullback != "torch"
@@ -1316,8 +1316,8 @@ class TorchOp(Generic[_R]):
             outputs = signature.apply(found)
         return outputs if self.tuple_result else outputs[0]  # type: ignore[return-value]  # _R: the op's result
 
-    def signature(self, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[Signature, Tensors]:
-        """The call's :class:`Signature` (cached) and its tensors in the order it binds them."""
+    def signature(self, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[TorchSignature, Tensors]:
+        """The call's :class:`TorchSignature` (cached) and its tensors in the order it binds them."""
         if self.entry.data:  # data given as NumPy arrays or lists: tensors before the key is made
             args, kwargs = _with_data(self.entry, args, kwargs)
         walked = _walk(self.entry, args, kwargs, self.shaped)
@@ -1331,7 +1331,7 @@ class TorchOp(Generic[_R]):
                 order = signature.order
                 return signature, tuple(tensors) if order is None else tuple(tensors[i] for i in order)
         call, bound = bind(self.entry, args, kwargs)
-        signature = Signature(call, bound, _order(self.entry, call, args, kwargs))
+        signature = TorchSignature(call, bound, _order(self.entry, call, args, kwargs))
         if walked is not None:
             if len(self.signatures) >= _MAX_SIGNATURES:
                 self.signatures.clear()
@@ -1347,7 +1347,7 @@ class TorchOp(Generic[_R]):
         if self.entry.data:
             args, kwargs = _with_data(self.entry, args, kwargs)
         call, tensors = bind(self.entry, args, kwargs)
-        signature = Signature(call, tensors, None)
+        signature = TorchSignature(call, tensors, None)
         shapes = ", ".join(f"{_dtype_name(t.dtype)}{list(t.shape)}" for t in tensors)
         text = f"# --- {self.entry.name} in stablerules.torch: {self.entry.name}({shapes}) ---\n"
         text += signature.implementation.describe() + "\n"
