@@ -246,6 +246,21 @@ class RuleOp(Op):
                 break
         return plan
 
+    def prepare(
+        self, args: tuple[object, ...], kwargs: dict[str, object], values: dict[int, object] | None = None
+    ) -> Plan:
+        """The one door of an adapter (torch, JAX) into the scaffold: the plan of a call whose
+        arrays may be ``ArraySpec``\\ s (shapes and dtypes, no data), bound as the op binds
+        (its own binding errors), validated by the op's own checks and cached as every call's
+        plan. ``values`` gives, by position among the arrays, the concrete data the adapter
+        has (JAX's indices outside a trace): the plan's checks of their values run too (an
+        index out of range is the op's ``IndexError``)."""
+        arrays, statics = self.bind(*args, **kwargs)
+        plan = self.lookup(arrays, statics, specs=True)
+        if values:
+            plan.save(tuple(values.get(position, value) for position, value in enumerate(arrays)))
+        return plan
+
     def _refuse_specs(self, arrays: tuple[object, ...]) -> None:
         for name, value in zip(self._input_names(len(arrays)), arrays):
             if isinstance(value, ArraySpec):

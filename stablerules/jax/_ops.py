@@ -135,7 +135,7 @@ def _repeat_form(op: str, x_shape: tuple[int, ...], dtype: np.dtype[np.generic],
     plan: Plan
     if op == "tile":
         with errors_named("tile"):
-            plan = _repeat_rules.tile.plan(*_repeat_rules.tile.bind(spec, args[0]))
+            plan = _repeat_rules.tile.prepare((spec, args[0]), {})
     else:
         repeats = args[0]
         if repeats is not None and not isinstance(repeats, (Val, int)):
@@ -145,7 +145,7 @@ def _repeat_form(op: str, x_shape: tuple[int, ...], dtype: np.dtype[np.generic],
                 "jnp.repeat(x, counts, axis, total_repeat_length=...) for that)"
             )
         with errors_named("repeat"):
-            plan = _repeat_rules.repeat.plan(*_repeat_rules.repeat.bind(spec, *args[:2], inner=args[2], outer=args[3]))
+            plan = _repeat_rules.repeat.prepare((spec, *args[:2]), {"inner": args[2], "outer": args[3]})
     form = _repeat_rules.export_julia_form(plan, x_shape)
     assert form is not None  # static counts always plan a nest
     return form
@@ -627,7 +627,7 @@ def _sequence_plan(op: RuleOp, arrays: object, *statics: object) -> Plan:
     argument and the shapes), before ``jnp`` sees the call."""
     specs = [_spec(a) for a in arrays] if isinstance(arrays, (list, tuple)) else arrays
     with errors_named(op.name):
-        return op.plan(*op.bind(specs, *statics))
+        return op.prepare((specs, *statics), {})
 
 
 def concatenate(arrays: Sequence[Array], axis: Val[int] | int | None = Val(0)) -> Array:
@@ -668,7 +668,7 @@ def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]] | int | tu
     if not arrays:
         raise ValueError("cat: needs at least one array")
     with errors_named("cat"):
-        _concatenate_rules.cat.plan(*_concatenate_rules.cat.bind(*(_spec(a) for a in arrays), dims=dims))
+        _concatenate_rules.cat.prepare(tuple(_spec(a) for a in arrays), {"dims": dims})
     parts = [jnp.asarray(a) for a in arrays]
     ndim = max(max(p.ndim for p in parts), max(axes) + 1)
     parts = [jnp.reshape(p, p.shape + (1,) * (ndim - p.ndim)) for p in parts]
@@ -733,8 +733,7 @@ def _structure_plan(op: RuleOp, x: object, *args: object, **kwargs: object) -> P
     """Validate a call of ``op`` by its own checks, on an ``ArraySpec`` of ``x`` (no data),
     and return the plan: our ``TypeError``/``ValueError``, before XLA sees the op."""
     with errors_named(op.name):
-        arrays, statics = op.bind(_array_spec(x, "x"), *args, **kwargs)
-        return op.plan(arrays, statics)
+        return op.prepare((_array_spec(x, "x"), *args), kwargs)
 
 
 def _static_value(value: object) -> object:
@@ -867,11 +866,8 @@ def _indexing_spec(value: object) -> ArraySpec:
 def _indexing_plan(op: RuleOp, arrays: tuple[object, ...], *statics: object, **kwargs: object) -> Plan:
     """Our checks on specs of the arrays (no data), then the range check where the indices
     are known."""
-    bound_arrays, bound_statics = op.bind(*(_indexing_spec(a) for a in arrays), *statics, **kwargs)
-    plan = op.plan(bound_arrays, bound_statics)
-    if len(arrays) > 1 and not isinstance(arrays[1], jax.core.Tracer):
-        plan.save(tuple(np.asarray(a) if i == 1 else s for i, (a, s) in enumerate(zip(arrays, bound_arrays))))
-    return plan
+    values: dict[int, object] | None = {1: np.asarray(arrays[1])} if len(arrays) > 1 and not isinstance(arrays[1], jax.core.Tracer) else None
+    return op.prepare((*(_indexing_spec(a) for a in arrays), *statics), kwargs, values)
 
 
 def getindex(x: _Input, index: object) -> Array:

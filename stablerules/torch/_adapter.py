@@ -907,13 +907,12 @@ def validate(call: Call, tensors: Tensors) -> tuple[Callable[[], object] | None,
     specs = [sr.ArraySpec(tuple(int(n) for n in t.shape), _spec_dtype(t.dtype)) for t in tensors]
     op = cast("RuleOp", call.entry.op)
     args, kwargs = _arguments(call, specs)
-    bound, statics = op.bind(*args, **kwargs)
-    plan = op.lookup(bound, statics, specs=True)
+    plan = op.prepare(args, kwargs)
     shape = getattr(plan, "out_shape", None)
     size = math.prod(shape) if type(shape) is tuple else None
     if all(value is None or type(value) is Val or type(value) is _STATIC_INDEX for _, value in call.statics):
         return None, size
-    return (lambda: op.lookup(bound, statics, specs=True)), size
+    return (lambda: op.prepare(args, kwargs)), size
 
 
 # --- kernel ops outside plain eager mode: torch's op forward, our vjp as a custom op -----------
