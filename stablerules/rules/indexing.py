@@ -92,6 +92,7 @@ Decisions where NumPy is silent or where we differ
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import types as pytypes
@@ -1156,61 +1157,48 @@ def _render_offsets_cuda(signature: ShapeSignature) -> KernelSource:
     return cuda_kernel(signature, parameters, writer, "bucket offsets: where each index's positions start", index="i")
 
 
-def _render_accumulate_cuda(signature: ShapeSignature, dtype: str, based: bool) -> KernelSource:
+def _render_accumulate_cuda(signature: ShapeSignature, dtype: str, based: bool = False, half: bool = False) -> KernelSource:
+    """Thread ``t`` owns ``dst[t]`` and sums its bucket's ``src`` entries in the sorted order,
+    onto ``base[t]`` when ``based`` (index_add's forward), else onto zero: no atomics. With
+    ``half`` (``dtype`` is then the 16-bit format: ``"accumulate-half"``), ``src``, ``base``
+    and ``dst`` are bits, widened in registers (``_units.cuda_half_helpers``) and summed in
+    float32, the sum written rounded once to nearest even: the float32 kernel's sums, with
+    no float32 array of either size."""
+    widen = "widen({})" if half else "{}"
     writer = SourceWriter()
-    writer.line("# thread t owns dst[t], dst (outer, n, inner) flat: base plus its bucket's terms in order")
+    writer.line(
+        "# thread t owns dst[t], dst (outer, n, inner) flat: its bucket's terms in order, in float32"
+        if half
+        else "# thread t owns dst[t], dst (outer, n, inner) flat: base plus its bucket's terms in order"
+    )
     writer.line("c = t % inner")
     writer.line("r = t // inner")
     writer.line("i = r % n")
     writer.line("o = r // n")
-    writer.line("acc = base[t]" if based else "acc = zero[0]")
+    writer.line(f"acc = {widen.format('base[t]')}" if based else ("acc = np.float32(0)" if half else "acc = zero[0]"))
     with writer.block("for k in range(offsets[i], offsets[i + 1]):"):
-        writer.line("acc += src[(o * m + order[k]) * inner + c]")
-    writer.line("dst[t] = acc")
-    parameters = [("src", cuda_array_type(dtype))]
-    parameters.append(("base", cuda_array_type(dtype)) if based else ("zero", cuda_array_type(dtype)))
+        writer.line(f"acc += {widen.format('src[(o * m + order[k]) * inner + c]')}")
+    writer.line("dst[t] = narrow(acc)" if half else "dst[t] = acc")
+    unit = cuda_array_type("uint16" if half else dtype)
+    parameters = [("src", unit)]
+    if based:
+        parameters.append(("base", unit))
+    elif not half:
+        parameters.append(("zero", unit))
     parameters += [
         ("offsets", cuda_array_type("intp")),
         ("order", cuda_array_type("intp")),
-        ("dst", cuda_array_type(dtype)),
+        ("dst", unit),
         ("n", INDEX),
         ("m", INDEX),
         ("inner", INDEX),
         ("total", INDEX),
     ]
-    return cuda_kernel(signature, parameters, writer, "accumulate: each dst element sums its bucket (no atomics)")
-
-
-def _render_accumulate_half_cuda(signature: ShapeSignature, format: str, based: bool = False) -> KernelSource:
-    """The 16-bit ``_render_accumulate_cuda``: thread ``t`` owns ``dst[t]`` (bits) and sums its
-    bucket's ``src`` entries (bits, widened in registers, ``_units.cuda_half_helpers``) in
-    float32 in the sorted order, onto ``base[t]`` (widened) when ``based`` (index_add's
-    forward), else onto zero, then writes the sum rounded once to nearest even: the float32
-    kernel's sums, with no float32 array of either size."""
-    writer = SourceWriter()
-    writer.line("# thread t owns dst[t], dst (outer, n, inner) flat: its bucket's terms in order, in float32")
-    writer.line("c = t % inner")
-    writer.line("r = t // inner")
-    writer.line("i = r % n")
-    writer.line("o = r // n")
-    writer.line("acc = widen(base[t])" if based else "acc = np.float32(0)")
-    with writer.block("for k in range(offsets[i], offsets[i + 1]):"):
-        writer.line("acc += widen(src[(o * m + order[k]) * inner + c])")
-    writer.line("dst[t] = narrow(acc)")
-    parameters = [
-        ("src", cuda_array_type("uint16")),
-        *([("base", cuda_array_type("uint16"))] if based else []),
-        ("offsets", cuda_array_type("intp")),
-        ("order", cuda_array_type("intp")),
-        ("dst", cuda_array_type("uint16")),
-        ("n", INDEX),
-        ("m", INDEX),
-        ("inner", INDEX),
-        ("total", INDEX),
-    ]
-    what = f"accumulate {format}{' onto base' if based else ''}: each dst element sums its bucket in float32 (no atomics), rounded once"
+    if not half:
+        return cuda_kernel(signature, parameters, writer, "accumulate: each dst element sums its bucket (no atomics)")
+    what = f"accumulate {dtype}{' onto base' if based else ''}: each dst element sums its bucket in float32 (no atomics), rounded once"
     source = cuda_kernel(signature, parameters, writer, what)
-    return KernelSource(cuda_half_helpers(source.text, format), source.entry)
+    return KernelSource(cuda_half_helpers(source.text, dtype), source.entry)
 
 
 def _render_atomic_cuda(signature: ShapeSignature, dtype: str) -> KernelSource:
@@ -1255,60 +1243,43 @@ def _render_gather_along_cuda(signature: ShapeSignature, unit: str) -> KernelSou
     return cuda_kernel(signature, parameters, writer, "take_along_axis gather")
 
 
-def _render_scatter_along_cuda(signature: ShapeSignature, dtype: str) -> KernelSource:
+def _render_scatter_along_cuda(signature: ShapeSignature, dtype: str, half: bool = False) -> KernelSource:
+    """take_along_axis's pullback: thread ``t`` owns ``dx[t]`` and sums, over ``k`` in order,
+    the ``dy`` entries whose index is its row (no atomics). With ``half`` (``dtype`` is then
+    the 16-bit format: ``"scatter-along-half"``), ``dy`` and ``dx`` are bits, widened in
+    registers and summed in float32, the sum written rounded once (``_units.cuda_half_helpers``)."""
     writer = SourceWriter()
-    writer.line("# thread t owns dx[t], dx (outer, n, inner) flat: the sum over k of dy where w == its row")
+    writer.line(
+        "# thread t owns dx[t], dx (outer, n, inner) flat: the float32 sum over k of dy where w == its row"
+        if half
+        else "# thread t owns dx[t], dx (outer, n, inner) flat: the sum over k of dy where w == its row"
+    )
     writer.line("c = t % inner")
     writer.line("r = t // inner")
     writer.line("i = r % n")
     writer.line("o = r // n")
-    writer.line("acc = zero[0]")
+    writer.line("acc = np.float32(0)" if half else "acc = zero[0]")
     with writer.block("for k in range(m):"):
         writer.line("at = (o * m + k) * inner + c")
         with writer.block("if w[at] == i:"):
-            writer.line("acc += dy[at]")
-    writer.line("dx[t] = acc")
+            writer.line("acc += widen(dy[at])" if half else "acc += dy[at]")
+    writer.line("dx[t] = narrow(acc)" if half else "dx[t] = acc")
+    unit = cuda_array_type("uint16" if half else dtype)
     parameters = [
-        ("dy", cuda_array_type(dtype)),
-        ("zero", cuda_array_type(dtype)),
+        ("dy", unit),
+        *([] if half else [("zero", unit)]),
         ("w", cuda_array_type("intp")),
-        ("dx", cuda_array_type(dtype)),
+        ("dx", unit),
         ("n", INDEX),
         ("m", INDEX),
         ("inner", INDEX),
         ("total", INDEX),
     ]
-    return cuda_kernel(signature, parameters, writer, "take_along_axis pullback: a gather over k (no atomics)")
-
-
-def _render_scatter_along_half_cuda(signature: ShapeSignature, format: str) -> KernelSource:
-    """The 16-bit ``_render_scatter_along_cuda``: thread ``t`` owns ``dx[t]`` (bits) and sums,
-    over ``k`` in order, the ``dy`` entries (bits, widened in registers) whose index is its
-    row, in float32; the sum is written rounded once (``_units.cuda_half_helpers``)."""
-    writer = SourceWriter()
-    writer.line("# thread t owns dx[t], dx (outer, n, inner) flat: the float32 sum over k of dy where w == its row")
-    writer.line("c = t % inner")
-    writer.line("r = t // inner")
-    writer.line("i = r % n")
-    writer.line("o = r // n")
-    writer.line("acc = np.float32(0)")
-    with writer.block("for k in range(m):"):
-        writer.line("at = (o * m + k) * inner + c")
-        with writer.block("if w[at] == i:"):
-            writer.line("acc += widen(dy[at])")
-    writer.line("dx[t] = narrow(acc)")
-    parameters = [
-        ("dy", cuda_array_type("uint16")),
-        ("w", cuda_array_type("intp")),
-        ("dx", cuda_array_type("uint16")),
-        ("n", INDEX),
-        ("m", INDEX),
-        ("inner", INDEX),
-        ("total", INDEX),
-    ]
-    what = f"take_along_axis pullback ({format} bits): a gather over k in float32 (no atomics), rounded once"
+    if not half:
+        return cuda_kernel(signature, parameters, writer, "take_along_axis pullback: a gather over k (no atomics)")
+    what = f"take_along_axis pullback ({dtype} bits): a gather over k in float32 (no atomics), rounded once"
     source = cuda_kernel(signature, parameters, writer, what)
-    return KernelSource(cuda_half_helpers(source.text, format), source.entry)
+    return KernelSource(cuda_half_helpers(source.text, dtype), source.entry)
 
 
 def _render_buckets(signature: ShapeSignature) -> KernelSource:
@@ -1435,8 +1406,8 @@ _CUDA_RENDERERS: dict[str, Callable[..., KernelSource]] = {
     "atomic": _render_atomic_cuda,
     "gather-along": _render_gather_along_cuda,
     "scatter-along": _render_scatter_along_cuda,
-    "accumulate-half": _render_accumulate_half_cuda,
-    "scatter-along-half": _render_scatter_along_half_cuda,
+    "accumulate-half": functools.partial(_render_accumulate_cuda, half=True),
+    "scatter-along-half": functools.partial(_render_scatter_along_cuda, half=True),
 }
 
 
