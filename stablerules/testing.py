@@ -864,8 +864,30 @@ def test_rrule(
             tolerance = _Tolerance(max(tolerance.rtol, _RTOL_FD_32), atol)
         _check_adjoint(differences, leaves, dense, dy_values, tolerance, generator, where)
 
-    # Lazy cotangents give what their dense equivalents give.
-    pullbacks: list[tuple[str, object, dict[_Path, _Values]]] = [("dense dy", dy, dense)]
+    pullbacks = _rrule_lazy_cotangents(where, back, args, primal, output_leaves, leaves, dy, dense, generator, tolerance)
+    if check_compile:
+        _rrule_second_call(where, op, args, op_kwargs, expected, pullbacks, leaves, tolerance, dynamic)
+    _assert_unchanged(args, snapshot, where, "rrule or its pullback")
+
+
+_Pulled = list[tuple[str, object, dict[_Path, _Values]]]
+
+
+def _rrule_lazy_cotangents(
+    where: str,
+    back: Callable[[object], object],
+    args: tuple[object, ...],
+    primal: object,
+    output_leaves: list[_Leaf],
+    leaves: list[_Leaf],
+    dy: object,
+    dense: dict[_Path, _Values],
+    generator: np.random.Generator,
+    tolerance: _Tolerance,
+) -> _Pulled:
+    """Lazy cotangents (``Fill``, ``ZeroTangent()``, ``Thunk``) give what their dense
+    equivalents give; every cotangent pulled back, the dense one first, with its tangents."""
+    pullbacks: _Pulled = [("dense dy", dy, dense)]
     for name, lazy, equivalent in _lazy_cotangents(primal, output_leaves, dy, generator):
         call = f"{where}, pullback({name})"
         got = _collect_pullback(_run(call, lambda: back(lazy)), args, call)
@@ -881,22 +903,32 @@ def test_rrule(
         for leaf in leaves:
             _compare(got[leaf.path], want[leaf.path], tolerance=tolerance, noise=0.0,
                      what=f"{where}, pullback({name}) vs its dense equivalent", leaf=leaf)
+    return pullbacks
 
-    if check_compile:
-        # The same signature again: nothing compiles, nothing falls back, same results.
-        again: list[dict[_Path, _Values]] = []
-        with _steady_state(f"{where}, second call", strict_fallback=not dynamic):
-            second_primal, second_back = _run(f"{where}, second call of rrule", lambda: rrule(op, *args, **op_kwargs))
-            for name, cotangent, _ in pullbacks:
-                call = f"{where}, second call's pullback({name})"
-                again.append(_collect_pullback(_run(call, lambda: second_back(cotangent)), args, call))
-        _assert_same_primal(second_primal, expected, "output", f"{where}, second call")
-        for (name, _, first), second in zip(pullbacks, again):
-            for leaf in leaves:
-                _compare(second[leaf.path], first[leaf.path], tolerance=tolerance, noise=0.0,
-                         what=f"{where}, second call's pullback({name}) vs the first call's", leaf=leaf)
 
-    _assert_unchanged(args, snapshot, where, "rrule or its pullback")
+def _rrule_second_call(
+    where: str,
+    op: Callable[..., object],
+    args: tuple[object, ...],
+    op_kwargs: dict[str, object],
+    expected: object,
+    pullbacks: _Pulled,
+    leaves: list[_Leaf],
+    tolerance: _Tolerance,
+    dynamic: bool,
+) -> None:
+    """The same signature again: nothing compiles, nothing falls back, same results."""
+    again: list[dict[_Path, _Values]] = []
+    with _steady_state(f"{where}, second call", strict_fallback=not dynamic):
+        second_primal, second_back = _run(f"{where}, second call of rrule", lambda: rrule(op, *args, **op_kwargs))
+        for name, cotangent, _ in pullbacks:
+            call = f"{where}, second call's pullback({name})"
+            again.append(_collect_pullback(_run(call, lambda: second_back(cotangent)), args, call))
+    _assert_same_primal(second_primal, expected, "output", f"{where}, second call")
+    for (name, _, first), second in zip(pullbacks, again):
+        for leaf in leaves:
+            _compare(second[leaf.path], first[leaf.path], tolerance=tolerance, noise=0.0,
+                     what=f"{where}, second call's pullback({name}) vs the first call's", leaf=leaf)
 
 
 setattr(test_rrule, "__test__", False)  # a library function, not a pytest test
@@ -1047,26 +1079,7 @@ def test_frule(
             tolerance = _Tolerance(max(tolerance.rtol, _RTOL_FD_32), atol)
         what = f"{where}, pushforward vs finite differences ({differences.note}) J v"
         _check_pushforward(differences, values, full, output_leaves, tolerance, f"{what}, random tangents")
-        if len(leaves) > 1:
-            for leaf in leaves:
-                single = {leaf.path: values[leaf.path]}
-                single_tangents = _build_argument_tangents(args, single)
-                name = f"only {leaf.label}'s tangent, others ZeroTangent()"
-                _, single_pushed = _pair(_run(f"{where}, frule with {name}", lambda: frule(op, single_tangents, *args, **op_kwargs)))
-                got = _collect_output_tangent(single_pushed, primal, f"{where}, pushforward with {name}")
-                _check_pushforward(differences, single, got, output_leaves, tolerance, f"{what}, {name}")
-                variants.append((name, single_tangents, got))
-        fills = _fill_tangents(leaves, generator)
-        if fills:
-            fill_tangents = _replace_arguments(
-                _build_argument_tangents(args, {path: _values(fill) for path, fill in fills.items()}), fills
-            )
-            fill_values = {path: _values(fill) for path, fill in fills.items()}
-            name = "Fill tangents" + (", others ZeroTangent()" if len(fills) < len(leaves) else "")
-            _, fill_pushed = _pair(_run(f"{where}, frule with {name}", lambda: frule(op, fill_tangents, *args, **op_kwargs)))
-            got = _collect_output_tangent(fill_pushed, primal, f"{where}, pushforward with {name}")
-            _check_pushforward(differences, fill_values, got, output_leaves, tolerance, f"{what}, {name}")
-            variants.append((name, fill_tangents, got))
+        variants += _frule_variants(where, what, op, args, op_kwargs, primal, values, leaves, output_leaves, differences, tolerance, generator)
     zero_tangents = _build_argument_tangents(args, {})
     zero_name = "every differentiable tangent ZeroTangent()"
     _, zero_pushed = _pair(_run(f"{where}, frule with {zero_name}", lambda: frule(op, zero_tangents, *args, **op_kwargs)))
@@ -1075,18 +1088,76 @@ def test_frule(
     variants.append((zero_name, zero_tangents, zero))
 
     if check_compile:
-        again: list[tuple[object, object]] = []
-        with _steady_state(f"{where}, second call", strict_fallback=not dynamic):
-            for name, variant_tangents, _ in variants:
-                again.append(_pair(_run(f"{where}, second call of frule with {name}", lambda: frule(op, variant_tangents, *args, **op_kwargs))))
-        for (name, _, first), (second_primal, second_pushed) in zip(variants, again):
-            _assert_same_primal(second_primal, expected, "output", f"{where}, second call")
-            got = _collect_output_tangent(second_pushed, primal, f"{where}, second call with {name}")
-            for leaf in output_leaves:
-                _compare(got[leaf.path], first[leaf.path], tolerance=tolerance, noise=0.0,
-                         what=f"{where}, second call with {name} vs the first call", leaf=leaf)
-
+        _frule_second_call(where, op, args, op_kwargs, expected, primal, variants, output_leaves, tolerance, dynamic)
     _assert_unchanged(args, snapshot, where, "frule")
+
+
+_Pushed = list[tuple[str, tuple[object, ...], dict[_Path, _Values]]]
+
+
+def _frule_variants(
+    where: str,
+    what: str,
+    op: Callable[..., object],
+    args: tuple[object, ...],
+    op_kwargs: dict[str, object],
+    primal: object,
+    values: dict[_Path, _Values],
+    leaves: list[_Leaf],
+    output_leaves: list[_Leaf],
+    differences: _FiniteDifferences,
+    tolerance: _Tolerance,
+    generator: np.random.Generator,
+) -> _Pushed:
+    """One argument's tangent at a time (the others ``ZeroTangent()``) and ``Fill`` tangents,
+    each against the finite differences; every variant pushed forward, with its result."""
+    variants: _Pushed = []
+    if len(leaves) > 1:
+        for leaf in leaves:
+            single = {leaf.path: values[leaf.path]}
+            single_tangents = _build_argument_tangents(args, single)
+            name = f"only {leaf.label}'s tangent, others ZeroTangent()"
+            _, single_pushed = _pair(_run(f"{where}, frule with {name}", lambda: frule(op, single_tangents, *args, **op_kwargs)))
+            got = _collect_output_tangent(single_pushed, primal, f"{where}, pushforward with {name}")
+            _check_pushforward(differences, single, got, output_leaves, tolerance, f"{what}, {name}")
+            variants.append((name, single_tangents, got))
+    fills = _fill_tangents(leaves, generator)
+    if fills:
+        fill_tangents = _replace_arguments(
+            _build_argument_tangents(args, {path: _values(fill) for path, fill in fills.items()}), fills
+        )
+        fill_values = {path: _values(fill) for path, fill in fills.items()}
+        name = "Fill tangents" + (", others ZeroTangent()" if len(fills) < len(leaves) else "")
+        _, fill_pushed = _pair(_run(f"{where}, frule with {name}", lambda: frule(op, fill_tangents, *args, **op_kwargs)))
+        got = _collect_output_tangent(fill_pushed, primal, f"{where}, pushforward with {name}")
+        _check_pushforward(differences, fill_values, got, output_leaves, tolerance, f"{what}, {name}")
+        variants.append((name, fill_tangents, got))
+    return variants
+
+
+def _frule_second_call(
+    where: str,
+    op: Callable[..., object],
+    args: tuple[object, ...],
+    op_kwargs: dict[str, object],
+    expected: object,
+    primal: object,
+    variants: _Pushed,
+    output_leaves: list[_Leaf],
+    tolerance: _Tolerance,
+    dynamic: bool,
+) -> None:
+    """Every variant again: nothing compiles, nothing falls back, same results."""
+    again: list[tuple[object, object]] = []
+    with _steady_state(f"{where}, second call", strict_fallback=not dynamic):
+        for name, variant_tangents, _ in variants:
+            again.append(_pair(_run(f"{where}, second call of frule with {name}", lambda: frule(op, variant_tangents, *args, **op_kwargs))))
+    for (name, _, first), (second_primal, second_pushed) in zip(variants, again):
+        _assert_same_primal(second_primal, expected, "output", f"{where}, second call")
+        got = _collect_output_tangent(second_pushed, primal, f"{where}, second call with {name}")
+        for leaf in output_leaves:
+            _compare(got[leaf.path], first[leaf.path], tolerance=tolerance, noise=0.0,
+                     what=f"{where}, second call with {name} vs the first call", leaf=leaf)
 
 
 setattr(test_frule, "__test__", False)  # a library function, not a pytest test
