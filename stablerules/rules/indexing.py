@@ -510,83 +510,10 @@ def _render_getindex_pullback(signature: ShapeSignature, pattern: tuple[str, ...
         writer.line("narrow = src.view(np.uint32)")
     for level in range(last):
         writer.line(f"xs{level} = {' * '.join(f'e{k}' for k in range(level + 1, last + 1))}")
-
-    def emit_last(x_base: str, y_base: str) -> None:
-        kind = pattern[last]
-        e = f"e{last}"
-        if kind == _FULL:
-            _emit_copy(writer, x_base, y_base, e)
-        elif kind == _POINT:
-            _emit_zero(writer, x_base, e)
-            writer.line(f"dst[{x_base} + p{last}] = src[{y_base}]")
-        else:
-            with writer.block(f"if s{last} == 1 and ys{last} == 1:"):
-                _emit_zero(writer, x_base, f"f{last}")
-                _emit_copy(writer, f"{x_base} + f{last}", y_base, f"c{last}")
-                _emit_zero(writer, f"{x_base} + f{last} + c{last}", f"{e} - f{last} - c{last}")
-            if paired:
-                with writer.block(f"elif s{last} == 2 and {e} % 2 == 0 and (ys{last} == 1 or ys{last} == -1):"):
-                    _emit_paired(writer, last, x_base, y_base)
-            with writer.block("else:"):
-                _emit_zero(writer, x_base, e)
-                # Unsigned indices (no negative-index wraparound code in the loop): a reversed
-                # axis walks dy down from its offset for j = 0.
-                writer.line(f"into = np.uintp({x_base} + f{last})")
-                writer.line(f"fro = np.uintp({y_base} + yb{last})")
-                writer.line(f"step = np.uintp(s{last})")
-                with writer.block(f"if ys{last} > 0:"):
-                    writer.line(f"ystep = np.uintp(ys{last})")
-                    with writer.block(f"for j in range(np.uintp(c{last})):"):
-                        writer.line("dst[into + j * step] = src[fro + j * ystep]")
-                with writer.block("else:"):
-                    writer.line(f"ystep = np.uintp(-ys{last})")
-                    with writer.block(f"for j in range(np.uintp(c{last})):"):
-                        writer.line("dst[into + j * step] = src[fro - j * ystep]")
-
-    def emit(level: int, x_base: str, y_base: str) -> None:
-        if level == last:
-            emit_last(x_base, y_base)
-            return
-        kind = pattern[level]
-        index = f"i{level}"
-        loop = f"range(lo, hi)" if level == 0 else f"range(e{level})"
-        with writer.block(f"for {index} in {loop}:"):
-            x_here = f"x{level}"
-            writer.line(f"{x_here} = {x_base} + {index} * xs{level}" if x_base != "0" else f"{x_here} = {index} * xs{level}")
-            if kind == _FULL:
-                writer.line(f"y{level} = {y_base} + {index} * ys{level}")
-                emit(level + 1, x_here, f"y{level}")
-            elif kind == _POINT:
-                with writer.block(f"if {index} == p{level}:"):
-                    emit(level + 1, x_here, y_base)
-                with writer.block("else:"):
-                    _emit_zero(writer, x_here, f"xs{level}")
-            else:
-                writer.line(f"d{level} = {index} - f{level}")
-                with writer.block(
-                    f"if d{level} >= 0 and d{level} < c{level} * s{level} and d{level} % s{level} == 0:"
-                ):
-                    writer.line(f"y{level} = {y_base} + yb{level} + (d{level} // s{level}) * ys{level}")
-                    emit(level + 1, x_here, f"y{level}")
-                with writer.block("else:"):
-                    _emit_zero(writer, x_here, f"xs{level}")
-
-    if last == 0:  # one level: [lo, hi) of it
-        kind = pattern[0]
-        if kind == _FULL:
-            _emit_copy(writer, "lo", "lo", "hi - lo")
-        elif kind == _POINT:
-            _emit_zero(writer, "lo", "hi - lo")
-            with writer.block("if lo <= p0 and p0 < hi:"):
-                writer.line("dst[p0] = src[0]")
-        else:
-            _emit_zero(writer, "lo", "hi - lo")
-            writer.line("jlo = 0 if lo <= f0 else (lo - f0 + s0 - 1) // s0")
-            writer.line("jhi = 0 if hi <= f0 else min(c0, (hi - f0 + s0 - 1) // s0)")
-            with writer.block("for j in range(jlo, jhi):"):
-                writer.line("dst[f0 + j * s0] = src[yb0 + j * ys0]")
+    if last == 0:
+        _emit_getindex_one_level(writer, pattern[0])
     else:
-        emit(0, "0", "0")
+        _emit_getindex_level(writer, pattern, paired, 0, "0", "0")
     parameters = [
         ("src", readonly_array(unit)),
         ("dst", writable_array(unit)),
@@ -595,6 +522,88 @@ def _render_getindex_pullback(signature: ShapeSignature, pattern: tuple[str, ...
         ("hi", INDEX),
     ]
     return cpu_kernel(signature, parameters, writer, f"getindex pullback {pattern}: dx from dy in one pass", numpy=True)
+
+
+def _emit_getindex_one_level(writer: SourceWriter, kind: str) -> None:
+    """A one-level index's pullback over ``[lo, hi)`` of dx."""
+    if kind == _FULL:
+        _emit_copy(writer, "lo", "lo", "hi - lo")
+    elif kind == _POINT:
+        _emit_zero(writer, "lo", "hi - lo")
+        with writer.block("if lo <= p0 and p0 < hi:"):
+            writer.line("dst[p0] = src[0]")
+    else:
+        _emit_zero(writer, "lo", "hi - lo")
+        writer.line("jlo = 0 if lo <= f0 else (lo - f0 + s0 - 1) // s0")
+        writer.line("jhi = 0 if hi <= f0 else min(c0, (hi - f0 + s0 - 1) // s0)")
+        with writer.block("for j in range(jlo, jhi):"):
+            writer.line("dst[f0 + j * s0] = src[yb0 + j * ys0]")
+
+
+def _emit_getindex_level(writer: SourceWriter, pattern: tuple[str, ...], paired: bool, level: int, x_base: str, y_base: str) -> None:
+    """The loop over dx's ``level`` (its first over ``[lo, hi)``), at dx offset ``x_base``
+    and dy offset ``y_base``: the selected entries' next level, zeros elsewhere."""
+    last = len(pattern) - 1
+    if level == last:
+        _emit_getindex_last(writer, pattern, paired, x_base, y_base)
+        return
+    kind = pattern[level]
+    index = f"i{level}"
+    loop = f"range(lo, hi)" if level == 0 else f"range(e{level})"
+    with writer.block(f"for {index} in {loop}:"):
+        x_here = f"x{level}"
+        writer.line(f"{x_here} = {x_base} + {index} * xs{level}" if x_base != "0" else f"{x_here} = {index} * xs{level}")
+        if kind == _FULL:
+            writer.line(f"y{level} = {y_base} + {index} * ys{level}")
+            _emit_getindex_level(writer, pattern, paired, level + 1, x_here, f"y{level}")
+        elif kind == _POINT:
+            with writer.block(f"if {index} == p{level}:"):
+                _emit_getindex_level(writer, pattern, paired, level + 1, x_here, y_base)
+            with writer.block("else:"):
+                _emit_zero(writer, x_here, f"xs{level}")
+        else:
+            writer.line(f"d{level} = {index} - f{level}")
+            with writer.block(f"if d{level} >= 0 and d{level} < c{level} * s{level} and d{level} % s{level} == 0:"):
+                writer.line(f"y{level} = {y_base} + yb{level} + (d{level} // s{level}) * ys{level}")
+                _emit_getindex_level(writer, pattern, paired, level + 1, x_here, f"y{level}")
+            with writer.block("else:"):
+                _emit_zero(writer, x_here, f"xs{level}")
+
+
+def _emit_getindex_last(writer: SourceWriter, pattern: tuple[str, ...], paired: bool, x_base: str, y_base: str) -> None:
+    """dx's last level at offset ``x_base`` from dy at ``y_base``: a copy, a point, or a
+    range (contiguous, step 2 as 64-bit pairs where ``paired``, or strided, either way in dy)."""
+    last = len(pattern) - 1
+    kind = pattern[last]
+    e = f"e{last}"
+    if kind == _FULL:
+        _emit_copy(writer, x_base, y_base, e)
+    elif kind == _POINT:
+        _emit_zero(writer, x_base, e)
+        writer.line(f"dst[{x_base} + p{last}] = src[{y_base}]")
+    else:
+        with writer.block(f"if s{last} == 1 and ys{last} == 1:"):
+            _emit_zero(writer, x_base, f"f{last}")
+            _emit_copy(writer, f"{x_base} + f{last}", y_base, f"c{last}")
+            _emit_zero(writer, f"{x_base} + f{last} + c{last}", f"{e} - f{last} - c{last}")
+        if paired:
+            with writer.block(f"elif s{last} == 2 and {e} % 2 == 0 and (ys{last} == 1 or ys{last} == -1):"):
+                _emit_paired(writer, last, x_base, y_base)
+        with writer.block("else:"):
+            _emit_zero(writer, x_base, e)
+            # Unsigned indices (no negative-index wraparound code in the loop): a reversed
+            # axis walks dy down from its offset for j = 0.
+            writer.line(f"into = np.uintp({x_base} + f{last})")
+            writer.line(f"fro = np.uintp({y_base} + yb{last})")
+            writer.line(f"step = np.uintp(s{last})")
+            with writer.block(f"if ys{last} > 0:"):
+                writer.line(f"ystep = np.uintp(ys{last})")
+                with writer.block(f"for j in range(np.uintp(c{last})):"):
+                    writer.line("dst[into + j * step] = src[fro + j * ystep]")
+            with writer.block("else:"):
+                writer.line(f"ystep = np.uintp(-ys{last})")
+                with writer.block(f"for j in range(np.uintp(c{last})):"):
+                    writer.line("dst[into + j * step] = src[fro - j * ystep]")
 
 
 def _render_getindex_pullback_cuda(signature: ShapeSignature, pattern: tuple[str, ...], unit: str) -> KernelSource:
