@@ -225,52 +225,65 @@ def _read(element: str, half: bool) -> str:
 
 
 def _render_cpu(signature: ShapeSignature) -> KernelSource:
+    """broadcast_to's pullback (``reduce``: a sum over the reduced groups) or sum's and mean's
+    (``expand``: dy copied along them), one pass. A 16-bit dtype's bits are read as uint16
+    and widened in the kernel (``_units.half_helpers``), summed in float64 as float32's are."""
     pattern, mean = signature.static
     assert isinstance(pattern, str)
-    # A 16-bit reduction (broadcast_to's pullback): dy's bits are read as uint16 and widened in
-    # the kernel (``_units.half_helpers``), summed in float64 as float32's are.
     half = signature.dtypes[0] in HALF_FORMATS
     dtype = np.dtype(np.uint16) if half else np.dtype(signature.dtypes[0])
+    if signature.kind == "reduce":
+        return _render_reduce_cpu(signature, pattern, dtype, half)
+    return _render_expand_cpu(signature, pattern, dtype, half, bool(mean))
+
+
+def _render_reduce_cpu(signature: ShapeSignature, pattern: str, dtype: np.dtype[np.generic], half: bool) -> KernelSource:
+    """``acc[kept] += dy[full]`` over the reduced groups of ``pattern``."""
     wide = np.dtype(np.float64) if half else WIDENED[dtype.name]
     writer = SourceWriter()
     count = len(pattern)
     extents = [(f"E{group}", INDEX) for group in range(count)]
-    if signature.kind == "reduce":
-        writer.line(f"# dy is the full array (groups {pattern}, extents E0..), acc the kept one: acc[kept] += dy[full]")
+    writer.line(f"# dy is the full array (groups {pattern}, extents E0..), acc the kept one: acc[kept] += dy[full]")
 
-        def reduce_body(full: str, kept: str, kind: str) -> None:
-            # Rows are slices: indices from range() are known non-negative, so the loops
-            # vectorize (a flat dy[src + j] would need a wraparound check per element).
-            last = f"E{count - 1}"
-            if count == 1:  # a full reduction of [lo, hi)
-                writer.line("row = dy[lo:hi]")
-                writer.line(f"total = types.{wide.name}(0)  # not acc[0] * 0: a NaN or infinity there is no zero")
-                with writer.block("for j in range(hi - lo):"):
-                    writer.line(f"total += {_read('row[j]', half)}")
-                writer.line("acc[0] += total")
-                return
-            writer.line(f"row = dy[{full}:{full} + {last}]")
-            if kind == "k":
-                writer.line(f"out = acc[{kept}:{kept} + {last}]")
-                with writer.block(f"for j in range({last}):"):
-                    writer.line(f"out[j] += {_read('row[j]', half)}")
-            else:
-                writer.line(f"total = types.{wide.name}(0)  # not acc[0] * 0: a NaN or infinity there is no zero")
-                with writer.block(f"for j in range({last}):"):
-                    writer.line(f"total += {_read('row[j]', half)}")
-                writer.line(f"acc[{kept}] += total")
-
-        if count >= 2 and pattern[-2:] == "rk":
-            _walk(writer, pattern[:-1], functools.partial(_reduce_tile, writer, count, wide.name, half=half))
+    def reduce_body(full: str, kept: str, kind: str) -> None:
+        # Rows are slices: indices from range() are known non-negative, so the loops
+        # vectorize (a flat dy[src + j] would need a wraparound check per element).
+        last = f"E{count - 1}"
+        if count == 1:  # a full reduction of [lo, hi)
+            writer.line("row = dy[lo:hi]")
+            writer.line(f"total = types.{wide.name}(0)  # not acc[0] * 0: a NaN or infinity there is no zero")
+            with writer.block("for j in range(hi - lo):"):
+                writer.line(f"total += {_read('row[j]', half)}")
+            writer.line("acc[0] += total")
+            return
+        writer.line(f"row = dy[{full}:{full} + {last}]")
+        if kind == "k":
+            writer.line(f"out = acc[{kept}:{kept} + {last}]")
+            with writer.block(f"for j in range({last}):"):
+                writer.line(f"out[j] += {_read('row[j]', half)}")
         else:
-            _walk(writer, pattern, reduce_body)
-        parameters = [("dy", readonly_array(dtype)), ("acc", writable_array(wide)), *extents, ("lo", INDEX), ("hi", INDEX)]
-        description = f"broadcast_to pullback: a sum over the reduced groups of {pattern!r}, one pass over dy"
-        if half:
-            source = cpu_kernel(signature, parameters, writer, description + f" ({signature.dtypes[0]} bits)", reassociate=True, numpy=True)
-            return KernelSource(half_helpers(source.text, signature.dtypes[0]), source.entry)
-        return cpu_kernel(signature, parameters, writer, description, reassociate=True)
+            writer.line(f"total = types.{wide.name}(0)  # not acc[0] * 0: a NaN or infinity there is no zero")
+            with writer.block(f"for j in range({last}):"):
+                writer.line(f"total += {_read('row[j]', half)}")
+            writer.line(f"acc[{kept}] += total")
 
+    if count >= 2 and pattern[-2:] == "rk":
+        _walk(writer, pattern[:-1], functools.partial(_reduce_tile, writer, count, wide.name, half=half))
+    else:
+        _walk(writer, pattern, reduce_body)
+    parameters = [("dy", readonly_array(dtype)), ("acc", writable_array(wide)), *extents, ("lo", INDEX), ("hi", INDEX)]
+    description = f"broadcast_to pullback: a sum over the reduced groups of {pattern!r}, one pass over dy"
+    if half:
+        source = cpu_kernel(signature, parameters, writer, description + f" ({signature.dtypes[0]} bits)", reassociate=True, numpy=True)
+        return KernelSource(half_helpers(source.text, signature.dtypes[0]), source.entry)
+    return cpu_kernel(signature, parameters, writer, description, reassociate=True)
+
+
+def _render_expand_cpu(signature: ShapeSignature, pattern: str, dtype: np.dtype[np.generic], half: bool, mean: bool) -> KernelSource:
+    """``dx[full] = dy[kept]`` (divided by the count for a mean) along the reduced groups."""
+    writer = SourceWriter()
+    count = len(pattern)
+    extents = [(f"E{group}", INDEX) for group in range(count)]
     divide = " / divisor" if mean else ""
     writer.line(f"# dx is the full array (groups {pattern}, extents E0..), dy the kept one: dx[full] = dy[kept]{divide}")
 
