@@ -566,6 +566,49 @@ def _render_pullback_cuda(signature: ShapeSignature) -> KernelSource:
     return source
 
 
+def _emit_kron_da(writer: SourceWriter, zero: str, product: str, stored: str) -> None:
+    """The da half of kron's CUDA pullback: ``_KRON_WARPS`` elements of da a unit, one per
+    warp, its lanes striding over ``k`` (``product``: one term), reduced in the block's shared
+    buffer and ``stored`` by lane 0 of each warp."""
+    writer.line(f"# {_KRON_WARPS} elements of da, one per warp; lanes stride over k")
+    writer.line(f"i = unit * {_KRON_WARPS} + warp")
+    writer.line(f"gradient = {zero}")
+    with writer.block("if i < size_a:"):
+        writer.line("base = offsets[i]")
+        with writer.block(f"for k in range(column, size_b, {_KRON_LANES}):"):
+            writer.line(f"gradient += {product}")
+    writer.line("buffer[lane] = gradient")
+    writer.line("cuda.syncthreads()")
+    for step in (16, 8, 4, 2, 1):
+        with writer.block(f"if column < {step}:"):
+            writer.line(f"buffer[lane] += buffer[lane + {step}]")
+        writer.line("cuda.syncthreads()")
+    with writer.block("if column == 0 and i < size_a:"):
+        writer.line(f"da[i] = {stored}")
+
+
+def _emit_kron_db(writer: SourceWriter, zero: str, product: str, stored: str) -> None:
+    """The db half: ``_KRON_LANES`` consecutive elements of db a unit, one per lane, the
+    warps splitting the ``i`` loop, reduced across warps and ``stored`` by warp 0."""
+    writer.line(f"# {_KRON_LANES} consecutive elements of db, one per lane; warps split the i loop")
+    writer.line(f"k = (unit - da_units) * {_KRON_LANES} + column")
+    writer.line(f"gradient = {zero}")
+    with writer.block("if k < size_b:"):
+        writer.line("base = offsets[size_a + k]")
+        with writer.block(f"for i in range(warp, size_a, {_KRON_WARPS}):"):
+            writer.line(f"gradient += {product}")
+    writer.line("buffer[lane] = gradient")
+    writer.line("cuda.syncthreads()")
+    step = _KRON_WARPS // 2
+    while step:
+        with writer.block(f"if warp < {step}:"):
+            writer.line(f"buffer[lane] += buffer[lane + {step * _KRON_LANES}]")
+        writer.line("cuda.syncthreads()")
+        step //= 2
+    with writer.block("if warp == 0 and k < size_b:"):
+        writer.line(f"db[k] = {stored}")
+
+
 def _render_pullback_cuda_text(signature: ShapeSignature, half: bool) -> KernelSource:
     result, a_dtype, b_dtype = (np.dtype(name) for name in signature.dtypes[:3])
     da_name, db_name = (str(name) for name in signature.static)
@@ -591,43 +634,11 @@ def _render_pullback_cuda_text(signature: ShapeSignature, half: bool) -> KernelS
     setup.line(f"column = lane % {_KRON_LANES}")
     writer = SourceWriter()
     if want_a:
-        header = "if unit < da_units:" if want_b else None
-        with (writer.block(header) if header else contextlib.nullcontext()):
-            writer.line(f"# {_KRON_WARPS} elements of da, one per warp; lanes stride over k")
-            writer.line(f"i = unit * {_KRON_WARPS} + warp")
-            writer.line(f"gradient = {zero}")
-            with writer.block("if i < size_a:"):
-                writer.line("base = offsets[i]")
-                with writer.block(f"for k in range(column, size_b, {_KRON_LANES}):"):
-                    writer.line(f"gradient += {read_dy('base + offsets[size_a + k]')} * {term('b', 'k', b_dtype)}")
-            writer.line("buffer[lane] = gradient")
-            writer.line("cuda.syncthreads()")
-            for step in (16, 8, 4, 2, 1):
-                with writer.block(f"if column < {step}:"):
-                    writer.line(f"buffer[lane] += buffer[lane + {step}]")
-                writer.line("cuda.syncthreads()")
-            with writer.block("if column == 0 and i < size_a:"):
-                writer.line(f"da[i] = {store('buffer[lane]', da_dtype)}")
+        with (writer.block("if unit < da_units:") if want_b else contextlib.nullcontext()):
+            _emit_kron_da(writer, zero, f"{read_dy('base + offsets[size_a + k]')} * {term('b', 'k', b_dtype)}", store("buffer[lane]", da_dtype))
     if want_b:
-        header = "else:" if want_a else None
-        with (writer.block(header) if header else contextlib.nullcontext()):
-            writer.line(f"# {_KRON_LANES} consecutive elements of db, one per lane; warps split the i loop")
-            writer.line(f"k = (unit - da_units) * {_KRON_LANES} + column")
-            writer.line(f"gradient = {zero}")
-            with writer.block("if k < size_b:"):
-                writer.line("base = offsets[size_a + k]")
-                with writer.block(f"for i in range(warp, size_a, {_KRON_WARPS}):"):
-                    writer.line(f"gradient += {read_dy('offsets[i] + base')} * {term('a', 'i', a_dtype)}")
-            writer.line("buffer[lane] = gradient")
-            writer.line("cuda.syncthreads()")
-            step = _KRON_WARPS // 2
-            while step:
-                with writer.block(f"if warp < {step}:"):
-                    writer.line(f"buffer[lane] += buffer[lane + {step * _KRON_LANES}]")
-                writer.line("cuda.syncthreads()")
-                step //= 2
-            with writer.block("if warp == 0 and k < size_b:"):
-                writer.line(f"db[k] = {store('buffer[lane]', db_dtype)}")
+        with (writer.block("else:") if want_a else contextlib.nullcontext()):
+            _emit_kron_db(writer, zero, f"{read_dy('offsets[i] + base')} * {term('a', 'i', a_dtype)}", store("buffer[lane]", db_dtype))
     writer.line("cuda.syncthreads()  # the buffer is reused by the next unit")
     parameters = [
         ("dy", cuda_array_type("uint16" if half else result.name)),
