@@ -349,6 +349,45 @@ def _render_pushforward(signature: ShapeSignature) -> KernelSource:
     return cpu_kernel(signature, parameters, writer, f"kron pushforward, {ndim} axis pairs")
 
 
+def _emit_kron_rows(
+    writer: SourceWriter,
+    count: int,
+    ndim: int,
+    names: tuple[list[str], list[str], list[str], list[str]],
+    half: str | None,
+    real: np.dtype[np.generic],
+    wide: np.dtype[np.generic],
+) -> None:
+    """``count`` rows of kron's fused CPU pullback, ``stride`` apart from row ``i`` on: each
+    b and db element is loaded once for all of them (``names``: the a, b, da and db arrays'
+    names, one per channel)."""
+    a_names, b_names, da_names, db_names = names
+    group = [(r, "i" if r == 0 else "i + stride" if r == 1 else f"i + {r} * stride") for r in range(count)]
+    for r, index in group:
+        writer.line(f"row_{r} = {_row('dy', ndim, index)}")
+    for r, index in group:
+        for name in a_names:
+            writer.line(f"{name}_{r} = {name}_row[{index}]")
+        for name in da_names:
+            writer.line(f"{name}_total_{r} = 0.0")
+    with writer.block("for j in range(width):"):
+        for r, _ in group:
+            if half is not None:
+                writer.line(f"value_{r} = {numba_scalar(wide)}(widen(row_{r}[j]))")
+            else:
+                writer.line(f"value_{r} = {_cast(f'row_{r}[j]', real, wide)}")
+        for name, total in zip(b_names, da_names):
+            writer.line(f"{name}_j = {name}_tile[j]")
+            for r, _ in group:
+                writer.line(f"{total}_total_{r} += value_{r} * {name}_j")
+        for name, gradient in zip(a_names, db_names):
+            terms = " + ".join(f"value_{r} * {name}_{r}" for r, _ in group)
+            writer.line(f"{gradient}_tile[j] += {terms}")
+    for name in da_names:
+        for r, index in group:
+            writer.line(f"{name}_row[{index}] += {name}_total_{r}")
+
+
 def _render_pullback(signature: ShapeSignature, half: str | None = None) -> KernelSource:
     """The fused pullback over real views: ``da_c[i] += sum_k dy[i, k] * b_c[k]`` for each
     b-side channel ``c`` and ``db_c[k] += sum_i dy[i, k] * a_c[i]`` for each a-side channel,
@@ -364,34 +403,7 @@ def _render_pullback(signature: ShapeSignature, half: str | None = None) -> Kern
     da_names = ["da"] if b_channels == 1 else [f"da_{c}" for c in range(b_channels)]  # pairs with b_c
     db_names = ["db"] if a_channels == 1 else [f"db_{c}" for c in range(a_channels)]  # pairs with a_c
 
-    def rows(count: int) -> None:
-        """``count`` rows, ``stride`` apart from row ``i`` on: each b and db element is loaded
-        once for all of them."""
-        group = [(r, "i" if r == 0 else "i + stride" if r == 1 else f"i + {r} * stride") for r in range(count)]
-        for r, index in group:
-            writer.line(f"row_{r} = {_row('dy', ndim, index)}")
-        for r, index in group:
-            for name in a_names:
-                writer.line(f"{name}_{r} = {name}_row[{index}]")
-            for name in da_names:
-                writer.line(f"{name}_total_{r} = 0.0")
-        with writer.block("for j in range(width):"):
-            for r, _ in group:
-                if half is not None:
-                    writer.line(f"value_{r} = {numba_scalar(wide)}(widen(row_{r}[j]))")
-                else:
-                    writer.line(f"value_{r} = {_cast(f'row_{r}[j]', real, wide)}")
-            for name, total in zip(b_names, da_names):
-                writer.line(f"{name}_j = {name}_tile[j]")
-                for r, _ in group:
-                    writer.line(f"{total}_total_{r} += value_{r} * {name}_j")
-            for name, gradient in zip(a_names, db_names):
-                terms = " + ".join(f"value_{r} * {name}_{r}" for r, _ in group)
-                writer.line(f"{gradient}_tile[j] += {terms}")
-        for name in da_names:
-            for r, index in group:
-                writer.line(f"{name}_row[{index}] += {name}_total_{r}")
-
+    names = (a_names, b_names, da_names, db_names)
     writer = SourceWriter()
     a_rows = tuple(a_names + da_names)
     b_rows = tuple(b_names + db_names)
@@ -403,9 +415,9 @@ def _render_pullback(signature: ShapeSignature, half: str | None = None) -> Kern
         writer.line("# streams in different pages, which the hardware prefetchers follow")
         writer.line(f"stride = {count} // {_ROWS}")
         with writer.block(f"for i in range({first}, {first} + stride):" if first != "0" else "for i in range(stride):"):
-            rows(_ROWS)
+            _emit_kron_rows(writer, _ROWS, ndim, names, half, real, wide)
         with writer.block(f"for i in range({first} + {_ROWS} * stride, {end}):" if first != "0" else f"for i in range({_ROWS} * stride, {end}):"):
-            rows(1)
+            _emit_kron_rows(writer, 1, ndim, names, half, real, wide)
     parameters = [("dy", readonly_array("uint16" if half is not None else real))]
     parameters += [(name, readonly_array(real)) for name in a_names + b_names]
     parameters += [(name, writable_array(wide)) for name in da_names + db_names]
