@@ -296,39 +296,7 @@ def _render_roll(signature: ShapeSignature, pattern: tuple[str, ...], unit: str)
         # a chunk's wrapped columns are rewritten while it is still in L1.
         writer.line(f"rows = max({_CHUNK_BYTES // np.dtype(unit).itemsize} // e{last}, 1)")
 
-    def step(level: int) -> str:
-        return f"step{level}" if " * " in steps[level] else steps[level]
-
-    def emit(level: int, y_base: str, x_base: str) -> None:
-        if level == last:  # one group: a flat copy (or roll) of [lo, hi)
-            if pattern[level] == _PLAIN:
-                _emit_copy(writer, "lo", "lo", "hi - lo")
-                return
-            # Outputs [0, s) come from the source's tail, [s, e) from its head: this thread's [lo, hi) of them.
-            with writer.block("if s0 > lo:"):
-                _emit_copy(writer, "lo", "lo + e0 - s0", "min(hi, s0) - lo")
-            writer.line("start = max(lo, s0)")
-            with writer.block("if hi > start:"):
-                _emit_copy(writer, "start", "start - s0", "hi - start")
-            return
-        if level == last - 1:
-            _emit_rows(writer, pattern, level, y_base, x_base)
-            return
-        index = f"j{level}"
-        low, high = ("lo", "hi") if level == 0 else ("0", f"e{level}")
-        with writer.block(f"for {index} in range({low}, {high}):" if low != "0" else f"for {index} in range({high}):"):
-            if pattern[level] == _ROLLED:
-                writer.line(f"i{level} = {index} - s{level}")
-                with writer.block(f"if i{level} < 0:"):
-                    writer.line(f"i{level} += e{level}")
-                source = f"i{level}"
-            else:
-                source = index
-            writer.line(f"y{level} = {_plus(y_base, f'{index} * {step(level)}' if step(level) != '1' else index)}")
-            writer.line(f"x{level} = {_plus(x_base, f'{source} * {step(level)}' if step(level) != '1' else source)}")
-            emit(level + 1, f"y{level}", f"x{level}")
-
-    emit(0, "0", "0")
+    _emit_roll_level(writer, pattern, steps, 0, "0", "0")
     parameters = [
         ("x", readonly_array(unit)),
         ("y", writable_array(unit)),
@@ -340,6 +308,41 @@ def _render_roll(signature: ShapeSignature, pattern: tuple[str, ...], unit: str)
     return cpu_kernel(
         signature, parameters, writer, f"roll {pattern}: y = x rolled by s along the rolled groups", numpy=True
     )
+
+
+def _emit_roll_level(writer: SourceWriter, pattern: tuple[str, ...], steps: list[str], level: int, y_base: str, x_base: str) -> None:
+    """The loop over ``y``'s ``level`` (its first over ``[lo, hi)``), at offsets ``y_base``
+    and ``x_base``: a rolled group reads ``x`` at ``(j - s) mod e``; the last two levels are
+    copied as rows (``_emit_rows``), a single level as one or two flat copies."""
+    last = len(pattern) - 1
+    if level == last:  # one group: a flat copy (or roll) of [lo, hi)
+        if pattern[level] == _PLAIN:
+            _emit_copy(writer, "lo", "lo", "hi - lo")
+            return
+        # Outputs [0, s) come from the source's tail, [s, e) from its head: this thread's [lo, hi) of them.
+        with writer.block("if s0 > lo:"):
+            _emit_copy(writer, "lo", "lo + e0 - s0", "min(hi, s0) - lo")
+        writer.line("start = max(lo, s0)")
+        with writer.block("if hi > start:"):
+            _emit_copy(writer, "start", "start - s0", "hi - start")
+        return
+    if level == last - 1:
+        _emit_rows(writer, pattern, level, y_base, x_base)
+        return
+    step = f"step{level}" if " * " in steps[level] else steps[level]
+    index = f"j{level}"
+    low, high = ("lo", "hi") if level == 0 else ("0", f"e{level}")
+    with writer.block(f"for {index} in range({low}, {high}):" if low != "0" else f"for {index} in range({high}):"):
+        if pattern[level] == _ROLLED:
+            writer.line(f"i{level} = {index} - s{level}")
+            with writer.block(f"if i{level} < 0:"):
+                writer.line(f"i{level} += e{level}")
+            source = f"i{level}"
+        else:
+            source = index
+        writer.line(f"y{level} = {_plus(y_base, f'{index} * {step}' if step != '1' else index)}")
+        writer.line(f"x{level} = {_plus(x_base, f'{source} * {step}' if step != '1' else source)}")
+        _emit_roll_level(writer, pattern, steps, level + 1, f"y{level}", f"x{level}")
 
 
 def _emit_rows(writer: SourceWriter, pattern: tuple[str, ...], level: int, y_base: str, x_base: str) -> None:
