@@ -17,13 +17,16 @@ statics and its inputs' shapes.
 - A batching rule (:class:`BatchRule`): the op on arrays with a batch axis in front (a
   ``vmap``), written against :class:`ArrayOps`, the few array operations an engine lends it
   (torch's tensors in ``stablerules.torch._ops``), so that it names no engine.
+- A forward (:class:`ForwardRule`): the op as the engine's own ops, written against
+  :class:`Namespace`, the NumPy-named array functions an engine lends (torch's shim in
+  ``stablerules.torch._native``); the engine's adapter holds no op's forward.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar, cast
 
 from ._val import Val
@@ -126,6 +129,130 @@ class ArrayOps(Protocol[A]):
         ...
 
 
+class Revalidate(Exception):
+    """Raised by a forward for inputs the engine's op would take but the core refuses (a
+    ``pad_width`` of the wrong length, sections that do not divide an axis): the adapter then
+    runs the core's check, whose error names the argument."""
+
+
+class Namespace(Protocol[A]):
+    """The array functions an engine lends the ops' forwards (arrays of type ``A``), each with
+    NumPy's semantics and NumPy's result dtypes: ``torch`` lends a shim over its own ops
+    (``stablerules.torch._native``). A forward written against it names no engine, and a new
+    op composed of these functions costs no engine anything. Axes are non-negative or
+    negative ints as NumPy takes them; the inputs were validated by the op's plan first."""
+
+    def shape(self, x: A) -> tuple[int, ...]: ...
+
+    def promoted(self, arrays: tuple[A, ...]) -> tuple[A, ...]:
+        """The arrays in NumPy's result dtype of them all (the very tuple given, when their
+        dtypes agree)."""
+        ...
+
+    def reshape(self, x: A, shape: Sequence[int]) -> A: ...
+
+    def broadcast_to(self, x: A, shape: Sequence[int]) -> A:
+        """``x`` broadcast to ``shape`` (a view; ``-1`` keeps an extent)."""
+        ...
+
+    def permute_dims(self, x: A, axes: tuple[int, ...]) -> A: ...
+
+    def flip(self, x: A, axes: tuple[int, ...]) -> A: ...
+
+    def roll(self, x: A, shifts: int | tuple[int, ...], axes: tuple[int, ...] | None = None) -> A:
+        """``np.roll``; ``axes`` ``None``: the flattened array by one shift."""
+        ...
+
+    def concatenate(self, arrays: list[A] | tuple[A, ...], axis: int) -> A:
+        """Arrays of one dtype joined along ``axis``."""
+        ...
+
+    def stack(self, arrays: list[A] | tuple[A, ...], axis: int) -> A: ...
+
+    def hstack(self, arrays: list[A] | tuple[A, ...]) -> A: ...
+
+    def vstack(self, arrays: list[A] | tuple[A, ...]) -> A: ...
+
+    def repeat(self, x: A, repeats: int | tuple[int, ...], axis: int) -> A:
+        """``np.repeat`` along ``axis`` (one count, or one per element)."""
+        ...
+
+    def tile(self, x: A, reps: tuple[int, ...]) -> A:
+        """``np.tile``, or Julia's ``outer`` counts when ``reps`` has ``x``'s rank."""
+        ...
+
+    def fresh(self, y: A, x: A) -> A:
+        """``y``, copied if it is ``x`` or a view of it (a kernel op's result owns its memory)."""
+        ...
+
+    def kron(self, a: A, b: A) -> A:
+        """``np.kron`` of arrays of one dtype."""
+        ...
+
+    def scale(self, x: A, scalar: complex) -> A:
+        """``np.kron(x, scalar)``: NumPy's result dtype for ``x`` and the Python scalar."""
+        ...
+
+    def add(self, a: A, b: A) -> A: ...
+
+    def pad(self, x: A, widths: tuple[tuple[int, int], ...], value: object) -> A:
+        """``np.pad`` in constant mode, ``(before, after)`` per axis; ``value`` a Python
+        scalar (complex included)."""
+        ...
+
+    def copy(self, x: A) -> A: ...
+
+    def split(self, x: A, sections: int | tuple[int, ...], axis: int) -> tuple[A, ...]:
+        """``np.array_split`` (equal sections, or cuts at indices)."""
+        ...
+
+    def getitem(self, x: A, index: tuple[object, ...]) -> A:
+        """Basic indexing: ints, slices of positive step, ``None`` and ``Ellipsis``."""
+        ...
+
+    def sum(self, x: A, axes: tuple[int, ...], keepdims: bool) -> A:
+        """``np.sum``, NumPy's result dtype."""
+        ...
+
+    def mean(self, x: A, axes: tuple[int, ...], keepdims: bool) -> A:
+        """``np.mean``, NumPy's result dtype; 16-bit floats summed in float32."""
+        ...
+
+    def wrapped(self, call: OpCall, indices: A, n: int, axis: int | None) -> A:
+        """``indices`` range-checked against an axis of extent ``n`` (the op's own error) and
+        negative ones wrapped."""
+        ...
+
+    def take(self, x: A, indices: A, axis: int) -> A:
+        """``np.take`` of wrapped 1-d indices along ``axis``."""
+        ...
+
+    def gather(self, x: A, indices: A, axis: int) -> A:
+        """``np.take_along_axis`` of wrapped indices of ``x``'s shape but along ``axis``."""
+        ...
+
+    def index_add(self, x: A, indices: A, values: A, axis: int) -> A:
+        """``x`` plus ``values`` at wrapped 1-d ``indices`` along ``axis`` (a new array),
+        ``values`` of the shape it adds and cast to ``x``'s dtype."""
+        ...
+
+
+class ForwardRule(Protocol):
+    """``(xp, call, arrays) -> outputs``: the op's forward in an engine, as the engine's own
+    ops (``xp``), so that its compilers see and fuse it. It reproduces the NumPy op's results
+    exactly: values, dtypes and shapes."""
+
+    def __call__(self, xp: Namespace[A], call: OpCall, arrays: tuple[A, ...]) -> tuple[A, ...]: ...
+
+
+class PreparedRule(Protocol):
+    """``(xp, call, arrays) -> forward or None``: an op's forward for one signature (``arrays``
+    its first call's) with its statics read once, for the hot ops' eager calls (``None``: this
+    signature takes the plain :class:`ForwardRule`)."""
+
+    def __call__(self, xp: Namespace[A], call: OpCall, arrays: tuple[A, ...]) -> Callable[[tuple[A, ...]], tuple[A, ...]] | None: ...
+
+
 class BatchRule(Protocol):
     """``(ops, call, arrays, batched, size) -> outputs``: the op on arrays whose leading axis
     (of extent ``size``) is the batch where ``batched`` says so (the others are the unbatched
@@ -140,12 +267,16 @@ class EngineFacts:
     sharded input keeps; ``None``: no sharding rule yet, DTensor inputs are refused),
     ``batch`` (its batching rule; ``None``: the engine batches the op itself, as torch does
     its own indexing) and ``scalars`` (a Python scalar may stand for an array argument, as in
-    NumPy's ``kron(a, 2.0)``: the scalar is then a static)."""
+    NumPy's ``kron(a, 2.0)``: the scalar is then a static); ``forward`` (its forward in an
+    engine, as the engine's own ops: a :class:`ForwardRule`) and, for a hot op, ``prepared``
+    (the same with the statics read once per signature)."""
 
     torch: TorchFacts
     shard: ShardRule | None = replicated
     batch: BatchRule | None = None
     scalars: bool = False
+    forward: ForwardRule = field(kw_only=True)
+    prepared: PreparedRule | None = field(default=None, kw_only=True)
 
 
 def value(static: object) -> object:

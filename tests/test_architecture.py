@@ -343,8 +343,9 @@ def test_each_family_declares_its_ops_engine_facts() -> None:
             assert value.torch.pullback == "kernel" or not value.torch.torch_forms, name  # forms only for kernel ops
 
 
-def _code_words(path: Path) -> set[str]:
-    """The names and string constants of a module's code (docstrings left out)."""
+def _code_words(path: Path, attributes: bool = True) -> set[str]:
+    """The names and string constants of a module's code (docstrings left out); attribute
+    names too unless ``attributes`` is false (an engine's own ``torch.cat`` is not our op)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     docstrings = docstring_ids(tree)
     words: set[str] = set()
@@ -353,7 +354,7 @@ def _code_words(path: Path) -> set[str]:
             words.add(node.value)
         elif isinstance(node, ast.Name):
             words.add(node.id)
-        elif isinstance(node, ast.Attribute):
+        elif isinstance(node, ast.Attribute) and attributes:
             words.add(node.attr)
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             words.add(node.name)
@@ -378,6 +379,28 @@ def test_the_torch_op_table_names_no_op() -> None:
     assert not named, f"torch/_ops.py names these ops in its code: {named}"
     batch_rules = [word for word in words if word.lower().startswith("batch_")]
     assert not batch_rules, batch_rules
+
+
+def test_the_torch_forwards_name_no_op() -> None:
+    """Issue 34 step 5: each op's forward is written once, in its family, against the
+    engine's array functions (``_facts.Namespace``); ``torch/_native.py`` lends torch's ops
+    under those functions' names and names no op itself (no per-op forward, no per-op fast
+    path, no table keyed by op names), so a new op composed of them adds nothing in torch.
+    Torch's own functions (``torch.cat``) are not our ops. The check can fail: the module as
+    it was (``_take_along_axis``, ``"transpose": _permute_dims``, ``_prepare_kron``) names
+    every op."""
+    from stablerules._facts import Namespace
+    from stablerules._schema import OPS
+
+    functions = {name for name in vars(Namespace) if not name.startswith("_")}  # repeat, flip, ...
+    words = {
+        word.lower()
+        for word in _code_words(ROOT / "stablerules" / "torch" / "_native.py", attributes=False)
+        if word.lower() not in functions
+    }
+    named = sorted(op.name for op in OPS if any(op.name in (word, word.removeprefix("prepare_")) for word in words))
+    assert not named, f"torch/_native.py names these ops in its code: {named}"
+    assert {op.name for op in OPS} - functions, "the check would see no op: every op is a Namespace function"
 
 
 def test_the_behaviour_probe_runs_good_and_bad_calls(capsys: pytest.CaptureFixture[str]) -> None:

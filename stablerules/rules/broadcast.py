@@ -906,11 +906,36 @@ def _batch_broadcast_to(
     return ops.forward(call.replace(shape=Val((size, *shape))), (x,))
 
 
+def _forward_broadcast_to(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    (x,) = arrays
+    return (xp.broadcast_to(x, _facts.counts(call.static("shape"))),)
+
+
+def _reduction_axes(xp: _facts.Namespace[_A], x: _A, call: _facts.OpCall) -> tuple[int, ...]:
+    axis = _facts.value(call.static("axis"))
+    return tuple(range(len(xp.shape(x)))) if axis is None else _facts.counts(axis)
+
+
+def _forward_sum(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    (x,) = arrays
+    return (xp.sum(x, _reduction_axes(xp, x, call), bool(_facts.value(call.static("keepdims", False)))),)
+
+
+def _forward_mean(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    (x,) = arrays
+    return (xp.mean(x, _reduction_axes(xp, x, call), bool(_facts.value(call.static("keepdims", False)))),)
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     "broadcast_to": _facts.EngineFacts(
         _facts.TorchFacts("Tensor.expand", "kernel", _facts.KERNEL, (_facts.TorchForm("new leading axes only", _new_leading_axes),)),
         batch=_batch_broadcast_to,
+        forward=_forward_broadcast_to,
     ),
-    "sum": _facts.EngineFacts(_facts.TorchFacts("torch.sum", "torch", _EXPAND), _reduction_shards, _facts.shift_axes("axis")),
-    "mean": _facts.EngineFacts(_facts.TorchFacts("torch.mean", "torch", _EXPAND), _reduction_shards, _facts.shift_axes("axis")),
+    "sum": _facts.EngineFacts(
+        _facts.TorchFacts("torch.sum", "torch", _EXPAND), _reduction_shards, _facts.shift_axes("axis"), forward=_forward_sum
+    ),
+    "mean": _facts.EngineFacts(
+        _facts.TorchFacts("torch.mean", "torch", _EXPAND), _reduction_shards, _facts.shift_axes("axis"), forward=_forward_mean
+    ),
 }

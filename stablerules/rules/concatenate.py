@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 import types as pytypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import reduce
 from typing import TypeAlias, TypeVar, cast
 
@@ -681,10 +681,88 @@ _BATCH: dict[str, _facts.BatchRule] = {
 }
 
 
+def _forward_concatenate(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    arrays = xp.promoted(arrays)
+    axis = _facts.value(call.static("axis", Val(0)))
+    if axis is None:
+        return (xp.concatenate([xp.reshape(a, (-1,)) for a in arrays], 0),)
+    return (xp.concatenate(arrays, cast("int", axis)),)
+
+
+def _forward_stack(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    return (xp.stack(xp.promoted(arrays), cast("int", _facts.value(call.static("axis", Val(0))))),)
+
+
+def _forward_hstack(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    return (xp.hstack(xp.promoted(arrays)),)
+
+
+def _forward_vstack(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    return (xp.vstack(xp.promoted(arrays)),)
+
+
+def _forward_cat(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    """Julia's ``cat``: one dim concatenates (trailing axes of 1 added as needed), several
+    place the arrays block-diagonally (each padded with zeros to the result's extents, the
+    blocks added)."""
+    arrays = xp.promoted(arrays)
+    dims = _facts.counts(call.static("dims"))
+    shapes = [xp.shape(a) for a in arrays]
+    ndim = max(max(len(s) for s in shapes), max(dims) + 1)
+    padded = [xp.reshape(a, (*s, *(1,) * (ndim - len(s)))) if len(s) < ndim else a for a, s in zip(arrays, shapes)]
+    if len(dims) == 1:
+        return (xp.concatenate(padded, dims[0]),)
+    shapes = [xp.shape(p) for p in padded]
+    shape = list(shapes[0])
+    for dim in dims:
+        shape[dim] = sum(int(s[dim]) for s in shapes)
+    offsets = [0] * ndim
+    total: _A | None = None
+    for part, part_shape in zip(padded, shapes):
+        widths = tuple(
+            (offsets[dim], shape[dim] - offsets[dim] - int(part_shape[dim])) if dim in dims else (0, 0) for dim in range(ndim)
+        )
+        block = xp.pad(part, widths, 0)
+        total = block if total is None else xp.add(total, block)
+        for dim in dims:
+            offsets[dim] += int(part_shape[dim])
+    assert total is not None
+    return (total,)
+
+
+def _joined(join: Callable[[tuple[_A, ...], int], _A], promoted: Callable[[tuple[_A, ...]], tuple[_A, ...]], axis: int) -> Callable[[tuple[_A, ...]], tuple[_A, ...]]:
+    def run(arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+        return (join(promoted(arrays), axis),)
+
+    return run
+
+
+def _prepared_concatenate(
+    xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]
+) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
+    """A DenseNet block's concatenation with its axis read once."""
+    axis = _facts.value(call.static("axis", Val(0)))
+    return _joined(xp.concatenate, xp.promoted, axis) if type(axis) is int else None
+
+
+def _prepared_stack(
+    xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]
+) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
+    axis = _facts.value(call.static("axis", Val(0)))
+    return _joined(xp.stack, xp.promoted, axis) if type(axis) is int else None
+
+
+_FORWARDS: dict[str, tuple[str, _facts.ForwardRule, _facts.PreparedRule | None]] = {
+    "concatenate": ("torch.cat", _forward_concatenate, _prepared_concatenate),
+    "stack": ("torch.stack", _forward_stack, _prepared_stack),
+    "hstack": ("torch.hstack", _forward_hstack, None),
+    "vstack": ("torch.vstack", _forward_vstack, None),
+    "cat": ("torch.cat / F.pad (block-diagonal)", _forward_cat, None),
+}
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
-    name: _facts.EngineFacts(_facts.TorchFacts(forward, "torch", _facts.VIEW), _joined_shards(name), _BATCH[name])
-    for name, forward in (
-        ("concatenate", "torch.cat"), ("stack", "torch.stack"), ("hstack", "torch.hstack"), ("vstack", "torch.vstack"),
-        ("cat", "torch.cat / F.pad (block-diagonal)"),
+    name: _facts.EngineFacts(
+        _facts.TorchFacts(words, "torch", _facts.VIEW), _joined_shards(name), _BATCH[name], forward=forward, prepared=prepared
     )
+    for name, (words, forward, prepared) in _FORWARDS.items()
 }

@@ -563,9 +563,34 @@ def _flip_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.AxisM
     return _facts.others(ndim, _facts.axes(statics("axis", None), ndim))
 
 
+def _forward_flip(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    (x,) = arrays
+    axis = _facts.value(call.static("axis"))
+    return (xp.flip(x, tuple(range(len(xp.shape(x)))) if axis is None else _facts.counts(axis)),)
+
+
+def _forward_roll(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    (x,) = arrays
+    shift = _facts.counts(call.static("shift"))
+    axis = _facts.value(call.static("axis"))
+    if axis is None:  # NumPy rolls the flattened array by each shift in turn: by their sum
+        return (xp.roll(x, sum(shift)),)
+    axes = _facts.counts(axis)
+    if len(shift) == 1 and len(axes) > 1:
+        shift = shift * len(axes)
+    elif len(axes) == 1 and len(shift) > 1:
+        axes = axes * len(shift)
+    return (xp.roll(x, shift, axes),)
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
-    "flip": _facts.EngineFacts(_facts.TorchFacts("torch.flip", "torch", _facts.VIEW), _flip_shards, _facts.shift_axes("axis")),
+    "flip": _facts.EngineFacts(
+        _facts.TorchFacts("torch.flip", "torch", _facts.VIEW), _flip_shards, _facts.shift_axes("axis"), forward=_forward_flip
+    ),
     "roll": _facts.EngineFacts(
-        _facts.TorchFacts("torch.roll", "torch", _facts.VIEW), _flip_shards, _facts.shift_axes("axis", none="flatten-reshape")
+        _facts.TorchFacts("torch.roll", "torch", _facts.VIEW),
+        _flip_shards,
+        _facts.shift_axes("axis", none="flatten-reshape"),
+        forward=_forward_roll,
     ),
 }

@@ -2379,17 +2379,116 @@ def _batch_index_add(
     return (ops.movedim(ops.reshape(y, ops.shape(moved_x)), 1, a),)
 
 
+def _forward_getindex(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    """Basic indexing; a negative-step slice (which torch's indexing does not take) as a
+    ``flip`` followed by a positive-step slice: the same elements."""
+    (x,) = arrays
+    shape = xp.shape(x)
+    entries: tuple[object, ...] = getattr(call.static("index"), "entries")
+    consuming = sum(1 for entry in entries if entry is not None and entry is not Ellipsis)
+    axis = 0
+    out: list[object] = []
+    flips: list[int] = []
+    for entry in entries:
+        if entry is Ellipsis:
+            out.append(entry)
+            axis += len(shape) - consuming
+            continue
+        if entry is None:
+            out.append(None)
+            continue
+        if isinstance(entry, slice) and entry.step is not None and entry.step < 0:
+            n = int(shape[axis])
+            start, stop, step = entry.indices(n)
+            count = len(range(start, stop, step))
+            first = n - 1 - start
+            flips.append(axis)
+            out.append(slice(first, first + count * -step, -step))
+        else:
+            out.append(entry)
+        axis += 1
+    if flips:
+        x = xp.flip(x, tuple(flips))
+    return (xp.getitem(x, tuple(out)),)
+
+
+def _wrap_axis(axis: int, ndim: int) -> int:
+    return axis + ndim if axis < 0 else axis
+
+
+def _forward_take(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    x, indices = arrays
+    axis = _facts.value(call.static("axis"))
+    shape = xp.shape(x)
+    if axis is None:
+        size = 1
+        for extent in shape:
+            size *= int(extent)
+        wrapped = xp.wrapped(call, indices, size, None)
+        return (xp.reshape(xp.take(xp.reshape(x, (-1,)), xp.reshape(wrapped, (-1,)), 0), xp.shape(indices)),)
+    a = _wrap_axis(cast("int", axis), len(shape))
+    wrapped = xp.wrapped(call, indices, int(shape[a]), a)
+    y = xp.take(x, xp.reshape(wrapped, (-1,)), a)
+    return (xp.reshape(y, (*shape[:a], *xp.shape(indices), *shape[a + 1 :])),)
+
+
+def _forward_take_along_axis(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    """NumPy's ``take_along_axis``, whose other axes broadcast: each operand broadcast only
+    where the extents differ, then gathered."""
+    x, indices = arrays
+    axis = _facts.value(call.static("axis"))
+    if axis is None:
+        x = xp.reshape(x, (-1,))
+        a = 0
+    else:
+        a = _wrap_axis(cast("int", axis), len(xp.shape(x)))
+    x_shape, original = list(xp.shape(x)), xp.shape(x)
+    wrapped = xp.wrapped(call, indices, int(x_shape[a]), a if axis is not None else None)
+    i_shape, i_original = list(xp.shape(wrapped)), xp.shape(wrapped)
+    for d in range(len(x_shape)):
+        if d != a and x_shape[d] != i_shape[d]:
+            x_shape[d] = i_shape[d] = max(x_shape[d], i_shape[d])
+    if x_shape != list(original):
+        x = xp.broadcast_to(x, x_shape[:a] + [-1] + x_shape[a + 1 :])
+    if i_shape != list(i_original):
+        wrapped = xp.broadcast_to(wrapped, i_shape[:a] + [-1] + i_shape[a + 1 :])
+    return (xp.gather(x, wrapped, a),)
+
+
+def _forward_index_add(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    """``x`` plus ``values`` at the indices, in NumPy's result dtype of the two; ``values``
+    broadcast to ``x``'s shape with the axis replaced (the core's rule)."""
+    x, indices, values = arrays
+    shape = xp.shape(x)
+    a = _wrap_axis(cast("int", _facts.value(call.static("axis", Val(0)))), len(shape))
+    wrapped = xp.reshape(xp.wrapped(call, indices, int(shape[a]), a), (-1,))
+    target = (*shape[:a], xp.shape(wrapped)[0], *shape[a + 1 :])
+    if tuple(xp.shape(values)) != target:
+        values = xp.broadcast_to(values, target)
+    x, values = xp.promoted((x, values))
+    return (xp.index_add(x, wrapped, values, a),)
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
-    "getindex": _facts.EngineFacts(_facts.TorchFacts("basic indexing (and flip for negative steps)", "torch", _facts.VIEW), None),
+    "getindex": _facts.EngineFacts(
+        _facts.TorchFacts("basic indexing (and flip for negative steps)", "torch", _facts.VIEW), None, forward=_forward_getindex
+    ),
     "take": _facts.EngineFacts(
-        _facts.TorchFacts("torch.take / index_select", "kernel", _facts.KERNEL + " (deterministic scatter-add)"), None, _batch_take
+        _facts.TorchFacts("torch.take / index_select", "kernel", _facts.KERNEL + " (deterministic scatter-add)"),
+        None,
+        _batch_take,
+        forward=_forward_take,
     ),
     "take_along_axis": _facts.EngineFacts(
         _facts.TorchFacts("torch.take_along_dim", "kernel", _facts.KERNEL + " (deterministic scatter-add)"),
         None,
         _batch_take_along_axis,
+        forward=_forward_take_along_axis,
     ),
     "index_add": _facts.EngineFacts(
-        _facts.TorchFacts("torch.index_add", "kernel", _facts.KERNEL + " (deterministic gather)"), None, _batch_index_add
+        _facts.TorchFacts("torch.index_add", "kernel", _facts.KERNEL + " (deterministic gather)"),
+        None,
+        _batch_index_add,
+        forward=_forward_index_add,
     ),
 }

@@ -49,7 +49,7 @@ import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeAlias, TypeVar, Union
+from typing import TypeAlias, TypeVar, Union, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -1279,6 +1279,25 @@ def _batch_kron(
     return (ops.reshape(ops.multiply(spread_a, spread_b), (size, *(m * n for m, n in zip(a_items, b_items)))),)
 
 
+def _forward_kron(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    if len(arrays) == 1:  # a Python scalar for one factor: kron scales
+        scalar = call.static("b") if call.static("a") is None else call.static("a")
+        return (xp.scale(arrays[0], cast("complex", scalar)),)
+    a, b = xp.promoted(arrays)
+    return (xp.kron(a, b),)
+
+
+def _prepared_kron(
+    xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]
+) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
+    """A Kalman filter's small ``kron`` of two arrays of one dtype, the engine's op called
+    directly (a scalar factor, or mixed dtypes: the plain forward, promoting per call)."""
+    if len(arrays) != 2 or xp.promoted(arrays) is not arrays:
+        return None
+    kron = xp.kron
+    return lambda arrays: (kron(arrays[0], arrays[1]),)
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     "kron": _facts.EngineFacts(
         _facts.TorchFacts(
@@ -1287,5 +1306,7 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
         ),
         batch=_batch_kron,
         scalars=True,
+        forward=_forward_kron,
+        prepared=_prepared_kron,
     ),
 }

@@ -444,9 +444,38 @@ def _batch_pad(
     return ops.forward(call.replace(pad_width=Val((0, 0, *every))), (x,))
 
 
+def _forward_pad(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    (x,) = arrays
+    ndim = len(xp.shape(x))
+    flat = _facts.counts(call.static("pad_width"))
+    if len(flat) == 1:  # one width for every side of every axis (the core's rule)
+        flat = flat * (2 * ndim)
+    if len(flat) != 2 * ndim:
+        raise _facts.Revalidate(f"pad_width {flat} for {ndim} axes")
+    if not any(flat):
+        return (xp.copy(x),)
+    widths = tuple((flat[2 * axis], flat[2 * axis + 1]) for axis in range(ndim))
+    return (xp.pad(x, widths, call.static("constant_values", 0)),)
+
+
+def _forward_split(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    (x,) = arrays
+    sections = _facts.value(call.static("indices_or_sections"))
+    axis = cast("int", _facts.value(call.static("axis", Val(0))))
+    if isinstance(sections, int):
+        shape = xp.shape(x)
+        if len(shape) == 0 or sections <= 0 or shape[axis] % sections:
+            raise _facts.Revalidate(f"{sections} sections of shape {tuple(shape)} along axis {axis}")
+        return xp.split(x, sections, axis)
+    return xp.split(x, tuple(cast("tuple[int, ...]", sections)), axis)
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
-    "pad": _facts.EngineFacts(_facts.TorchFacts("F.pad", "torch", _facts.VIEW), _pad_shards, _batch_pad),
+    "pad": _facts.EngineFacts(_facts.TorchFacts("F.pad", "torch", _facts.VIEW), _pad_shards, _batch_pad, forward=_forward_pad),
     "split": _facts.EngineFacts(
-        _facts.TorchFacts("torch.tensor_split", "torch", _facts.VIEW), _split_shards, _facts.shift_axes("axis", Val(0))
+        _facts.TorchFacts("torch.tensor_split", "torch", _facts.VIEW),
+        _split_shards,
+        _facts.shift_axes("axis", Val(0)),
+        forward=_forward_split,
     ),
 }

@@ -225,8 +225,25 @@ def _batch_reshape(
     return ops.forward(call.replace(shape=Val((size, *_facts.counts(call.static("shape"))))), arrays)
 
 
+def _forward_permute(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    (x,) = arrays
+    axes = _facts.value(call.static("axes"))
+    return (xp.permute_dims(x, tuple(range(len(xp.shape(x)) - 1, -1, -1)) if axes is None else _facts.counts(axes)),)
+
+
+def _forward_reshape(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    (x,) = arrays
+    return (xp.reshape(x, _facts.counts(call.static("shape"))),)
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
-    "permute_dims": _facts.EngineFacts(_facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _permute_shards, _batch_permute),
-    "transpose": _facts.EngineFacts(_facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _permute_shards, _batch_permute),
-    "reshape": _facts.EngineFacts(_facts.TorchFacts("Tensor.reshape", "torch", _facts.VIEW), batch=_batch_reshape),
+    "permute_dims": _facts.EngineFacts(
+        _facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _permute_shards, _batch_permute, forward=_forward_permute
+    ),
+    "transpose": _facts.EngineFacts(
+        _facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _permute_shards, _batch_permute, forward=_forward_permute
+    ),
+    "reshape": _facts.EngineFacts(
+        _facts.TorchFacts("Tensor.reshape", "torch", _facts.VIEW), batch=_batch_reshape, forward=_forward_reshape
+    ),
 }

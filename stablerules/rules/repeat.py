@@ -1491,6 +1491,69 @@ def _batch_tile(
     return ops.forward(call.replace(reps=Val((1,) * (ndim - len(reps) + 1) + reps)), (x,))
 
 
+def _forward_repeat(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    """``np.repeat`` per axis with a count (in torch ``repeat_interleave``: faster than one
+    copy of an ``expand``, and than ``F.interpolate``, for a nearest-neighbour upsample);
+    Julia's form by :func:`_julia`."""
+    (x,) = arrays
+    repeats = _facts.value(call.static("repeats"))
+    if repeats is None:  # Julia's inner/outer form
+        return (_julia(xp, x, _facts.counts(call.static("inner")), _facts.counts(call.static("outer"))),)
+    along = _facts.value(call.static("axis"))
+    times = cast("int | tuple[int, ...]", repeats if isinstance(repeats, int) else tuple(cast("tuple[int, ...]", repeats)))
+    if along is None:
+        return (xp.repeat(xp.reshape(x, (-1,)), times, 0),)
+    return (xp.repeat(x, times, cast("int", along)),)
+
+
+def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple[int, ...]) -> _A:
+    """Julia's ``repeat(x; inner, outer)``. Inner counts alone: a ``repeat`` per axis (as fast
+    as an ``expand`` for one or two axes, and faster for a nearest upsample). Inner and outer
+    counts together: one broadcast of each axis as ``(outer, n, inner)`` and one ``reshape``,
+    a single copy of the result (a ``repeat`` per axis and then a ``tile`` copy it once per
+    step); exact either way, and plain engine ops that a compiler traces with symbolic sizes."""
+    x_shape = xp.shape(x)
+    n = max(len(x_shape), len(inner), len(outer))
+    y = xp.reshape(x, (*x_shape, *(1,) * (n - len(x_shape)))) if n > len(x_shape) else x
+    repeats_inner = any(count != 1 for count in inner)
+    repeats_outer = any(count != 1 for count in outer)
+    if repeats_inner and repeats_outer:
+        inner = inner + (1,) * (n - len(inner))
+        outer = outer + (1,) * (n - len(outer))
+        shape = xp.shape(y)
+        spread = xp.reshape(y, [k for m in shape for k in (1, m, 1)])
+        wide = xp.broadcast_to(spread, [k for m, i, o in zip(shape, inner, outer) for k in (o, m, i)])
+        return xp.reshape(wide, [m * i * o for m, i, o in zip(shape, inner, outer)])
+    for axis, count in enumerate(inner):
+        if count != 1:
+            y = xp.repeat(y, count, axis)
+    if repeats_outer:
+        y = xp.tile(y, (*outer, *(1,) * (n - len(outer))))
+    return xp.fresh(y, x)
+
+
+def _prepared_repeat(
+    xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]
+) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
+    """An upsample's ``repeat`` with its statics read once (an integer count, or Julia's form)."""
+    times, axis = _facts.value(call.static("repeats")), _facts.value(call.static("axis"))
+    if times is None:  # Julia's inner/outer form
+        inner, outer = _facts.counts(call.static("inner")), _facts.counts(call.static("outer"))
+        return lambda arrays: (_julia(xp, arrays[0], inner, outer),)
+    if type(times) is not int:
+        return None
+    count: int = times
+    if axis is None:
+        return lambda arrays: (xp.repeat(xp.reshape(arrays[0], (-1,)), count, 0),)
+    dim = cast("int", axis)
+    return lambda arrays: (xp.repeat(arrays[0], count, dim),)
+
+
+def _forward_tile(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    (x,) = arrays
+    return (xp.fresh(xp.tile(x, _facts.counts(call.static("reps"))), x),)
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     "repeat": _facts.EngineFacts(
         _facts.TorchFacts(
@@ -1499,6 +1562,8 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
         ),
         _repeat_shards,
         _batch_repeat,
+        forward=_forward_repeat,
+        prepared=_prepared_repeat,
     ),
     "tile": _facts.EngineFacts(
         _facts.TorchFacts(
@@ -1510,5 +1575,6 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
         ),
         _tile_shards,
         _batch_tile,
+        forward=_forward_tile,
     ),
 }

@@ -2,7 +2,8 @@
 
 An op is described once (an :class:`Entry`: the ``stablerules`` op, its parameters, which of
 them hold tensors, a batching rule) and declares its engine facts (``_native.FACTS``: SPEC
-section 14): its forward is always torch's own op (``_native.FORWARDS``); its pullback is
+section 14): its forward is always torch's own op (``_native.FORWARDS``: the family's
+forward rule over torch's array functions, ``_native.TORCH``); its pullback is
 torch's autograd (the view ops: plain torch code) or our compiled kernel (the kernel ops).
 Everything else is shared:
 
@@ -107,7 +108,8 @@ from .._memo import register as register_cache
 
 from .. import _parallel
 from ._call import BatchRule, Call, Engine, Entry, OptionalTensors, SecondOrderRule, TangentRule, Tensors
-from ._native import FACTS, FORWARDS, Implementation, Revalidate, implementation, prepare
+from .._facts import Revalidate
+from ._native import FACTS, FORWARDS, Implementation, implementation, prepare
 from ._sharding import DTensorEngine, Kernels, is_dtensor, shard_rule
 from ._private import FUNCTORCH_ACTIVE, forward_ad_active
 

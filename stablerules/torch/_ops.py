@@ -69,7 +69,7 @@ class TorchArrayOps:
         return (torch.arange(size, device=like.device) * n).reshape(size, *(1,) * (ndim - 1))
 
     def wrapped(self, call: _facts.OpCall, indices: torch.Tensor, n: int, axis: int | None) -> torch.Tensor:
-        return _native._indices(cast("Call", call), indices, n, axis)
+        return _native.TORCH.wrapped(call, indices, n, axis)
 
 
 def _batching(rule: _facts.BatchRule | None) -> BatchRule:
