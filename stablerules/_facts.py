@@ -228,12 +228,13 @@ class Namespace(Protocol[A]):
         ...
 
     def gather(self, x: A, indices: A, axis: int) -> A:
-        """``np.take_along_axis`` of wrapped indices of ``x``'s shape but along ``axis``."""
+        """``np.take_along_axis`` of wrapped indices along ``axis`` (the other axes broadcast)."""
         ...
 
     def index_add(self, x: A, indices: A, values: A, axis: int) -> A:
-        """``x`` plus ``values`` at wrapped 1-d ``indices`` along ``axis`` (a new array),
-        ``values`` of the shape it adds and cast to ``x``'s dtype."""
+        """``x`` plus ``values`` at wrapped 1-d ``indices`` along ``axis`` (a new array of
+        ``x``'s dtype, as NumPy's ``np.add.at`` of a copy): ``values`` of the shape it adds,
+        cast to ``x``'s dtype first (same kind, the op's check)."""
         ...
 
 

@@ -42,9 +42,9 @@ tile's ``reps``, repeat's ``inner``/``outer``), ``kron`` (the larger rank), ``ju
 (a rank the types do not follow).
 
 Adding an op: one :class:`OpSchema` row here (with an existing rank rule, or a new one in the
-generator), ``python tools/generate.py``, and the op's class in its family module; in the
-adapters, the op's torch entry (``stablerules.torch._ops.ENTRIES``) and its JAX function
-(``stablerules.jax._ops``).
+generator), ``python tools/generate.py``, and the op's class and its ``ENGINE_FACTS`` entry in
+its family module (its forward rule among them); the adapters build the op from these
+(``stablerules.torch._ops.ENTRIES``, ``stablerules.jax._generic.DEFINITIONS``).
 """
 
 from __future__ import annotations

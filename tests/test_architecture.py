@@ -381,25 +381,26 @@ def test_the_torch_op_table_names_no_op() -> None:
     assert not batch_rules, batch_rules
 
 
-def test_the_torch_forwards_name_no_op() -> None:
+@pytest.mark.parametrize("module", ["torch/_native.py", "jax/_generic.py"])
+def test_the_engines_forwards_name_no_op(module: str) -> None:
     """Issue 34 step 5: each op's forward is written once, in its family, against the
     engine's array functions (``_facts.Namespace``); ``torch/_native.py`` lends torch's ops
-    under those functions' names and names no op itself (no per-op forward, no per-op fast
-    path, no table keyed by op names), so a new op composed of them adds nothing in torch.
-    Torch's own functions (``torch.cat``) are not our ops. The check can fail: the module as
-    it was (``_take_along_axis``, ``"transpose": _permute_dims``, ``_prepare_kron``) names
-    every op."""
+    under those functions' names and ``jax/_generic.py`` JAX's, and neither names an op (no
+    per-op forward, no per-op fast path, no table keyed by op names), so a new op composed
+    of them adds nothing to either engine. An engine's own functions (``torch.cat``) are not
+    our ops. The check can fail: ``torch/_native.py`` as it was (``_take_along_axis``,
+    ``"transpose": _permute_dims``, ``_prepare_kron``) names every op."""
     from stablerules._facts import Namespace
     from stablerules._schema import OPS
 
     functions = {name for name in vars(Namespace) if not name.startswith("_")}  # repeat, flip, ...
     words = {
         word.lower()
-        for word in _code_words(ROOT / "stablerules" / "torch" / "_native.py", attributes=False)
+        for word in _code_words(ROOT / "stablerules" / module, attributes=False)
         if word.lower() not in functions
     }
     named = sorted(op.name for op in OPS if any(op.name in (word, word.removeprefix("prepare_")) for word in words))
-    assert not named, f"torch/_native.py names these ops in its code: {named}"
+    assert not named, f"{module} names these ops in its code: {named}"
     assert {op.name for op in OPS} - functions, "the check would see no op: every op is a Namespace function"
 
 

@@ -29,6 +29,7 @@ import stablerules.jax as srj
 from stablerules import Val
 from stablerules.jax import _adapter as _jax
 from stablerules.jax import _ffi
+from stablerules.jax import _generic as _jax_generic
 from stablerules.jax import _ops as _jax_ops
 from stablerules import _objectcode
 from stablerules._rule import RuleOp
@@ -342,7 +343,7 @@ def test_val_is_a_static_pytree_node() -> None:
 def test_bad_arguments_raise_before_any_kernel() -> None:
     x = rand(3, 4)
     with pytest.raises(TypeError, match="counts array is data"):
-        srj.repeat(x, np.array([1, 2, 3]), axis=Val(0))  # type: ignore[arg-type]
+        srj.repeat(x, np.array([1, 2, 3]), axis=Val(0))  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="negative"):
         srj.repeat(x, inner=Val((-1, 1)))
     with pytest.raises(ValueError, match="axis"):
@@ -500,7 +501,12 @@ def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
     )
     assert sorted(srj.__all__) == names
     for name in names:
-        assert getattr(srj, name).__module__ == ("stablerules.jax._adapter" if name == "FFIVersionError" else "stablerules.jax._ops")
+        if name == "FFIVersionError":
+            assert srj.FFIVersionError.__module__ == "stablerules.jax._adapter"
+        else:  # the adapter's own definition, or the generic one from the family's forward rule
+            assert getattr(srj, name) is _jax_generic.DEFINITIONS[name]
+            expected = "stablerules.jax._ops" if name in _jax_ops.DEFINED else "stablerules.jax._generic"
+            assert getattr(srj, name).__module__ == expected, name
 
 
 def test_vmap_kron_over_one_operand_is_one_kernel_call() -> None:
@@ -659,3 +665,29 @@ def test_repeat_tile_kron_forwards_are_xla_ops_and_pullbacks_our_kernels(dtype: 
                 moved = [[v + sign * step * probe if k == index else v for k, v in enumerate(numbers)] for sign in (1, -1)]
                 slope = (np.sum(np.sin(reference(*moved[0]))) - np.sum(np.sin(reference(*moved[1])))) / (2 * step)
                 np.testing.assert_allclose(np.sum(np.asarray(g, np.float64) * probe), slope, rtol=1e-3, atol=1e-3)
+
+
+def test_cat_takes_a_plain_int_dims_as_numpy_and_torch_do() -> None:
+    """``cat``'s ``dims`` as a plain int (its signature's ``int``), as the NumPy op and the torch
+    adapter take it: the JAX adapter once refused it (``dims must be Val``)."""
+    a, b = rand(2, 3), rand(2, 3)
+    expected = sr.cat(np.asarray(a), np.asarray(b), dims=0)
+    np.testing.assert_array_equal(np.asarray(srj.cat(a, b, dims=0)), expected)
+    with pytest.raises(ValueError, match="cat: arrays\\[0\\] has shape \\(2, 3\\) and arrays\\[1\\] has shape \\(3,\\)"):
+        srj.cat(a, rand(3), dims=0)
+
+
+def test_generic_ops_are_built_from_the_family_forward_rules() -> None:
+    """Every op the adapter does not define itself (``_ops.DEFINED``) is ``_generic``'s: a
+    function with its schema's parameters (Python's binding errors) whose forward is its
+    family's rule over ``jnp``; the check can fail (an op left out of both would raise)."""
+    from stablerules._schema import OPS
+
+    generic = [op.name for op in OPS if op.name not in _jax_ops.DEFINED]
+    assert len(generic) == len(OPS) - len(_jax_ops.DEFINED) >= 15
+    for name in generic:
+        assert getattr(srj, name).__module__ == "stablerules.jax._generic", name
+    with pytest.raises(TypeError, match=r"^flip\(\) missing 1 required positional argument: 'x'$"):
+        srj.flip()  # type: ignore[call-arg]
+    x = rand(2, 3)
+    np.testing.assert_array_equal(np.asarray(srj.flip(x, Val(1))), np.flip(np.asarray(x), 1))

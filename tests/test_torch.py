@@ -1243,3 +1243,28 @@ def test_a_missing_argument_is_named_as_numpy_names_it() -> None:
             numpy_call()
         assert str(ours.value) == str(theirs.value)
         assert "missing" in str(ours.value)
+
+
+def test_index_add_has_x_dtype_as_numpys() -> None:
+    """``index_add`` adds into a copy of ``x`` (``np.add.at``): the result has ``x``'s dtype,
+    as the NumPy op gives it, for values of a wider float (the forward once promoted both)."""
+    x = np.ones((3, 2), np.float32)
+    values: np.ndarray[Any, Any] = np.full((2, 2), 0.1, np.float64)  # a wider float than x's
+    indices = np.array([0, 2])
+    expected = sr.index_add(x, indices, values)
+    got = srt.index_add(torch.from_numpy(x), torch.from_numpy(indices), torch.from_numpy(values))
+    assert expected.dtype == np.float32 and got.dtype == torch.float32
+    np.testing.assert_array_equal(got.numpy(), expected)
+
+
+def test_block_diagonal_cat_keeps_negative_zeros() -> None:
+    """Julia's block-diagonal ``cat`` moves values (padding with zeros and concatenating), as
+    the NumPy op does: a ``-0.0`` stays one (adding the blocks, as the forward once did, gave
+    ``+0.0``)."""
+    a = np.array([[-0.0, 1.0]])
+    b = np.array([[2.0], [-0.0]])
+    expected = sr.cat(a, b, dims=Val((0, 1)))
+    got = srt.cat(torch.from_numpy(a), torch.from_numpy(b), dims=Val((0, 1))).numpy()
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+    assert np.signbit(got).sum() == 2
+    np.testing.assert_array_equal(got, expected)

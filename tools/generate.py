@@ -14,8 +14,8 @@ Written from ``stablerules/_schema.py``:
 - the adapters' public ops and their ``__all__``, each a whole generated file that the
   adapter's ``__init__.py`` star-imports: ``autograd/_ops.py`` (the ``adapt`` lines),
   ``torch/_public.py`` (a ``TorchOp`` over each entry of ``torch/_ops.py``'s ``ENTRIES``,
-  read from the schema row and the family's engine facts), ``jax/_public.py`` (the re-exports of ``jax/_ops.py``'s functions);
-  ``jax/_checked.py``: mypy's check of those functions against their Protocols.
+  read from the schema row and the family's engine facts), ``jax/_public.py`` (each op's
+  definition in ``jax/_generic.py``'s ``DEFINITIONS``).
 
 Why ``.pyi`` stubs: the overloads exist for the type checkers only, so they live in stub
 modules that nothing imports at run time (``import stablerules`` never reads them), beside the
@@ -1072,6 +1072,7 @@ class AdapterTypes:
     vararg: str  # one of cat's arrays
     scalar_operands: bool = False  # kron takes a Python scalar for either factor
     scalar_values: bool = True  # index_add takes a Python number as ``values``
+    host_array: str | None = None  # the indexing family's arrays (None: ``array``): data known on the host
 
 
 ADAPTERS = (
@@ -1094,6 +1095,7 @@ ADAPTERS = (
         None,
         "bool | int | float | complex | jax.Array",
         "jax.Array | float",
+        host_array="jax.Array | npt.NDArray[Any]",
     ),
     AdapterTypes(
         "autograd",
@@ -1111,6 +1113,8 @@ def _adapter_param(types_: AdapterTypes, op: OpSchema, p: Param) -> str | None:
     """``name: type`` of one parameter (``None``: a signature the adapter does not take)."""
     if p.role == "array":
         kind = f"{types_.array} | complex" if types_.scalar_operands and op.kind == "multilinear" else types_.array
+        if types_.host_array is not None and op.family == "indexing":
+            kind = types_.host_array
     elif p.role == "arrays":
         kind = f"Sequence[{types_.array}]"
     elif p.role == "varargs":
@@ -1242,16 +1246,21 @@ def write_torch_public() -> str:
 
 
 def write_jax_public() -> str:
-    """``stablerules.jax._public``: each hand-written op of ``_ops`` re-exported."""
+    """``stablerules.jax._public``: each op's definition (``_generic.DEFINITIONS``: the
+    adapter's own, or the generic one from its family's forward rule), typed with its Protocol."""
     lines = [
         HEADER.rstrip("\n"),
-        '"""The ops of ``stablerules.jax``, re-exported from ``_ops`` (where each is written out as',
-        'its own JAX program)."""',
+        '"""The ops of ``stablerules.jax``: each op\'s definition (``_generic.DEFINITIONS``: the',
+        "adapter's own for the few that JAX needs more for, the generic one from the family's forward",
+        'rule for the others), typed with its Protocol (``_signatures``)."""',
         "",
         "from __future__ import annotations",
         "",
-        *(f"from ._ops import {name} as {name}" for name in sorted(op.name for op in OPS)),
+        "from . import _signatures",
+        "from ._generic import DEFINITIONS",
+        "",
     ]
+    lines += [_public_line(op.name, f"_signatures.{op.cls}", f'DEFINITIONS["{op.name}"]') for op in OPS]
     return "\n".join(lines + _all_lines()) + "\n"
 
 
@@ -1261,31 +1270,12 @@ def _all_lines() -> list[str]:
     return ["", "__all__ = [", *(f'    "{name}",' for name in sorted(op.name for op in OPS)), "]"]
 
 
-def write_jax_checked() -> str:
-    """``stablerules.jax._checked``: each hand-written op checked against its Protocol (for
-    mypy: nothing imports this module)."""
-    lines = [
-        HEADER.rstrip("\n"),
-        '"""Each op of ``stablerules.jax._ops`` checked against its Protocol (``_signatures``),',
-        "generated from the op schema: mypy checks these annotations (the ops are written out by",
-        'hand, as each is its own JAX program). Nothing imports this module."""',
-        "",
-        "from __future__ import annotations",
-        "",
-        "from . import _ops, _signatures",
-        "",
-    ]
-    lines += [f"_{op.name}: _signatures.{op.cls} = _ops.{op.name}" for op in OPS]
-    return "\n".join(lines) + "\n"
-
-
 def adapter_outputs() -> dict[Path, str]:
     pkg = ROOT / "stablerules"
     out = {pkg / types_.package / "_signatures.py": write_adapter_signatures(types_) for types_ in ADAPTERS}
     out[pkg / "autograd" / "_ops.py"] = write_autograd_ops()
     out[pkg / "torch" / "_public.py"] = write_torch_public()
     out[pkg / "jax" / "_public.py"] = write_jax_public()
-    out[pkg / "jax" / "_checked.py"] = write_jax_checked()
     return out
 
 

@@ -3,9 +3,9 @@
 Same names and argument forms as ``stablerules`` (statics as ``Val``, a static pytree node),
 taking and returning ``jax.Array``s, inside ``jit``, ``grad``, ``vjp``, ``jvp``, ``vmap`` and to
 any order. On the CPU, repeat, tile and kron run our compiled kernels inside XLA through its
-FFI; the concatenate family and the structure ops (flip ... split) are XLA's own ops, the
-structure ops validated by ours. Only re-exports: the implementation (and its decisions) is
-``stablerules.jax._adapter`` (the ops: ``stablerules.jax._ops``).
+FFI; every other op is XLA's own ops (its family's forward rule over ``jnp``), validated by
+ours. Only re-exports: the implementation (and its decisions) is ``stablerules.jax._adapter``
+(the ops: ``stablerules.jax._ops`` for the kernel ops, cat and pad; ``_generic`` for the rest).
 """
 
 from __future__ import annotations

@@ -85,25 +85,22 @@ Decisions:
   batched, and for the pullback (each element's own gradients), an XLA loop over the batch
   (``lax.map``, one kernel call per element): a batched handler is not written. Complex and integer operands use ``jnp.kron``
   (a per-dtype choice, documented, not a fallback taken at run time).
-- **The concatenate family** (concatenate, stack, hstack, vstack, cat) is written with
-  ``jnp`` (``concatenate``, ``stack``; ``cat``'s block-diagonal form as XLA pads of each
-  input and selects, which keep an input's sharding): on NumPy arrays our pullback is
-  views of ``dy``, and in XLA concatenation and slicing are XLA's own fused ops, so a custom
-  call could only add a copy. Statics are ``Val`` as everywhere; errors are ours (above).
-- **The structure ops** (flip, roll, permute_dims, transpose, reshape, broadcast_to, sum,
-  mean, pad, split) are written with ``jnp``/indexing as well, for the same reason: in XLA a
-  view (reverse, transpose, reshape, slice), a broadcast, a reduction and a pad are XLA's own
-  ops, fused with their neighbours, and their transposes are XLA's too; a custom call would
-  add a copy (and a fusion barrier) to an op that moves no data or one pass of it. Each call
-  is first validated by the NumPy op's own checks on an ``ArraySpec`` of ``x``'s shape and
-  dtype (:func:`_structure_plan`, as ``_repeat_form`` does), so errors are ours, word for word,
-  raised at trace time; the jnp op then takes the validated statics (or the plan's indices:
-  flip, permute_dims, transpose, reshape and split apply the plan's own view/indices to the
-  traced array). ``pad``'s constant may be a traced scalar (differentiable in JAX whether
-  given by position or keyword: JAX's ``argnums`` decide what is differentiated; written
-  as a select over a border mask, as JAX 0.10 cannot transpose ``lax.pad`` in its padding
-  value); sum's and mean's result dtypes are ``jnp``'s (they follow NumPy's, within JAX's
-  x64 setting).
+- **Every other op is JAX's own ops, generically** (``stablerules.jax._generic``): the
+  concatenate family, the structure ops (flip, roll, permute_dims, transpose, reshape,
+  broadcast_to, sum, mean, split), getindex and the indexing ops run their family's forward
+  rule (``ENGINE_FACTS[name].forward``) over ``jnp`` under NumPy's names
+  (``_generic.JNP``); JAX differentiates, batches and shards them. In XLA a view (reverse,
+  transpose, reshape, slice), a concatenation, a broadcast, a reduction, a pad and a gather
+  are XLA's own ops, fused with their neighbours, and their transposes are XLA's too; a
+  custom call would add a copy (and a fusion barrier) to an op that moves no data or one
+  pass of it. Each call is first validated by the NumPy op's own checks on ``ArraySpec``s
+  (errors ours, word for word, raised at trace time). ``cat`` (its block-diagonal form as
+  pads along the other dims and one concatenation, which keep an input's sharding) and
+  ``pad`` are defined here: ``pad``'s constant may be a traced scalar (differentiable in JAX
+  whether given by position or keyword: JAX's ``argnums`` decide what is differentiated;
+  written as a select over a border mask, as JAX 0.10 cannot transpose ``lax.pad`` in its
+  padding value). sum's and mean's result dtypes are ``jnp``'s (they follow NumPy's, within
+  JAX's x64 setting).
 - ``Val`` is registered as a static pytree node (no leaves; the ``Val`` itself, hashable, is
   the node's auxiliary data), so it passes through ``jit`` as a constant.
 
@@ -117,8 +114,8 @@ validated repeat/tile call in Julia's form; the CPU kernel of a Julia-form nest,
 input-axis groups and whether its pullback accumulates) and ``kron.export_kron_kernels``
 (the forward and pullback kernels for two ranks and a real dtype, with their calling
 convention; ``kron.EXPORT_MAX_AXES`` says which ranks they serve). Validation uses the ops'
-public ``bind``/``plan`` (``stablerules.jax._ops``) and the plans' ``view``, ``indices``
-(split), ``interior``/``out_shape`` (pad) and ``axes``/``keepdims`` (sum, mean).
+``prepare`` (the NumPy op's checks on specs) and, for pad, the plan's
+``interior``/``out_shape``.
 """
 
 from __future__ import annotations

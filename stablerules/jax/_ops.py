@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias, cast
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -22,15 +22,11 @@ from .._codegen import SourceWriter
 from .._plan import Plan
 from .._rule import RuleOp
 from .._val import Val
-from .._views import ViewPlan
-from ..rules import broadcast as _broadcast_rules
 from ..rules import concatenate as _concatenate_rules
-from ..rules import flip as _flip_rules
-from ..rules import indexing as _indexing_rules
 from ..rules import kron as _kron_rules
 from ..rules import pad as _pad_rules
-from ..rules import permute as _permute_rules
 from ..rules import repeat as _repeat_rules
+from . import _signatures
 from ._adapter import (
     Array,
     Primitive,
@@ -86,7 +82,7 @@ def _wide_linear_jvp(linear: Callable[..., Array], primals: tuple[Array, ...], t
     return out, linear(*wide).astype(out.dtype)
 
 
-def _accumulating(linear: Callable[..., Array], *args: Array) -> Array:
+def accumulating(linear: Callable[..., Array], *args: Array) -> Array:
     """``linear(*args)``; for 16-bit arrays through :func:`_wide_linear`."""
     if _has_half(*args):
         return _wide_linear(linear, *args)
@@ -355,7 +351,7 @@ batching.primitive_batchers[repeat_pullback_p] = _repeat_pullback_batch
 
 def _repeat_call(op: str, x: object, *args: object) -> Array:
     with errors_named(op):
-        spec = _array_spec(x, "x")
+        spec = array_spec(x, "x")
     array = jnp.asarray(x)
     form = _repeat_form(op, spec.shape, spec.dtype, *args)
     result: Array = repeat_p.bind(jnp.reshape(array, form.shape), inner=form.inner, outer=form.outer)
@@ -596,7 +592,7 @@ def kron(a: Array, b: Array) -> Array:
     once; beyond the kernels' ranks, ``jnp.kron`` of float32 conversions, rounded once."""
     with errors_named("kron"):
         for operand, name in ((a, "a"), (b, "b")):
-            check_dtype(_array_spec(operand, name).dtype, name)
+            check_dtype(array_spec(operand, name).dtype, name)
     a_array, b_array = jnp.asarray(a), jnp.asarray(b)
     dtype = np.dtype(jnp.result_type(a_array, b_array))
     if dtype not in _KERNEL_DTYPES or max(a_array.ndim, b_array.ndim) > _kron_rules.EXPORT_MAX_AXES:
@@ -612,49 +608,13 @@ def kron(a: Array, b: Array) -> Array:
 # ---------------------------------------------------------------------------------------------
 
 
-def _spec(value: object) -> object:
+def sequence_spec(value: object) -> object:
     """What validation sees of an input: a ``jax.Array`` (or tracer) or NumPy array as an
     ``ArraySpec`` of its shape and dtype; a Python scalar as itself (weak, as NumPy's);
     anything else as itself, for the op's checks to name."""
     if isinstance(value, (jax.Array, np.ndarray, np.generic)):
         return ArraySpec(tuple(value.shape), _stand_in_dtype(np.dtype(value.dtype)))
     return value
-
-
-def _sequence_plan(op: RuleOp, arrays: object, *statics: object) -> Plan:
-    """Validate a call of a sequence-taking op (concatenate, stack, hstack, vstack) by the
-    NumPy op's own checks, on ``ArraySpec``s: its ``TypeError``/``ValueError`` (the op, the
-    argument and the shapes), before ``jnp`` sees the call."""
-    specs = [_spec(a) for a in arrays] if isinstance(arrays, (list, tuple)) else arrays
-    with errors_named(op.name):
-        return op.prepare((specs, *statics), {})
-
-
-def concatenate(arrays: Sequence[Array], axis: Val[int] | int | None = Val(0)) -> Array:
-    """``np.concatenate`` on JAX arrays (``axis``: ``Val(int)`` or ``None``), as ``jnp.concatenate``."""
-    plan = _sequence_plan(_concatenate_rules.concatenate, arrays, axis)
-    flat = getattr(plan, "flatten")
-    return jnp.concatenate([jnp.asarray(a) for a in arrays], axis=None if flat else getattr(plan, "forward_axis"))
-
-
-def stack(arrays: Sequence[Array], axis: Val[int] | int = Val(0)) -> Array:
-    """``np.stack`` on JAX arrays (``axis``: ``Val(int)``)."""
-    _sequence_plan(_concatenate_rules.stack, arrays, axis)
-    index = _static_value(axis)
-    assert isinstance(index, int)
-    return jnp.stack([jnp.asarray(a) for a in arrays], axis=index)
-
-
-def hstack(arrays: Sequence[Array]) -> Array:
-    """``np.hstack`` on JAX arrays."""
-    _sequence_plan(_concatenate_rules.hstack, arrays)
-    return jnp.hstack([jnp.asarray(a) for a in arrays])
-
-
-def vstack(arrays: Sequence[Array]) -> Array:
-    """``np.vstack`` on JAX arrays."""
-    _sequence_plan(_concatenate_rules.vstack, arrays)
-    return jnp.vstack([jnp.asarray(a) for a in arrays])
 
 
 def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]) -> Array:
@@ -668,7 +628,7 @@ def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]] | int | tu
     if not arrays:
         raise ValueError("cat: needs at least one array")
     with errors_named("cat"):
-        _concatenate_rules.cat.prepare(tuple(_spec(a) for a in arrays), {"dims": dims})
+        _concatenate_rules.cat.prepare(tuple(sequence_spec(a) for a in arrays), {"dims": dims})
     parts = [jnp.asarray(a) for a in arrays]
     ndim = max(max(p.ndim for p in parts), max(axes) + 1)
     parts = [jnp.reshape(p, p.shape + (1,) * (ndim - p.ndim)) for p in parts]
@@ -715,7 +675,7 @@ def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]] | int | tu
 # ---------------------------------------------------------------------------------------------
 
 
-def _array_spec(value: object, name: str) -> ArraySpec:
+def array_spec(value: object, name: str) -> ArraySpec:
     """An input array's shape and dtype (a tracer's too), or our ``TypeError`` naming the
     argument when ``jnp`` cannot read it as an array."""
     if not isinstance(value, (jax.Array, np.ndarray, np.generic)):
@@ -733,73 +693,7 @@ def _structure_plan(op: RuleOp, x: object, *args: object, **kwargs: object) -> P
     """Validate a call of ``op`` by its own checks, on an ``ArraySpec`` of ``x`` (no data),
     and return the plan: our ``TypeError``/``ValueError``, before XLA sees the op."""
     with errors_named(op.name):
-        return op.prepare((_array_spec(x, "x"), *args), kwargs)
-
-
-def _static_value(value: object) -> object:
-    return value.value if isinstance(value, Val) else value
-
-
-def _viewed(op: RuleOp, x: Array, *args: object) -> Array:
-    """A view op (flip, permute_dims, transpose, reshape): the plan's own view of ``x``,
-    which is indexing, ``transpose`` or ``reshape``, methods a ``jax.Array`` has too."""
-    plan = _structure_plan(op, x, *args)
-    assert isinstance(plan, ViewPlan)
-    result: Array = plan.view(jnp.asarray(x))  # type: ignore[arg-type, assignment]
-    return result
-
-
-def flip(x: Array, axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None) -> Array:
-    """``stablerules.flip`` (``np.flip``) on JAX arrays: XLA's reverse."""
-    return _viewed(_flip_rules.flip, x, axis)
-
-
-def roll(x: Array, shift: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...], axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None) -> Array:
-    """``stablerules.roll`` (``np.roll``) on JAX arrays, as ``jnp.roll`` (slices and a
-    concatenation in XLA)."""
-    _structure_plan(_flip_rules.roll, x, shift, axis)
-    return jnp.roll(jnp.asarray(x), _static_value(shift), _static_value(axis))  # type: ignore[arg-type]
-
-
-def permute_dims(x: Array, axes: Val[tuple[int, ...]] | tuple[int, ...]) -> Array:
-    """``stablerules.permute_dims`` (``np.permute_dims``) on JAX arrays: XLA's transpose."""
-    return _viewed(_permute_rules.permute_dims, x, axes)
-
-
-def transpose(x: Array, axes: Val[tuple[int, ...]] | tuple[int, ...] | None = None) -> Array:
-    """``stablerules.transpose`` (``np.transpose``) on JAX arrays: XLA's transpose."""
-    return _viewed(_permute_rules.transpose, x, axes)
-
-
-def reshape(x: Array, shape: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]) -> Array:
-    """``stablerules.reshape`` (``np.reshape``, C order) on JAX arrays: XLA's reshape."""
-    return _viewed(_permute_rules.reshape, x, shape)
-
-
-def broadcast_to(x: Array, shape: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]) -> Array:
-    """``stablerules.broadcast_to`` (``np.broadcast_to``) on JAX arrays: XLA's broadcast
-    (its transpose a reduction)."""
-    plan = _structure_plan(_broadcast_rules.broadcast_to, x, shape)
-    out_shape = getattr(plan, "out_shape")
-    return _accumulating(lambda v: jnp.broadcast_to(v, out_shape), jnp.asarray(x))
-
-
-def _reduction(op: RuleOp, reduce: Callable[..., Array], x: Array, axis: object, keepdims: object) -> Array:
-    plan = _structure_plan(op, x, axis, keepdims)
-    assert isinstance(plan, _broadcast_rules.SumPlan)
-    return reduce(jnp.asarray(x), axis=plan.axes, keepdims=plan.keepdims)
-
-
-def sum(  # noqa: A001 - NumPy's name, as stablerules.sum has it
-    x: Array, axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None, keepdims: Val[bool] | bool = Val(False)
-) -> Array:
-    """``stablerules.sum`` (``np.sum``) on JAX arrays: XLA's reduction."""
-    return _reduction(_broadcast_rules.sum, jnp.sum, x, axis, keepdims)
-
-
-def mean(x: Array, axis: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...] | None = None, keepdims: Val[bool] | bool = Val(False)) -> Array:
-    """``stablerules.mean`` (``np.mean``) on JAX arrays: XLA's reduction, scaled."""
-    return _reduction(_broadcast_rules.mean, jnp.mean, x, axis, keepdims)
+        return op.prepare((array_spec(x, "x"), *args), kwargs)
 
 
 def pad(
@@ -830,91 +724,27 @@ def pad(
         return jnp.where(border, constant, jax.lax.pad(v, jnp.zeros((), v.dtype), widths))
 
     # The constant's gradient sums the border: in float32 for the 16-bit formats.
-    return _accumulating(padded, array, jnp.asarray(constant_values).astype(array.dtype))
+    return accumulating(padded, array, jnp.asarray(constant_values).astype(array.dtype))
 
 
-def split(
-    x: Array, indices_or_sections: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...], axis: Val[int] | int = Val(0)
-) -> tuple[Array, ...]:
-    """``stablerules.split`` (``np.split``) on JAX arrays: a tuple of XLA slices, cut where
-    the NumPy op cuts (the plan's indices)."""
-    plan = _structure_plan(_pad_rules.split, x, indices_or_sections, axis)
-    assert isinstance(plan, _pad_rules.SplitPlan)
-    array = jnp.asarray(x)
-    return tuple(array[index] for index in plan.indices)
+# --- the indexing family: specs as NumPy reads its arguments (``_generic`` runs the ops) -----
 
 
-# --- the indexing family ------------------------------------------------------------------------
-# XLA's own gather and scatter-add (jnp.take, jnp.take_along_axis, .at[].add), validated by our
-# plans on ArraySpecs: JAX's gather transposes to a scatter-add that XLA runs deterministically
-# on the CPU, and an FFI kernel for it would not run under vmap or on sharded inputs without
-# more work. Indices known on the host (NumPy arrays, concrete jax arrays) are range-checked
-# as our ops check them (an IndexError naming the index); traced indices cannot be: negative
-# ones wrap, and one out of range gives JAX's fill (NaN for a gather, a dropped update for
-# index_add), JAX's own modes "fill" and "drop".
-
-
-_Input: TypeAlias = "Array | np.ndarray[tuple[int, ...], np.dtype[np.generic]]"
-"""A JAX array, or a NumPy one (data known on the host: indices are range-checked)."""
-
-
-def _indexing_spec(value: object) -> ArraySpec:
+def indexing_spec(value: object) -> ArraySpec:
     array = value if isinstance(value, (jax.Array, np.ndarray)) else np.asarray(value)
     return ArraySpec(tuple(array.shape), _stand_in_dtype(np.dtype(array.dtype)))
 
 
-def _indexing_plan(op: RuleOp, arrays: tuple[object, ...], *statics: object, **kwargs: object) -> Plan:
-    """Our checks on specs of the arrays (no data), then the range check where the indices
-    are known."""
-    values: dict[int, object] | None = {1: np.asarray(arrays[1])} if len(arrays) > 1 and not isinstance(arrays[1], jax.core.Tracer) else None
-    return op.prepare((*(_indexing_spec(a) for a in arrays), *statics), kwargs, values)
+DEFINED: dict[str, Callable[..., object]] = {
+    "repeat": repeat,
+    "tile": tile,
+    "kron": kron,
+    "pad": pad,
+}
+"""The ops this adapter defines itself (the module docstring of ``_generic`` says why each);
+every other op is ``_generic``'s, from its family's forward rule."""
 
-
-def getindex(x: _Input, index: object) -> Array:
-    """``stablerules.getindex`` (``x[index]`` for ``sr.ix[...]``) on JAX arrays: XLA's slice."""
-    plan = _structure_plan(_indexing_rules.getindex, x, index)
-    assert isinstance(plan, _indexing_rules.GetindexPlan)
-    result: Array = jnp.asarray(x)[plan.view_index]
-    return result
-
-
-def take(
-    x: _Input,
-    indices: _Input,
-    axis: Val[int] | int | None = None,
-    *,
-    unique: Val[bool] | bool = Val(False),
-    sorted: Val[bool] | bool = Val(False),  # noqa: A002 - the op's name for it
-    deterministic: Val[bool] | bool = Val(True),
-) -> Array:
-    """``stablerules.take`` (``np.take``) on JAX arrays: XLA's gather (its transpose a scatter-add)."""
-    plan = _indexing_plan(_indexing_rules.take, (x, indices), axis, unique=unique, sorted=sorted, deterministic=deterministic)
-    assert isinstance(plan, _indexing_rules.TakePlan)
-    axis_ = plan.axis
-    return _accumulating(lambda v, i: jnp.take(v, i, axis=axis_, mode="fill"), jnp.asarray(x), jnp.asarray(indices))
-
-
-def take_along_axis(x: _Input, indices: _Input, axis: Val[int] | int | None) -> Array:
-    """``stablerules.take_along_axis`` on JAX arrays: XLA's gather."""
-    plan = _indexing_plan(_indexing_rules.take_along_axis, (x, indices), axis)
-    assert isinstance(plan, _indexing_rules.TakeAlongAxisPlan)
-    array = jnp.asarray(x)
-    if plan.axis is None:
-        array = jnp.reshape(array, (-1,))
-    index = jnp.asarray(indices)
-    index = jnp.where(index < 0, index + plan.n, index)
-    axis_ = 0 if plan.axis is None else plan.axis
-    return _accumulating(lambda v, i: jnp.take_along_axis(v, i, axis=axis_, mode="fill"), array, index)
-
-
-def index_add(x: _Input, indices: _Input, values: _Input | complex, axis: Val[int] | int = Val(0)) -> Array:
-    """``stablerules.index_add`` on JAX arrays: ``x.at[..., indices, ...].add(values)``, XLA's
-    scatter-add."""
-    plan = _indexing_plan(_indexing_rules.index_add, (x, indices, values), axis)
-    assert isinstance(plan, _indexing_rules.IndexAddPlan)
-    where = (slice(None),) * plan.axis + (jnp.asarray(indices),)
-    array = jnp.asarray(x)
-    update = jnp.asarray(values).astype(array.dtype)
-    if is_half(np.dtype(array.dtype)):  # the scatter-add in float32 (values cast to x's dtype first), rounded once
-        return array.astype(_FLOAT32).at[where].add(update.astype(_FLOAT32), mode="drop").astype(array.dtype)
-    return array.at[where].add(update, mode="drop")
+# mypy checks each of them against its op's Protocol (the generated call signatures).
+_TYPED: tuple[
+    _signatures.Repeat, _signatures.Tile, _signatures.Kron, _signatures.Cat, _signatures.Pad
+] = (repeat, tile, kron, cat, pad)

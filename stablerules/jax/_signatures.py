@@ -193,7 +193,7 @@ class Getindex(Protocol):
 
     def __call__(
         self,
-        x: jax.Array,
+        x: jax.Array | npt.NDArray[Any],
         index: StaticIndex[Slices] | StaticIndex[Basic] | tuple[object, ...] | slice[int | None, int | None, int | None] | int,
     ) -> jax.Array: ...
 
@@ -203,7 +203,7 @@ class Take(Protocol):
 
     def __call__(
         self,
-        x: jax.Array,
+        x: jax.Array | npt.NDArray[Any],
         indices: jax.Array | npt.NDArray[np.integer[Any]],
         axis: Val[int] | int | None = ...,
         *,
@@ -218,7 +218,7 @@ class TakeAlongAxis(Protocol):
 
     def __call__(
         self,
-        x: jax.Array,
+        x: jax.Array | npt.NDArray[Any],
         indices: jax.Array | npt.NDArray[np.integer[Any]],
         axis: Val[int] | int | None,
     ) -> jax.Array: ...
@@ -230,16 +230,16 @@ class IndexAdd(Protocol):
     @overload
     def __call__(
         self,
-        x: jax.Array,
+        x: jax.Array | npt.NDArray[Any],
         indices: jax.Array | npt.NDArray[np.integer[Any]],
-        values: jax.Array,
+        values: jax.Array | npt.NDArray[Any],
         axis: Val[int] | int = ...,
     ) -> jax.Array: ...
 
     @overload
     def __call__(
         self,
-        x: jax.Array,
+        x: jax.Array | npt.NDArray[Any],
         indices: jax.Array | npt.NDArray[np.integer[Any]],
         values: bool | int | float | complex,
         axis: Val[int] | int = ...,

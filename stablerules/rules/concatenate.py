@@ -703,8 +703,9 @@ def _forward_vstack(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple
 
 def _forward_cat(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
     """Julia's ``cat``: one dim concatenates (trailing axes of 1 added as needed), several
-    place the arrays block-diagonally (each padded with zeros to the result's extents, the
-    blocks added)."""
+    place the arrays block-diagonally: each padded with zeros along the other dims to its
+    block's place, then all concatenated along the first dim. Exact: values are moved, never
+    added to a zero (a ``-0.0`` stays one)."""
     arrays = xp.promoted(arrays)
     dims = _facts.counts(call.static("dims"))
     shapes = [xp.shape(a) for a in arrays]
@@ -713,21 +714,18 @@ def _forward_cat(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A
     if len(dims) == 1:
         return (xp.concatenate(padded, dims[0]),)
     shapes = [xp.shape(p) for p in padded]
-    shape = list(shapes[0])
-    for dim in dims:
-        shape[dim] = sum(int(s[dim]) for s in shapes)
-    offsets = [0] * ndim
-    total: _A | None = None
+    totals = {dim: sum(int(s[dim]) for s in shapes) for dim in dims[1:]}
+    offsets = dict.fromkeys(dims[1:], 0)
+    blocks: list[_A] = []
     for part, part_shape in zip(padded, shapes):
         widths = tuple(
-            (offsets[dim], shape[dim] - offsets[dim] - int(part_shape[dim])) if dim in dims else (0, 0) for dim in range(ndim)
+            (offsets[dim], totals[dim] - offsets[dim] - int(part_shape[dim])) if dim in offsets else (0, 0)
+            for dim in range(ndim)
         )
-        block = xp.pad(part, widths, 0)
-        total = block if total is None else xp.add(total, block)
-        for dim in dims:
+        blocks.append(xp.pad(part, widths, 0) if any(any(pair) for pair in widths) else part)
+        for dim in offsets:
             offsets[dim] += int(part_shape[dim])
-    assert total is not None
-    return (total,)
+    return (xp.concatenate(blocks, dims[0]),)
 
 
 def _joined(join: Callable[[tuple[_A, ...], int], _A], promoted: Callable[[tuple[_A, ...]], tuple[_A, ...]], axis: int) -> Callable[[tuple[_A, ...]], tuple[_A, ...]]:

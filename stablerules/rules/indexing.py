@@ -2433,8 +2433,6 @@ def _forward_take(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_
 
 
 def _forward_take_along_axis(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
-    """NumPy's ``take_along_axis``, whose other axes broadcast: each operand broadcast only
-    where the extents differ, then gathered."""
     x, indices = arrays
     axis = _facts.value(call.static("axis"))
     if axis is None:
@@ -2442,22 +2440,13 @@ def _forward_take_along_axis(xp: _facts.Namespace[_A], call: _facts.OpCall, arra
         a = 0
     else:
         a = _wrap_axis(cast("int", axis), len(xp.shape(x)))
-    x_shape, original = list(xp.shape(x)), xp.shape(x)
-    wrapped = xp.wrapped(call, indices, int(x_shape[a]), a if axis is not None else None)
-    i_shape, i_original = list(xp.shape(wrapped)), xp.shape(wrapped)
-    for d in range(len(x_shape)):
-        if d != a and x_shape[d] != i_shape[d]:
-            x_shape[d] = i_shape[d] = max(x_shape[d], i_shape[d])
-    if x_shape != list(original):
-        x = xp.broadcast_to(x, x_shape[:a] + [-1] + x_shape[a + 1 :])
-    if i_shape != list(i_original):
-        wrapped = xp.broadcast_to(wrapped, i_shape[:a] + [-1] + i_shape[a + 1 :])
+    wrapped = xp.wrapped(call, indices, int(xp.shape(x)[a]), a if axis is not None else None)
     return (xp.gather(x, wrapped, a),)
 
 
 def _forward_index_add(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
-    """``x`` plus ``values`` at the indices, in NumPy's result dtype of the two; ``values``
-    broadcast to ``x``'s shape with the axis replaced (the core's rule)."""
+    """``x`` plus ``values`` at the indices, in ``x``'s dtype (NumPy's, as the core's result);
+    ``values`` broadcast to ``x``'s shape with the axis replaced (the core's rule)."""
     x, indices, values = arrays
     shape = xp.shape(x)
     a = _wrap_axis(cast("int", _facts.value(call.static("axis", Val(0)))), len(shape))
@@ -2465,7 +2454,6 @@ def _forward_index_add(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tu
     target = (*shape[:a], xp.shape(wrapped)[0], *shape[a + 1 :])
     if tuple(xp.shape(values)) != target:
         values = xp.broadcast_to(values, target)
-    x, values = xp.promoted((x, values))
     return (xp.index_add(x, wrapped, values, a),)
 
 

@@ -303,10 +303,21 @@ class TorchNamespace:
         return x.index_select(axis, indices)
 
     def gather(self, x: torch.Tensor, indices: torch.Tensor, axis: int) -> torch.Tensor:
+        """``torch.gather``, which does not broadcast (and ``torch.take_along_dim``'s
+        broadcasting specializes symbolic sizes): each operand expanded only where the extents
+        differ."""
+        x_shape, i_shape = list(x.shape), list(indices.shape)
+        for d in range(x.ndim):
+            if d != axis and x_shape[d] != i_shape[d]:
+                x_shape[d] = i_shape[d] = max(x_shape[d], i_shape[d])
+        if x_shape != list(x.shape):
+            x = x.expand(x_shape[:axis] + [-1] + x_shape[axis + 1 :])
+        if i_shape != list(indices.shape):
+            indices = indices.expand(i_shape[:axis] + [-1] + i_shape[axis + 1 :])
         return torch.gather(x, axis, indices)
 
     def index_add(self, x: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, axis: int) -> torch.Tensor:
-        return torch.index_add(x, axis, indices, values)
+        return torch.index_add(x, axis, indices, values.to(x.dtype))
 
 
 class _EagerNamespace(TorchNamespace):

@@ -1042,7 +1042,7 @@ def jax_call_errors(rand: Callable[..., Any]) -> list[tuple[Callable[[], Any], t
 
     return [
         (
-            lambda: srj.repeat({}, Val(2)),  # type: ignore[arg-type]
+            lambda: srj.repeat({}, Val(2)),  # type: ignore[call-overload]
             TypeError,
             "repeat: argument 'x' must be an array (a jax.Array, or what jnp.asarray reads as one), got dict",
         ),
