@@ -5,7 +5,7 @@ taking and returning ``jax.Array``s, inside ``jit``, ``grad``, ``vjp``, ``jvp``,
 any order. On the CPU, repeat, tile and kron run our compiled kernels inside XLA through its
 FFI; every other op is XLA's own ops (its family's forward rule over ``jnp``), validated by
 ours. Only re-exports: the implementation (and its decisions) is ``stablerules.jax._adapter``
-(the ops: ``stablerules.jax._ops`` for the kernel ops, cat and pad; ``_generic`` for the rest).
+(the ops: ``stablerules.jax._ops`` for the kernel ops; ``_generic`` for the rest).
 """
 
 from __future__ import annotations

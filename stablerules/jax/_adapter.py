@@ -87,20 +87,19 @@ Decisions:
   (a per-dtype choice, documented, not a fallback taken at run time).
 - **Every other op is JAX's own ops, generically** (``stablerules.jax._generic``): the
   concatenate family, the structure ops (flip, roll, permute_dims, transpose, reshape,
-  broadcast_to, sum, mean, split), getindex and the indexing ops run their family's forward
+  broadcast_to, sum, mean, pad, split), getindex and the indexing ops run their family's forward
   rule (``ENGINE_FACTS[name].forward``) over ``jnp`` under NumPy's names
   (``_generic.JNP``); JAX differentiates, batches and shards them. In XLA a view (reverse,
   transpose, reshape, slice), a concatenation, a broadcast, a reduction, a pad and a gather
   are XLA's own ops, fused with their neighbours, and their transposes are XLA's too; a
   custom call would add a copy (and a fusion barrier) to an op that moves no data or one
   pass of it. Each call is first validated by the NumPy op's own checks on ``ArraySpec``s
-  (errors ours, word for word, raised at trace time). ``cat`` (its block-diagonal form as
-  pads along the other dims and one concatenation, which keep an input's sharding) and
-  ``pad`` are defined here: ``pad``'s constant may be a traced scalar (differentiable in JAX
-  whether given by position or keyword: JAX's ``argnums`` decide what is differentiated;
-  written as a select over a border mask, as JAX 0.10 cannot transpose ``lax.pad`` in its
-  padding value). sum's and mean's result dtypes are ``jnp``'s (they follow NumPy's, within
-  JAX's x64 setting).
+  (errors ours, word for word, raised at trace time). ``cat``'s block-diagonal form is pads
+  along the other dims and one concatenation (which keep an input's sharding); ``pad``'s
+  constant may be a traced scalar (differentiable in JAX whether given by position or
+  keyword: JAX's ``argnums`` decide what is differentiated; written as a select over a
+  border mask, as JAX 0.10 cannot transpose ``lax.pad`` in its padding value). sum's and
+  mean's result dtypes are ``jnp``'s (they follow NumPy's, within JAX's x64 setting).
 - ``Val`` is registered as a static pytree node (no leaves; the ``Val`` itself, hashable, is
   the node's auxiliary data), so it passes through ``jit`` as a constant.
 

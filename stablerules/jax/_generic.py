@@ -6,9 +6,9 @@ JAX's own autodiff of those ``jnp`` ops, which XLA fuses and shards.
 
 A new op composed of the ``Namespace`` functions therefore costs the JAX adapter nothing.
 The adapter defines an op itself (``_ops.DEFINED``) only where JAX needs more than its own
-ops: our kernels as primitives (repeat, tile, kron), JAX's modes for traced indices and a
-float32 scatter for 16-bit floats (take_along_axis, index_add), a traced constant (pad), and
-a block placement that explicitly sharded inputs accept (cat).
+ops: our kernels as primitives (repeat, tile, kron). What JAX needs beyond NumPy's semantics
+is in :class:`JaxNamespace` (float32 accumulation of 16-bit floats in the transposes that add,
+JAX's modes for traced indices, pad's traced constant), for every op that uses it.
 
 Decisions where the spec is silent:
 - Validation sees what the hand-written ops saw: an array argument as an ``ArraySpec`` of its
@@ -21,6 +21,9 @@ Decisions where the spec is silent:
   own ops give them.
 - The function's binding errors are Python's own: each op is a real function with its
   schema's parameters (``flip() missing 1 required positional argument: 'x'``).
+- An affine op's constant (pad's ``constant_values``) is a static when given as a Python
+  scalar and an array (differentiable, perhaps traced) when given as one: the family's
+  forward reads it from its arrays then, as torch's never passes it.
 """
 
 from __future__ import annotations
@@ -126,7 +129,20 @@ class JaxNamespace:
         return a + b
 
     def pad(self, x: Array, widths: tuple[tuple[int, int], ...], value: object) -> Array:
-        return jnp.pad(x, widths, constant_values=cast("complex", value))
+        """XLA's pad. An array constant, perhaps traced: XLA's pad of ``x`` by zero, the border
+        set by a (constant-folded) mask; not ``lax.pad``'s own padding value, as JAX 0.10's
+        transpose of ``lax.pad`` with respect to its padding value fails (``reduce_sum`` of
+        ``None``), so ``grad`` by the constant would. The constant's gradient sums the border:
+        in float32 for the 16-bit formats."""
+        if not isinstance(value, jax.Array):
+            return jnp.pad(x, widths, constant_values=cast("complex", value))
+        lax_widths = [(before, after, 0) for before, after in widths]
+        border = np.pad(np.zeros(x.shape, bool), widths, constant_values=True)  # a constant
+
+        def padded(v: Array, constant: Array) -> Array:
+            return jnp.where(border, constant, jax.lax.pad(v, jnp.zeros((), v.dtype), lax_widths))
+
+        return accumulating(padded, x, value.astype(x.dtype))
 
     def copy(self, x: Array) -> Array:
         return jnp.array(x, copy=True)
@@ -218,6 +234,8 @@ class _Generic:
                 arrays.extend(jnp.asarray(item) for item in cast("Sequence[object]", value))
             elif param.role == "data" and isinstance(value, np.ndarray):
                 arrays.append(cast("Array", value))  # host indices stay on the host until the gather
+            elif param.role == "value" and not isinstance(value, (jax.Array, np.ndarray)):
+                statics[param.name] = value  # an affine op's constant given as a Python scalar
             else:
                 arrays.append(jnp.asarray(value))
         outputs = self.forward(JNP, JaxCall(self.name, statics), tuple(arrays))
@@ -236,6 +254,8 @@ class _Generic:
                     args.extend(cast("list[object]", specs))
                     continue
                 spec = specs
+            elif param.role == "value":  # an array constant by its shape and dtype, a scalar as itself
+                spec = array_spec(value, param.name) if isinstance(value, (jax.Array, np.ndarray)) else value
             elif param.role != "static":
                 spec = indexing_spec(value) if self.data else array_spec(value, param.name)
             if param.keyword_only:

@@ -1,6 +1,7 @@
-"""The ops of ``stablerules.jax``: each op's JAX definition (the kernel-backed ones as
-primitives, the rest in ``jnp``), validated by the NumPy op's own checks. The design and its
-decisions are ``stablerules.jax._adapter``'s docstring.
+"""The ops ``stablerules.jax`` defines itself (:data:`DEFINED`): repeat, tile and kron, as
+primitives over our kernels, validated by the NumPy op's own checks; and what validation sees
+of an argument. Every other op is ``_generic``'s. The design and its decisions are
+``stablerules.jax._adapter``'s docstring.
 """
 
 from __future__ import annotations
@@ -20,11 +21,8 @@ from .._half import is_half
 from .._key import KernelSource, ShapeSignature
 from .._codegen import SourceWriter
 from .._plan import Plan
-from .._rule import RuleOp
 from .._val import Val
-from ..rules import concatenate as _concatenate_rules
 from ..rules import kron as _kron_rules
-from ..rules import pad as _pad_rules
 from ..rules import repeat as _repeat_rules
 from . import _signatures
 from ._adapter import (
@@ -604,75 +602,17 @@ def kron(a: Array, b: Array) -> Array:
 
 
 # ---------------------------------------------------------------------------------------------
-# The concatenate family, in jnp (module docstring)
+# What validation sees of an argument (here and in ``_generic``)
 # ---------------------------------------------------------------------------------------------
 
 
 def sequence_spec(value: object) -> object:
-    """What validation sees of an input: a ``jax.Array`` (or tracer) or NumPy array as an
-    ``ArraySpec`` of its shape and dtype; a Python scalar as itself (weak, as NumPy's);
-    anything else as itself, for the op's checks to name."""
+    """An element of a sequence (or of ``cat``'s arrays): a ``jax.Array`` (or tracer) or
+    NumPy array as an ``ArraySpec`` of its shape and dtype; a Python scalar as itself (weak,
+    as NumPy's); anything else as itself, for the op's checks to name."""
     if isinstance(value, (jax.Array, np.ndarray, np.generic)):
         return ArraySpec(tuple(value.shape), _stand_in_dtype(np.dtype(value.dtype)))
     return value
-
-
-def cat(*arrays: Array | float, dims: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...]) -> Array:
-    """Julia's ``cat`` with 0-based axes on JAX arrays: ``dims=Val(k)`` concatenates along
-    ``k`` (inputs padded with trailing size-1 axes when ``k >= ndim``); ``dims=Val((i, j))``
-    places the inputs block-diagonally, zeros elsewhere. Scalars count as 0-d arrays."""
-    if not isinstance(dims, Val):
-        raise TypeError(f"cat: dims must be Val(int) or Val(tuple), got {type(dims).__name__}")
-    value = dims.value
-    axes = (value,) if isinstance(value, int) else tuple(value)
-    if not arrays:
-        raise ValueError("cat: needs at least one array")
-    with errors_named("cat"):
-        _concatenate_rules.cat.prepare(tuple(sequence_spec(a) for a in arrays), {"dims": dims})
-    parts = [jnp.asarray(a) for a in arrays]
-    ndim = max(max(p.ndim for p in parts), max(axes) + 1)
-    parts = [jnp.reshape(p, p.shape + (1,) * (ndim - p.ndim)) for p in parts]
-    dtype = jnp.result_type(*parts)
-    if len(axes) == 1:
-        return jnp.concatenate([p.astype(dtype) for p in parts], axis=axes[0])
-    shape = []
-    for axis in range(ndim):
-        if axis in axes:
-            shape.append(builtins.sum(p.shape[axis] for p in parts))  # this module defines sum
-            continue
-        extents = {p.shape[axis] for p in parts}
-        if len(extents) != 1:
-            raise ValueError(
-                f"cat: the inputs' shapes {[tuple(p.shape) for p in parts]} differ along axis {axis}, "
-                f"which is not in dims={value}"
-            )
-        shape.append(extents.pop())
-    # Each input padded with zeros to the result's extent (XLA's pad: exact, and sharded as
-    # the input is along the axes it leaves alone), its block selected by a constant mask:
-    # a zeros array updated in place would be replicated, which JAX refuses to combine
-    # with an input sharded over a mesh with explicit axes.
-    out: Array | None = None
-    offsets = [0] * ndim
-    for p in parts:
-        widths = [
-            (offsets[axis], shape[axis] - offsets[axis] - p.shape[axis], 0) if axis in axes else (0, 0, 0)
-            for axis in range(ndim)
-        ]
-        padded = jax.lax.pad(p.astype(dtype), jnp.zeros((), dtype), widths)
-        if out is None:
-            out = padded
-        else:
-            block = jax.lax.pad(np.ones(p.shape, bool), np.zeros((), bool), widths)
-            out = jnp.where(block, padded, out)
-        for axis in axes:
-            offsets[axis] += p.shape[axis]
-    assert out is not None
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# The structure ops, in jnp (module docstring)
-# ---------------------------------------------------------------------------------------------
 
 
 def array_spec(value: object, name: str) -> ArraySpec:
@@ -689,48 +629,8 @@ def array_spec(value: object, name: str) -> ArraySpec:
     return ArraySpec(tuple(getattr(value, "shape")), _stand_in_dtype(np.dtype(getattr(value, "dtype"))))
 
 
-def _structure_plan(op: RuleOp, x: object, *args: object, **kwargs: object) -> Plan:
-    """Validate a call of ``op`` by its own checks, on an ``ArraySpec`` of ``x`` (no data),
-    and return the plan: our ``TypeError``/``ValueError``, before XLA sees the op."""
-    with errors_named(op.name):
-        return op.prepare((array_spec(x, "x"), *args), kwargs)
-
-
-def pad(
-    x: Array,
-    pad_width: Val[int] | Val[tuple[int, ...]] | int | tuple[int, ...],
-    constant_values: bool | int | float | complex | Array = 0,
-) -> Array:
-    """``stablerules.pad`` (``np.pad``, constant mode) on JAX arrays: XLA's pad. The constant
-    may be a (traced) scalar array; it is then differentiable."""
-    stand_in: object = constant_values
-    if isinstance(constant_values, (jax.Array, np.ndarray)):  # a tracer too: checked by shape and dtype
-        stand_in = ArraySpec(tuple(constant_values.shape), _stand_in_dtype(np.dtype(constant_values.dtype)))
-    plan = _structure_plan(_pad_rules.pad, x, pad_width, stand_in)
-    assert isinstance(plan, _pad_rules.PadPlan)
-    array = jnp.asarray(x)
-    if array.ndim == 0:
-        return array
-    pairs = [(index.start, extent - index.stop) for index, extent in zip(plan.interior, plan.out_shape)]  # type: ignore[union-attr]
-    if not isinstance(stand_in, ArraySpec):
-        return jnp.pad(array, pairs, constant_values=constant_values)
-    # An array constant, perhaps traced: XLA's pad of x by zero, the border set by a (constant-
-    # folded) mask. Not lax.pad's own padding value: JAX 0.10's transpose of lax.pad with
-    # respect to its padding value fails (reduce_sum of None), so grad by the constant would.
-    widths = [(before, after, 0) for before, after in pairs]
-    border = np.pad(np.zeros(array.shape, bool), pairs, constant_values=True)  # a constant
-
-    def padded(v: Array, constant: Array) -> Array:
-        return jnp.where(border, constant, jax.lax.pad(v, jnp.zeros((), v.dtype), widths))
-
-    # The constant's gradient sums the border: in float32 for the 16-bit formats.
-    return accumulating(padded, array, jnp.asarray(constant_values).astype(array.dtype))
-
-
-# --- the indexing family: specs as NumPy reads its arguments (``_generic`` runs the ops) -----
-
-
 def indexing_spec(value: object) -> ArraySpec:
+    """An array of an op with integer data, read as NumPy reads it (``np.asarray``)."""
     array = value if isinstance(value, (jax.Array, np.ndarray)) else np.asarray(value)
     return ArraySpec(tuple(array.shape), _stand_in_dtype(np.dtype(array.dtype)))
 
@@ -739,12 +639,9 @@ DEFINED: dict[str, Callable[..., object]] = {
     "repeat": repeat,
     "tile": tile,
     "kron": kron,
-    "pad": pad,
 }
 """The ops this adapter defines itself (the module docstring of ``_generic`` says why each);
 every other op is ``_generic``'s, from its family's forward rule."""
 
 # mypy checks each of them against its op's Protocol (the generated call signatures).
-_TYPED: tuple[
-    _signatures.Repeat, _signatures.Tile, _signatures.Kron, _signatures.Cat, _signatures.Pad
-] = (repeat, tile, kron, cat, pad)
+_TYPED: tuple[_signatures.Repeat, _signatures.Tile, _signatures.Kron] = (repeat, tile, kron)

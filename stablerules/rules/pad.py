@@ -445,7 +445,9 @@ def _batch_pad(
 
 
 def _forward_pad(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
-    (x,) = arrays
+    """``np.pad`` in constant mode; the constant a static scalar, or (where the engine takes
+    one, as JAX does) an array after ``x``."""
+    x = arrays[0]
     ndim = len(xp.shape(x))
     flat = _facts.counts(call.static("pad_width"))
     if len(flat) == 1:  # one width for every side of every axis (the core's rule)
@@ -455,7 +457,7 @@ def _forward_pad(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A
     if not any(flat):
         return (xp.copy(x),)
     widths = tuple((flat[2 * axis], flat[2 * axis + 1]) for axis in range(ndim))
-    return (xp.pad(x, widths, call.static("constant_values", 0)),)
+    return (xp.pad(x, widths, arrays[1] if len(arrays) > 1 else call.static("constant_values", 0)),)
 
 
 def _forward_split(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
