@@ -48,7 +48,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from stablerules._facts import EngineFacts, OpCall, Revalidate, Shapes, TorchFacts
+from stablerules._facts import EngineFacts, OpCall, Shapes, TorchFacts
 from stablerules._schema import OPS
 
 if TYPE_CHECKING:
