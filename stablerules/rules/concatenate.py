@@ -728,7 +728,11 @@ def _forward_cat(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A
     return (xp.concatenate(blocks, dims[0]),)
 
 
-def _joined(join: Callable[[tuple[_A, ...], int], _A], promoted: Callable[[tuple[_A, ...]], tuple[_A, ...]], axis: int) -> Callable[[tuple[_A, ...]], tuple[_A, ...]]:
+def _joined(
+    xp: _facts.Namespace[_A], join: Callable[[tuple[_A, ...], int], _A], axis: int
+) -> Callable[[tuple[_A, ...]], tuple[_A, ...]]:
+    promoted = xp.promoted
+
     def run(arrays: tuple[_A, ...]) -> tuple[_A, ...]:
         return (join(promoted(arrays), axis),)
 
@@ -740,14 +744,14 @@ def _prepared_concatenate(
 ) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
     """A DenseNet block's concatenation with its axis read once."""
     axis = _facts.value(call.static("axis", Val(0)))
-    return _joined(xp.concatenate, xp.promoted, axis) if type(axis) is int else None
+    return _joined(xp, xp.concatenate, axis) if type(axis) is int else None
 
 
 def _prepared_stack(
     xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]
 ) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
     axis = _facts.value(call.static("axis", Val(0)))
-    return _joined(xp.stack, xp.promoted, axis) if type(axis) is int else None
+    return _joined(xp, xp.stack, axis) if type(axis) is int else None
 
 
 _FORWARDS: dict[str, tuple[str, _facts.ForwardRule, _facts.PreparedRule | None]] = {
