@@ -155,7 +155,7 @@ def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
     )
     for name in sra.__all__:
         function = getattr(sra, name)
-        assert function.__module__ == "stablerules.autograd._ops" and function.__name__ == name
+        assert function.__module__ == "stablerules.autograd._public" and function.__name__ == name
 
 
 def test_every_op_of_stablerules_is_adapted() -> None:

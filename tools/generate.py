@@ -11,11 +11,11 @@ Written from ``stablerules/_schema.py``:
 - ``stablerules/_public.py``: the ops' and rules' type-checking imports, the lazy-import table
   and the generated part of ``__all__``, star-imported by ``stablerules/__init__.py``;
 - ``stablerules/{torch,jax,autograd}/_signatures.py``: each op's call signature in that adapter;
-- the adapters' public ops and their ``__all__``, each a whole generated file that the
-  adapter's ``__init__.py`` star-imports: ``autograd/_ops.py`` (the ``adapt`` lines),
-  ``torch/_public.py`` (a ``TorchOp`` over each entry of ``torch/_ops.py``'s ``ENTRIES``,
-  read from the schema row and the family's engine facts), ``jax/_public.py`` (each op's
-  definition in ``jax/_generic.py``'s ``DEFINITIONS``).
+- the adapters' public ops and their ``__all__``, each a whole generated ``_public.py`` that
+  the adapter's ``__init__.py`` star-imports: each op the adapter's ``DEFINITIONS`` entry
+  (``torch/_ops.py``, ``jax/_generic.py``, ``autograd/_adapter.py``). The engines are the
+  packages with an ``_adapter_types.py`` (their types, as data), so a new engine adds nothing
+  here.
 
 Why ``.pyi`` stubs: the overloads exist for the type checkers only, so they live in stub
 modules that nothing imports at run time (``import stablerules`` never reads them), beside the
@@ -1061,7 +1061,9 @@ def write_root_public() -> str:
 
 @dataclass(frozen=True)
 class AdapterTypes:
-    """How one adapter spells each role's type."""
+    """How one adapter spells each role's type, read from its package's ``_adapter_types.py``
+    (:func:`adapters`), and which of its modules holds its ops (``DEFINITIONS``, a dict by
+    op name that its generated ``_public.py`` types with each op's Protocol)."""
 
     package: str
     imports: tuple[str, ...]
@@ -1073,40 +1075,22 @@ class AdapterTypes:
     scalar_operands: bool = False  # kron takes a Python scalar for either factor
     scalar_values: bool = True  # index_add takes a Python number as ``values``
     host_array: str | None = None  # the indexing family's arrays (None: ``array``): data known on the host
+    definitions: str = "_ops"  # the module of the package that holds ``DEFINITIONS``
 
 
-ADAPTERS = (
-    AdapterTypes(
-        "torch",
-        ("import numpy as np", "import numpy.typing as npt", "import torch"),
-        "torch.Tensor",
-        "torch.Tensor | npt.NDArray[np.integer[Any]] | Sequence[int]",
-        None,
-        "bool | int | float | complex",
-        "torch.Tensor",
-        scalar_operands=True,
-        scalar_values=False,
-    ),
-    AdapterTypes(
-        "jax",
-        ("import jax", "import numpy as np", "import numpy.typing as npt"),
-        "jax.Array",
-        "jax.Array | npt.NDArray[np.integer[Any]]",
-        None,
-        "bool | int | float | complex | jax.Array",
-        "jax.Array | float",
-        host_array="jax.Array | npt.NDArray[Any]",
-    ),
-    AdapterTypes(
-        "autograd",
-        ("import numpy as np", "import numpy.typing as npt"),
-        "npt.NDArray[Any]",
-        "npt.NDArray[np.integer[Any]] | Sequence[int]",
-        "npt.NDArray[np.integer[Any]] | Sequence[int]",
-        "bool | int | float | complex | npt.NDArray[Any]",
-        "npt.NDArray[Any] | float",
-    ),
-)
+def adapters() -> tuple[AdapterTypes, ...]:
+    """Every engine package (a folder of ``stablerules`` with an ``_adapter_types.py``), its
+    types read from that file's constants (data only: nothing of the engine is imported)."""
+    found: list[AdapterTypes] = []
+    for path in sorted((ROOT / "stablerules").glob("*/_adapter_types.py")):
+        names: dict[str, object] = {}
+        exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), names)
+        fields = {name.lower(): value for name, value in names.items() if name.isupper()}
+        found.append(AdapterTypes(path.parent.name, **fields))  # type: ignore[arg-type]
+    return tuple(found)
+
+
+ADAPTERS = adapters()
 
 
 def _adapter_param(types_: AdapterTypes, op: OpSchema, p: Param) -> str | None:
@@ -1187,9 +1171,9 @@ def write_adapter_signatures(types_: AdapterTypes) -> str:
 
 
 # The adapters' per-op lines with nothing to say beyond the op's name (the public ops,
-# ``__all__``) are generated too, each adapter's in whole generated modules that its
-# ``__init__.py`` star-imports: a new op then needs, in the adapters, only what carries
-# knowledge of it (torch's entry and batching rule, the JAX definition).
+# ``__all__``) are generated too, each adapter's in a whole generated ``_public.py`` that its
+# ``__init__.py`` star-imports: each op is its ``DEFINITIONS`` entry (built by the adapter from
+# the op's schema row and its family's facts), typed with its Protocol.
 
 
 def _public_line(name: str, annotation: str, value: str) -> str:
@@ -1198,66 +1182,20 @@ def _public_line(name: str, annotation: str, value: str) -> str:
     return line + "  # noqa: A001 - NumPy's name" if name in dir(builtins) else line
 
 
-def write_autograd_ops() -> str:
-    """``stablerules.autograd._ops``: each op made by ``adapt`` from its schema row, typed with
-    its Protocol (a tuple-returning op through ``cast``: ``adapt``'s result type is one array)."""
+def write_public(types_: AdapterTypes) -> str:
+    """``stablerules.<engine>._public``: each op's definition (``<definitions>.DEFINITIONS``,
+    built by the adapter from the op's schema row and its family's facts), typed with its
+    Protocol (``_signatures``)."""
     lines = [
         HEADER.rstrip("\n"),
-        '"""The ops of ``stablerules.autograd``: one per op of the schema (``stablerules._schema``),',
-        "each made by :func:`stablerules.autograd._adapter.adapt` and typed with its Protocol",
+        f'"""The ops of ``stablerules.{types_.package}``: each op\'s definition (``{types_.definitions}.DEFINITIONS``,',
+        "built from its schema row and its family's engine facts), typed with its Protocol",
         '(``_signatures``)."""',
         "",
         "from __future__ import annotations",
         "",
-        "from typing import cast",
-        "",
-        "from .._schema import BY_NAME as _SCHEMA",
         "from . import _signatures",
-        "from ._adapter import adapt",
-        "",
-    ]
-    for op in OPS:
-        made = f'adapt(_SCHEMA["{op.name}"])'
-        if any(sig.tuple_output for sig in op.signatures):
-            lines.append(f'{op.name} = cast("_signatures.{op.cls}", {made})  # the op returns a tuple of arrays')
-        else:
-            lines.append(_public_line(op.name, f"_signatures.{op.cls}", made))
-    return "\n".join(lines + _all_lines()) + "\n"
-
-
-def write_torch_public() -> str:
-    """``stablerules.torch._public``: each op's public ``TorchOp`` over its entry
-    (``stablerules.torch._ops.ENTRIES``, by the op's name), typed with its Protocol."""
-    lines = [
-        HEADER.rstrip("\n"),
-        '"""The ops of ``stablerules.torch``: each op\'s :class:`~stablerules.torch._adapter.TorchOp`',
-        "over its entry (``_ops.ENTRIES``: read from its schema row and its family's engine facts), typed with",
-        'its Protocol (``_signatures``)."""',
-        "",
-        "from __future__ import annotations",
-        "",
-        "from . import _signatures",
-        "from ._adapter import TorchOp",
-        "from ._ops import ENTRIES",
-        "",
-    ]
-    lines += [_public_line(op.name, f"_signatures.{op.cls}", f'TorchOp(ENTRIES["{op.name}"])') for op in OPS]
-    return "\n".join(lines + _all_lines()) + "\n"
-
-
-def write_jax_public() -> str:
-    """``stablerules.jax._public``: each op's definition (``_generic.DEFINITIONS``: the
-    adapter's own, or the generic one from its family's forward rule), typed with its Protocol."""
-    lines = [
-        HEADER.rstrip("\n"),
-        '"""The ops of ``stablerules.jax``: each op\'s definition (``_generic.DEFINITIONS``: the',
-        "adapter's own for the few that JAX needs more for, the generic one from the family's forward",
-        'rule for the others), typed with its Protocol (``_signatures``)."""',
-        "",
-        "from __future__ import annotations",
-        "",
-        "from . import _signatures",
-        "from ._generic import DEFINITIONS",
+        f"from .{types_.definitions} import DEFINITIONS",
         "",
     ]
     lines += [_public_line(op.name, f"_signatures.{op.cls}", f'DEFINITIONS["{op.name}"]') for op in OPS]
@@ -1272,10 +1210,10 @@ def _all_lines() -> list[str]:
 
 def adapter_outputs() -> dict[Path, str]:
     pkg = ROOT / "stablerules"
-    out = {pkg / types_.package / "_signatures.py": write_adapter_signatures(types_) for types_ in ADAPTERS}
-    out[pkg / "autograd" / "_ops.py"] = write_autograd_ops()
-    out[pkg / "torch" / "_public.py"] = write_torch_public()
-    out[pkg / "jax" / "_public.py"] = write_jax_public()
+    out: dict[Path, str] = {}
+    for types_ in ADAPTERS:
+        out[pkg / types_.package / "_signatures.py"] = write_adapter_signatures(types_)
+        out[pkg / types_.package / "_public.py"] = write_public(types_)
     return out
 
 

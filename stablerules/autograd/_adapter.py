@@ -1,7 +1,7 @@
 """The machinery behind ``stablerules.autograd``: any of our ops as a HIPS autograd primitive.
 
 Each op of :data:`stablerules._schema.OPS` (the op schema) becomes one
-function with the op's name and argument forms (``stablerules.autograd._ops``; the call is
+function with the op's name and argument forms (``stablerules.autograd._public``; the call is
 split into differentiable leaves and structure by the shared binder, ``stablerules._binding``). Called on plain NumPy arrays it is the op itself. Called with any argument
 boxed by autograd, it runs two primitives:
 
@@ -51,6 +51,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import autograd.numpy as anp
 import numpy as np
@@ -62,7 +63,7 @@ import stablerules as sr
 
 from .._arrays import ArraySpec
 from .._binding import Structure, binder, split_leaves
-from .._schema import OpSchema
+from .._schema import OPS, OpSchema
 from .._tangents import Fill, NoTangent, ZeroTangent, unthunk
 
 Array = npt.NDArray[np.generic]
@@ -225,7 +226,7 @@ def adapt(schema: OpSchema) -> Callable[..., Array]:
         return _forward(call, *leaves)  # type: ignore[return-value]
 
     adapted.__name__ = adapted.__qualname__ = schema.name
-    adapted.__module__ = "stablerules.autograd._ops"
+    adapted.__module__ = "stablerules.autograd._public"
     adapted.__doc__ = (
         f"``stablerules.{schema.name}`` as a HIPS autograd primitive: same arguments (statics as "
         f"``Val``), differentiable to any order with ``autograd.grad``; gradients are dense "
@@ -272,3 +273,8 @@ def engine_pullback(back: Callable[[object], tuple[object, ...]], g: object) -> 
     """``back`` (ChainRules' adjoint) applied in autograd's transpose convention:
     ``conj(back(conj(g)))``; no conjugate (and no copy) is taken of real arrays."""
     return tuple(conjugate_tree(item) for item in back(conjugate_tree(g)))
+
+
+DEFINITIONS: dict[str, Any] = {schema.name: adapt(schema) for schema in OPS}
+"""Every op of ``stablerules.autograd``, adapted from its schema row (``_public`` types each
+with its Protocol)."""

@@ -15,7 +15,7 @@ the family's fact (``stablerules.torch._sharding``).
 from __future__ import annotations
 
 import importlib
-from typing import cast
+from typing import Any, cast
 
 import torch
 
@@ -25,7 +25,7 @@ from .. import _facts
 from .._binding import binder
 from .._schema import OPS
 from . import _native
-from ._adapter import filled
+from ._adapter import TorchOp, filled
 from ._call import BatchRule, Call, Engine, Entry, OptionalTensors, SecondOrderRule, TangentRule, Tensors
 
 
@@ -156,4 +156,8 @@ def _entry(name: str) -> Entry:
 
 
 ENTRIES: dict[str, Entry] = {op.name: _entry(op.name) for op in OPS}
-"""Every op's entry, by the op's name (``_public`` makes each a typed ``TorchOp``)."""
+"""Every op's entry, by the op's name."""
+
+DEFINITIONS: dict[str, Any] = {name: TorchOp(entry) for name, entry in ENTRIES.items()}
+"""Every op of ``stablerules.torch``: a :class:`TorchOp` over its entry (``_public`` types each
+with its Protocol)."""
