@@ -908,30 +908,7 @@ import numpy.typing as npt
 from typing_extensions import deprecated, overload
 
 from ._arrays import ArraySpec
-from ._ops import (
-    BroadcastTo,
-    Getindex,
-    IndexAdd,
-    Take,
-    TakeAlongAxis,
-    Cat,
-    Concatenate,
-    Flip,
-    Hstack,
-    Kron,
-    Mean,
-    Pad,
-    PermuteDims,
-    Repeat,
-    Reshape,
-    Roll,
-    Split,
-    Stack,
-    Sum,
-    Tile,
-    Transpose,
-    Vstack,
-)
+{OPS_IMPORT}
 {SHAPES_IMPORT}
 from ._tangents import Fill, NoTangent, ZeroTangent
 {KINDS_IMPORT}
@@ -940,6 +917,10 @@ from ._val import Val
 '''
 
 _KINDS_IMPORT = "from .rules.indexing import Basic, Slices, StaticIndex"
+# Every op's class, from the schema: an op missing here would be an unresolved name, which
+# the type checkers read as Any, so its overloads would match any other op's call.
+_OPS_IMPORT = "from ._ops import (\n" + "".join(f"    {op.cls},\n" for op in sorted(OPS, key=lambda op: op.cls)) + ")"
+SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{OPS_IMPORT}", _OPS_IMPORT)
 SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{KINDS_IMPORT}", _KINDS_IMPORT) + index_aliases()
 SIGNATURES_HEAD = SIGNATURES_HEAD.replace("{SHAPES_IMPORT}\n", _shapes_import("_F", "_F2", "_F3", "_F4", "_G", "_P", "_Q0", "_R", *_RANK_VARS, "_AnyArray", *_ALIASES) + "\n")
 
