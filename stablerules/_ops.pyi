@@ -933,6 +933,24 @@ class Transpose(RuleOp):
     ) -> np.ndarray[_S, np.dtype[_DT]]: ...
 
 
+class Swapaxes(RuleOp):
+    @overload
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        axis1: Val[int],
+        axis2: Val[int],
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
+    @overload
+    @deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+    def __call__(
+        self,
+        x: np.ndarray[_S, np.dtype[_DT]],
+        axis1: Val[int] | int,
+        axis2: Val[int] | int,
+    ) -> np.ndarray[_S, np.dtype[_DT]]: ...
+
+
 class Reshape(RuleOp):
     @overload
     def __call__(
@@ -2422,6 +2440,7 @@ flip: Flip
 roll: Roll
 permute_dims: PermuteDims
 transpose: Transpose
+swapaxes: Swapaxes
 reshape: Reshape
 broadcast_to: BroadcastTo
 sum: Sum

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._ops import split as split
     from ._ops import stack as stack
     from ._ops import sum as sum
+    from ._ops import swapaxes as swapaxes
     from ._ops import take as take
     from ._ops import take_along_axis as take_along_axis
     from ._ops import tile as tile
@@ -52,6 +53,7 @@ FAMILIES = {
     "roll": "flip",
     "permute_dims": "permute",
     "transpose": "permute",
+    "swapaxes": "permute",
     "reshape": "permute",
     "broadcast_to": "broadcast",
     "sum": "broadcast",
@@ -90,6 +92,7 @@ __all__ = [
     "split",
     "stack",
     "sum",
+    "swapaxes",
     "take",
     "take_along_axis",
     "tile",

@@ -204,6 +204,12 @@ OPS: tuple[OpSchema, ...] = (
     OpSchema(
         "transpose", "Transpose", "permute", (Signature((_X, Param("axes", "static", _INTS, none=True, default="None")), Rank("same")),)
     ),
+    OpSchema(
+        "swapaxes",
+        "Swapaxes",
+        "permute",
+        (Signature((_X, Param("axis1", "static", _INT), Param("axis2", "static", _INT)), Rank("same")),),
+    ),
     OpSchema("reshape", "Reshape", "permute", (Signature((_X, Param("shape", "static", _COUNTS)), Rank("static_shape", ("shape",))),)),
     OpSchema(
         "broadcast_to", "BroadcastTo", "broadcast", (Signature((_X, Param("shape", "static", _COUNTS)), Rank("static_shape", ("shape",))),)

@@ -31,6 +31,7 @@ from ._ops import (
     Split,
     Stack,
     Sum,
+    Swapaxes,
     Take,
     TakeAlongAxis,
     Tile,
@@ -9562,6 +9563,214 @@ def rrule(
         tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent],
         tuple[Fill[_S, _G] | NoTangent, NoTangent],
         tuple[ZeroTangent | NoTangent, NoTangent],
+    ],
+]: ...
+
+# --- swapaxes
+@overload
+def rrule(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    axis1: Val[int],
+    axis2: Val[int],
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+        tuple[Fill[_S, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int],
+    /,
+    *,
+    axis2: Val[int],
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[Fill[_S, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int],
+    axis2: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[Fill[_S, _F], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_G]],
+    /,
+    *,
+    axis1: Val[int],
+    axis2: Val[int],
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent],
+        tuple[Fill[_S, _G] | NoTangent],
+        tuple[ZeroTangent | NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_G]],
+    axis1: Val[int],
+    /,
+    *,
+    axis2: Val[int],
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+def rrule(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_G]],
+    axis1: Val[int],
+    axis2: Val[int],
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent, NoTangent],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]]],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+        tuple[Fill[_S, _F]],
+        tuple[ZeroTangent],
+    ],
+]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int] | int,
+    /,
+    *,
+    axis2: Val[int] | int,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+        tuple[Fill[_S, _F], NoTangent],
+        tuple[ZeroTangent, NoTangent],
+    ],
+]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_F]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+        tuple[Fill[_S, _F], NoTangent, NoTangent],
+        tuple[ZeroTangent, NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_G]],
+    /,
+    *,
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent],
+        tuple[Fill[_S, _G] | NoTangent],
+        tuple[ZeroTangent | NoTangent],
+    ],
+]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_G]],
+    axis1: Val[int] | int,
+    /,
+    *,
+    axis2: Val[int] | int,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent],
+    ],
+]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def rrule(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_G]],
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
+    /,
+) -> tuple[
+    np.ndarray[_S, np.dtype[_G]],
+    Pullback[
+        tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, NoTangent],
+        tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent, NoTangent],
+        tuple[Fill[_S, _G] | NoTangent, NoTangent, NoTangent],
+        tuple[ZeroTangent | NoTangent, NoTangent, NoTangent],
     ],
 ]: ...
 
@@ -25033,6 +25242,223 @@ def pullback(
     tuple[ZeroTangent | NoTangent, NoTangent],
 ]: ...
 
+# --- swapaxes
+@overload
+def pullback(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    axis1: Val[int],
+    axis2: Val[int],
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+    tuple[Fill[_S, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+def pullback(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int],
+    /,
+    *,
+    axis2: Val[int],
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[Fill[_S, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int],
+    axis2: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[Fill[_S, _F], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Swapaxes,
+    x: ArraySpec,
+    /,
+    *,
+    axis1: Val[int],
+    axis2: Val[int],
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent],
+    tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent],
+    tuple[Fill[tuple[int, ...], np.generic] | NoTangent],
+    tuple[ZeroTangent | NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Swapaxes,
+    x: ArraySpec,
+    axis1: Val[int],
+    /,
+    *,
+    axis2: Val[int],
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent],
+    tuple[npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent, NoTangent],
+    tuple[Fill[tuple[int, ...], np.generic] | NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Swapaxes,
+    x: ArraySpec,
+    axis1: Val[int],
+    axis2: Val[int],
+    /,
+) -> Pullback[
+    tuple[npt.NDArray[np.generic] | NoTangent, NoTangent, NoTangent],
+    tuple[
+        npt.NDArray[np.generic] | Fill[tuple[int, ...], np.generic] | ZeroTangent | NoTangent,
+        NoTangent,
+        NoTangent,
+    ],
+    tuple[Fill[tuple[int, ...], np.generic] | NoTangent, NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_G]],
+    /,
+    *,
+    axis1: Val[int],
+    axis2: Val[int],
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent],
+    tuple[Fill[_S, _G] | NoTangent],
+    tuple[ZeroTangent | NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_G]],
+    axis1: Val[int],
+    /,
+    *,
+    axis2: Val[int],
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent],
+]: ...
+@overload
+def pullback(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_G]],
+    axis1: Val[int],
+    axis2: Val[int],
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent, NoTangent],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, NoTangent],
+]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]]],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent],
+    tuple[Fill[_S, _F]],
+    tuple[ZeroTangent],
+]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int] | int,
+    /,
+    *,
+    axis2: Val[int] | int,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent],
+    tuple[Fill[_S, _F], NoTangent],
+    tuple[ZeroTangent, NoTangent],
+]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_F]], NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent, NoTangent, NoTangent],
+    tuple[Fill[_S, _F], NoTangent, NoTangent],
+    tuple[ZeroTangent, NoTangent, NoTangent],
+]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_G]],
+    /,
+    *,
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent],
+    tuple[Fill[_S, _G] | NoTangent],
+    tuple[ZeroTangent | NoTangent],
+]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_G]],
+    axis1: Val[int] | int,
+    /,
+    *,
+    axis2: Val[int] | int,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent],
+]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def pullback(
+    op: Swapaxes,
+    x: np.ndarray[_S, np.dtype[_G]],
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
+    /,
+) -> Pullback[
+    tuple[np.ndarray[_S, np.dtype[_G]] | NoTangent, NoTangent, NoTangent],
+    tuple[np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent, NoTangent, NoTangent],
+    tuple[Fill[_S, _G] | NoTangent, NoTangent, NoTangent],
+    tuple[ZeroTangent | NoTangent, NoTangent, NoTangent],
+]: ...
+
 # --- reshape
 @overload
 def pullback(
@@ -39844,6 +40270,191 @@ def frule(
     tangents: tuple[object, object],
     x: np.ndarray[_S, np.dtype[_G]],
     axes: Val[tuple[int, ...]] | tuple[int, ...] | None,
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+
+# --- swapaxes
+@overload
+def frule(
+    op: Swapaxes,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    axis1: Val[int],
+    axis2: Val[int],
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Swapaxes,
+    tangents: tuple[object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    axis1: Val[int],
+    axis2: Val[int],
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Swapaxes,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int],
+    /,
+    *,
+    axis2: Val[int],
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Swapaxes,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int],
+    /,
+    *,
+    axis2: Val[int],
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Swapaxes,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int],
+    axis2: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+def frule(
+    op: Swapaxes,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int],
+    axis2: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+def frule(
+    op: Swapaxes,
+    tangents: tuple[object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    /,
+    *,
+    axis1: Val[int],
+    axis2: Val[int],
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: Swapaxes,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    axis1: Val[int],
+    /,
+    *,
+    axis2: Val[int],
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+def frule(
+    op: Swapaxes,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    axis1: Val[int],
+    axis2: Val[int],
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Swapaxes,
+    tangents: tuple[_AnyArray],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Swapaxes,
+    tangents: tuple[object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    /,
+    *,
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Swapaxes,
+    tangents: tuple[_AnyArray, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int] | int,
+    /,
+    *,
+    axis2: Val[int] | int,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Swapaxes,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int] | int,
+    /,
+    *,
+    axis2: Val[int] | int,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Swapaxes,
+    tangents: tuple[_AnyArray, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]]]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Swapaxes,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_F]],
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
+    /,
+) -> tuple[np.ndarray[_S, np.dtype[_F]], np.ndarray[_S, np.dtype[_F]] | Fill[_S, _F] | ZeroTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Swapaxes,
+    tangents: tuple[object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    /,
+    *,
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Swapaxes,
+    tangents: tuple[object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    axis1: Val[int] | int,
+    /,
+    *,
+    axis2: Val[int] | int,
+) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
+@overload
+@deprecated("static arguments are Val: write Val(3), not 3 (a plain int is a dynamic argument)")
+def frule(
+    op: Swapaxes,
+    tangents: tuple[object, object, object],
+    x: np.ndarray[_S, np.dtype[_G]],
+    axis1: Val[int] | int,
+    axis2: Val[int] | int,
     /,
 ) -> tuple[np.ndarray[_S, np.dtype[_G]], np.ndarray[_S, np.dtype[_G]] | Fill[_S, _G] | ZeroTangent | NoTangent]: ...
 

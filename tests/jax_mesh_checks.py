@@ -83,6 +83,7 @@ CASES = [
     Case("roll", lambda x: srj.roll(x, Val(2), axis=Val(1)), (rand(4, 3),), (ROW,), ROW),
     Case("permute_dims", lambda x: srj.permute_dims(x, Val((1, 2, 0))), (rand(4, 3, 2),), (ROW,), P(None, None, "x")),
     Case("transpose", lambda x: srj.transpose(x), (rand(4, 3),), (ROW,), COLUMN),
+    Case("swapaxes", lambda x: srj.swapaxes(x, Val(0), Val(-1)), (rand(4, 3, 2),), (ROW,), P(None, None, "x")),
     Case(
         "reshape",
         lambda x: srj.reshape(x, Val((2, 2, 3))),

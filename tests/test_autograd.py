@@ -150,7 +150,7 @@ def test_import_stablerules_imports_no_engine() -> None:
 def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
     assert sorted(sra.__all__) == sorted(
         ["cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
-        + ["broadcast_to", "flip", "mean", "pad", "permute_dims", "reshape", "roll", "split", "sum", "transpose"]
+        + ["broadcast_to", "flip", "mean", "pad", "permute_dims", "reshape", "roll", "split", "sum", "swapaxes", "transpose"]
         + ["getindex", "index_add", "take", "take_along_axis"]
     )
     for name in sra.__all__:

@@ -383,10 +383,10 @@ def test_fuzz_concatenate_family(spec: tuple[str, list[Shape], list[np.dtype[Any
 
 
 # ---------------------------------------------------------------------------------------------
-# flip, roll, permute_dims, transpose, reshape
+# flip, roll, permute_dims, transpose, swapaxes, reshape
 # ---------------------------------------------------------------------------------------------
 
-STRUCTURE_OPS = ["flip", "roll", "permute_dims", "transpose", "reshape"]
+STRUCTURE_OPS = ["flip", "roll", "permute_dims", "transpose", "swapaxes", "reshape"]
 # roll's kernels depend on the pattern of rolled axes, not on the shifts: shifts vary freely.
 SHIFTS = st.one_of(st.integers(-7, 7), st.sampled_from([2**65, -(2**40)]), st.lists(st.integers(-5, 5), max_size=3).map(tuple))
 
@@ -411,6 +411,8 @@ def structure_calls(draw: st.DrawFn) -> tuple[str, Shape, np.dtype[Any], tuple[o
         if ndim == 0 and chosen == ():
             chosen = None  # NumPy 2.4 itself fails inside np.roll on that call (an empty zip)
         return op, shape, dtype, (draw(SHIFTS), chosen)
+    if op == "swapaxes":
+        return op, shape, dtype, (draw(axis), draw(axis))
     if op in ("permute_dims", "transpose"):
         permutation = list(draw(st.permutations(range(ndim))))
         mutation = draw(st.sampled_from(["none"] * 4 + ["drop", "duplicate", "out of range", "negative"]))
@@ -438,6 +440,8 @@ def structure_numpy(op: str, statics: tuple[object, ...]) -> Callable[[Sequence[
         return lambda xs: np.permute_dims(xs[0], cast(Any, statics[0]))
     if op == "transpose":
         return lambda xs: np.transpose(xs[0], cast(Any, statics[0]))
+    if op == "swapaxes":
+        return lambda xs: np.swapaxes(xs[0], cast(Any, statics[0]), cast(Any, statics[1]))
     return lambda xs: np.reshape(xs[0], cast(Any, statics[0]))
 
 

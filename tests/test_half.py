@@ -95,6 +95,7 @@ OPS = [
     Op("roll", lambda x: (sr.roll, (x, Val(2)), dict(axis=Val(1))), lambda x: np.roll(x, 2, axis=1), ((3, 4),)),
     Op("permute_dims", lambda x: (sr.permute_dims, (x, Val((1, 2, 0))), dict()), lambda x: np.permute_dims(x, (1, 2, 0)), ((2, 3, 4),)),
     Op("transpose", lambda x: (sr.transpose, (x,), dict()), lambda x: np.transpose(x), ((3, 4),)),
+    Op("swapaxes", lambda x: (sr.swapaxes, (x, Val(0), Val(2)), dict()), lambda x: np.swapaxes(x, 0, 2), ((2, 3, 4),)),
     Op("reshape", lambda x: (sr.reshape, (x, Val((4, 3))), dict()), lambda x: np.reshape(x, (4, 3)), ((3, 4),)),
     Op("broadcast_to", lambda x: (sr.broadcast_to, (x, Val((2, 3, 5, 4))), dict()), lambda x: np.broadcast_to(x, (2, 3, 5, 4)), ((3, 1, 4),), adds=True),
     Op("sum", lambda x: (sr.sum, (x, Val(0)), dict()), lambda x: np.sum(x, 0), ((7, 5),), adds=True),

@@ -496,7 +496,7 @@ def test_the_handler_refuses_a_caller_of_another_version(major: int, minor: int,
 def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
     names = sorted(
         ["FFIVersionError", "cat", "concatenate", "hstack", "kron", "repeat", "stack", "tile", "vstack"]
-        + ["broadcast_to", "flip", "mean", "pad", "permute_dims", "reshape", "roll", "split", "sum", "transpose"]
+        + ["broadcast_to", "flip", "mean", "pad", "permute_dims", "reshape", "roll", "split", "sum", "swapaxes", "transpose"]
         + ["getindex", "index_add", "take", "take_along_axis"]
     )
     assert sorted(srj.__all__) == names

@@ -31,7 +31,7 @@ MESHES = ("explicit", "auto")
 KERNEL_CASES = ("repeat", "repeat inner/outer", "tile", "kron")
 OTHER_CASES = (
     "concatenate", "stack", "hstack", "vstack", "cat", "cat block-diagonal", "flip", "roll",
-    "permute_dims", "transpose", "reshape", "broadcast_to", "sum", "mean", "pad", "split",
+    "permute_dims", "transpose", "swapaxes", "reshape", "broadcast_to", "sum", "mean", "pad", "split",
 )  # fmt: skip
 HALF_DTYPES = ("bfloat16", "float16")
 HALF_CASES = tuple(f"{case} {dtype}" for dtype in HALF_DTYPES for case in ("repeat", "tile", "kron", "broadcast_to", "sum"))

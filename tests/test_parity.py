@@ -40,6 +40,7 @@ VIEW_CALLS: list[tuple[str, Any, tuple[Any, ...], dict[str, Any]]] = [
     ("flip axis", sr.flip, (X, Val(1)), {}),
     ("transpose", sr.transpose, (X,), {}),
     ("permute_dims", sr.permute_dims, (X, Val((1, 0))), {}),
+    ("swapaxes", sr.swapaxes, (X, Val(1), Val(0)), {}),
     ("reshape", sr.reshape, (X, Val((2, 6))), {}),
     ("pad", sr.pad, (X, Val(1)), {}),
     ("pad constant", sr.pad, (X, Val((1, 0, 2, 1)), 2.0), {}),

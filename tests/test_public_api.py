@@ -68,6 +68,7 @@ PUBLIC = [
     "split",
     "stack",
     "sum",
+    "swapaxes",
     "take",
     "take_along_axis",
     "tile",
@@ -131,13 +132,13 @@ OPS = [name for name in sr.__all__ if isinstance(getattr(sr, name), Op)]
 
 ALL_OPS = [
     "repeat", "tile", "concatenate", "stack", "hstack", "vstack", "cat", "kron",
-    "flip", "roll", "permute_dims", "transpose", "reshape", "broadcast_to", "sum", "mean", "pad", "split",
+    "flip", "roll", "permute_dims", "transpose", "swapaxes", "reshape", "broadcast_to", "sum", "mean", "pad", "split",
     "getindex", "take", "take_along_axis", "index_add",
 ]
 # The ops with a static argument (a Val, or a plain int or tuple counted as dynamic) and its name.
 STATIC = {
     "repeat": "repeats", "tile": "reps", "concatenate": "axis", "stack": "axis", "cat": "dims",
-    "flip": "axis", "roll": "shift", "permute_dims": "axes", "transpose": "axes", "reshape": "shape",
+    "flip": "axis", "roll": "shift", "permute_dims": "axes", "transpose": "axes", "swapaxes": "axis1", "reshape": "shape",
     "broadcast_to": "shape", "sum": "axis", "mean": "axis", "pad": "pad_width", "split": "indices_or_sections",
     "take": "axis", "take_along_axis": "axis", "index_add": "axis",
 }

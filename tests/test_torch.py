@@ -875,6 +875,7 @@ def _batch_rows() -> dict[str, tuple[Callable[..., object], tuple[int, ...], Cal
         "roll": (lambda x: srt.roll(x, Val(1), axis=Val(1)), (3,), lambda n: ()),
         "permute_dims": (lambda x: srt.permute_dims(x, Val((1, 0))), (3,), lambda n: ()),
         "transpose": (lambda x: srt.transpose(x), (3,), lambda n: ()),
+        "swapaxes": (lambda x: srt.swapaxes(x, Val(0), Val(1)), (3,), lambda n: ()),
         "reshape": (lambda x: srt.reshape(x, Val((-1,))), (3,), lambda n: ()),
         "broadcast_to": (lambda x: srt.broadcast_to(x, Val((2, 1, 3))), (3,), lambda n: ()),
         "sum": (lambda x: srt.sum(x, Val(1)), (3,), lambda n: ()),

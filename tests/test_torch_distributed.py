@@ -173,6 +173,7 @@ def _worker_dtensor(rank: int, out: Path) -> None:
     record("flip axis 0 of Shard(0)", srt.flip(s0, Val(0)))
     record("roll axis 1 of Shard(0)", srt.roll(s0, Val(1), axis=Val(1)))
     record("permute_dims (2, 0, 1) of Shard(0)", srt.permute_dims(s0, Val((2, 0, 1))))
+    record("swapaxes (0, 2) of Shard(0)", srt.swapaxes(s0, Val(0), Val(2)))
     record("sum axis 1 of Shard(0)", srt.sum(s0, Val(1)))
     record("mean axis 0 of Shard(0)", srt.mean(s0, Val(0)))
     record("pad axis 1 of Shard(0)", srt.pad(s0, Val((0, 0, 1, 2, 0, 0)), 0.5))
@@ -304,6 +305,7 @@ def _numpy_references() -> dict[str, tuple[np.ndarray, str | None]]:
         "flip axis 0 of Shard(0)": (np.flip(x, 0), None),
         "roll axis 1 of Shard(0)": (np.roll(x, 1, axis=1), "S(0)"),
         "permute_dims (2, 0, 1) of Shard(0)": (np.transpose(x, (2, 0, 1)), "S(1)"),
+        "swapaxes (0, 2) of Shard(0)": (np.swapaxes(x, 0, 2), "S(2)"),
         "sum axis 1 of Shard(0)": (np.sum(x, axis=1), "S(0)"),
         "mean axis 0 of Shard(0)": (np.mean(x, axis=0), None),
         "pad axis 1 of Shard(0)": (np.pad(x, ((0, 0), (1, 2), (0, 0)), constant_values=0.5), "S(0)"),

@@ -45,6 +45,7 @@ PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
     "roll": (("x", "array"), ("shift", "counts"), ("axis", "axes")),
     "permute_dims": (("x", "array"), ("axes", "counts")),
     "transpose": (("x", "array"), ("axes", "counts")),
+    "swapaxes": (("x", "array"), ("axis1", "axis"), ("axis2", "axis")),
     "reshape": (("x", "array"), ("shape", "counts")),
     "broadcast_to": (("x", "array"), ("shape", "counts")),
     "sum": (("x", "array"), ("axis", "axes"), ("keepdims", "bool")),

@@ -143,6 +143,17 @@ class Transpose(Protocol):
     ) -> npt.NDArray[Any]: ...
 
 
+class Swapaxes(Protocol):
+    """``stablerules.autograd.swapaxes``."""
+
+    def __call__(
+        self,
+        x: npt.NDArray[Any],
+        axis1: Val[int] | int,
+        axis2: Val[int] | int,
+    ) -> npt.NDArray[Any]: ...
+
+
 class Reshape(Protocol):
     """``stablerules.autograd.reshape``."""
 
@@ -283,6 +294,7 @@ __all__ = [
     "Split",
     "Stack",
     "Sum",
+    "Swapaxes",
     "Take",
     "TakeAlongAxis",
     "Tile",

@@ -124,6 +124,12 @@ class Transpose(Protocol):
     ) -> jax.Array: ...
 
 
+class Swapaxes(Protocol):
+    """``stablerules.jax.swapaxes``."""
+
+    def __call__(self, x: jax.Array, axis1: Val[int] | int, axis2: Val[int] | int) -> jax.Array: ...
+
+
 class Reshape(Protocol):
     """``stablerules.jax.reshape``."""
 
@@ -264,6 +270,7 @@ __all__ = [
     "Split",
     "Stack",
     "Sum",
+    "Swapaxes",
     "Take",
     "TakeAlongAxis",
     "Tile",

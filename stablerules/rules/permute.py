@@ -1,4 +1,4 @@
-"""Axis bookkeeping: ``permute_dims``, ``transpose`` and ``reshape``. Views, no kernels.
+"""Axis bookkeeping: ``permute_dims``, ``transpose``, ``swapaxes`` and ``reshape``. Views, no kernels.
 
 Each of these ops moves no data in NumPy: ``np.transpose``/``np.permute_dims`` return a view
 with permuted strides, ``np.reshape`` a view whenever the strides allow (a copy otherwise).
@@ -12,7 +12,9 @@ Decisions
 ---------
 - The result is NumPy's: a view of ``x`` (``reshape``: a view when NumPy's is, else a copy).
 - ``permute_dims``/``transpose`` accept negative axes, as NumPy does; ``transpose(x)``
-  reverses the axes. ``reshape``'s shape is ``Val(tuple)`` or ``Val(int)`` (a 1-D shape); as in
+  reverses the axes. ``swapaxes(x, axis1, axis2)`` is the permutation that exchanges two axes
+  (``np.swapaxes``; torch's ``swapaxes``/``transpose(x, dim0, dim1)``); both axes are
+  ``Val(int)``, negative ones count from the end, and naming one axis twice is the identity. ``reshape``'s shape is ``Val(tuple)`` or ``Val(int)`` (a 1-D shape); as in
   NumPy, one entry may be negative (any negative value, not only ``-1``) and is inferred.
 - Tangents have the native-order dtype of the primal; an integer or bool primal gets
   ``NoTangent()``. A dense cotangent of the tangent's dtype is viewed as it is, whatever its
@@ -28,7 +30,7 @@ from typing import TypeAlias, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import MAX_NDIM, ArrayLike, InputFacts, input_facts, normalize_axis, shape_text, static_ints
+from .._arrays import MAX_NDIM, ArrayLike, InputFacts, input_facts, normalize_axis, shape_text, static_int, static_ints
 from .._memo import memoized
 from .._plan import Plan
 from .._rule import RuleOp
@@ -126,8 +128,50 @@ class Transpose(RuleOp):
         return _plan_permutation("transpose", arrays[0], statics[0])
 
 
+def _swapped(ndim: int, axis1: int, axis2: int) -> tuple[int, ...]:
+    """The permutation of ``ndim`` axes that exchanges ``axis1`` and ``axis2`` (normalized)."""
+    order = list(range(ndim))
+    order[axis1], order[axis2] = order[axis2], order[axis1]
+    return tuple(order)
+
+
+def _plan_swapaxes(x: object, axis1: object, axis2: object) -> PermutationPlan:
+    """Validate ``swapaxes(x, axis1, axis2)``: each axis an int in ``[-ndim, ndim)``."""
+    facts = input_facts(x, "x", "swapaxes")
+    ndim = len(facts.shape)
+    try:
+        first = normalize_axis(static_int(axis1, "axis1"), ndim, "axis1")
+        second = normalize_axis(static_int(axis2, "axis2"), ndim, "axis2")
+    except ValueError as error:
+        raise ValueError(f"swapaxes: {error} (x has shape {shape_text(facts.shape)})") from None
+    normalized, inverse, out_shape = _permutation("swapaxes", _swapped(ndim, first, second), facts.shape)
+    return PermutationPlan("swapaxes", facts, normalized, inverse, out_shape)
+
+
+class Swapaxes(RuleOp):
+    name = "swapaxes"
+    required_messages = {
+        "axis1": "swapaxes: axis1 is required, e.g. swapaxes(x, Val(0), Val(1))",
+        "axis2": "swapaxes: axis2 is required, e.g. swapaxes(x, Val(0), Val(1))",
+    }
+    static_names = ("axis1", "axis2")
+    input_names = ("x",)
+
+    def __call__(self, x: npt.NDArray[_DT], axis1: Val[int] | int, axis2: Val[int] | int) -> npt.NDArray[_DT]:
+        """Exchange two axes of ``x`` (``np.swapaxes``; torch's ``x.transpose(dim0, dim1)``);
+        ``axis1`` and ``axis2`` are ``Val(int)``, static. Same rules as ``permute_dims``: the
+        result is a view of ``x``, ``dx`` the cotangent with the two axes exchanged back (a
+        *view of the cotangent*), a ``Fill`` gives a ``Fill``. No kernel.
+        """
+        return self.forward(x, axis1, axis2)  # type: ignore[return-value]
+
+    def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
+        return _plan_swapaxes(arrays[0], statics[0], statics[1])
+
+
 permute_dims = PermuteDims()
 transpose = Transpose()
+swapaxes = Swapaxes()
 
 
 # ======================================================================================
@@ -195,7 +239,18 @@ class Reshape(RuleOp):
 reshape = Reshape()
 
 
-__all__ = ["PermutationPlan", "PermuteDims", "Reshape", "ReshapePlan", "Transpose", "permute_dims", "reshape", "transpose"]
+__all__ = [
+    "PermutationPlan",
+    "PermuteDims",
+    "Reshape",
+    "ReshapePlan",
+    "Swapaxes",
+    "Transpose",
+    "permute_dims",
+    "reshape",
+    "swapaxes",
+    "transpose",
+]
 
 
 # --- engine facts (stablerules._facts) -------------------------------------------------------
@@ -216,6 +271,28 @@ def _batch_permute(
     axes = _facts.value(call.static("axes"))
     order = tuple(range(len(ops.shape(x)) - 2, -1, -1)) if axes is None else cast("tuple[int, ...]", axes)
     return ops.forward(call.replace(axes=Val((0, *(_facts.shifted(axis) for axis in order)))), (x,))
+
+
+def _swapaxes_order(statics: _facts.Statics, ndim: int) -> tuple[int, ...]:
+    axis1, axis2 = (_facts.counts(statics(name, None))[0] % ndim for name in ("axis1", "axis2"))
+    return _swapped(ndim, axis1, axis2)
+
+
+def _swapaxes_shards(statics: _facts.Statics, shapes: _facts.Shapes) -> _facts.AxisMap:
+    return [((axis,), position) for position, axis in enumerate(_swapaxes_order(statics, len(shapes[0])))]
+
+
+def _batch_swapaxes(
+    ops: _facts.ArrayOps[_A], call: _facts.OpCall, arrays: tuple[_A, ...], batched: tuple[bool, ...], size: int
+) -> tuple[_A, ...]:
+    """swapaxes under a batch axis: both axes shifted past the batch axis in front."""
+    axis1, axis2 = (_facts.counts(call.static(name))[0] for name in ("axis1", "axis2"))
+    return ops.forward(call.replace(axis1=Val(_facts.shifted(axis1)), axis2=Val(_facts.shifted(axis2))), arrays)
+
+
+def _forward_swapaxes(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
+    (x,) = arrays
+    return (xp.permute_dims(x, _swapaxes_order(call.static, len(xp.shape(x)))),)
 
 
 def _batch_reshape(
@@ -242,6 +319,9 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     ),
     "transpose": _facts.EngineFacts(
         _facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _permute_shards, _batch_permute, forward=_forward_permute
+    ),
+    "swapaxes": _facts.EngineFacts(
+        _facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _swapaxes_shards, _batch_swapaxes, forward=_forward_swapaxes
     ),
     "reshape": _facts.EngineFacts(
         _facts.TorchFacts("Tensor.reshape", "torch", _facts.VIEW), batch=_batch_reshape, forward=_forward_reshape

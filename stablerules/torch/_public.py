@@ -20,6 +20,7 @@ flip: _signatures.Flip = DEFINITIONS["flip"]
 roll: _signatures.Roll = DEFINITIONS["roll"]
 permute_dims: _signatures.PermuteDims = DEFINITIONS["permute_dims"]
 transpose: _signatures.Transpose = DEFINITIONS["transpose"]
+swapaxes: _signatures.Swapaxes = DEFINITIONS["swapaxes"]
 reshape: _signatures.Reshape = DEFINITIONS["reshape"]
 broadcast_to: _signatures.BroadcastTo = DEFINITIONS["broadcast_to"]
 sum: _signatures.Sum = DEFINITIONS["sum"]  # noqa: A001 - NumPy's name
@@ -49,6 +50,7 @@ __all__ = [
     "split",
     "stack",
     "sum",
+    "swapaxes",
     "take",
     "take_along_axis",
     "tile",

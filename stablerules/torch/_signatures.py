@@ -124,6 +124,12 @@ class Transpose(Protocol):
     ) -> torch.Tensor: ...
 
 
+class Swapaxes(Protocol):
+    """``stablerules.torch.swapaxes``."""
+
+    def __call__(self, x: torch.Tensor, axis1: Val[int] | int, axis2: Val[int] | int) -> torch.Tensor: ...
+
+
 class Reshape(Protocol):
     """``stablerules.torch.reshape``."""
 
@@ -254,6 +260,7 @@ __all__ = [
     "Split",
     "Stack",
     "Sum",
+    "Swapaxes",
     "Take",
     "TakeAlongAxis",
     "Tile",

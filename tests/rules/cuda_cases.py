@@ -424,6 +424,7 @@ STRUCTURE_CASES: list[tuple[str, Any, Callable[[Array], Array], Callable[[Array]
     ("permute-dims", sr.permute_dims, lambda v: np.permute_dims(v, (2, 0, 1)), lambda v: np.permute_dims(v, (1, 2, 0)),
      (2, 3, 4), (Val((2, 0, 1)),), {}, ("float64",)),
     ("transpose", sr.transpose, lambda v: np.transpose(v), lambda v: np.transpose(v), (2, 3, 4), (), {}, ("float32",)),
+    ("swapaxes", sr.swapaxes, lambda v: np.swapaxes(v, 0, 2), lambda v: np.swapaxes(v, 0, 2), (2, 3, 4), (Val(0), Val(2)), {}, ("float64",)),
     ("reshape", sr.reshape, lambda v: np.reshape(v, (4, -1)), lambda v: np.reshape(v, (2, 3, 4)), (2, 3, 4), (Val((4, -1)),), {}, ("float64",)),
 ]
 STRUCTURE_PARAMETERS = [

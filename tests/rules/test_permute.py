@@ -1,7 +1,7 @@
-"""Axis bookkeeping: ``permute_dims``, ``transpose`` and ``reshape``.
+"""Axis bookkeeping: ``permute_dims``, ``transpose``, ``swapaxes`` and ``reshape``.
 
 Forward results are compared with NumPy (``np.permute_dims``, ``np.transpose``,
-``np.reshape``); pullbacks with NumPy's inverse maps, with the adjoint identity against
+``np.swapaxes``, ``np.reshape``); pullbacks with NumPy's inverse maps, with the adjoint identity against
 NumPy's forward, and with central finite differences through ``stablerules.testing``.
 """
 
@@ -154,6 +154,68 @@ def test_permutation_errors() -> None:
         back(np.ones((3, 4)))
     with pytest.raises(ValueError, match=r"\(4, 3\).*\(3, 4\)"):
         sr.frule(sr.transpose, (np.ones((4, 3)),), x)
+
+
+# ======================================================================================
+# swapaxes
+# ======================================================================================
+
+SWAPS: list[tuple[tuple[int, ...], int, int]] = [
+    ((5,), 0, 0),
+    ((5,), -1, 0),
+    ((3, 4), 0, 1),
+    ((3, 4), 1, 1),
+    ((3, 4), -1, -2),
+    ((2, 0, 3), 0, 2),
+    ((2, 3, 4), 2, 0),
+    ((2, 3, 4, 5), 1, -1),
+]
+
+
+@pytest.mark.parametrize(("shape", "axis1", "axis2"), SWAPS)
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128, np.int16, np.bool_])
+def test_swapaxes_forward_is_numpys(shape: tuple[int, ...], axis1: int, axis2: int, dtype: npt.DTypeLike) -> None:
+    x = random_array(RNG, shape, dtype)
+    y = sr.swapaxes(x, Val(axis1), Val(axis2))
+    expected = np.swapaxes(x, axis1, axis2)
+    assert y.shape == expected.shape and y.dtype == expected.dtype and y.strides == expected.strides
+    np.testing.assert_array_equal(y, expected)
+    assert np.shares_memory(y, x) or x.size == 0
+
+
+@pytest.mark.parametrize(("shape", "axis1", "axis2"), SWAPS)
+def test_swapaxes_passes_the_shared_checker(shape: tuple[int, ...], axis1: int, axis2: int) -> None:
+    x = random_array(RNG, shape)
+    check_rrule(sr.swapaxes, x, Val(axis1), Val(axis2))
+    check_frule(sr.swapaxes, x, Val(axis1), Val(axis2))
+    check_rrule(sr.swapaxes, x, axis1=Val(axis1), axis2=Val(axis2))
+
+
+def test_swapaxes_pullback_is_numpys_inverse_and_a_view() -> None:
+    x = random_array(RNG, (3, 4, 2))
+    y, back = rrule(sr.swapaxes, x, Val(0), Val(-1))
+    dy = random_array(RNG, y.shape)
+    dx = dense(back(dy)[0])
+    np.testing.assert_array_equal(dx, np.swapaxes(dy, 0, -1))
+    assert np.shares_memory(dx, dy) and dx.shape == x.shape
+    assert back(Fill(2.0, y.shape, np.float64))[0] == Fill(2.0, x.shape, np.float64)
+    assert back(ZeroTangent())[0] == ZeroTangent()
+
+
+def test_swapaxes_errors() -> None:
+    x = random_array(RNG, (3, 4))
+    with pytest.raises(ValueError, match=r"swapaxes: axis1 2 is out of bounds for an array of dimension 2 \(x has shape \(3, 4\)\)"):
+        sr.swapaxes(x, Val(2), Val(0))
+    with pytest.raises(ValueError, match=r"swapaxes: axis2 -3 is out of bounds"):
+        sr.swapaxes(x, Val(0), Val(-3))
+    with pytest.raises(TypeError, match=r"argument 'axis1' must be Val\(int\)"):
+        sr.swapaxes(x, Val((0, 1)), Val(0))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'axis2'"):
+        sr.swapaxes(x, Val(0))  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="swapaxes: axis2 is required"):
+        sr.swapaxes(x, Val(0), None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"out of bounds"):
+        sr.swapaxes(np.float64(1.0), Val(0), Val(0))
 
 
 # ======================================================================================
@@ -316,6 +378,8 @@ ROBUSTNESS = [
     Case("transpose", sr.transpose, lambda xs: ((xs[0],), {}), lambda xs: np.transpose(xs[0]), ((3, 4),), ((0, 4),), ((),)),
     Case("reshape", sr.reshape, lambda xs: ((xs[0], Val((-1, 2))), {}), lambda xs: np.reshape(xs[0], (-1, 2)),
          ((3, 4),), ((0, 4),)),
+    Case("swapaxes", sr.swapaxes, lambda xs: ((xs[0], Val(0), Val(-1)), {}), lambda xs: np.swapaxes(xs[0], 0, -1),
+         ((3, 4, 2),), ((3, 0, 2),)),
 ]
 
 
@@ -326,6 +390,7 @@ def torch_cases() -> list[TorchCase]:
         TorchCase("permute_dims", lambda x: srt.permute_dims(x, Val((2, 0, 1))), lambda x: np.transpose(x, (2, 0, 1)), ((2, 3, 4),)),
         TorchCase("transpose", lambda x: srt.transpose(x), np.transpose, ((2, 3, 4),)),
         TorchCase("reshape", lambda x: srt.reshape(x, Val((3, -1))), lambda x: np.reshape(x, (3, -1)), ((2, 3, 2),)),
+        TorchCase("swapaxes", lambda x: srt.swapaxes(x, Val(0), Val(-1)), lambda x: np.swapaxes(x, 0, -1), ((2, 3, 4),)),
     ]
 
 
@@ -336,6 +401,7 @@ def jax_structure(rand: Callable[..., Any]) -> list[ArrayCase]:
         ("permute_dims", lambda x: srj.permute_dims(x, Val((2, 0, 1))), (rand(2, 3, 4),), lambda x: np.transpose(x, (2, 0, 1))),
         ("transpose", lambda x: srj.transpose(x), (rand(2, 3, 4),), np.transpose),
         ("reshape", lambda x: srj.reshape(x, Val((3, -1))), (rand(2, 3, 2),), lambda x: np.reshape(x, (3, -1))),
+        ("swapaxes", lambda x: srj.swapaxes(x, Val(0), Val(-1)), (rand(2, 3, 4),), lambda x: np.swapaxes(x, 0, -1)),
     ]
 
 
@@ -346,6 +412,7 @@ def jax_op_calls() -> list[tuple[str, Callable[[Any], Any]]]:
         ("permute_dims", lambda x: srj.permute_dims(x, Val((1, 0)))),
         ("transpose", lambda x: srj.transpose(x)),
         ("reshape", lambda x: srj.reshape(x, Val((4, 3)))),
+        ("swapaxes", lambda x: srj.swapaxes(x, Val(1), Val(0))),
     ]
 
 
@@ -358,4 +425,5 @@ def autograd_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
         ("permute_dims", lambda x: sra.permute_dims(x, Val((2, 0, 1))), (rand(2, 3, 4),), lambda x: anp.transpose(x, (2, 0, 1))),
         ("transpose", lambda x: sra.transpose(x), (rand(2, 3, 4),), lambda x: anp.transpose(x)),
         ("reshape", lambda x: sra.reshape(x, Val((3, -1))), (rand(2, 3, 2),), lambda x: anp.reshape(x, (3, -1))),
+        ("swapaxes", lambda x: sra.swapaxes(x, Val(0), Val(-1)), (rand(2, 3, 4),), lambda x: anp.swapaxes(x, 0, -1)),
     ]

@@ -35,6 +35,8 @@ def ops(a: F32, z: C64, n: I64) -> None:
     assert_type(sr.permute_dims(n, (1, 0)), I64)
     assert_type(sr.transpose(z), C64)
     assert_type(sr.transpose(a, Val((1, 0))), F32)
+    assert_type(sr.swapaxes(z, Val(0), Val(-1)), C64)
+    assert_type(sr.swapaxes(n, 1, 0), I64)
     assert_type(sr.reshape(a, Val((2, -1))), np.ndarray[tuple[int, int], np.dtype[np.float32]])
     assert_type(sr.reshape(z, Val(6)), np.ndarray[tuple[int], np.dtype[np.complex64]])
     assert_type(sr.reshape(n, (3, 2)), I64)
