@@ -99,8 +99,8 @@ _UNROLL_LIMIT = 16
 # of float64, so it stays in the L1 cache between the copy sums and the run sums).
 _BUFFER_SIZE = 2048
 _BUFFERED_COPIES = 4
-# A 16-bit pullback widens the dy under one iteration of its partition loop at once (all
-# copies) when it has at most this many elements (64 KiB of float32).
+# A 16-bit pullback widens the dy under one iteration of its partition loop at once (its
+# copies summed) when that sum has at most this many elements (64 KiB of float32).
 _WIDE_REGION = 16384
 # The most copies of a leading count the CPU pullback reads at once (``_Nest.outer_level``):
 # one concurrent stream of dy each.
@@ -386,10 +386,13 @@ class _NestWriter:
         self.widened = half is not None and pullback and self.run > 1
         self.wide_chunk = max(_BUFFER_SIZE // (self.run * self.outer), 1)
         # Better still, where the part of dy under one iteration of the partition loop is
-        # small (``_WIDE_REGION`` elements over the copies, checked at run time): that whole
-        # region widened by one contiguous loop per copy, and the float32 kernel's loops run
-        # on it (``region{copy}``). Only without summed copies (``copies_sum`` reads dy by
-        # contiguous loops already).
+        # small (``_WIDE_REGION`` elements per copy, checked at run time): that whole region
+        # widened and its fused outer copies summed elementwise by one contiguous loop, which
+        # vectorizes (``region0``), and the float32 kernel's loops for one copy run on it: a
+        # quarter of the run sums for four copies, from cache. The float32 sums are those of
+        # the float32 kernel in another order (copies first, then runs): the same float32
+        # accumulation, within one unit in the last place of the 16-bit result. Only without
+        # summed copies (``copies_sum`` reads dy by contiguous loops already).
         first_input = self.axis_at.index(0)
         self.region_level = (
             first_input + 1 if self.widened and self.copies_level < 0 and first_input + 1 <= self.block_level else -1
@@ -432,9 +435,8 @@ class _NestWriter:
         if self.region_level >= 0:
             region = self.long_names[self.region_level - 1]
             writer.line(f"region = {region}  # dy elements under one iteration of the partition loop, per copy")
-            writer.line(f"in_region = region * {self.outer} <= {_WIDE_REGION}")
-            for copy in range(self.outer):
-                writer.line(f"region{copy} = np.empty(region if in_region else 0, np.float32)")
+            writer.line(f"in_region = region <= {_WIDE_REGION}")
+            writer.line("region0 = np.empty(region if in_region else 0, np.float32)  # the copies' sum, widened")
         if buffered:
             count = "hi - lo" if block_axis == 0 else extents[block_axis]
             writer.line(
@@ -471,9 +473,10 @@ class _NestWriter:
             with writer.block("if in_region:"):
                 for copy in range(self.outer):
                     offset = "0" if copy == 0 else self.long_names[0] if copy == 1 else f"{copy} * {self.long_names[0]}"
-                    writer.line(f"first = np.uintp({_plus(long_base, offset)})")
-                    with writer.block("for u in range(np.uintp(region)):"):
-                        writer.line(f"region{copy}[u] = widen(dy[first + u])")
+                    writer.line(f"first{copy} = np.uintp({_plus(long_base, offset)})")
+                with writer.block("for u in range(np.uintp(region)):"):
+                    terms = [_read("dy", f"first{copy} + u", True) for copy in range(self.outer)]
+                    writer.line(f"region0[u] = {_pairwise(terms)}")
                 self.in_region = True
                 self.level(level, "0", short_base)
                 self.in_region = False
@@ -505,8 +508,9 @@ class _NestWriter:
             self.level(level + 1, f"p{level}", f"q{axis}")
 
     def block(self, long_base: str, short_base: str) -> None:
-        """The last input loop and the run after it: a copy per run (forward) or a run sum."""
-        writer, run, outer = self.writer, self.run, self.outer
+        """The last input loop and the run after it: a copy per run (forward) or a run sum
+        (in a widened region, of the copies' sum: one copy)."""
+        writer, run, outer = self.writer, self.run, 1 if self.in_region else self.outer
         widen = self.half is not None and not self.in_region
         long_name, short_name = self.long_name, self.short_name
         axis = self.axis_at[self.block_level]
@@ -518,10 +522,7 @@ class _NestWriter:
             offsets = ["0", stride] + [f"{copy} * {stride}" for copy in range(2, outer)]
             first, last = _plus(long_base, _times(start, run_text)), _plus(long_base, _times(stop, run_text))
             for copy, offset in enumerate(offsets):
-                if self.in_region:
-                    writer.line(f"dy_block{copy} = region{copy}[{first}:{last}]")
-                else:
-                    writer.line(f"dy_block{copy} = dy[{_plus(first, offset)}:{_plus(last, offset)}]")
+                writer.line(f"dy_block{copy} = dy[{_plus(first, offset)}:{_plus(last, offset)}]")
         elif self.in_region:
             writer.line(f"dy_block = region0[{_plus(long_base, _times(start, run_text))}:{_plus(long_base, _times(stop, run_text))}]")
         else:
