@@ -41,13 +41,15 @@ KERNEL = "our pullback kernel does in one pass what torch's backward does in sev
 
 
 @dataclass(frozen=True)
-class TorchForm:
-    """A form of a kernel op's signatures whose pullback torch's own autograd does faster than
-    a call of our kernel, in eager mode (measured; the crossovers are in the benchmark notes):
-    a static per-signature choice, made once from the statics and the inputs' shapes, never
-    from data. ``below``: only for results of fewer elements (``None``: at every size
-    measured, up to 1M elements). Under ``torch.compile`` such a signature's pullback stays our
-    ``<name>_vjp`` custom op (the choice reads shapes, which are symbolic there)."""
+class EngineForm:
+    """A form of a kernel op's signatures whose pullback an engine's own autodiff does faster
+    than a call of our kernel (measured; the crossovers are in the benchmark notes): a static
+    per-signature choice, made once from the statics and the inputs' shapes, never from data.
+    ``below``: only for results of fewer elements (``None``: at every size measured, up to 1M
+    elements). In torch (``TorchFacts.torch_forms``) an eager-mode choice: under
+    ``torch.compile`` such a signature's pullback stays our ``<name>_vjp`` custom op (the
+    choice reads shapes, which are symbolic there). In JAX (``EngineFacts.jax_forms``) shapes
+    are static at trace time, so the choice holds under ``jit`` too."""
 
     words: str
     test: Callable[[Statics, Shapes], bool]
@@ -69,7 +71,7 @@ class TorchFacts:
     forward: str
     pullback: Literal["torch", "kernel"]
     why: str
-    torch_forms: tuple[TorchForm, ...] = ()
+    torch_forms: tuple[EngineForm, ...] = ()
 
 
 def replicated(statics: Statics, shapes: Shapes) -> AxisMap:
@@ -270,7 +272,11 @@ class EngineFacts:
     its own indexing) and ``scalars`` (a Python scalar may stand for an array argument, as in
     NumPy's ``kron(a, 2.0)``: the scalar is then a static); ``forward`` (its forward in an
     engine, as the engine's own ops: a :class:`ForwardRule`) and, for a hot op, ``prepared``
-    (the same with the statics read once per signature)."""
+    (the same with the statics read once per signature); ``jax_forms``, for an op that JAX
+    runs as our primitive (repeat, tile, kron), the forms of its signatures whose pullback is
+    JAX's own autodiff of the op's XLA forward instead: XLA fuses that with its neighbours in
+    a jitted program, where our kernel's custom call stands alone (a Kalman filter's 2x2
+    krons in a ``scan``)."""
 
     torch: TorchFacts
     shard: ShardRule | None = replicated
@@ -278,6 +284,7 @@ class EngineFacts:
     scalars: bool = False
     forward: ForwardRule = field(kw_only=True)
     prepared: PreparedRule | None = field(default=None, kw_only=True)
+    jax_forms: tuple[EngineForm, ...] = field(default=(), kw_only=True)
 
 
 def value(static: object) -> object:

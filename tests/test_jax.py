@@ -510,21 +510,22 @@ def test_public_names_are_pinned_and_live_in_the_implementation() -> None:
 
 
 def test_vmap_kron_over_one_operand_is_one_kernel_call() -> None:
-    a_batch, b = rand(4, 2, 3), rand(3)
+    # Sizes above KRON_JAX_BELOW: the kron primitive, not XLA's own ops (a small kron's form)
+    a_batch, b = rand(4, 20, 30), rand(60)
     jaxpr = jax.make_jaxpr(jax.vmap(srj.kron, in_axes=(0, None)))(a_batch, b).jaxpr
     assert _count(jaxpr, "stablerules_kron") == 1 and _count(jaxpr, "while") == 0
     np.testing.assert_allclose(
         jax.vmap(srj.kron, in_axes=(None, 1))(b, a_batch), jnp.stack([jnp.kron(b, a) for a in jnp.moveaxis(a_batch, 1, 0)]), rtol=1e-15
     )
-    c_batch = rand(4, 5)
+    c_batch = rand(4, 50)
     both = jax.vmap(srj.kron)(a_batch, c_batch)
     np.testing.assert_allclose(both, jnp.stack([jnp.kron(a, c) for a, c in zip(a_batch, c_batch)]), rtol=1e-15)
     # jvp under vmap, with the tangent batched and the primals not (and the reverse)
-    t = rand(4, 2, 3)
+    t = rand(4, 20, 30)
     a = a_batch[0]
     got = jax.vmap(lambda t: jax.jvp(srj.kron, (a, b), (t, jnp.zeros_like(b)))[1])(t)
     np.testing.assert_allclose(got, jnp.stack([jnp.kron(x, b) for x in t]), rtol=1e-15)
-    s = rand(4, 3)
+    s = rand(4, 60)
     got = jax.vmap(lambda t, s: jax.jvp(srj.kron, (a, b), (t, s))[1])(t, s)
     np.testing.assert_allclose(got, jnp.stack([jnp.kron(x, b) + jnp.kron(a, y) for x, y in zip(t, s)]), rtol=1e-14)
 
@@ -538,7 +539,8 @@ import stablerules as sr, stablerules.jax as srj
 from stablerules import Val
 x = jnp.arange(6.0).reshape(2, 3)
 g = jax.jit(jax.grad(lambda x: jnp.sum(srj.repeat(x, inner=Val((2, 3)), outer=Val((3, 1))) ** 2)))(x)
-k = jax.jit(jax.grad(lambda a: jnp.sum(srj.kron(a, x) ** 2)))(x)
+w = jnp.arange(600.0).reshape(20, 30)  # a kron above KRON_JAX_BELOW: our pullback kernel
+k = jax.jit(jax.grad(lambda a: jnp.sum(srj.kron(a, w) ** 2)))(x)
 info = sr.cache_info()
 print(info.compiles, info.disk_hits, "numba" in sys.modules, float(g.sum()), float(k.sum()))
 """
@@ -665,6 +667,38 @@ def test_repeat_tile_kron_forwards_are_xla_ops_and_pullbacks_our_kernels(dtype: 
                 moved = [[v + sign * step * probe if k == index else v for k, v in enumerate(numbers)] for sign in (1, -1)]
                 slope = (np.sum(np.sin(reference(*moved[0]))) - np.sum(np.sin(reference(*moved[1])))) / (2 * step)
                 np.testing.assert_allclose(np.sum(np.asarray(g, np.float64) * probe), slope, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+def test_a_small_two_axis_kron_takes_xlas_pullback(dtype: str) -> None:
+    """kron's ``jax_forms`` (rules/kron.py): below ``KRON_JAX_BELOW`` result elements, with
+    operands of at most 2 axes, the gradient is JAX's autodiff of XLA's own ops (no custom
+    call: XLA fuses it into a Kalman filter's scan); at and above the bound, or with a third
+    axis, our kernel; 16-bit floats keep our float32 kernel at every size. Gradients against
+    ``np.kron``'s by central differences (a finite-difference check of the XLA path)."""
+    from stablerules.rules.kron import KRON_JAX_BELOW
+
+    rng = np.random.default_rng(11)
+    dtype_ = np.dtype(getattr(jnp, dtype))
+    cases = [((2, 2), (2, 2), True), ((4, 8), (4, 7), True), ((8, 8), (8, 8), False), ((2, 2, 1), (2, 2), False)]
+    assert 4 * 8 * 4 * 7 < KRON_JAX_BELOW <= 8 * 8 * 8 * 8
+    for a_shape, b_shape, small in cases:
+        a = jnp.asarray(rng.standard_normal(a_shape).astype(dtype_))
+        b = jnp.asarray(rng.standard_normal(b_shape).astype(dtype_))
+        grad = jax.jit(jax.grad(lambda u, v: jnp.sum(jnp.sin(srj.kron(u, v).astype(jnp.float32))), argnums=(0, 1)))
+        has_call = "custom_call" in grad.lower(a, b).as_text()
+        assert has_call == (not small or dtype == "bfloat16"), (a_shape, b_shape, dtype)
+        np.testing.assert_array_equal(np.asarray(jax.jit(srj.kron)(a, b)), np.kron(np.asarray(a), np.asarray(b)))
+        if dtype == "bfloat16":
+            continue
+        numbers = [np.asarray(a, np.float64), np.asarray(b, np.float64)]
+        for index, g in enumerate(grad(a, b)):
+            probe = rng.standard_normal(numbers[index].shape)
+            moved = [[v + sign * 1e-3 * probe if k == index else v for k, v in enumerate(numbers)] for sign in (1, -1)]
+            slope = (np.sum(np.sin(np.kron(*moved[0]))) - np.sum(np.sin(np.kron(*moved[1])))) / 2e-3
+            np.testing.assert_allclose(np.sum(np.asarray(g, np.float64) * probe), slope, rtol=1e-3, atol=1e-3)
+    batched = jax.vmap(srj.kron)(jnp.ones((3, 2, 2)), jnp.arange(12.0).reshape(3, 2, 2))  # vmap of the XLA path
+    np.testing.assert_array_equal(np.asarray(batched[1]), np.kron(np.ones((2, 2)), np.arange(4.0, 8.0).reshape(2, 2)))
 
 
 def test_cat_takes_a_plain_int_dims_as_numpy_and_torch_do() -> None:

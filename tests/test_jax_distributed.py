@@ -47,12 +47,12 @@ QUANTITIES = ("forward", "jit forward", "grad", "jit grad", "plain jit forward",
 
 # (operand types, result types) of each kernel op's custom calls in the compiled HLO of
 # ``jit(shard_map(op))`` and ``jit(grad(... shard_map(op) ...))``: the pullback (the forward is
-# XLA's own ops), on shards of 2 rows of the 4-row inputs (kron's second operand is replicated, 2 x 5).
+# XLA's own ops), on shards of 2 rows of the 4-row inputs (kron's second operand is replicated, 16 x 30).
 SHARD_CALLS: dict[str, set[tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "repeat": {(("f64[2,9]",), ("f64[2,3]",))},
     "repeat inner/outer": {(("f64[2,18]",), ("f64[2,3]",))},
     "tile": {(("f64[2,6]",), ("f64[2,3]",))},
-    "kron": {(("f64[4,15]", "f64[2,3]", "f64[2,5]"), ("f64[2,3]", "f64[2,5]"))},
+    "kron": {(("f64[32,90]", "f64[2,3]", "f64[16,30]"), ("f64[2,3]", "f64[16,30]"))},
 }
 # The forwards under a plain jit of inputs sharded over an explicit mesh axis: one call of our
 # forward kernel on the gathered (whole) arrays.
@@ -60,7 +60,7 @@ PLAIN_JIT_CALLS: dict[str, set[tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "repeat": {(("f64[4,3]",), ("f64[4,9]",))},
     "repeat inner/outer": {(("f64[4,3]",), ("f64[4,18]",))},
     "tile": {(("f64[4,3]",), ("f64[4,6]",))},
-    "kron": {(("f64[4,3]", "f64[2,5]"), ("f64[8,15]",))},
+    "kron": {(("f64[4,3]", "f64[16,30]"), ("f64[64,90]",))},
 }
 
 
@@ -152,6 +152,22 @@ def test_sixteen_bit_floats_under_shard_map(report: dict[str, Any], mesh: str, c
             assert _calls(entry["plain jit calls"]) == plain
     else:
         assert entry["shard_map calls"] == [] and entry["plain jit calls"] == []
+
+
+@pytest.mark.parametrize("mesh", MESHES)
+def test_a_small_kron_takes_xlas_pullback_on_each_shard(report: dict[str, Any], mesh: str) -> None:
+    """A kron below ``KRON_JAX_BELOW`` (rules/kron.py) is XLA's own ops on each shard, its
+    pullback JAX's autodiff of them: no custom call under ``shard_map``; under a plain ``jit``
+    of operands sharded over an explicit axis, our kernels, as for the other kernel ops."""
+    entry = report[f"{mesh}: kron small"]
+    assert "error" not in entry, entry.get("error")
+    differences = {quantity: entry[quantity] for quantity in QUANTITIES}
+    assert max(differences.values()) <= TOLERANCE, differences
+    assert entry["shard_map calls"] == []
+    if mesh == "explicit":
+        assert _calls(entry["plain jit calls"]) == {(("f64[4,3]", "f64[2,5]"), ("f64[8,15]",))}
+    else:
+        assert entry["plain jit calls"] == []
 
 
 @pytest.mark.parametrize("case", OTHER_CASES)

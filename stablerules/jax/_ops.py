@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -20,6 +21,7 @@ from .._arrays import ArraySpec, check_dtype
 from .._half import is_half
 from .._key import KernelSource, ShapeSignature
 from .._codegen import SourceWriter
+from .._facts import EngineFacts
 from .._plan import Plan
 from .._val import Val
 from ..rules import kron as _kron_rules
@@ -584,7 +586,9 @@ def kron(a: Array, b: Array) -> Array:
     """``stablerules.kron`` (``np.kron``) on JAX arrays, inside ``jit``/``grad``/``vmap``.
 
     float32/float64 operands (promoted to one dtype): the forward is XLA's own ops, the fused
-    pullback our kernel inside XLA; complex and integer operands use ``jnp.kron``. bfloat16
+    pullback our kernel inside XLA, except for the small signatures of ``ENGINE_FACTS``'
+    ``jax_forms`` (2-axis operands, fewer than ``KRON_JAX_BELOW`` result elements), whose
+    pullback is JAX's autodiff of those XLA ops; complex and integer operands use ``jnp.kron``. bfloat16
     and float16 (jnp's promotion: two different 16-bit formats give float32): the forward
     is XLA's product in the format, the pullback our float32 kernel (``_half_ffi``), rounded
     once; beyond the kernels' ranks, ``jnp.kron`` of float32 conversions, rounded once."""
@@ -597,8 +601,29 @@ def kron(a: Array, b: Array) -> Array:
         if is_half(dtype):  # each product exact in float32, rounded once; the pullback's sums too
             return jnp.kron(a_array.astype(_FLOAT32), b_array.astype(_FLOAT32)).astype(dtype)
         return jnp.kron(a_array, b_array)
-    result: Array = bind_varying(kron_p, a_array.astype(dtype), b_array.astype(dtype))
+    a_array, b_array = a_array.astype(dtype), b_array.astype(dtype)
+    shapes = (tuple(a_array.shape), tuple(b_array.shape))
+    if _xla_pullback(_kron_rules.ENGINE_FACTS["kron"], dtype, (a_array, b_array), shapes, _kron_shape(*shapes)):
+        return _kron_xla(a_array, b_array)  # JAX's autodiff of XLA's own ops gives the pullback
+    result: Array = bind_varying(kron_p, a_array, b_array)
     return result
+
+
+def _no_statics(name: str, default: object = None) -> object:
+    return default
+
+
+def _xla_pullback(
+    facts: EngineFacts, dtype: np.dtype[Any], arrays: Sequence[Array], shapes: tuple[tuple[int, ...], ...], out_shape: tuple[int, ...]
+) -> bool:
+    """Whether a signature takes JAX's own pullback: one of the op's ``jax_forms`` covers it
+    (shapes are static at trace time: the choice is made once per signature, under ``jit``
+    too). 16-bit floats keep our kernel, which accumulates in float32 (SPEC section 15), and
+    so do operands sharded over an explicit mesh axis, whose XLA forward JAX refuses (see
+    :func:`_forward_lowering`)."""
+    if is_half(dtype) or any(_explicitly_sharded(jax.typeof(array)) for array in arrays):
+        return False
+    return any(form.covers(_no_statics, shapes, math.prod(out_shape)) for form in facts.jax_forms)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -928,7 +928,7 @@ def _forward_mean(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_
 
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     "broadcast_to": _facts.EngineFacts(
-        _facts.TorchFacts("Tensor.expand", "kernel", _facts.KERNEL, (_facts.TorchForm("new leading axes only", _new_leading_axes),)),
+        _facts.TorchFacts("Tensor.expand", "kernel", _facts.KERNEL, (_facts.EngineForm("new leading axes only", _new_leading_axes),)),
         batch=_batch_broadcast_to,
         forward=_forward_broadcast_to,
     ),

@@ -1559,7 +1559,7 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     "repeat": _facts.EngineFacts(
         _facts.TorchFacts(
             "Tensor.repeat_interleave / Tensor.repeat", "kernel", _facts.KERNEL,
-            (_facts.TorchForm("a single repeat_interleave (an integer count, or one inner count)", _one_repeat_interleave, REPEAT_TORCH_BELOW),),
+            (_facts.EngineForm("a single repeat_interleave (an integer count, or one inner count)", _one_repeat_interleave, REPEAT_TORCH_BELOW),),
         ),
         _repeat_shards,
         _batch_repeat,
@@ -1570,8 +1570,8 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
         _facts.TorchFacts(
             "Tensor.tile", "kernel", _facts.KERNEL,
             (
-                _facts.TorchForm("a 1-axis input tiled by one count", _one_axis_tile),
-                _facts.TorchForm("any reps", lambda statics, shapes: True, TILE_TORCH_BELOW),
+                _facts.EngineForm("a 1-axis input tiled by one count", _one_axis_tile),
+                _facts.EngineForm("any reps", lambda statics, shapes: True, TILE_TORCH_BELOW),
             ),
         ),
         _tile_shards,
