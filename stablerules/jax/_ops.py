@@ -602,8 +602,7 @@ def kron(a: Array, b: Array) -> Array:
             return jnp.kron(a_array.astype(_FLOAT32), b_array.astype(_FLOAT32)).astype(dtype)
         return jnp.kron(a_array, b_array)
     a_array, b_array = a_array.astype(dtype), b_array.astype(dtype)
-    shapes = (tuple(a_array.shape), tuple(b_array.shape))
-    if _xla_pullback(_kron_rules.ENGINE_FACTS["kron"], dtype, (a_array, b_array), shapes, _kron_shape(*shapes)):
+    if _xla_pullback(_kron_rules.ENGINE_FACTS["kron"], (a_array, b_array), _kron_shape(a_array.shape, b_array.shape)):
         return _kron_xla(a_array, b_array)  # JAX's autodiff of XLA's own ops gives the pullback
     result: Array = bind_varying(kron_p, a_array, b_array)
     return result
@@ -613,16 +612,15 @@ def _no_statics(name: str, default: object = None) -> object:
     return default
 
 
-def _xla_pullback(
-    facts: EngineFacts, dtype: np.dtype[Any], arrays: Sequence[Array], shapes: tuple[tuple[int, ...], ...], out_shape: tuple[int, ...]
-) -> bool:
+def _xla_pullback(facts: EngineFacts, arrays: Sequence[Array], out_shape: tuple[int, ...]) -> bool:
     """Whether a signature takes JAX's own pullback: one of the op's ``jax_forms`` covers it
     (shapes are static at trace time: the choice is made once per signature, under ``jit``
     too). 16-bit floats keep our kernel, which accumulates in float32 (SPEC section 15), and
     so do operands sharded over an explicit mesh axis, whose XLA forward JAX refuses (see
     :func:`_forward_lowering`)."""
-    if is_half(dtype) or any(_explicitly_sharded(jax.typeof(array)) for array in arrays):
+    if any(is_half(np.dtype(array.dtype)) or _explicitly_sharded(jax.typeof(array)) for array in arrays):
         return False
+    shapes = tuple(tuple(array.shape) for array in arrays)
     return any(form.covers(_no_statics, shapes, math.prod(out_shape)) for form in facts.jax_forms)
 
 
