@@ -211,11 +211,11 @@ def test_swapaxes_errors() -> None:
     with pytest.raises(TypeError, match=r"argument 'axis1' must be Val\(int\)"):
         sr.swapaxes(x, Val((0, 1)), Val(0))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'axis2'"):
-        sr.swapaxes(x, Val(0))  # type: ignore[call-arg]
+        sr.swapaxes(x, Val(0))  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="swapaxes: axis2 is required"):
-        sr.swapaxes(x, Val(0), None)  # type: ignore[arg-type]
+        sr.swapaxes(x, Val(0), None)  # type: ignore[call-overload]
     with pytest.raises(ValueError, match=r"out of bounds"):
-        sr.swapaxes(np.float64(1.0), Val(0), Val(0))
+        sr.swapaxes(np.float64(1.0), Val(0), Val(0))  # type: ignore[call-overload]  # a 0-d input
 
 
 # ======================================================================================
