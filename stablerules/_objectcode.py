@@ -8,11 +8,15 @@ wrapper, the environment symbols it reads, the external symbols it calls) and th
 built for (:func:`host_key`: file format, Numba and llvmlite versions, Python ABI, platform,
 target triple, CPU name and features, and the ``NUMBA_*`` settings that change them).
 
-:meth:`ObjectCodeStore.load` serves a later process from that file through llvmlite's MCJIT
-(``add_object_file``, ``get_function_address``), without importing ``numba``: the CPython
-wrapper is made a callable exactly as Numba's cached load makes it (``_private_numba.make_function``
-with a fresh ``Environment``), so the result is the same object as a dispatcher's
-``entry_point``. The runtime it needs (``numba._helperlib``, ``numba._dynfunc`` and the NRT's
+:meth:`ObjectCodeStore.load` serves a later process from that file without importing ``numba``
+or LLVM: on x86-64 Linux :mod:`._elf` maps and links the object itself (importing
+``llvmlite.binding`` was about 25 ms of a fresh process's first gradient), elsewhere
+llvmlite's MCJIT does (``add_object_file``, ``get_function_address``); which one is decided by
+the file's header, and a file is stored only if its loader can link it. The host key's CPU
+name and features come from a record in the cache (:func:`_host_target`) once LLVM has been
+asked on this CPU. The CPython wrapper is made a callable exactly as Numba's cached load
+makes it (``_private_numba.make_function`` with a fresh ``Environment``), so the result is the
+same object as a dispatcher's ``entry_point``. The runtime it needs (``numba._helperlib``, ``numba._dynfunc`` and the NRT's
 ``_nrt_python``) is loaded from the installed Numba under the module names Numba gives them,
 and its symbols are registered under the names Numba registers, so an ``import numba`` later
 in the process shares them (one allocator, one NRT).
@@ -50,7 +54,7 @@ import _thread
 import types as pytypes
 import warnings
 
-from . import _config
+from . import _config, _elf
 from ._memo import memoized
 from ._private_numba import DYNFUNC, HELPERLIB, NRT_PYTHON, cached_data, make_function
 from collections.abc import Callable
@@ -136,11 +140,10 @@ def host_key() -> HostKey:
     """What a stored kernel must have been built for to run here. CPU name and features are
     computed as Numba computes its cache key's (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``
     override the host's); ``save`` checks them against the key of the code Numba built."""
-    llvmlite = importlib.import_module("llvmlite")  # untyped for a user's mypy over our sources
-    llvm = importlib.import_module("llvmlite.binding")
-
-    cpu = os.environ.get("NUMBA_CPU_NAME") or llvm.get_host_cpu_name()
-    features = os.environ.get("NUMBA_CPU_FEATURES") or llvm.get_host_cpu_features().flatten()
+    llvmlite = importlib.import_module("llvmlite")  # its version only: not LLVM's library
+    triple, host_cpu, host_features = _host_target(str(llvmlite.__version__))
+    cpu = os.environ.get("NUMBA_CPU_NAME") or host_cpu
+    features = os.environ.get("NUMBA_CPU_FEATURES") or host_features
     settings = ";".join(f"{name}={os.environ.get(name, '')}" for name in _NUMBA_TARGET_SETTINGS)
     return (
         ("format", FORMAT),
@@ -148,11 +151,136 @@ def host_key() -> HostKey:
         ("llvmlite", str(llvmlite.__version__)),
         ("python", f"{sys.implementation.cache_tag}{sys.abiflags}"),
         ("platform", sys.platform),
-        ("triple", llvm.get_process_triple()),
+        ("triple", triple),
         ("cpu", cpu),
         ("features", features),
         ("settings", settings),
     )
+
+
+# --- the host's target, as LLVM names it, remembered per CPU -----------------------------------
+
+# The fields of /proc/cpuinfo that say which CPU this is and what it can do (x86, then ARM).
+_CPU_FIELDS = frozenset(
+    {"vendor_id", "cpu family", "model", "model name", "stepping", "flags",
+     "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "CPU revision", "Features"}
+)
+_TARGET_SUFFIX = ".target"
+
+
+def _cpu_identity(llvmlite_version: str) -> str | None:
+    """Which CPU and LLVM this process has, read without LLVM: the first processor's
+    identifying fields in ``/proc/cpuinfo`` (Linux; ``None`` elsewhere or when unreadable),
+    the machine, and the llvmlite version (its LLVM names the CPU and its features)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    fields: list[str] = []
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    if fields:
+                        break  # the first processor's entry is enough
+                    continue
+                name, _, value = line.partition(":")
+                if name.strip() in _CPU_FIELDS:
+                    fields.append(f"{name.strip()}={' '.join(value.split())}")
+    except OSError:
+        return None
+    if not fields:
+        return None
+    return "\n".join([*fields, f"machine={os.uname().machine}", f"llvmlite={llvmlite_version}"])
+
+
+def _llvm_target() -> tuple[str, str, str]:
+    """The process's target triple and host CPU name and features, from LLVM itself."""
+    llvm = importlib.import_module("llvmlite.binding")
+    return str(llvm.get_process_triple()), str(llvm.get_host_cpu_name()), str(llvm.get_host_cpu_features().flatten())
+
+
+@memoized(maxsize=None)
+def _host_target(llvmlite_version: str) -> tuple[str, str, str]:
+    """The target triple and host CPU name and features as LLVM gives them.
+
+    Importing LLVM's library to ask costs a fresh process about 25 ms, so on Linux the answer
+    is remembered in the cache (``kernels/host-<digest>.target``, private like the kernels),
+    under a digest of :func:`_cpu_identity`. A process on the same CPU with the same llvmlite
+    reads it back; another CPU (other model, stepping or flags), another machine or llvmlite
+    has another identity and asks LLVM. A record that is absent, damaged, not this user's or
+    for another identity is never used (and is written again). Trusting it is trusting the
+    cache's own files: a wrong record could only name kernels this user's cache already holds.
+    """
+    identity = _cpu_identity(llvmlite_version)
+    if identity is None:
+        return _llvm_target()
+    import hashlib
+    import json
+
+    kernels = _config.cache_dir() / "kernels"
+    path = kernels / f"host-{hashlib.sha256(identity.encode()).hexdigest()[:16]}{_TARGET_SUFFIX}"
+    try:
+        record = json.loads(_read_private(path))
+        if isinstance(record, dict) and record.get("identity") == identity:
+            target = record.get("triple"), record.get("cpu"), record.get("features")
+            if all(isinstance(part, str) and part for part in target):
+                return (str(target[0]), str(target[1]), str(target[2]))
+    except (OSError, DamagedObjectFile, ValueError):
+        pass
+    triple, cpu, features = _llvm_target()
+    _unwritten[:] = [(path, json.dumps({"identity": identity, "triple": triple, "cpu": cpu, "features": features}).encode())]
+    if kernels.is_dir():
+        write_host_record()
+    return triple, cpu, features
+
+
+# The host's record while it is not written (the cache's folder did not exist yet).
+_unwritten: list[tuple[Path, bytes]] = []
+
+
+def write_host_record() -> None:
+    """Write the record :func:`_host_target` had to ask LLVM for, if any is waiting; a failure
+    leaves it to a later process (the record is an optimization)."""
+    if _unwritten:
+        path, data = _unwritten.pop()
+        try:
+            _write_private(path.parent, path, data)
+        except OSError:
+            pass
+
+
+def _read_private(path: Path) -> bytes:
+    """The bytes of ``path`` when it is a regular file of this user's that no one else may
+    write; ``FileNotFoundError`` when absent, :class:`DamagedObjectFile` (why) otherwise."""
+    try:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        descriptor = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as error:  # a symbolic link (O_NOFOLLOW), unreadable, ...
+        raise DamagedObjectFile(f"cannot be opened: {error.strerror}") from error
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise DamagedObjectFile("not a private file of this user")
+        return handle.read()
+
+
+def _write_private(folder: Path, path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` in one step (mode 0600); a failed write (full disk, folder
+    gone) raises ``OSError`` and leaves nothing behind."""
+    import tempfile
+
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
 
 
 def _key_digest(key: HostKey) -> str:
@@ -221,37 +349,55 @@ def _extension(name: str) -> pytypes.ModuleType:
 
 
 class _Runtime:
-    """llvmlite's JIT and Numba's C runtime, set up once per process as Numba sets them up."""
+    """Numba's C runtime, set up once per process as Numba sets it up, and the symbols Numba
+    registers with LLVM for its kernels (same names, same addresses, so Numba registering them
+    again later changes nothing). x86-64 objects are linked by :mod:`._elf` against them;
+    others go through llvmlite's MCJIT, set up on first use."""
 
     def __init__(self) -> None:
         import builtins
 
-        llvm = importlib.import_module("llvmlite.binding")
-
-        self.llvm = llvm
         helperlib = _extension(HELPERLIB)
         self.dynfunc = _extension(DYNFUNC)
         nrt = _extension(NRT_PYTHON)
         if "numba.core.runtime.nrt" not in sys.modules:
             nrt.memsys_use_cpython_allocator()  # what importing numba.core.runtime.nrt does
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        # The symbols numba.core.base._load_global_helpers and the NRT's initialize register:
-        # same names, same addresses, so Numba registering them again later changes nothing.
-        llvm.add_symbol("_Py_NoneStruct", id(None))
+        # numba.core.base._load_global_helpers and the NRT's initialize register these: the
+        # exceptions as the objects themselves (how Numba's code reads them), not C's pointers.
+        symbols = {"_Py_NoneStruct": id(None)}
         for helpers in (helperlib.c_helpers, self.dynfunc.c_helpers):
             for name, address in helpers.items():
-                llvm.add_symbol(f"numba_{name}", address)
+                symbols[f"numba_{name}"] = address
         for value in vars(builtins).values():
             if isinstance(value, type) and issubclass(value, BaseException):
-                llvm.add_symbol(f"PyExc_{value.__name__}", id(value))
+                symbols[f"PyExc_{value.__name__}"] = id(value)
         for name, address in nrt.c_helpers.items():
-            llvm.add_symbol(name if name.startswith("_") else f"NRT_{name}", address)
+            symbols[name if name.startswith("_") else f"NRT_{name}"] = address
+        self.symbols: dict[str, int] = symbols
+        self._llvm: pytypes.ModuleType | None = None
 
-    def load(self, header: dict[str, object], obj: bytes) -> KernelFunction:
-        import ctypes
+    def resolve(self, name: str) -> int:
+        """An undefined symbol's address as MCJIT finds it: Numba's registered symbols first,
+        then the process's own (the C API, the C library); 0 when neither has it."""
+        address = self.symbols.get(name)
+        return address if address is not None else _elf.process_symbol(name)
 
-        llvm = self.llvm
+    def _mcjit(self) -> pytypes.ModuleType:
+        if self._llvm is None:
+            llvm = importlib.import_module("llvmlite.binding")
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            for name, address in self.symbols.items():
+                llvm.add_symbol(name, address)
+            self._llvm = llvm
+        return self._llvm
+
+    def _link(self, header: dict[str, object], obj: bytes) -> tuple[Callable[[str], int], Callable[[str], int], object]:
+        """Load ``obj``: (function address of, global variable address of, what keeps it)."""
+        if _elf.native(obj):
+            image = _elf.load(obj, self.resolve)
+            return image.address, image.address, image
+        llvm = self._mcjit()
         machine = llvm.Target.from_default_triple().create_target_machine(jit=True)
         # Creating an engine also makes the process's own symbols (the C API) searchable.
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
@@ -263,7 +409,16 @@ class _Runtime:
         object_file = llvm.ObjectFileRef.from_data(obj)
         engine.add_object_file(object_file)
         engine.finalize_object()
-        wrapper = engine.get_function_address(str(header["wrapper"]))
+        return engine.get_function_address, engine.get_global_value_address, (engine, object_file)
+
+    def load(self, header: dict[str, object], obj: bytes) -> KernelFunction:
+        import ctypes
+
+        try:
+            function_address, variable_address, keep = self._link(header, obj)
+        except _elf.Unsupported as error:
+            raise Unloadable(str(error)) from error
+        wrapper = function_address(str(header["wrapper"]))
         if not wrapper:
             raise DamagedObjectFile(f"the object defines no symbol {header['wrapper']}")
         cfunc = header.get("kind") == "cfunc"
@@ -271,7 +426,7 @@ class _Runtime:
         pairs = header["environments"]
         assert isinstance(pairs, list)
         for env_name, module_name in pairs:
-            address = engine.get_global_value_address(str(env_name))
+            address = variable_address(str(env_name))
             if not address:
                 if cfunc:
                     continue  # a C callback's code may use no environment (Numba's set_env skips it too)
@@ -280,7 +435,7 @@ class _Runtime:
             ctypes.c_void_p.from_address(address).value = id(environment)
             environments.append(environment)
         if cfunc:
-            return CFunction(wrapper, (engine, object_file, tuple(environments)))
+            return CFunction(wrapper, (keep, tuple(environments)))
         module = pytypes.ModuleType(str(header["module"]))
         name = str(header["name"])
         function: KernelFunction = make_function(
@@ -290,7 +445,7 @@ class _Runtime:
             f"compiled wrapper for {name!r}",
             wrapper,
             environments[0],
-            (engine, object_file, tuple(environments)),
+            (keep, tuple(environments)),
         )
         return function
 
@@ -420,19 +575,12 @@ class ObjectCodeStore:
             return None
         path = self.path(stem, key)
         try:
-            flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-            descriptor = os.open(path, flags)
+            data = _read_private(path)
         except FileNotFoundError:
             return None
-        except OSError as error:  # a symbolic link (O_NOFOLLOW), unreadable, ...
-            self._discard(path, f"cannot be opened: {error.strerror}")
+        except DamagedObjectFile as error:
+            self._discard(path, str(error))
             return None
-        with os.fdopen(descriptor, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-                self._discard(path, "not a private file of this user")
-                return None
-            data = handle.read()
         try:
             header, obj = _parse(data)
             if header.get("key") != [list(part) for part in key]:
@@ -464,6 +612,8 @@ class ObjectCodeStore:
         import struct
 
         header, obj = record
+        if _elf.native(obj) and not _elf.loadable(obj):
+            return  # an object only MCJIT could link: Numba's own cache serves it
         keyed = dict(key)
         if header["magic"] != [keyed["triple"], keyed["cpu"], keyed["features"]]:
             return  # Numba built for another target than this process would check against
@@ -472,23 +622,12 @@ class ObjectCodeStore:
         body = struct.pack("<Q", len(encoded)) + encoded + obj
         self._write_atomically(path, _MAGIC + hashlib.sha256(body).digest() + body)
         self._stale.discard(path)
+        write_host_record()
 
     def _write_atomically(self, path: Path, data: bytes) -> None:
         """Write ``data`` to ``path`` in one step; a failed write (full disk, folder gone)
         raises ``OSError`` to the store, which warns once and goes on from memory."""
-        import tempfile
-
-        descriptor, temporary = tempfile.mkstemp(dir=self._kernels, prefix=".tmp-", suffix=_SUFFIX)
-        try:
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(data)
-            os.replace(temporary, path)
-        except BaseException:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
-            raise
+        _write_private(self._kernels, path, data)
 
     def _discard(self, path: Path, reason: str) -> None:
         warnings.warn(

@@ -8,7 +8,7 @@ blocks included: a lazy import is still a dependency), and each module has a lay
   0   bottom      errors, configuration, guards and counters, ``Val``, memo, version, schema
   1   key         the kernel key (``ShapeSignature``, ``KernelSource``, ``Kernel``)
   2   values      array facts, dtype units, tangents, typing, registry, binder, thread split, pool,
-                  object-code loader
+                  object-code loader and its ELF linker
   3   kernels     cache, code generation, CUDA
   4   launch      the launchers
   5   scaffold    the op base, ``Plan``/``RuleOp``, views, dispatch, recording
@@ -43,7 +43,7 @@ LAYERS: dict[str, int] = {
     ),
     "_key": 1,
     **dict.fromkeys(
-        ("_arrays", "_units", "_tangents", "_typing", "_registry", "_binding", "_parallel", "_pool", "_objectcode", "_keying", "_results"), 2
+        ("_arrays", "_units", "_tangents", "_typing", "_registry", "_binding", "_parallel", "_pool", "_objectcode", "_elf", "_keying", "_results"), 2
     ),
     **dict.fromkeys(("_cache", "_codegen", "_cuda"), 3),
     "_launch": 4,

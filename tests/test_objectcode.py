@@ -27,6 +27,7 @@ from stablerules._key import KernelSource, ShapeSignature
 from stablerules._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 
 REPO = Path(__file__).resolve().parents[1]
+X86_64_LINUX = sys.platform.startswith("linux") and os.uname().machine == "x86_64"
 
 
 def scaled_sum_kernel(salt: str) -> tuple[ShapeSignature, Callable[[], KernelSource]]:
@@ -205,13 +206,138 @@ def test_an_unresolvable_symbol_falls_back_without_loading(cache_dir: Path, monk
     header, obj = _objectcode._parse(native.read_bytes())
     undefined = header["undefined"]
     assert isinstance(undefined, list) and "NRT_MemInfo_alloc_aligned" in undefined
-    import llvmlite.binding as llvm
-
-    resolve = llvm.address_of_symbol
-    monkeypatch.setattr(llvm, "address_of_symbol", lambda symbol: 0 if symbol.startswith("NRT_") else resolve(symbol))
+    resolve = _objectcode._Runtime.resolve
+    monkeypatch.setattr(
+        _objectcode._Runtime, "resolve", lambda self, symbol: 0 if symbol.startswith("NRT_") else resolve(self, symbol)
+    )
     loaded = DiskStore(cache_dir).load(name, source)
     assert loaded.function is not None
     np.testing.assert_allclose(run_entry(loaded, np.arange(3.0)), expected(np.arange(3.0)))
+
+
+def relocations_of(obj: bytes) -> list[int]:
+    """The file offsets of the ``r_info`` words of ``obj``'s code relocations."""
+    import struct
+
+    (section_offset,) = struct.unpack_from("<Q", obj, 0x28)
+    size, count = struct.unpack_from("<HH", obj, 0x3A)
+    places: list[int] = []
+    for index in range(count):
+        _, kind, _, _, offset, length, _, target, _, _ = struct.unpack_from("<IIQQQQIIQQ", obj, section_offset + index * size)
+        if kind != 4:
+            continue
+        _, _, flags = struct.unpack_from("<IIQ", obj, section_offset + target * size)
+        if flags & 0x4:  # RELA for a code section
+            places.extend(range(offset + 8, offset + length, 24))
+    return places
+
+
+@pytest.mark.skipif(not X86_64_LINUX, reason="the ELF loader serves x86-64 Linux; elsewhere MCJIT loads")
+def test_the_elf_loader_refuses_what_it_cannot_link_before_mapping(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import struct
+
+    from stablerules import _elf
+
+    name, source, native = filled(cache_dir)
+    header, obj = _objectcode._parse(native.read_bytes())
+    assert _elf.native(obj) and _elf.loadable(obj)
+    places = relocations_of(obj)
+    assert places
+    # A GOT-relative relocation (R_X86_64_GOTPCREL, 9): unknown to the loader, refused.
+    got = bytearray(obj)
+    (info,) = struct.unpack_from("<Q", got, places[0])
+    struct.pack_into("<Q", got, places[0], (info & ~0xFFFFFFFF) | 9)
+    assert not _elf.loadable(bytes(got))
+    mapped: list[bool] = []
+
+    def no_mapping() -> object:
+        mapped.append(True)
+        pytest.fail("the loader mapped memory for an object it refuses")
+
+    monkeypatch.setattr(_elf, "_get_libc", no_mapping)
+    with pytest.raises(_elf.Unsupported, match="relocation kind 9"):
+        _elf.load(bytes(got), lambda symbol: 1)
+    # A symbol the process does not have: refused before anything is mapped.
+    with pytest.raises(_elf.Unsupported, match="not available"):
+        _elf.load(obj, lambda symbol: 0)
+    # Another machine (aarch64, 183) is not this loader's.
+    other = bytearray(obj)
+    struct.pack_into("<H", other, 0x12, 183)
+    assert not _elf.native(bytes(other)) and not _elf.loadable(bytes(other))
+    assert mapped == []
+
+
+@pytest.mark.skipif(not X86_64_LINUX, reason="the ELF loader serves x86-64 Linux; elsewhere MCJIT loads")
+def test_the_elf_loader_links_as_mcjit_does(cache_dir: Path) -> None:
+    """The same object linked by the ELF loader and by MCJIT: the same code bytes at each
+    function once relocated (each against its own addresses), the same results."""
+    import ctypes
+
+    import llvmlite.binding as llvm
+
+    from stablerules import _elf
+
+    name, source, native = filled(cache_dir)
+    header, obj = _objectcode._parse(native.read_bytes())
+    runtime = _objectcode._get_runtime()
+    image = _elf.load(obj, runtime.resolve)
+    wrapper = image.address(str(header["wrapper"]))
+    assert wrapper and image.address("no such symbol") == 0
+    llvm_module = runtime._mcjit()
+    machine = llvm_module.Target.from_default_triple().create_target_machine(jit=True)
+    engine = llvm_module.create_mcjit_compiler(llvm_module.parse_assembly(""), machine)
+    engine.add_object_file(llvm_module.ObjectFileRef.from_data(obj))
+    engine.finalize_object()
+    theirs = engine.get_function_address(str(header["wrapper"]))
+    assert theirs
+    # The wrapper's machine code agrees byte for byte outside the addresses each linker wrote.
+    parsed = _elf._Object(obj)
+    (symbol,) = [symbol for symbol in parsed.symbols if symbol.name == header["wrapper"]]
+    relocated = {
+        place
+        for target, entries in parsed.relocations
+        if target == symbol.section
+        for offset, _, _, _ in entries
+        for place in range(offset, offset + 8)
+    }
+    ours_code, their_code = ctypes.string_at(wrapper, symbol.size), ctypes.string_at(theirs, symbol.size)
+    differing = {index + symbol.value for index in range(symbol.size) if ours_code[index] != their_code[index]}
+    assert symbol.size > 100 and differing <= relocated
+    loaded = runtime.load(header, obj)
+    x = np.linspace(-3.0, 1.0, 11)
+    np.testing.assert_allclose(run_entry(loaded, x), expected(x))
+
+
+@pytest.mark.skipif(not X86_64_LINUX, reason="the host's record is read from Linux's /proc/cpuinfo")
+def test_the_host_record_is_used_only_for_this_cpu_and_when_private(cache_dir: Path) -> None:
+    import hashlib
+
+    version = "test-" + uuid.uuid4().hex  # a version no other test memoized
+    (cache_dir / "kernels").mkdir(parents=True)
+    compute = _objectcode._host_target.__wrapped__
+    llvm_answer = _objectcode._llvm_target()
+    assert compute(version) == llvm_answer  # asked LLVM, wrote the record
+    identity = _objectcode._cpu_identity(version)
+    assert identity is not None and f"llvmlite={version}" in identity
+    (record,) = (cache_dir / "kernels").glob(f"host-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.target")
+    assert record.stat().st_mode & 0o077 == 0
+    saved = json.loads(record.read_text())
+    assert saved["identity"] == identity and [saved["triple"], saved["cpu"], saved["features"]] == list(llvm_answer)
+    # Read back: a record of this identity is what a later process uses (a marked one shows it).
+    record.write_text(json.dumps(dict(saved, cpu="marked-cpu")))
+    record.chmod(0o600)
+    assert compute(version)[1] == "marked-cpu"
+    # Another CPU's record under this name, a damaged one, one others may write: never used.
+    for text, mode in (
+        (json.dumps(dict(saved, identity=identity + "x", cpu="marked-cpu")), 0o600),
+        ('{"identity": ', 0o600),
+        (json.dumps(dict(saved, cpu="marked-cpu")), 0o622),
+    ):
+        record.write_text(text)
+        record.chmod(mode)
+        assert compute(version) == llvm_answer
+        assert json.loads(record.read_text())["cpu"] == llvm_answer[1]  # written again, sound
+        assert record.stat().st_mode & 0o077 == 0
 
 
 def test_the_switch_turns_the_loader_off(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -291,6 +417,7 @@ FRESH_PROCESS = textwrap.dedent(
     ok &= np.allclose(db, np.einsum("ikjl,ij->kl", dy.reshape(2, 2, 3, 2), a))
     info = sr.cache_info()
     report.update(ok=bool(ok), numba=("numba" in sys.modules), compiles=info.compiles, disk_hits=info.disk_hits)
+    report.update(llvm=("llvmlite.binding" in sys.modules))
     # Numba started afterwards shares the runtime the direct loads set up, and both kinds of
     # kernel keep working side by side.
     import numba
@@ -324,4 +451,6 @@ def test_fresh_process_first_gradient_without_numba(tmp_path: Path) -> None:
     assert warm["ok"] and warm["ok2"] and warm["shared"]
     assert warm["info_before"] == [True, str(tmp_path / "cache")]
     assert (warm["compiles"], warm["disk_hits"], warm["numba"]) == (0, cold["compiles"], False)
+    if X86_64_LINUX:  # the host's record and the ELF loader: no LLVM either
+        assert not warm["llvm"]
 
