@@ -223,6 +223,7 @@ def _host_target(llvmlite_version: str) -> tuple[str, str, str]:
         if isinstance(record, dict) and record.get("identity") == identity:
             target = record.get("triple"), record.get("cpu"), record.get("features")
             if all(isinstance(part, str) and part for part in target):
+                _record_read[:] = [path]
                 return (str(target[0]), str(target[1]), str(target[2]))
     except (OSError, DamagedObjectFile, ValueError):
         pass
@@ -233,8 +234,24 @@ def _host_target(llvmlite_version: str) -> tuple[str, str, str]:
     return triple, cpu, features
 
 
-# The host's record while it is not written (the cache's folder did not exist yet).
+# The host's record while it is not written (the cache's folder did not exist yet), and the
+# record this process's target was read from.
 _unwritten: list[tuple[Path, bytes]] = []
+_record_read: list[Path] = []
+
+
+def forget_host_record() -> None:
+    """The record this process read disagrees with the target Numba compiles for (LLVM's own
+    answer): remove it, and ask LLVM from now on. Such a record can only cost speed (no stored
+    kernel matches the key it gives, so every kernel compiles); this ends that."""
+    for path in _record_read:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+    _record_read.clear()
+    _host_target.cache_clear()
+    host_key.cache_clear()
 
 
 def write_host_record() -> None:
@@ -616,7 +633,11 @@ class ObjectCodeStore:
             return  # an object only MCJIT could link: Numba's own cache serves it
         keyed = dict(key)
         if header["magic"] != [keyed["triple"], keyed["cpu"], keyed["features"]]:
-            return  # Numba built for another target than this process would check against
+            # Numba built for another target than this process would check against: with no
+            # NUMBA_* target setting, the host's record was wrong (it is removed, LLVM asked).
+            if _record_read and not any(os.environ.get(name) for name in _NUMBA_TARGET_SETTINGS):
+                forget_host_record()
+            return
         header["key"] = [list(part) for part in key]
         encoded = json.dumps(header).encode()
         body = struct.pack("<Q", len(encoded)) + encoded + obj

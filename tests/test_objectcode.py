@@ -340,6 +340,46 @@ def test_the_host_record_is_used_only_for_this_cpu_and_when_private(cache_dir: P
         assert record.stat().st_mode & 0o077 == 0
 
 
+@pytest.mark.skipif(not X86_64_LINUX, reason="the host's record is read from Linux's /proc/cpuinfo")
+def test_a_wrong_host_record_costs_one_compile_and_is_removed(cache_dir: Path) -> None:
+    """A record of this CPU that names the wrong target (hand-edited, or written by a broken
+    llvmlite) gives keys no stored kernel has: kernels compile. The first save sees Numba's
+    own target disagree, removes the record and asks LLVM; from then on kernels are stored
+    under the right key."""
+    import hashlib
+
+    import llvmlite
+
+    identity = _objectcode._cpu_identity(str(llvmlite.__version__))
+    assert identity is not None
+    kernels = cache_dir / "kernels"
+    kernels.mkdir(parents=True)
+    record = kernels / f"host-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.target"
+    triple, cpu, features = _objectcode._llvm_target()
+    record.write_text(json.dumps({"identity": identity, "triple": triple, "cpu": "marked-cpu", "features": features}))
+    record.chmod(0o600)
+    _objectcode.host_key.cache_clear()
+    _objectcode._host_target.cache_clear()
+    try:
+        assert dict(_objectcode.host_key())["cpu"] == "marked-cpu"
+        signature, render = scaled_sum_kernel(uuid.uuid4().hex)
+        cache = KernelCache()
+        kernel = cache.get(signature, render)
+        assert cache.compiles == 1
+        np.testing.assert_allclose(run_entry(kernel.entry, np.arange(4.0)), expected(np.arange(4.0)))
+        assert not record.exists()  # removed by the save that found it wrong
+        assert dict(_objectcode.host_key())["cpu"] == cpu
+        again = KernelCache()
+        kernel = again.get(signature, render)
+        assert (again.compiles, again.disk_hits) == (0, 1)
+        np.testing.assert_allclose(run_entry(kernel.entry, np.arange(4.0)), expected(np.arange(4.0)))
+        stem = kernel.module_name.removeprefix("_stablerules_k_")
+        assert _objectcode.ObjectCodeStore(kernels).path(stem, _objectcode.host_key()).is_file()
+    finally:
+        _objectcode.host_key.cache_clear()
+        _objectcode._host_target.cache_clear()
+
+
 def test_the_switch_turns_the_loader_off(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(_objectcode.SWITCH, "0")
     signature, render = scaled_sum_kernel(uuid.uuid4().hex)
