@@ -999,6 +999,20 @@ def torch_cases() -> list[TorchCase]:
             lambda x: julia_reference(x, (2, 1), (1, 2, 2)),
             ((2, 3),),
         ),
+        # Results of 4096 elements and more whose last axis repeats each element 2-16 times:
+        # torch's forward repeats that axis of the input first (one more pass, on the input).
+        TorchCase(
+            "repeat-inner-outer-rows",
+            lambda x: srt.repeat(x, inner=Val((1, 3)), outer=Val((8, 16))),
+            lambda x: julia_reference(x, (1, 3), (8, 16)),
+            ((4, 4),),
+        ),
+        TorchCase(
+            "repeat-inner-outer-new-axis",
+            lambda x: srt.repeat(x, inner=Val((1, 4)), outer=Val((4, 4))),
+            lambda x: julia_reference(x, (1, 4), (4, 4)),
+            ((64,),),
+        ),
         TorchCase("tile", lambda x: srt.tile(x, Val((2, 1, 2))), lambda x: np.tile(x, (2, 1, 2)), ((2, 3),)),
     ]
 
@@ -1023,6 +1037,12 @@ def jax_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
             lambda x: julia(x, (2, 1, 3), (2, 1, 2)),
         ),
         ("repeat inner adds an axis", lambda x: srj.repeat(x, inner=Val((2, 1, 3))), (rand(3, 2),), None),
+        (
+            "repeat inner/outer, rows first",
+            lambda x: srj.repeat(x, inner=Val((1, 3)), outer=Val((8, 16))),
+            (rand(4, 4),),
+            lambda x: julia(x, (1, 3), (8, 16)),
+        ),
         ("tile", lambda x: srj.tile(x, Val((2, 1, 3))), (rand(3, 2),), lambda x: jnp.tile(x, (2, 1, 3))),
         ("tile 0-d", lambda x: srj.tile(x, Val(3)), (rand(),), lambda x: jnp.tile(x, 3)),
     ]
