@@ -62,16 +62,28 @@ class EngineForm:
         return self.test(statics, shapes)
 
 
+# Under torch.compile, below this many result elements inductor's own backward of a one-pass
+# pullback (repeat, tile, kron) beats a call of our custom op: fwd + bwd with a dense dy, 1 and
+# 2 threads, inductor/ours 0.42-0.71 at 65K-524K elements, 0.94-1.16 at 2M-33M (the notes).
+COMPILED_BELOW = 1 << 20
+
+
 @dataclass(frozen=True)
 class TorchFacts:
     """One op's implementation in torch: which torch op runs its forward, whose pullback runs
     (``"torch"``: torch's autograd; ``"kernel"``: our compiled kernel), and why; for a kernel
-    op, the forms of its signatures that take torch's own pullback in eager mode."""
+    op, the forms of its signatures that take torch's own pullback in eager mode, and
+    ``compiled_below``: under ``torch.compile``, a signature whose result has fewer elements
+    takes torch's autograd too (inductor fuses that backward into its generated kernels, where
+    a call of our custom op costs more than it saves; measured, in the benchmark notes). With
+    symbolic shapes (``dynamic=True``) the graph guards on which side of the bound its sizes
+    lie: one graph for every size below it, one for every size above."""
 
     forward: str
     pullback: Literal["torch", "kernel"]
     why: str
     torch_forms: tuple[EngineForm, ...] = ()
+    compiled_below: int | None = None
 
 
 def replicated(statics: Statics, shapes: Shapes) -> AxisMap:

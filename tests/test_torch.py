@@ -27,7 +27,7 @@ from torch._library.custom_ops import CustomOpDef
 import stablerules as sr
 import stablerules.torch as srt
 from stablerules._rule import RuleOp
-from stablerules import Val
+from stablerules import Val, _facts
 from stablerules.rules.kron import KRON_TORCH_BELOW
 from stablerules.torch import _adapter, _call, _native, _ops
 
@@ -1029,8 +1029,9 @@ def test_explain_names_the_implementation_each_signature_runs_and_the_graph_agre
     small_a, small_b = leaf(4, 4), leaf(3, 3)
     text = sr.explain(srt.kron, small_a, small_b)
     assert "forward: torch.kron" in text
-    assert "pullback: torch's autograd in eager mode; under torch.compile our compiled kernel" in text
+    assert "pullback: torch's autograd\n" in text  # under torch.compile too (static shapes, small)
     assert f"144 elements, below kron's bound of {KRON_TORCH_BELOW}" in text
+    assert f"under torch.compile, torch's autograd below {_facts.COMPILED_BELOW}" in text
     node = _node(srt.kron(small_a, small_b))
     assert "Forward" not in node, node  # torch's own nodes (kron is a composite op in torch)
 
@@ -1044,7 +1045,8 @@ def test_explain_names_the_implementation_each_signature_runs_and_the_graph_agre
 
     x = leaf(40, 50)  # above repeat's small-size bound (stablerules.rules.repeat.REPEAT_TORCH_BELOW)
     text = sr.explain(srt.repeat, x, Val(2), axis=Val(0))
-    assert "forward: Tensor.repeat_interleave" in text and "pullback: our compiled kernel" in text
+    assert "forward: Tensor.repeat_interleave" in text
+    assert "pullback: our compiled kernel in eager mode; under torch.compile torch's autograd" in text
     assert "# --- repeat pullback ---" in text
 
     # the counters: each op's signatures by implementation
@@ -1088,7 +1090,9 @@ def test_a_small_repeat_or_tile_runs_torchs_pullback_and_a_large_one_ours(
 ) -> None:
     """Issue 35: below the op's size bound a signature of its small form runs torch's
     own pullback in eager mode (the Implementation record, the autograd node and the gradient
-    agree), above it our kernel; under ``torch.compile`` both are our ``<name>_vjp`` custom op."""
+    agree), above it our kernel; under ``torch.compile``, static or dynamic shapes, both are
+    below the compiled bound (``_facts.COMPILED_BELOW``): torch's autograd, which inductor
+    fuses, and no ``<name>_vjp`` custom op in the graphs."""
     generator = torch.Generator().manual_seed(35)
     bound = [form.below for form in _native.FACTS[name].torch_forms if form.below is not None][-1]
     x = torch.randn(large, dtype=torch.float64, generator=generator, requires_grad=True)
@@ -1101,7 +1105,7 @@ def test_a_small_repeat_or_tile_runs_torchs_pullback_and_a_large_one_ours(
         y = small(tensor)
         (signature,) = [s for s in _signature_table(op).values() if s not in before]
         assert signature.implementation.pullback == pullback
-        assert signature.implementation.compiled_pullback == "kernel"
+        assert signature.implementation.compiled_pullback == "torch"  # below _facts.COMPILED_BELOW
         assert node in _node(y) and ("Forward" in _node(y)) == (pullback == "kernel"), _node(y)
         if pullback == "torch":
             assert f"below {name}'s bound of {bound}" in signature.implementation.why
@@ -1120,24 +1124,56 @@ def test_a_small_repeat_or_tile_runs_torchs_pullback_and_a_large_one_ours(
         f"forward {_native.FACTS[name].forward}; pullback our compiled kernel": 1,
     }
 
-    # under torch.compile: our custom op in the backward graph, small or large
+    # under torch.compile, below the compiled bound: torch's autograd (no custom op in the graphs)
+    for dynamic in (False, True):
+        for tensor in (x, big):
+            graphs = _aot_graphs(lambda t: small(t).sin().sum(), tensor, dynamic)
+            assert not any(f"stablerules.{name}_vjp" in code for code in graphs), graphs
+
+
+def _aot_graphs(function: Callable[[torch.Tensor], torch.Tensor], tensor: torch.Tensor, dynamic: bool) -> list[str]:
+    """The code of the forward and backward graphs ``torch.compile`` (AOT autograd, no inductor)
+    makes of ``function``, after checking its gradient against the eager one."""
     from torch._functorch._aot_autograd.utils import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
-    for tensor in (x, big):
-        graphs: list[str] = []
+    graphs: list[str] = []
 
-        def capture(gm: torch.fx.GraphModule, example_inputs: object) -> object:
-            graphs.append(gm.code)
-            return make_boxed_func(gm.forward)
+    def capture(gm: torch.fx.GraphModule, example_inputs: object) -> object:
+        graphs.append(gm.code)
+        return make_boxed_func(gm.forward)
 
-        torch._dynamo.reset()
-        backend = aot_autograd(fw_compiler=capture, bw_compiler=capture)
-        compiled = torch.compile(lambda t: small(t).sin().sum(), backend=backend, fullgraph=True)
-        (got,) = torch.autograd.grad(compiled(tensor), tensor)
-        (expected,) = torch.autograd.grad(small(tensor).sin().sum(), tensor)
-        assert torch.allclose(got, expected)
-        assert any(f"stablerules.{name}_vjp" in code for code in graphs), graphs
+    torch._dynamo.reset()
+    backend = aot_autograd(fw_compiler=capture, bw_compiler=capture)
+    compiled = torch.compile(function, backend=backend, fullgraph=True, dynamic=dynamic)
+    (got,) = torch.autograd.grad(compiled(tensor), tensor)
+    (expected,) = torch.autograd.grad(function(tensor), tensor)
+    assert torch.allclose(got, expected)
+    return graphs
+
+
+@pytest.mark.parametrize("name", ["repeat", "kron"])
+def test_under_compile_a_result_past_the_compiled_bound_runs_our_kernel(name: str) -> None:
+    """Issue 35: under ``torch.compile``, static or dynamic shapes, a signature whose result has
+    ``_facts.COMPILED_BELOW`` elements or more keeps our ``<name>_vjp`` custom op in the
+    backward graph (W3's size, where ours beats inductor's fused backward), and one just below
+    takes torch's autograd."""
+    generator = torch.Generator().manual_seed(36)
+    bound = _facts.COMPILED_BELOW
+    if name == "repeat":
+        call: Callable[[torch.Tensor], torch.Tensor] = lambda t: srt.repeat(t, Val(2), axis=Val(0)).sin().sum()
+        shapes = ((bound // 2, 1), (bound // 2 - 1, 1))  # results of bound and bound - 2 elements
+    else:
+        other = torch.randn(2, 2, dtype=torch.float64, generator=generator)
+        call = lambda t: srt.kron(t, other).sin().sum()
+        shapes = ((bound // 4, 1), (bound // 4 - 1, 1))
+    for dynamic in (False, True):
+        for shape, ours in zip(shapes, (True, False)):
+            tensor = torch.randn(shape, dtype=torch.float64, generator=generator, requires_grad=True)
+            graphs = _aot_graphs(call, tensor, dynamic)
+            assert any(f"stablerules.{name}_vjp" in code for code in graphs) == ours, (dynamic, shape, graphs)
+    assert not _native.compiled_by_torch(name, bound) and _native.compiled_by_torch(name, bound - 1)
+    assert not _native.compiled_by_torch(name, None)  # a size unknown: our kernel
 
 
 @pytest.mark.parametrize(

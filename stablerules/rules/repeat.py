@@ -1589,6 +1589,7 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
         _facts.TorchFacts(
             "Tensor.repeat_interleave / Tensor.repeat", "kernel", _facts.KERNEL,
             (_facts.EngineForm("a single repeat_interleave (an integer count, or one inner count)", _one_repeat_interleave, REPEAT_TORCH_BELOW),),
+            compiled_below=_facts.COMPILED_BELOW,
         ),
         _repeat_shards,
         _batch_repeat,
@@ -1602,6 +1603,7 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
                 _facts.EngineForm("a 1-axis input tiled by one count", _one_axis_tile),
                 _facts.EngineForm("any reps", lambda statics, shapes: True, TILE_TORCH_BELOW),
             ),
+            compiled_below=_facts.COMPILED_BELOW,
         ),
         _tile_shards,
         _batch_tile,

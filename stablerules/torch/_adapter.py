@@ -109,7 +109,7 @@ from .._memo import register as register_cache
 from .. import _parallel
 from ._call import BatchRule, Call, Engine, Entry, OptionalTensors, SecondOrderRule, TangentRule, Tensors
 from .._facts import Revalidate
-from ._native import FACTS, FORWARDS, Implementation, implementation, prepare
+from ._native import FACTS, FORWARDS, Implementation, compiled_by_torch, implementation, prepare
 from ._sharding import DTensorEngine, Kernels, is_dtensor, shard_rule
 from ._private import FUNCTORCH_ACTIVE, forward_ad_active
 
@@ -925,6 +925,13 @@ def compiled(call: Call, tensors: Tensors) -> Tensors:
     name = call.entry.name
     if FACTS[name].pullback == "torch":
         return FORWARDS[name](call, tensors)
+    if FACTS[name].compiled_below is not None:
+        outputs = FORWARDS[name](call, tensors)
+        # A symbolic size (dynamic=True) guards only on its side of the bound: one graph below
+        # it, one above, never one per size.
+        if compiled_by_torch(name, sum(output.numel() for output in outputs)):
+            return outputs  # torch's autograd through torch's op: inductor fuses the backward
+        # (else these traced outputs are unused, and dropped from the graph)
     if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
         # Nothing to differentiate: torch's op alone (an autograd Function whose inputs need
         # no gradient is traced by dynamo as a plain call of its forward, without a ctx).

@@ -108,20 +108,34 @@ def implementation(name: str, size: int | None, shapes: Shapes, call: Call) -> I
     fact = FACTS[name]
     if fact.pullback == "torch":
         return Implementation(name, fact.forward, "torch", "torch", fact.why)
+    compiled: Literal["torch", "kernel"] = "torch" if compiled_by_torch(name, size) else "kernel"
+    under_compile = (
+        f"; under torch.compile, torch's autograd below {fact.compiled_below} result elements"
+        f" (inductor fuses it)" if fact.compiled_below is not None else ""
+    )
     for form in fact.torch_forms:
         if form.covers(call.static, shapes, size):
             where = "at every size measured" if form.below is None else f"below {name}'s bound of {form.below}"
             why = (
                 f"a signature of {name}'s form '{form.words}': its result has {size} elements, {where}, "
-                f"where torch's own backward is faster than a call of our kernel"
+                f"where torch's own backward is faster than a call of our kernel{under_compile}"
             )
-            return Implementation(name, fact.forward, "torch", "kernel", why)
+            return Implementation(name, fact.forward, "torch", compiled, why)
     why = fact.why
     if fact.torch_forms:
         shown = "unknown" if size is None else str(size)
         forms = "; ".join(form.words + ("" if form.below is None else f" below {form.below}") for form in fact.torch_forms)
         why += f" (result elements: {shown}; torch's own for {forms})"
-    return Implementation(name, fact.forward, "kernel", "kernel", why)
+    return Implementation(name, fact.forward, "kernel", compiled, why + under_compile)
+
+
+def compiled_by_torch(name: str, size: int | None) -> bool:
+    """Whether, under ``torch.compile``, a signature of op ``name`` whose result has ``size``
+    elements (``None``: unknown) takes torch's autograd (``TorchFacts.compiled_below``). A
+    symbolic size (``dynamic=True``) is compared as dynamo compares it: a guard on which side
+    of the bound the graph's sizes lie, not on the sizes."""
+    bound = FACTS[name].compiled_below
+    return bound is not None and size is not None and bool(size < bound)
 
 
 # ---------------------------------------------------------------------------------------------
