@@ -223,8 +223,9 @@ def _host_target(llvmlite_version: str) -> tuple[str, str, str]:
         if isinstance(record, dict) and record.get("identity") == identity:
             target = record.get("triple"), record.get("cpu"), record.get("features")
             if all(isinstance(part, str) and part for part in target):
-                _record_read[:] = [path]
-                return (str(target[0]), str(target[1]), str(target[2]))
+                read = (str(target[0]), str(target[1]), str(target[2]))
+                _record_read[:] = [(path, read)]
+                return read
     except (OSError, DamagedObjectFile, ValueError):
         pass
     triple, cpu, features = _llvm_target()
@@ -237,21 +238,21 @@ def _host_target(llvmlite_version: str) -> tuple[str, str, str]:
 # The host's record while it is not written (the cache's folder did not exist yet), and the
 # record this process's target was read from.
 _unwritten: list[tuple[Path, bytes]] = []
-_record_read: list[Path] = []
+_record_read: list[tuple[Path, tuple[str, str, str]]] = []
 
 
 def forget_host_record() -> None:
     """The record this process read disagrees with the target Numba compiles for (LLVM's own
     answer): remove it, and ask LLVM from now on. Such a record can only cost speed (no stored
     kernel matches the key it gives, so every kernel compiles); this ends that."""
-    for path in _record_read:
+    for path, _ in _record_read:
         try:
             path.unlink()
         except OSError:
             pass
     _record_read.clear()
     _host_target.cache_clear()
-    host_key.cache_clear()
+    getattr(host_key, "cache_clear", lambda: None)()  # (a test may have replaced host_key)
 
 
 def write_host_record() -> None:
@@ -635,7 +636,11 @@ class ObjectCodeStore:
         if header["magic"] != [keyed["triple"], keyed["cpu"], keyed["features"]]:
             # Numba built for another target than this process would check against: with no
             # NUMBA_* target setting, the host's record was wrong (it is removed, LLVM asked).
-            if _record_read and not any(os.environ.get(name) for name in _NUMBA_TARGET_SETTINGS):
+            if (
+                _record_read
+                and not any(os.environ.get(name) for name in _NUMBA_TARGET_SETTINGS)
+                and list(_record_read[0][1]) != header["magic"]
+            ):
                 forget_host_record()
             return
         header["key"] = [list(part) for part in key]
