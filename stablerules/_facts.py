@@ -47,8 +47,8 @@ class EngineForm:
     per-signature choice, made once from the statics and the inputs' shapes, never from data.
     ``below``: only for results of fewer elements (``None``: at every size measured, up to 1M
     elements). In torch (``TorchFacts.torch_forms``) an eager-mode choice: under
-    ``torch.compile`` such a signature's pullback stays our ``<name>_vjp`` custom op (the
-    choice reads shapes, which are symbolic there). In JAX (``EngineFacts.jax_forms``) shapes
+    ``torch.compile`` the op's ``TorchFacts.compiled_below`` decides instead (inductor's fused
+    backward against our ``<name>_vjp`` custom op). In JAX (``EngineFacts.jax_forms``) shapes
     are static at trace time, so the choice holds under ``jit`` too."""
 
     words: str

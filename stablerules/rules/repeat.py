@@ -1515,7 +1515,7 @@ def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple
     step), after the last axis's inner count of 2-16 is applied to the input where the result
     is large (a copy whose innermost run is one element repeated a few times is 2-2.5x slower
     than one of whole rows); exact either way, and plain engine ops that a compiler traces
-    with symbolic sizes (whose size check never guards)."""
+    with symbolic sizes (the size check guards only on its side of the bound)."""
     x_shape = xp.shape(x)
     n = max(len(x_shape), len(inner), len(outer))
     y = xp.reshape(x, (*x_shape, *(1,) * (n - len(x_shape)))) if n > len(x_shape) else x
@@ -1550,15 +1550,12 @@ _PASS_ELEMENTS = 4096
 
 
 def _worth_a_pass(shape: tuple[int, ...], inner: tuple[int, ...], outer: tuple[int, ...]) -> bool:
-    """Whether the result is large enough for the input's extra pass; True for symbolic
-    sizes (a compiler's trace: no guard on them, and the passes fuse there)."""
+    """Whether the result is large enough for the input's extra pass. Under ``torch.compile``
+    with symbolic sizes the comparison is a guard on which side of the bound the sizes lie
+    (one graph each side, never one per size)."""
     size = 1
-    for extent in shape:
-        if type(extent) is not int:
-            return True
+    for extent in (*shape, *inner, *outer):
         size *= extent
-    for count in (*inner, *outer):
-        size *= count
     return size >= _PASS_ELEMENTS
 
 

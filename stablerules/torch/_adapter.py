@@ -34,7 +34,9 @@ Everything else is shared:
   ``torch.func.grad`` of ``grad`` and so on compose to any order. ``vmap`` is the entry's
   batching rule (the batch axis moved to the front, statics shifted; the indexing ops offset
   batched indices into the batch flattened along their axis), never torch's per-sample loop.
-- Under ``torch.compile``, and for fake tensors, a kernel op is :class:`_Kernel`: torch's op
+- Under ``torch.compile``, and for fake tensors, a kernel op whose result is below its
+  ``TorchFacts.compiled_below`` is torch's op with torch's autograd (inductor fuses both);
+  at and above it, :class:`_Kernel`: torch's op
   forward (dynamo traces it, inductor fuses around it) and a backward that calls the
   ``torch.library`` custom op ``stablerules::<name>_vjp`` with schema ``(Tensor?[]
   cotangents, Tensor[] saved, SymInt[] shapes, int[] ndims, str call, str dtypes)``: the

@@ -73,9 +73,10 @@ class Implementation:
 
     ``forward`` names torch's op; ``pullback`` is ``"torch"`` (torch's autograd) or
     ``"kernel"`` (our compiled kernel) in eager mode; ``compiled_pullback`` the same under
-    ``torch.compile`` and for fake tensors (where a kernel op's pullback is always the
-    ``stablerules::<name>_vjp`` custom op: the size bound is an eager choice); ``why`` the
-    op's declared reason, or the per-signature size choice."""
+    ``torch.compile`` and for fake tensors, decided by ``TorchFacts.compiled_below`` (torch's
+    autograd, fused by inductor, below it; our ``stablerules::<name>_vjp`` custom op at and
+    above it, and for ops without one); ``why`` the op's declared reason, or the per-signature
+    size choice."""
 
     op: str
     forward: str
