@@ -55,7 +55,7 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
-from . import _config, _memo, _objectcode
+from . import _config, _memo, _objectcode, _private_numba
 from ._errors import RecompileError
 from ._guards import COUNTERS, NO_COMPILE
 from ._key import Kernel, KernelFunction, KernelSource, ShapeSignature
@@ -604,13 +604,17 @@ class KernelCache:
             )
         started = time.perf_counter()
         store = self.store
+        ours_to_start = not self._paid_numba_start_up and not _private_numba.compiler_started()
         loaded = store.load(name, source)
-        if loaded.function is not None and not self._paid_numba_start_up:
+        if loaded.function is not None and ours_to_start:
             # The first kernel that goes through Numba starts it up, which roughly doubles the
             # number of objects the cyclic GC tracks. Left alone, that debt is paid by a full
-            # collection (milliseconds) at some later, unrelated
-            # first call; paying it here keeps it inside the one-time start-up it comes from.
-            # A kernel loaded from object code starts nothing and owes nothing.
+            # collection (30-50 ms) at some later, unrelated first call; paying it here keeps
+            # it inside the one-time start-up it comes from. Only a start-up this call caused
+            # owes it: where Numba had started before (the program's own ``njit``, another
+            # library's), the debt is that start-up's, and a collection here would charge a
+            # new kernel for it. A kernel loaded from object code starts nothing and owes
+            # nothing.
             self._paid_numba_start_up = True
             gc.collect()
         elapsed = time.perf_counter() - started

@@ -8,6 +8,9 @@ Numba: ``tests/test_private.py``). Importing this module imports no Numba.
   ``numba._dynfunc``, the NRT's ``numba.core.runtime._nrt_python``), which ``_objectcode``
   loads without importing Numba, and ``_dynfunc.make_function``, which makes a loaded
   wrapper callable exactly as Numba's cached load does;
+- whether Numba's CPU compiler has started in this process (its top-level target context,
+  ``numba.core.registry.cpu_target._toplevel_target_context``, a lazily set cached property),
+  which ``_cache`` reads to know whose start-up a first compile pays;
 - where Numba keeps a cache under ``NUMBA_CACHE_DIR``
   (``numba.core.caching._CacheLocator.get_suitable_cache_subpath``), which ``_cache`` repeats
   to find Numba's files for a kernel folder.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import types
 from typing import Any
 
@@ -51,3 +55,18 @@ def cache_subpath(parent: str) -> str:
     """The folder under ``NUMBA_CACHE_DIR`` where Numba caches the modules of folder ``parent``
     (an absolute path): its name and the SHA-1 of the whole path."""
     return f"{os.path.basename(parent)}_{hashlib.sha1(parent.encode()).hexdigest()}"
+
+
+REGISTRY = "numba.core.registry"
+TARGET_CONTEXT = "_toplevel_target_context"
+
+
+def compiler_started() -> bool:
+    """Whether Numba's CPU compiler has started in this process: its top-level target context
+    (made by the first compile or cached load, a ``cached_property`` of ``cpu_target``) exists.
+    Imports nothing: ``False`` when Numba's registry is not imported."""
+    registry = sys.modules.get(REGISTRY)
+    if registry is None:
+        return False
+    target = getattr(registry, "cpu_target", None)
+    return target is not None and TARGET_CONTEXT in vars(target)

@@ -13,6 +13,7 @@ import importlib.util
 import sys
 import os
 import re
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -119,6 +120,16 @@ def test_numba_private_names() -> None:
         data = _private_numba.cached_data(dispatcher._cache, compiled.signature, compiled.library.codegen)
         assert isinstance(data, tuple) and len(data) == 9, _moved(api, "numba", version)
         assert numba.__version__ == version
+
+    # Whether the compiler has started: the probe compiled, so the top-level target context is
+    # set, as the cached property's name in cpu_target's __dict__ (a fresh process: not yet).
+    registry = importlib.import_module(_private_numba.REGISTRY)
+    api = "numba.core.registry.cpu_target._toplevel_target_context"
+    assert _private_numba.TARGET_CONTEXT in vars(registry.cpu_target), _moved(api, "numba", version)
+    assert _private_numba.compiler_started(), _moved(api, "numba", version)
+    fresh = "import numba\nfrom stablerules import _private_numba as p\nprint(p.compiler_started())"
+    done = subprocess.run([sys.executable, "-c", fresh], capture_output=True, text=True, check=True, timeout=120, cwd=ROOT)
+    assert done.stdout.strip() == "False", _moved(api, "numba", version)
 
 
 def test_jax_private_names() -> None:
