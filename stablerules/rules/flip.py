@@ -60,7 +60,7 @@ import numpy.typing as npt
 from .. import _pool
 from .._arrays import ArrayLike, InputFacts, checked_size, input_facts, normalize_axis, shape_text, static_ints
 from .._key import Kernel, KernelSource, ShapeSignature
-from .._codegen import INDEX, SourceWriter, cpu_kernel, nest_limit, readonly_array, writable_array
+from .._codegen import INDEX, SourceWriter, cpu_kernel, greatest, least, nest_limit, readonly_array, writable_array
 from .._codegen import emit_copy as _emit_copy, plus as _plus, tuple_text as _tuple_text
 from .._cuda import cuda_array_type, cuda_kernel
 from .._memo import memoized
@@ -294,7 +294,7 @@ def _render_roll(signature: ShapeSignature, pattern: tuple[str, ...], unit: str)
     if last:
         # Rows (the last group) are copied in chunks of about this many units: long runs, and
         # a chunk's wrapped columns are rewritten while it is still in L1.
-        writer.line(f"rows = max({_CHUNK_BYTES // np.dtype(unit).itemsize} // e{last}, 1)")
+        writer.line(f"rows = {greatest(f'{_CHUNK_BYTES // np.dtype(unit).itemsize} // e{last}', '1')}")
 
     _emit_roll_level(writer, pattern, steps, 0, "0", "0")
     parameters = [
@@ -321,8 +321,8 @@ def _emit_roll_level(writer: SourceWriter, pattern: tuple[str, ...], steps: list
             return
         # Outputs [0, s) come from the source's tail, [s, e) from its head: this thread's [lo, hi) of them.
         with writer.block("if s0 > lo:"):
-            _emit_copy(writer, "lo", "lo + e0 - s0", "min(hi, s0) - lo")
-        writer.line("start = max(lo, s0)")
+            _emit_copy(writer, "lo", "lo + e0 - s0", f"{least('hi', 's0')} - lo")
+        writer.line(f"start = {greatest('lo', 's0')}")
         with writer.block("if hi > start:"):
             _emit_copy(writer, "start", "start - s0", "hi - start")
         return
@@ -363,12 +363,12 @@ def _emit_rows(writer: SourceWriter, pattern: tuple[str, ...], level: int, y_bas
     else:
         shift = f"s{level}"
         runs = [  # in the output's memory order (faster than the source's)
-            (low, f"min({high}, {shift})" if level == 0 else shift, f"({shift} - e{level})"),
-            (f"max({low}, {shift})" if level == 0 else shift, high, shift),
+            (low, least(high, shift) if level == 0 else shift, f"({shift} - e{level})"),
+            (greatest(low, shift) if level == 0 else shift, high, shift),
         ]
     for start, stop, lag in runs:
         with writer.block(f"for r0 in range({start}, {stop}, rows):"):
-            writer.line(f"r1 = min(r0 + rows, {stop})")
+            writer.line(f"r1 = {least('r0 + rows', stop)}")
             writer.line(f"yr = {_plus(y_base, f'r0 * {n}')}")
             writer.line(f"xr = {_plus(x_base, f'(r0 - {lag}) * {n}' if lag != '0' else f'r0 * {n}')}")
             writer.line(f"count = (r1 - r0) * {n}")

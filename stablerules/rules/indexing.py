@@ -119,7 +119,7 @@ from .._arrays import (
     static_int,
     writable,
 )
-from .._codegen import INDEX, SourceWriter, cpu_kernel, emit_copy, readonly_array, writable_array
+from .._codegen import INDEX, SourceWriter, cpu_kernel, emit_copy, greatest, least, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .._guards import COUNTERS
 from .._key import Kernel, KernelSource, ShapeSignature
@@ -535,7 +535,7 @@ def _emit_getindex_one_level(writer: SourceWriter, kind: str) -> None:
     else:
         _emit_zero(writer, "lo", "hi - lo")
         writer.line("jlo = 0 if lo <= f0 else (lo - f0 + s0 - 1) // s0")
-        writer.line("jhi = 0 if hi <= f0 else min(c0, (hi - f0 + s0 - 1) // s0)")
+        writer.line(f"jhi = 0 if hi <= f0 else {least('c0', '(hi - f0 + s0 - 1) // s0')}")
         with writer.block("for j in range(jlo, jhi):"):
             writer.line("dst[f0 + j * s0] = src[yb0 + j * ys0]")
 
@@ -898,8 +898,8 @@ def _render_accumulate(signature: ShapeSignature, dtype: str, mode: str, based: 
             writer.line("dst[into + c] = base[into + c]" if based else "dst[into + c] = 0")
         with writer.block("if first < last:"):
             with writer.block("for o in range(first // n, (last - 1) // n + 1):"):
-                writer.line("ilo = max(first - o * n, 0)")
-                writer.line("ihi = min(last - o * n, n)")
+                writer.line(f"ilo = {greatest('first - o * n', '0')}")
+                writer.line(f"ihi = {least('last - o * n', 'n')}")
                 if mode == "scan":
                     with writer.block("for t in range(m):"):
                         writer.line("i = w[t]")
@@ -972,7 +972,7 @@ def _render_balance(signature: ShapeSignature) -> KernelSource:
     writer.line("p = 1")
     writer.line("terms = 0")
     with writer.block("for b in range(bins + 1):"):
-        writer.line("edge = min(b << shift, n)")
+        writer.line(f"edge = {least('(b << shift)', 'n')}")
         writer.line("cost = edge + 2 * terms")
         with writer.block("while p < parts and cost * parts >= total * p:"):
             writer.line("bounds[p] = edge")
@@ -1363,7 +1363,7 @@ def _render_accumulate_half(signature: ShapeSignature, format: str, based: bool 
         writer.line("into = np.uintp(r * inner)")
         if not based:
             with writer.block("if k0 == k1:  # a run of rows without terms (in this slab): one contiguous fill"):
-                writer.line("stop = min(end, (o + 1) * n)")
+                writer.line(f"stop = {least('end', '(o + 1) * n')}")
                 writer.line("r += 1")
                 with writer.block("while r < stop and offsets[r - o * n] == offsets[r - o * n + 1]:"):
                     writer.line("r += 1")

@@ -69,7 +69,7 @@ from .._arrays import (
     shape_text,
 )
 from .._key import Kernel, KernelSource, ShapeSignature
-from .._codegen import INDEX, SourceWriter, conj, cpu_kernel, nest_limit, numba_scalar, readonly_array, writable_array
+from .._codegen import INDEX, SourceWriter, conj, cpu_kernel, greatest, least, nest_limit, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel
 from .._memo import memoized
 from .._op import KernelRequest
@@ -268,7 +268,7 @@ def _row_tiles(
         else:
             writer.line(f"# {flat} is (A0, B0, A1, B1, ...); this call owns blocks i0 * B0 + k0 in [lo, hi)")
             stack.enter_context(writer.block("for i0 in range(lo // B0, (hi + B0 - 1) // B0):"))
-            stack.enter_context(writer.block("for k0 in range(max(lo - i0 * B0, 0), min(hi - i0 * B0, B0)):"))
+            stack.enter_context(writer.block(f"for k0 in range({greatest('lo - i0 * B0', '0')}, {least('hi - i0 * B0', 'B0')}):"))
             writer.line("block = i0 * B0 + k0")
             a_at, b_at, y_at = "i0", "k0", "block"
             for axis in range(1, last):
@@ -285,7 +285,7 @@ def _row_tiles(
             span = f"A{last} * B{last}"
             writer.line(f"{flat}_block = {flat}[{y_at} * ({span}):({y_at} + 1) * ({span})]")
         stack.enter_context(writer.block(f"for j_lo in range(0, B{last}, {tile}):"))
-        writer.line(f"width = min({tile}, B{last} - j_lo)")
+        writer.line(f"width = {least(str(tile), f'B{last} - j_lo')}")
         b_base = "j_lo" if ndim == 1 else f"{b_at} * B{last} + j_lo"
         for name in b_rows:
             writer.line(f"{name}_tile = {name}[{b_base}:{b_base} + width]")

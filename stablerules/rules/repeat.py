@@ -70,7 +70,7 @@ from .._arrays import (
     static_ints,
 )
 from .._key import Kernel, KernelSource, ShapeSignature
-from .._codegen import INDEX, SourceWriter, cpu_kernel, nest_limit, numba_scalar, readonly_array, writable_array
+from .._codegen import INDEX, SourceWriter, cpu_kernel, least, nest_limit, numba_scalar, readonly_array, writable_array
 from .._codegen import plus as _plus, tuple_text as _tuple_text
 from .._cuda import cuda_array_type, cuda_kernel
 from .. import _pool
@@ -440,7 +440,7 @@ class _NestWriter:
         if buffered:
             count = "hi - lo" if block_axis == 0 else extents[block_axis]
             writer.line(
-                f"buffer = np.empty(min({count}, {self.chunk}) * {self.run}, np.{self.sum_type})  # summed copies of a chunk"
+                f"buffer = np.empty({least(str(count), str(self.chunk))} * {self.run}, np.{self.sum_type})  # summed copies of a chunk"
             )
         self.level(0, "0", "0")
         first, second = (long_name, short_name) if self.pullback else (short_name, long_name)
@@ -567,7 +567,7 @@ class _NestWriter:
         index = f"j{self.axis_at[self.block_level]}"
         names = [f"dy_block{copy}" for copy in range(outer)] if outer > 1 else ["dy_block"]
         with writer.block(f"for chunk in range(0, {count}, {chunk}):"):
-            writer.line(f"n = min({count} - chunk, {chunk})")
+            writer.line(f"n = {least(f'{count} - chunk', str(chunk))}")
             writer.line(f"first = np.uintp(chunk * {run})")
             for copy, name in enumerate(names):
                 with writer.block(f"for u in range(np.uintp(n * {run})):"):
@@ -609,7 +609,7 @@ class _NestWriter:
             return
         chunk = self.chunk
         with writer.block(f"for chunk in range({start}, {stop}, {chunk}):"):
-            writer.line(f"n = min({stop} - chunk, {chunk})")
+            writer.line(f"n = {least(f'{stop} - chunk', str(chunk))}")
             writer.line(f"width = n * {run}")
             writer.line(f"first = {_plus(long_base, f'chunk * {run}')}")
             slice_copies("first", "first + width")
