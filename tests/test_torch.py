@@ -1175,14 +1175,46 @@ def test_under_compile_a_result_past_the_compiled_bound_runs_our_kernel(name: st
     # results of the bound and of the bound less one input row's worth
     shapes = ((bound // per_element, 1), (bound // per_element - 1, 1))
     # broadcast_to's Val names its result's shape, so its two shapes need two Vals: under
-    # dynamic=True dynamo then makes the Val's changed ints symbolic (a known gap, in the notes)
-    for dynamic in (False,) if name == "broadcast_to" else (False, True):
+    # dynamic=True dynamo makes the Val's changed ints symbolic, and the adapter pins them
+    for dynamic in (False, True):
         for shape, ours in zip(shapes, (True, False)):
             tensor = torch.randn(shape, dtype=torch.float64, generator=generator, requires_grad=True)
             graphs = _aot_graphs(call_for(shape), tensor, dynamic)
             assert any(f"stablerules.{name}_vjp" in code for code in graphs) == ours, (dynamic, shape, graphs)
     assert not _native.compiled_by_torch(name, bound) and _native.compiled_by_torch(name, bound - 1)
     assert not _native.compiled_by_torch(name, None)  # a size unknown: our kernel
+
+
+@pytest.mark.parametrize("name", ["repeat", "tile"])
+def test_a_val_passed_into_a_dynamic_compiled_function_is_a_constant_of_each_graph(name: str) -> None:
+    """A ``Val`` given as an argument of ``torch.compile(dynamic=True, fullgraph=True)``:
+    dynamo makes its ints symbolic, which crashed the backward's trace (``tp_repr_impl``, as
+    the vjp custom op's statics are text). The adapter pins each one (a guard on its value):
+    every value is one graph, as it is one kernel in eager mode, and the results and gradients
+    are torch's own (a result past ``compiled_below``, so our kernel runs the pullback)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    if name == "repeat":
+        ours = torch.compile(lambda t, v: srt.repeat(t, v, axis=Val(0)), backend=counter, dynamic=True, fullgraph=True)
+        stock: Callable[[torch.Tensor, int], torch.Tensor] = lambda t, n: t.repeat_interleave(n, dim=0)
+        values: list[object] = [2, 3, 2]
+    else:
+        ours = torch.compile(lambda t, v: srt.tile(t, v), backend=counter, dynamic=True, fullgraph=True)
+        stock = lambda t, n: t.tile(n)  # noqa: E731
+        values = [(2, 1), (3, 2), (2, 1)]
+    generator = torch.Generator().manual_seed(40)
+    tensor = torch.randn(300_000, 2, dtype=torch.float64, generator=generator, requires_grad=True)
+    assert not _native.compiled_by_torch(name, 2 * tensor.numel())  # past the bound: our kernel's vjp
+    for value in values:
+        got = ours(tensor, Val(value))
+        dy = torch.randn(got.shape, dtype=torch.float64, generator=generator)
+        (grad,) = torch.autograd.grad(got, tensor, dy)
+        expected = stock(tensor, value)  # type: ignore[arg-type]
+        (expected_grad,) = torch.autograd.grad(expected, tensor, dy)
+        assert torch.equal(got, expected) and torch.allclose(grad, expected_grad, rtol=1e-12, atol=1e-12)
+    assert counter.frame_count == 2  # one graph per value, the repeated value reused its graph
 
 
 @pytest.mark.parametrize(

@@ -92,6 +92,7 @@ from __future__ import annotations
 
 import ast
 import math
+import operator
 from collections.abc import Callable, Sequence, Sized
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
@@ -941,6 +942,26 @@ def compiled(call: Call, tensors: Tensors) -> Tensors:
     return cast("Tensors", _Kernel.apply(call, *tensors))
 
 
+def _pin(value: object) -> object:
+    if type(value) is tuple:
+        return tuple(_pin(item) for item in cast("tuple[object, ...]", value))
+    if type(value) is bool:
+        return value
+    return operator.index(cast("int", value))
+
+
+def _pinned(call: Call) -> Call:
+    """The call with its ``Val`` statics made constants of the graph being traced.
+
+    A ``Val`` passed as an argument of a function compiled with ``dynamic=True`` reaches us
+    with its ints made ``SymInt``s by dynamo (which then fail where the vjp's statics are
+    written as text). A ``Val`` is static by definition: ``operator.index`` makes dynamo
+    specialize each int (a guard on its value), so every value is its own graph, as it is
+    its own kernel outside ``torch.compile``."""
+    statics = tuple((name, Val(cast("int | tuple[int, ...]", _pin(value.value))) if type(value) is Val else value) for name, value in call.statics)
+    return Call(call.entry, call.arrays, statics)
+
+
 def _needed(call: Call) -> tuple[bool, ...]:
     """Which of a call's tensors its pullback reads (the others: only their shapes)."""
     if not call.linear:
@@ -1320,7 +1341,7 @@ class TorchOp(Generic[_R]):
     def __call__(self, *args: object, **kwargs: object) -> _R:
         if _IS_COMPILING():  # dynamo traces this branch: torch's op, our vjp as a custom op
             call, tensors = bind(self.entry, args, kwargs)
-            outputs = compiled(call, tensors)
+            outputs = compiled(_pinned(call), tensors)
         else:
             signature, found = self.signature(args, kwargs)
             outputs = signature.apply(found)
