@@ -151,6 +151,7 @@ def cpu_kernel(
     *,
     reassociate: bool = False,
     numpy: bool = False,
+    noalias: bool = False,
 ) -> KernelSource:
     """A module defining ``kernel(*parameters)`` compiled by Numba for that one signature.
 
@@ -160,6 +161,9 @@ def cpu_kernel(
     else: NaN, inf and signed zeros keep their meaning), which is what lets a reduction loop
     vectorize; only kernels whose results need not be bit-exact should ask for it.
     ``numpy=True`` imports NumPy as ``np`` for the body (``np.empty`` of a scratch buffer).
+    ``noalias=True`` compiles the array arguments ``noalias`` (``NoaliasKernelCompiler``): only
+    for a kernel whose launches never pass a written buffer overlapping another argument, and
+    where it measured faster (``_kernel_pipeline``).
 
     The kernel compiles with ``stablerules._kernel_pipeline.KernelCompiler`` (Numba's nopython
     passes minus those that find nothing to rewrite in our templates; the optimized code is
@@ -173,6 +177,7 @@ def cpu_kernel(
     body_text = "".join("    " + line + "\n" if line else "\n" for line in body.text().splitlines())
     fastmath = ", fastmath={'reassoc', 'contract'}" if reassociate else ""
     imports = "import numpy as np\n" if numpy else ""
+    compiler = "NoaliasKernelCompiler" if noalias else "KernelCompiler"
     text = (
         f'"""stablerules kernel: {description}\n\n'
         f"signature: {signature!r}\n"
@@ -180,11 +185,11 @@ def cpu_kernel(
         f'"""\n'
         f"{imports}"
         f"from numba import njit, types\n\n"
-        f"from stablerules._kernel_pipeline import KernelCompiler\n\n"
+        f"from stablerules._kernel_pipeline import {compiler}\n\n"
         f"SIGNATURE = types.void(\n    {types_text},\n)\n\n\n"
         f"@njit(\n"
         f"    SIGNATURE, cache={{CACHE}}, nogil=True, boundscheck=False, error_model='numpy'{fastmath},\n"
-        f"    no_cfunc_wrapper=True, pipeline_class=KernelCompiler,\n"
+        f"    no_cfunc_wrapper=True, pipeline_class={compiler},\n"
         f")\n"
         f"def kernel({names}):\n"
         f"{body_text}"

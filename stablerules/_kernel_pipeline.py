@@ -19,6 +19,14 @@ family's kernels with it); with Numba's legacy reference-count pruning
 (``NUMBA_LLVM_REFPRUNE_PASS=0``), which needs the cheap pass's inlining, kernels keep Numba's
 own library.
 
+A template may ask for ``noalias`` array arguments (``_codegen.cpu_kernel(noalias=True)``,
+which names :class:`NoaliasKernelCompiler`): LLVM then drops its runtime overlap checks and
+the second version of each loop they guard. Only the families where that measured faster use
+it (``bench/README.md``, round 10: broadcast_to's reduction, take's gather and scatter-add);
+elsewhere it made some loops slower. It is a promise of the launchers (every output and
+private accumulator freshly allocated, no written buffer overlapping another argument), which
+the test session checks on every CPU kernel call (``tests/overlaps.py``).
+
 A construct outside that list in a future template is not miscompiled silently: type
 inference or lowering then fails with Numba's error, which the rule tests see.
 """
@@ -88,8 +96,25 @@ class KernelLibrary(_LoweringPass):  # type: ignore[misc]
         return True
 
 
+@_machinery.register_pass(mutates_CFG=False, analysis_only=False)
+class NoaliasArguments(_LoweringPass):  # type: ignore[misc]
+    """Marks the function's pointer arguments ``noalias`` (Numba's ``flags.noalias``, which
+    ``NativeLowering`` writes into the function descriptor)."""
+
+    _name = "stablerules_noalias_arguments"
+
+    def __init__(self) -> None:
+        _LoweringPass.__init__(self)
+
+    def run_pass(self, state: Any) -> bool:
+        state.flags.noalias = True
+        return True
+
+
 class KernelCompiler(CompilerBase):
     """Numba's nopython pipeline reduced to what a generated kernel needs (see the module)."""
+
+    noalias = False
 
     def define_pipelines(self) -> list[Any]:
         manager = _machinery.PassManager("stablerules_kernel")
@@ -102,7 +127,15 @@ class KernelCompiler(CompilerBase):
         manager.add_pass(IRLegalization, "ensure IR is legal prior to lowering")
         manager.add_pass(AnnotateTypes, "annotate types")
         manager.add_pass(KernelLibrary, "a kernel's code library")
+        if self.noalias:
+            manager.add_pass(NoaliasArguments, "noalias arguments")
         manager.add_pass(NativeLowering, "native lowering")
         manager.add_pass(NoPythonBackend, "nopython mode backend")
         manager.finalize()
         return [manager]
+
+
+class NoaliasKernelCompiler(KernelCompiler):
+    """:class:`KernelCompiler` with ``noalias`` pointer arguments (see the module)."""
+
+    noalias = True

@@ -1,6 +1,8 @@
 """Test-session setup: a throwaway kernel cache directory unless one is given, removed when the
-session ends (subprocesses of the run inherit it through the environment); and the ``slow``
-mark on the tests listed in :data:`SLOW`."""
+session ends (subprocesses of the run inherit it through the environment); the ``slow`` mark
+on the tests listed in :data:`SLOW`; and the check that no CPU kernel call passes a written
+buffer overlapping another argument (``tests/overlaps.py``), the promise ``noalias`` kernels
+are compiled on."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import shutil
 import tempfile
 
 import pytest
+
+from tests.overlaps import install_overlap_check
 
 _CREATED: str | None = None
 if "STABLERULES_CACHE_DIR" not in os.environ:
@@ -50,3 +54,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _CREATED is not None:
         shutil.rmtree(_CREATED, ignore_errors=True)
+
+
+install_overlap_check()

@@ -405,8 +405,10 @@ def test_a_direct_load_forces_no_garbage_collection(cache_dir: Path, monkeypatch
     cache = KernelCache()
     cache.get(signature, render)
     assert cache.disk_hits == 1 and collections == []  # Numba never started: no debt to pay
-    cache.get(*scaled_sum_kernel(uuid.uuid4().hex))  # a compile starts Numba: paid once
-    assert cache.compiles == 1 and len(collections) == 1
+    # A compile: Numba had started in this process already (the first get compiled), so its
+    # debt is not this kernel's (a fresh process's first compile pays it: tests/test_cache.py)
+    cache.get(*scaled_sum_kernel(uuid.uuid4().hex))
+    assert cache.compiles == 1 and collections == []
 
 
 def test_numba_disable_jit_turns_the_loader_off(monkeypatch: pytest.MonkeyPatch) -> None:
