@@ -878,7 +878,7 @@ def _render_gather(signature: ShapeSignature, unit: str) -> KernelSource:
         ("lo", INDEX),
         ("hi", INDEX),
     ]
-    # noalias: y is fresh (take's gather 0.83x the time, bench/README.md round 10)
+    # noalias: y is fresh (take's 1-D gather 0.59x the time, bench/README.md round 10)
     return cpu_kernel(signature, parameters, writer, "take gather: rows of x at the indices", numpy=True, noalias=True)
 
 
@@ -925,7 +925,7 @@ def _render_accumulate(signature: ShapeSignature, dtype: str, mode: str, based: 
         ("lo", INDEX),
         ("hi", INDEX),
     ]
-    # noalias: dst is fresh, never base or src (the scatter-add 0.85-0.89x the time, bench/README.md round 10)
+    # noalias: dst is fresh, never base or src (take's scatter-add 0.63-0.95x the time, bench/README.md round 10)
     return cpu_kernel(
         signature, parameters, writer, f"accumulate ({mode}{', onto base' if based else ''}): a deterministic scatter-add", numpy=True,
         noalias=True,

@@ -958,8 +958,12 @@ def _pinned(call: Call) -> Call:
     written as text). A ``Val`` is static by definition: ``operator.index`` makes dynamo
     specialize each int (a guard on its value), so every value is its own graph, as it is
     its own kernel outside ``torch.compile``."""
-    statics = tuple((name, Val(cast("int | tuple[int, ...]", _pin(value.value))) if type(value) is Val else value) for name, value in call.statics)
-    return Call(call.entry, call.arrays, statics)
+    statics: list[tuple[str, object]] = []
+    for name, value in call.statics:
+        if type(value) is Val:
+            value = Val(cast("int | tuple[int, ...]", _pin(value.value)))
+        statics.append((name, value))
+    return Call(call.entry, call.arrays, tuple(statics))
 
 
 def _needed(call: Call) -> tuple[bool, ...]:
