@@ -52,8 +52,7 @@ import time
 import types as pytypes
 import warnings
 from collections.abc import Callable, Hashable
-from pathlib import Path
-from typing import Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
 
 from . import _config, _memo, _objectcode, _private_numba
 from ._errors import RecompileError
@@ -61,6 +60,10 @@ from ._guards import COUNTERS, NO_COMPILE
 from ._key import Kernel, KernelFunction, KernelSource, ShapeSignature
 from ._private_numba import cache_subpath
 from ._version import __version__
+
+
+if TYPE_CHECKING:
+    from pathlib import Path  # the cache's paths come from _config.cache_dir(), made there
 
 
 class CacheInfo(NamedTuple):
@@ -263,6 +266,8 @@ class DiskStore:
         configured = getattr(numba_config, "CACHE_DIR", None) or _config.numba_cache_dir()
         if not configured:
             return [self._kernels / "__pycache__"]
+        from pathlib import Path  # noqa: PLC0415 - pathlib is not imported with stablerules
+
         return [Path(configured), Path(configured) / cache_subpath(os.path.abspath(self._kernels))]
 
     def _numba_files(self, stem: str) -> list[Path]:

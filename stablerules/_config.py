@@ -39,7 +39,11 @@ This module imports nothing of stablerules.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+
+if TYPE_CHECKING:  # pathlib at run time only where a path is made: its import (urllib.parse,
+    from pathlib import Path  # ipaddress) was ~4 ms of `import stablerules`
 
 CACHE_DIR = "STABLERULES_CACHE_DIR"
 DISK_CACHE = "STABLERULES_DISK_CACHE"
@@ -83,6 +87,8 @@ def _numba_flag(name: str) -> bool:
 
 def cache_dir() -> Path:
     """``STABLERULES_CACHE_DIR`` (``~`` expanded), else ``~/.cache/stablerules``."""
+    from pathlib import Path  # noqa: PLC0415 - see the import above
+
     configured = os.environ.get(CACHE_DIR)
     if configured:
         return Path(configured).expanduser()

@@ -58,11 +58,11 @@ from . import _config, _elf
 from ._memo import memoized
 from ._private_numba import DYNFUNC, HELPERLIB, NRT_PYTHON, cached_data, make_function
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
+    from pathlib import Path  # made at run time from _config.cache_dir()'s paths
 
 KernelFunction = Callable[..., object]
 HostKey = tuple[tuple[str, str], ...]
@@ -97,6 +97,8 @@ def _numba_root() -> Path:
     spec = importlib.util.find_spec("numba")  # finds the package without importing it
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("numba is not installed")
+    from pathlib import Path  # noqa: PLC0415 - pathlib is not imported with stablerules
+
     return Path(next(iter(spec.submodule_search_locations)))
 
 

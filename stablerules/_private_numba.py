@@ -18,7 +18,6 @@ Numba: ``tests/test_private.py``). Importing this module imports no Numba.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import types
@@ -54,6 +53,8 @@ def make_function(
 def cache_subpath(parent: str) -> str:
     """The folder under ``NUMBA_CACHE_DIR`` where Numba caches the modules of folder ``parent``
     (an absolute path): its name and the SHA-1 of the whole path."""
+    import hashlib  # noqa: PLC0415 - here, not at import: hashlib loads OpenSSL (~3 ms)
+
     return f"{os.path.basename(parent)}_{hashlib.sha1(parent.encode()).hexdigest()}"
 
 

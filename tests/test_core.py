@@ -362,6 +362,19 @@ def test_config_documents_every_variable_it_reads() -> None:
     assert readers == []
 
 
+
+def test_import_stablerules_leaves_the_heavy_standard_modules_for_later() -> None:
+    """``import stablerules`` (numpy included) imports neither pathlib (urllib.parse and
+    ipaddress come with it: ~4 ms) nor hashlib (OpenSSL: ~3 ms), nor Numba or llvmlite: each
+    is imported by the first call that needs it."""
+    import subprocess
+    import sys
+
+    heavy = "{'pathlib', 'urllib.parse', 'ipaddress', 'hashlib', '_hashlib', 'numba', 'llvmlite'}"
+    code = f"import sys, stablerules; print(sorted({heavy} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
+
 # --- code generation helpers shared by the families ---------------------------------------
 
 
