@@ -93,7 +93,9 @@ def enabled() -> bool:
     return sys.implementation.name == "cpython" and not os.path.exists(".numba_config.yaml")
 
 
+@memoized(maxsize=None)
 def _numba_root() -> Path:
+    """The installed Numba's package folder (found once: each search walks ``sys.path``)."""
     spec = importlib.util.find_spec("numba")  # finds the package without importing it
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("numba is not installed")
@@ -107,13 +109,12 @@ def numba_version() -> str:
     """The installed Numba's version, read without importing Numba or, where the
     ``_version.py`` that versioneer generates says it, ``importlib.metadata`` (a noticeable
     share of a fresh process's first call); else from the metadata."""
-    import re
-
     try:
         text = (_numba_root() / "_version.py").read_text(encoding="utf-8")
-        found = re.search(r'"version":\s*"([^"]+)"', text)
-        if found:
-            return found.group(1)
+        _, marker, rest = text.partition('"version":')  # a string search: compiling a pattern cost ~0.2 ms
+        value = rest.lstrip()
+        if marker and value.startswith('"') and '"' in value[1:]:
+            return value[1 : value.index('"', 1)]
     except (ImportError, OSError, UnicodeDecodeError):
         pass
     from importlib.metadata import PackageNotFoundError, version
@@ -377,7 +378,6 @@ class _Runtime:
     def __init__(self) -> None:
         import builtins
 
-        helperlib = _extension(HELPERLIB)
         self.dynfunc = _extension(DYNFUNC)
         nrt = _extension(NRT_PYTHON)
         if "numba.core.runtime.nrt" not in sys.modules:
@@ -385,21 +385,33 @@ class _Runtime:
         # numba.core.base._load_global_helpers and the NRT's initialize register these: the
         # exceptions as the objects themselves (how Numba's code reads them), not C's pointers.
         symbols = {"_Py_NoneStruct": id(None)}
-        for helpers in (helperlib.c_helpers, self.dynfunc.c_helpers):
-            for name, address in helpers.items():
-                symbols[f"numba_{name}"] = address
+        for name, address in self.dynfunc.c_helpers.items():
+            symbols[f"numba_{name}"] = address
         for value in vars(builtins).values():
             if isinstance(value, type) and issubclass(value, BaseException):
                 symbols[f"PyExc_{value.__name__}"] = id(value)
         for name, address in nrt.c_helpers.items():
             symbols[name if name.startswith("_") else f"NRT_{name}"] = address
         self.symbols: dict[str, int] = symbols
+        self._helpers = False
         self._llvm: pytypes.ModuleType | None = None
+
+    def _add_helpers(self) -> None:
+        """``numba._helperlib``'s symbols, loaded on first need: the kernels' wrappers name
+        none of them (argument unboxing is the NRT's, errors the C API's), and loading it was
+        ~0.5 ms of a fresh process's first gradient."""
+        if not self._helpers:
+            for name, address in _extension(HELPERLIB).c_helpers.items():
+                self.symbols.setdefault(f"numba_{name}", address)
+            self._helpers = True
 
     def resolve(self, name: str) -> int:
         """An undefined symbol's address as MCJIT finds it: Numba's registered symbols first,
         then the process's own (the C API, the C library); 0 when neither has it."""
         address = self.symbols.get(name)
+        if address is None and name.startswith("numba_") and not self._helpers:
+            self._add_helpers()
+            address = self.symbols.get(name)
         return address if address is not None else _elf.process_symbol(name)
 
     def _mcjit(self) -> pytypes.ModuleType:
@@ -407,6 +419,7 @@ class _Runtime:
             llvm = importlib.import_module("llvmlite.binding")
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
+            self._add_helpers()  # MCJIT resolves from what is registered: all of Numba's symbols
             for name, address in self.symbols.items():
                 llvm.add_symbol(name, address)
             self._llvm = llvm

@@ -8,6 +8,7 @@ Results are checked against NumPy, never against another kernel.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -459,7 +460,7 @@ FRESH_PROCESS = textwrap.dedent(
     ok &= np.allclose(db, np.einsum("ikjl,ij->kl", dy.reshape(2, 2, 3, 2), a))
     info = sr.cache_info()
     report.update(ok=bool(ok), numba=("numba" in sys.modules), compiles=info.compiles, disk_hits=info.disk_hits)
-    report.update(llvm=("llvmlite.binding" in sys.modules))
+    report.update(llvm=("llvmlite.binding" in sys.modules), helperlib=("numba._helperlib" in sys.modules))
     # Numba started afterwards shares the runtime the direct loads set up, and both kinds of
     # kernel keep working side by side.
     import numba
@@ -493,6 +494,18 @@ def test_fresh_process_first_gradient_without_numba(tmp_path: Path) -> None:
     assert warm["ok"] and warm["ok2"] and warm["shared"]
     assert warm["info_before"] == [True, str(tmp_path / "cache")]
     assert (warm["compiles"], warm["disk_hits"], warm["numba"]) == (0, cold["compiles"], False)
-    if X86_64_LINUX:  # the host's record and the ELF loader: no LLVM either
-        assert not warm["llvm"]
+    if X86_64_LINUX:  # the host's record and the ELF loader: no LLVM, no helper library either
+        assert not warm["llvm"] and not warm["helperlib"]
+
+
+def test_the_runtime_loads_numbas_helper_library_for_the_first_symbol_that_needs_it() -> None:
+    """``numba._helperlib`` is left out of the runtime until a kernel names one of its
+    symbols; then each resolves to the address Numba registers for it."""
+    runtime = _objectcode._Runtime()
+    helpers: dict[str, int] = importlib.import_module("numba._helperlib").c_helpers
+    dynfunc: dict[str, int] = importlib.import_module("numba._dynfunc").c_helpers
+    own = sorted(name for name in helpers if name not in dynfunc)
+    assert own and not any(f"numba_{name}" in runtime.symbols for name in own)
+    assert [runtime.resolve(f"numba_{name}") for name in own] == [helpers[name] for name in own]
+    assert all(runtime.symbols[f"numba_{name}"] == address for name, address in dynfunc.items())
 
