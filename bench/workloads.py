@@ -36,12 +36,14 @@ Operation: TypeAlias = Callable[..., object]
 
 # Held as plain callables on purpose (see the module docstring).
 _rrule: ReverseRule = sr.rrule
-_repeat: Operation = sr.repeat
-_concatenate: Operation = sr.concatenate
-_kron: Operation = sr.kron
-_roll: Operation = sr.roll
-_broadcast_to: Operation = sr.broadcast_to
-_sum: Operation = sr.sum
+
+
+def _op(name: str) -> Operation:
+    """The public op ``name``, looked up when it is called: importing this file loads no op's
+    module (each loads on its first use, and ``cache_report``'s fresh processes time that load
+    as part of the first call, as a user's first call pays it)."""
+    op: Operation = getattr(sr, name)
+    return op
 
 
 # --- what is called -------------------------------------------------------------------------
@@ -152,20 +154,20 @@ def julia_repeat(xp: ModuleType, x: object, inner: Shape, outer: Shape | None) -
 def call_ours_forward(spec: OpSpec, arrays: Sequence[Array]) -> object:
     """The stablerules forward op for ``spec``."""
     if isinstance(spec, RepeatAxis):
-        return _repeat(arrays[0], Val(spec.repeats), axis=Val(spec.axis))
+        return _op("repeat")(arrays[0], Val(spec.repeats), axis=Val(spec.axis))
     if isinstance(spec, RepeatInnerOuter):
         if spec.outer is None:
-            return _repeat(arrays[0], inner=Val(spec.inner))
-        return _repeat(arrays[0], inner=Val(spec.inner), outer=Val(spec.outer))
+            return _op("repeat")(arrays[0], inner=Val(spec.inner))
+        return _op("repeat")(arrays[0], inner=Val(spec.inner), outer=Val(spec.outer))
     if isinstance(spec, Concatenate):
-        return _concatenate(tuple(arrays), axis=Val(spec.axis))
+        return _op("concatenate")(tuple(arrays), axis=Val(spec.axis))
     if isinstance(spec, Roll):
-        return _roll(arrays[0], Val(spec.shift), axis=Val(spec.axis))
+        return _op("roll")(arrays[0], Val(spec.shift), axis=Val(spec.axis))
     if isinstance(spec, BroadcastTo):
-        return _broadcast_to(arrays[0], Val(spec.shape))
+        return _op("broadcast_to")(arrays[0], Val(spec.shape))
     if isinstance(spec, SumAxes):
-        return _sum(arrays[0], axis=Val(spec.axis))
-    return _kron(arrays[0], arrays[1])
+        return _op("sum")(arrays[0], axis=Val(spec.axis))
+    return _op("kron")(arrays[0], arrays[1])
 
 
 def call_ours_rrule(spec: OpSpec, arrays: Sequence[Array]) -> tuple[object, Pullback]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -457,3 +458,16 @@ def test_half_rows_are_checked_goals_drawn_and_rendered() -> None:
         plt.close(figure)
     text = importlib.import_module("readme_table").render(document)
     assert "| W3 | torch |" in text and "1.20 [>= 1: pass]" in text and "0.25 [>= 1: **MISS**]" in text
+
+
+def test_importing_the_workloads_loads_no_op_module() -> None:
+    """``cache_report``'s fresh processes import ``bench/workloads.py`` before their clock
+    starts and time the first call: the op's module must load inside that call, as a user's
+    first call pays it, not when the workloads are imported."""
+    code = (
+        "import sys; import workloads; "
+        "print(sorted(name for name in sys.modules if name.startswith('stablerules.rules.')))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "bench")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT, env=env)
+    assert done.stdout.strip() == "[]", done.stdout
