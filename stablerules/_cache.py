@@ -59,6 +59,7 @@ from ._errors import RecompileError
 from ._guards import COUNTERS, NO_COMPILE
 from ._key import Kernel, KernelFunction, KernelSource, ShapeSignature
 from ._private_numba import cache_subpath
+from ._private_python import sha256
 from ._version import __version__
 
 
@@ -97,9 +98,7 @@ def _numba_version() -> str:
 
 
 def source_hash(source: KernelSource) -> str:
-    import hashlib  # here, not at import, so that `import stablerules` stays cheap
-
-    digest = hashlib.sha256()
+    digest = sha256()
     for part in (__version__, _numba_version(), source.entry, source.text):
         digest.update(part.encode())
         digest.update(b"\0")
@@ -279,9 +278,7 @@ class DiskStore:
         )
 
     def _digests(self, stem: str) -> dict[str, str]:
-        import hashlib
-
-        return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in self._numba_files(stem)}
+        return {path.name: sha256(path.read_bytes()).hexdigest() for path in self._numba_files(stem)}
 
     def _recorded(self, stem: str) -> dict[str, str] | None:
         import json

@@ -9,14 +9,15 @@ types is a ``TypeError``, never a silent recompile). The text is what ``sr.expla
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from types import CodeType, FunctionType
 
 import numpy as np
 
 from ._memo import memoized
+from ._private_python import sha256
 from ._guards import allow_template_compile
 from ._key import KernelSource, ShapeSignature
 
@@ -138,9 +139,8 @@ def _pipeline_hash() -> str:
     """A digest of the kernel pipeline's source, part of every kernel's text (hence of its
     cache key): Numba's own cache does not see a change to a pipeline class it compiles with.
     Read from the file, not imported: that would start Numba."""
-    import hashlib
-
-    return hashlib.sha256(Path(__file__).with_name("_kernel_pipeline.py").read_bytes()).hexdigest()[:16]
+    with open(os.path.join(os.path.dirname(__file__), "_kernel_pipeline.py"), "rb") as handle:
+        return sha256(handle.read()).hexdigest()[:16]
 
 
 def cpu_kernel(

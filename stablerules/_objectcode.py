@@ -57,6 +57,7 @@ import warnings
 from . import _config, _elf
 from ._memo import memoized
 from ._private_numba import DYNFUNC, HELPERLIB, NRT_PYTHON, cached_data, make_function
+from ._private_python import sha256
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -216,11 +217,10 @@ def _host_target(llvmlite_version: str) -> tuple[str, str, str]:
     identity = _cpu_identity(llvmlite_version)
     if identity is None:
         return _llvm_target()
-    import hashlib
     import json
 
     kernels = _config.cache_dir() / "kernels"
-    path = kernels / f"host-{hashlib.sha256(identity.encode()).hexdigest()[:16]}{_TARGET_SUFFIX}"
+    path = kernels / f"host-{sha256(identity.encode()).hexdigest()[:16]}{_TARGET_SUFFIX}"
     try:
         record = json.loads(_read_private(path))
         if isinstance(record, dict) and record.get("identity") == identity:
@@ -305,10 +305,9 @@ def _write_private(folder: Path, path: Path, data: bytes) -> None:
 
 
 def _key_digest(key: HostKey) -> str:
-    import hashlib
     import json
 
-    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+    return sha256(json.dumps(key).encode()).hexdigest()[:16]
 
 
 # --- ELF: the external symbols an object file needs ---------------------------------------------
@@ -521,14 +520,13 @@ def _get_runtime() -> _Runtime:
 
 
 def _parse(data: bytes) -> tuple[dict[str, object], bytes]:
-    import hashlib
     import json
     import struct
 
     if not data.startswith(_MAGIC):
         raise DamagedObjectFile("no stablerules object-file header")
     body = data[len(_MAGIC) + _DIGEST :]
-    if len(data) < len(_MAGIC) + _DIGEST + 8 or hashlib.sha256(body).digest() != data[len(_MAGIC) : len(_MAGIC) + _DIGEST]:
+    if len(data) < len(_MAGIC) + _DIGEST + 8 or sha256(body).digest() != data[len(_MAGIC) : len(_MAGIC) + _DIGEST]:
         raise DamagedObjectFile("checksum mismatch (truncated or damaged)")
     (length,) = struct.unpack_from("<Q", body)
     try:
@@ -640,7 +638,6 @@ class ObjectCodeStore:
             return
         if record is None:
             return
-        import hashlib
         import json
         import struct
 
@@ -661,7 +658,7 @@ class ObjectCodeStore:
         header["key"] = [list(part) for part in key]
         encoded = json.dumps(header).encode()
         body = struct.pack("<Q", len(encoded)) + encoded + obj
-        self._write_atomically(path, _MAGIC + hashlib.sha256(body).digest() + body)
+        self._write_atomically(path, _MAGIC + sha256(body).digest() + body)
         self._stale.discard(path)
         write_host_record()
 

@@ -6,10 +6,9 @@ module's contract is in ``_rule``'s docstring.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -33,8 +32,9 @@ SavedDense = Callable[[Any, Any], tuple[object, ...]]
 every rrule of the signature (:meth:`Plan.saved_dense`)."""
 
 
-@dataclass(frozen=True)
-class KernelPullback:
+# A NamedTuple, not a frozen dataclass: defined in ~0.1 ms against ~0.6 ms (Python 3.11 compiles
+# each of a dataclass's methods apart), and a fresh process defines it on its first gradient.
+class KernelPullback(NamedTuple):
     """A dense pullback that is one CPU kernel launch, which a plan may return from
     ``pullback`` instead of a function: ``dx = allocate(size, dtype)`` (``np.zeros`` when
     ``zeros``, else ``_pool.empty``: ``np.empty``, from 1 MiB up a block of the output pool),

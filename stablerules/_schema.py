@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Role = Literal["array", "arrays", "varargs", "static", "data", "value", "scalar"]
 RankKind = Literal[
@@ -65,8 +65,9 @@ _RANK_PARAMS: dict[RankKind, tuple[int, int]] = {
 DtypeRule = Literal["same", "sum", "mean", "scalars"]
 
 
-@dataclass(frozen=True)
-class Param:
+# A NamedTuple, not a frozen dataclass: defined in ~0.1 ms against ~0.6 ms (Python 3.11 compiles
+# each of a dataclass's methods apart), and `import stablerules` defines it.
+class Param(NamedTuple):
     """One parameter of an op's signature (module docstring)."""
 
     name: str
@@ -90,8 +91,7 @@ class Rank:
             raise ValueError(f"rank rule {self.kind!r} reads {low} to {high} parameters, got {self.params!r}")
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(NamedTuple):
     """One call signature of an op: parameters, rank rule, dtype rule, Fill closure."""
 
     params: tuple[Param, ...]

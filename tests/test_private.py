@@ -76,6 +76,29 @@ def test_python_environ_data() -> None:
     assert key not in _private_python.ENVIRON_DATA
 
 
+
+def test_python_builtin_sha256() -> None:
+    """One of CPython's built-in SHA-256 modules exists (we use it to stay off OpenSSL) and
+    gives ``hashlib``'s digests, whole and fed in parts."""
+    import hashlib
+
+    from stablerules import _private_python
+
+    found = []
+    for name in _private_python.SHA256_MODULES:
+        try:
+            found.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    assert found, _moved("the built-in SHA-256 module", "CPython", sys.version)
+    for data in (b"", b"stablerules", bytes(range(256)) * 300):
+        assert _private_python.sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+        assert found[0].sha256(data).digest() == hashlib.sha256(data).digest()
+    parts = _private_python.sha256()
+    parts.update(b"stable")
+    parts.update(b"rules")
+    assert parts.digest() == hashlib.sha256(b"stablerules").digest()
+
 def test_numba_private_names() -> None:
     require("numba")
     version = _check_pinned("numba")

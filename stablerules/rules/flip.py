@@ -51,8 +51,7 @@ import functools
 import math
 import types as pytypes
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TypeAlias, TypeVar
+from typing import NamedTuple, TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -170,8 +169,9 @@ flip = Flip()
 # ======================================================================================
 
 
-@dataclass(frozen=True, slots=True)
-class RollLayout:
+# A NamedTuple, not a frozen dataclass: defined in ~0.1 ms against ~0.6 ms (Python 3.11 compiles
+# each of a dataclass's methods apart), and a fresh process defines it on its first gradient.
+class RollLayout(NamedTuple):
     """What the static arguments and the input's ndim and itemsize fix.
 
     ``groups[k]`` are the axes merged into loop ``k`` (the last may be the extra axis of

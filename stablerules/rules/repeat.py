@@ -47,7 +47,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -115,8 +115,9 @@ NestItem = int | str
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Layout:
+# A NamedTuple, not a frozen dataclass: defined in ~0.1 ms against ~0.6 ms (Python 3.11 compiles
+# each of a dataclass's methods apart), and a fresh process defines it on its first gradient.
+class _Layout(NamedTuple):
     """A static repeat: each padded axis ``d`` reads the input axes ``axes[d]`` (``()`` for a
     padded axis of extent 1, several for a flattened input), repeats each element
     ``inner[d]`` times and tiles the result ``outer[d]`` times."""
@@ -126,8 +127,7 @@ class _Layout:
     outer: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class _Nest:
+class _Nest(NamedTuple):
     """The normalized loop nest of a :class:`_Layout` (shape independent)."""
 
     layout: _Layout
@@ -310,8 +310,7 @@ def _emit_run_sum(writer: SourceWriter, array: str, base: str, count: int, widen
     writer.line("total = (sum0 + sum1) + (sum2 + sum3)")
 
 
-@dataclass(frozen=True, slots=True)
-class _Levels:
+class _Levels(NamedTuple):
     """Per level of a nest, as source text: the runtime extent names ``e0, e1, ...`` (one
     per input loop), each level's size, its input loop's number (-1 for a count), its flat
     step in ``y``/``dy``; and per input loop its flat step in ``x``/``dx``."""
@@ -1372,8 +1371,7 @@ tile = Tile()
 # ======================================================================================
 
 
-@dataclass(frozen=True, slots=True)
-class JuliaForm:
+class JuliaForm(NamedTuple):
     """A planned repeat/tile call with static counts in Julia's form: ``x`` reshaped to
     ``shape`` (input axes merged or padded: a free reshape), then each axis ``d`` repeated
     ``inner[d]`` times element-wise and tiled ``outer[d]`` times; the result has
@@ -1396,8 +1394,7 @@ def export_julia_form(plan: Plan, x_shape: tuple[int, ...]) -> JuliaForm | None:
     return JuliaForm(shape, layout.inner, layout.outer, plan.out_shape)
 
 
-@dataclass(frozen=True, slots=True)
-class NestKernel:
+class NestKernel(NamedTuple):
     """The CPU kernel of a Julia-form nest: ``kernel(source, target, *extents, lo, hi)``,
     extent ``k`` being the product of the input's axes ``groups[k]`` and ``lo, hi`` the range
     ``0, extents[0]`` of the outermost loop. ``request`` is ``None`` when a count is 0 (an
