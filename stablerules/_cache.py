@@ -54,7 +54,7 @@ import warnings
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
 
-from . import _config, _memo, _objectcode, _private_numba
+from . import _config, _memo, _private_numba
 from ._errors import RecompileError
 from ._guards import COUNTERS, NO_COMPILE
 from ._key import Kernel, KernelFunction, KernelSource, ShapeSignature
@@ -94,6 +94,8 @@ def default_cache_dir() -> Path:
 
 def _numba_version() -> str:
     # The installed version, read once and without importing numba.
+    from . import _objectcode  # noqa: PLC0415 - the stored object code's module loads with the first kernel
+
     return _objectcode.numba_version()
 
 
@@ -231,6 +233,8 @@ class DiskStore:
     def __init__(self, directory: Path) -> None:
         self.directory: Path | None = directory
         self._kernels = directory / "kernels"
+        from . import _objectcode  # noqa: PLC0415 - loaded with the first kernel, not with stablerules
+
         self._object_code = _objectcode.ObjectCodeStore(self._kernels) if _objectcode.enabled() else None
         self._memory: MemoryStore | None = None
 
@@ -331,6 +335,8 @@ class DiskStore:
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:  # pragma: no cover - a .py path always has one
             raise ImportError(f"cannot import kernel module from {path}")
+        from . import _objectcode  # noqa: PLC0415 - loaded with the first kernel
+
         return _objectcode.import_from_spec(name, spec)
 
     def _give_up_disk(self, error: OSError) -> MemoryStore:

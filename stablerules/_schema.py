@@ -49,8 +49,6 @@ its family module (its forward rule among them); the adapters build the op from 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Literal, NamedTuple
 
 Role = Literal["array", "arrays", "varargs", "static", "data", "value", "scalar"]
@@ -78,17 +76,12 @@ class Param(NamedTuple):
     keyword_only: bool = False
 
 
-@dataclass(frozen=True)
-class Rank:
-    """A signature's rank rule: its kind and the parameters it reads, by name (module docstring)."""
+class Rank(NamedTuple):
+    """A signature's rank rule: its kind and the parameters it reads, by name (module docstring;
+    :func:`_checked` checks every row's when the module loads)."""
 
     kind: RankKind
     params: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        low, high = _RANK_PARAMS.get(self.kind, (0, 0))
-        if not low <= len(self.params) <= high:
-            raise ValueError(f"rank rule {self.kind!r} reads {low} to {high} parameters, got {self.params!r}")
 
 
 class Signature(NamedTuple):
@@ -101,9 +94,11 @@ class Signature(NamedTuple):
     tuple_output: bool = False  # the result is a tuple of arrays (split), its pullback takes a tuple
 
 
-@dataclass(frozen=True)
-class OpSchema:
-    """One op (module docstring)."""
+class OpSchema(NamedTuple):
+    """One op (module docstring). ``params``: the union of its signatures' parameters, in
+    call order, for the binders and the adapters (a parameter that is data in one signature
+    and static in another is the data one; otherwise the first signature's), filled in by
+    :func:`_checked` when the module loads."""
 
     name: str
     cls: str
@@ -112,19 +107,22 @@ class OpSchema:
     kind: Literal["linear", "multilinear"] = "linear"
     constant: tuple[int, str] | None = None
     primal_free: bool = True  # its pullback needs no primal values (ArraySpec arguments allowed)
-    doc: str = field(default="", compare=False)
+    doc: str = ""
+    params: tuple[Param, ...] = ()
 
-    @cached_property
-    def params(self) -> tuple[Param, ...]:
-        """The union of its signatures' parameters, in call order, for the binders and the
-        adapters: a parameter that is data in one signature and static in another is the
-        data one; otherwise the first signature's."""
-        params: dict[str, Param] = {}
-        for sig in self.signatures:
-            for p in sig.params:
-                if p.name not in params or p.role == "data":
-                    params[p.name] = p
-        return tuple(params.values())
+
+def _checked(op: OpSchema) -> OpSchema:
+    """``op`` with its ``params`` filled in, after checking that each rank rule reads as many
+    parameters as its kind takes (``ValueError`` otherwise)."""
+    params: dict[str, Param] = {}
+    for sig in op.signatures:
+        low, high = _RANK_PARAMS.get(sig.rank.kind, (0, 0))
+        if not low <= len(sig.rank.params) <= high:
+            raise ValueError(f"rank rule {sig.rank.kind!r} reads {low} to {high} parameters, got {sig.rank.params!r}")
+        for p in sig.params:
+            if p.name not in params or p.role == "data":
+                params[p.name] = p
+    return op._replace(params=tuple(params.values()))
 
 
 _X = Param("x", "array")
@@ -280,6 +278,7 @@ OPS: tuple[OpSchema, ...] = (
     ),
 
 )
+OPS = tuple(_checked(op) for op in OPS)
 """The ops, in the order of the public lists' families."""
 
 LAZY_NAMES: tuple[tuple[str, str], ...] = (("StaticIndex", "indexing"), ("ix", "indexing"))
