@@ -9,7 +9,6 @@ calls, compiled results against eager ones.
 from __future__ import annotations
 
 import warnings
-import dataclasses
 import importlib
 import subprocess
 import sys
@@ -106,7 +105,7 @@ def _our_kernels() -> Iterator[None]:
     _adapter._clear_tables()
     try:
         for name, fact in saved.items():
-            _native.FACTS[name] = dataclasses.replace(fact, torch_forms=())
+            _native.FACTS[name] = fact._replace(torch_forms=())
         yield
     finally:
         _native.FACTS.update(saved)
