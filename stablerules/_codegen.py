@@ -16,10 +16,10 @@ from types import CodeType, FunctionType
 
 import numpy as np
 
-from ._memo import memoized
-from ._private_python import sha256
 from ._guards import allow_template_compile
 from ._key import KernelSource, ShapeSignature
+from ._memo import memoized
+from ._private_python import sha256
 
 _NUMBA_SCALARS = {
     "bool": "types.boolean",

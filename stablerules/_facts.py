@@ -40,8 +40,7 @@ VIEW = "torch's backward is views or one copy per input: already at the memory b
 KERNEL = "our pullback kernel does in one pass what torch's backward does in several"
 
 
-# A NamedTuple, not a frozen dataclass: defined in ~0.1 ms against ~0.6 ms (Python 3.11 compiles
-# each of a dataclass's methods apart), and a fresh process defines it on its first gradient.
+# A NamedTuple, not a frozen dataclass: its definition cost (see ``_schema.Param``).
 class EngineForm(NamedTuple):
     """A form of a kernel op's signatures whose pullback an engine's own autodiff does faster
     than a call of our kernel (measured; the crossovers are in the benchmark notes): a static

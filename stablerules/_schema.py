@@ -63,8 +63,9 @@ _RANK_PARAMS: dict[RankKind, tuple[int, int]] = {
 DtypeRule = Literal["same", "sum", "mean", "scalars"]
 
 
-# A NamedTuple, not a frozen dataclass: defined in ~0.1 ms against ~0.6 ms (Python 3.11 compiles
-# each of a dataclass's methods apart), and `import stablerules` defines it.
+# NamedTuples, not frozen dataclasses, here and in the records a fresh process's first gradient
+# defines: ~0.1 ms to define against ~0.6 ms (Python 3.11 compiles each of a dataclass's
+# methods apart; bench/README.md, round 11).
 class Param(NamedTuple):
     """One parameter of an op's signature (module docstring)."""
 
