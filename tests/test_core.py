@@ -375,6 +375,21 @@ def test_import_stablerules_leaves_the_heavy_standard_modules_for_later() -> Non
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout
 
+
+def test_the_schema_checks_each_rank_rule_and_unites_the_parameters_when_it_loads() -> None:
+    """``_schema._checked`` (run on every row at import): a rank rule reading the wrong number
+    of parameters is a ``ValueError``; ``params`` is the union of the signatures' parameters,
+    the data one where a name is data in one signature and static in another."""
+    from stablerules import _schema
+
+    repeat = _schema.BY_NAME["repeat"]
+    assert [(p.name, p.role) for p in repeat.params] == [
+        ("x", "array"), ("repeats", "data"), ("axis", "static"), ("inner", "static"), ("outer", "static"),
+    ]
+    bad = _schema.Signature((_schema.Param("x", "array"),), _schema.Rank("axis_or_flat", ()))
+    with pytest.raises(ValueError, match="'axis_or_flat' reads 1 to 1 parameters"):
+        _schema._checked(repeat._replace(signatures=(bad,)))
+
 # --- code generation helpers shared by the families ---------------------------------------
 
 
