@@ -1130,6 +1130,95 @@ def test_a_small_repeat_or_tile_runs_torchs_pullback_and_a_large_one_ours(
             assert not any(f"stablerules.{name}_vjp" in code for code in graphs), graphs
 
 
+_DOUBLING_CASES = [
+    # (shape, axis, dtype, layout): the runs along the axis of at most _native.DOUBLED_RUN elements
+    ((4, 32, 16, 16), 3, torch.float32, "contiguous"),
+    ((4, 32, 16, 16), 2, torch.bfloat16, "contiguous"),
+    ((4, 32, 16, 16), -1, torch.float16, "channels_last"),
+    ((4, 32, 16, 16), -2, torch.float64, "transposed"),
+    ((8192,), 0, torch.int64, "contiguous"),
+    ((128, 64), 1, torch.complex64, "conjugated"),
+    ((512, 16), 0, torch.float32, "contiguous"),
+]
+
+
+def _laid_out(x: torch.Tensor, layout: str) -> torch.Tensor:
+    if layout == "channels_last":
+        return x.to(memory_format=torch.channels_last)
+    if layout == "transposed":  # the same shape, read through a transpose of a (..., w, h) tensor
+        return x.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if layout == "conjugated":
+        return x.conj()  # the conjugate bit set: a copy must resolve it
+    return x
+
+
+@pytest.mark.parametrize(("shape", "axis", "dtype", "layout"), _DOUBLING_CASES, ids=[f"{c[2]}-{c[3]}-axis{c[1]}" for c in _DOUBLING_CASES])
+def test_a_doubling_repeat_of_short_runs_is_two_copies_with_repeat_interleaves_result(
+    shape: tuple[int, ...], axis: int, dtype: torch.dtype, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel signature's eager forward of ``repeat(x, 2, axis)`` over runs of at most 16
+    elements and 8192 elements or more is ``_native._doubled`` (two strided copies: 1.5-3x
+    faster than ``repeat_interleave``'s broadcast copy on the U-Net's upsamples): bit for bit
+    ``repeat_interleave``'s result (every dtype, layout, the conjugate bit resolved), contiguous
+    as it is, never aliasing ``x``; its gradient is our kernel's, checked against the adjoint
+    of the forward's gather."""
+    calls: list[tuple[int, ...]] = []
+    doubled = _native._doubled
+
+    def counted(x: torch.Tensor, axis: int) -> torch.Tensor:
+        calls.append(tuple(x.shape))
+        return doubled(x, axis)
+
+    monkeypatch.setattr(_native, "_doubled", counted)
+    _adapter._clear_tables()
+    generator = torch.Generator().manual_seed(36)
+    base = torch.randn(shape, dtype=torch.float64, generator=generator)
+    if dtype.is_complex:
+        base = torch.complex(base, torch.randn(shape, dtype=torch.float64, generator=generator))
+    x = _laid_out((100 * base).to(dtype), layout)
+    expected = torch.repeat_interleave(x, 2, dim=axis)
+    with torch.no_grad():
+        got = srt.repeat(x, Val(2), axis=Val(axis))
+    assert calls == [tuple(shape)]
+    assert got.dtype == expected.dtype and got.shape == expected.shape and got.is_contiguous()
+    assert torch.equal(got.resolve_conj(), expected.resolve_conj()) and got.data_ptr() != x.data_ptr()
+    if dtype.is_floating_point or dtype.is_complex:
+        leaf = x.detach().clone().requires_grad_()
+        y = srt.repeat(leaf, Val(2), axis=Val(axis))
+        assert "Forward" in _node(y) and len(calls) == 2
+        dy = torch.randn(y.shape, dtype=torch.float64, generator=generator).to(dtype)
+        (grad,) = torch.autograd.grad(y, leaf, dy)
+        index = torch.arange(leaf.numel(), dtype=torch.float64).reshape(leaf.shape)
+        gathered = torch.repeat_interleave(index, 2, dim=axis).long().reshape(-1)
+        reference = torch.zeros(leaf.numel(), dtype=torch.float64 if not dtype.is_complex else torch.complex128)
+        reference.index_add_(0, gathered, dy.reshape(-1).to(reference.dtype))
+        torch.testing.assert_close(grad, reference.reshape(leaf.shape).to(dtype))
+
+
+@pytest.mark.parametrize(
+    ("shape", "repeats", "axis", "why"),
+    [
+        ((8, 1024), 2, 0, "runs of 1024 elements: repeat_interleave copies whole rows"),
+        ((64, 64), 2, 1, "4096 elements: below DOUBLED_FROM"),
+        ((128, 64), 3, 1, "a count of 3"),
+        ((4, 4), 2, 1, "a small signature: torch's pullback, its forward recorded by autograd"),
+    ],
+)
+def test_a_repeat_outside_the_doubling_form_is_repeat_interleave(
+    shape: tuple[int, ...], repeats: int, axis: int, why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The doubling form is a static choice of the signature (count, shape, device, and a
+    pullback of ours: the forward runs unrecorded); every other signature's forward is
+    ``repeat_interleave`` (and a small one's is recorded by torch's autograd)."""
+    monkeypatch.setattr(_native, "_doubled", lambda x, axis: pytest.fail(f"_doubled called: {why}"))
+    _adapter._clear_tables()
+    x = torch.randn(shape, dtype=torch.float32, requires_grad=True)
+    y = srt.repeat(x, Val(repeats), axis=Val(axis))
+    assert torch.equal(y, torch.repeat_interleave(x, repeats, dim=axis))
+    small = y.numel() < 1024
+    assert ("Forward" in _node(y)) != small, (_node(y), why)
+
+
 def _aot_graphs(function: Callable[[torch.Tensor], torch.Tensor], tensor: torch.Tensor, dynamic: bool) -> list[str]:
     """The code of the forward and backward graphs ``torch.compile`` (AOT autograd, no inductor)
     makes of ``function``, after checking its gradient against the eager one."""

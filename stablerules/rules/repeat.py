@@ -1580,7 +1580,7 @@ def _forward_tile(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     "repeat": _facts.EngineFacts(
         _facts.TorchFacts(
-            "Tensor.repeat_interleave / Tensor.repeat", "kernel", _facts.KERNEL,
+            "Tensor.repeat_interleave / Tensor.repeat (eager: a doubling of short runs as two Tensor.copy_)", "kernel", _facts.KERNEL,
             (_facts.EngineForm("a single repeat_interleave (an integer count, or one inner count)", _one_repeat_interleave, REPEAT_TORCH_BELOW),),
             compiled_below=_facts.COMPILED_BELOW,
         ),

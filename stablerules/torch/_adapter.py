@@ -1150,7 +1150,7 @@ class TorchSignature:
         # torch's autograd (plain torch code): a view op, or a kernel op below its size bound
         self.implementation = implementation(call.entry.name, size, tuple(tuple(t.shape) for t in tensors), call)
         self.native = self.implementation.pullback == "torch"
-        self.run = prepare(call, tensors)  # torch's op, the statics read once
+        self.run = prepare(call, tensors, self.native)  # torch's op, the statics read once
         self.call = call
         self.entry = call.entry
         self.order = order  # where each bound tensor sits among the arguments, when not in order

@@ -342,8 +342,51 @@ class _EagerNamespace(TorchNamespace):
         return torch.kron(a, b)
 
 
+# A doubling repeat on the CPU of at least this many input elements, whose copies along the
+# axis are runs of at most DOUBLED_RUN elements, is built as two strided copies into a new
+# tensor (:func:`_doubled`); bench/README.md (round 12) has the crossover's measurements.
+DOUBLED_FROM = 8192
+DOUBLED_RUN = 16
+
+
+class _UnrecordedNamespace(_EagerNamespace):
+    """:class:`_EagerNamespace` for the eager forward of an op whose pullback is our kernel.
+    That forward runs where autograd records nothing (our Function's ``forward``, or no input
+    requiring a gradient), so it may build its result in place; a forward whose pullback is
+    torch's own (a small signature, a view op) uses :class:`_EagerNamespace`, whose ops torch's
+    autograd records."""
+
+    def repeat(self, x: torch.Tensor, repeats: int | tuple[int, ...], axis: int) -> torch.Tensor:
+        """A doubling ``repeat`` of short runs (a nearest-neighbour upsample's) as
+        :func:`_doubled`: ``repeat_interleave`` copies from a stride-0 broadcast of ``x``, one
+        element at a time where the runs are short (1.5-3x slower on the U-Net's upsamples,
+        3x in bfloat16). Static per signature: a kernel op's signature fixes the shape, the
+        dtype and the device."""
+        if repeats == 2 and type(repeats) is int and x.is_cpu and x.numel() >= DOUBLED_FROM:
+            axis %= x.ndim
+            run = 1
+            for extent in x.shape[axis + 1 :]:
+                run *= extent
+            if run <= DOUBLED_RUN:
+                return _doubled(x, axis)
+        return super().repeat(x, repeats, axis)
+
+
+def _doubled(x: torch.Tensor, axis: int) -> torch.Tensor:
+    """``x.repeat_interleave(2, dim=axis)`` (``axis`` non-negative): a new contiguous tensor
+    seen as ``(..., n, 2, ...)``, ``x`` copied into each half by ``copy_`` (torch's strided
+    copy, which keeps the runs of ``x`` contiguous where the broadcast one does not). The same
+    elements, dtype, device and layout (contiguous, as ``repeat_interleave``'s result)."""
+    shape = tuple(x.shape)
+    out = x.new_empty((*shape[: axis + 1], 2, *shape[axis + 1 :]))  # contiguous
+    out.select(axis + 1, 0).copy_(x)
+    out.select(axis + 1, 1).copy_(x)
+    return out.view(*shape[:axis], 2 * shape[axis], *shape[axis + 1 :])
+
+
 TORCH = TorchNamespace()
 _EAGER = _EagerNamespace()
+_UNRECORDED = _UnrecordedNamespace()
 
 
 def _indices(call: Call, indices: torch.Tensor, n: int, axis: int | None) -> torch.Tensor:
@@ -385,16 +428,18 @@ FORWARDS: dict[str, Forward] = {op.name: _forward(op.name) for op in OPS}
 Prepared = Callable[["Tensors"], "Tensors"]
 
 
-def prepare(call: Call, tensors: Tensors) -> Prepared:
+def prepare(call: Call, tensors: Tensors, recorded: bool = True) -> Prepared:
     """The op's eager forward for one signature: its family's ``prepared`` rule (statics read
     once, torch's op called directly) for the hot ops (a DenseNet block's 25-input
     concatenation, an upsample's ``repeat``, a Kalman filter's small ``kron``), else its
     ``FORWARDS`` entry. A view op's signature does not fix its tensors' dtypes (its key
     leaves them out): its forward checks them on every call, as ``FORWARDS`` does; a kernel
     op's signature fixes them. Used in eager mode only: under ``torch.compile`` the calls go
-    through ``FORWARDS``."""
+    through ``FORWARDS``. ``recorded``: whether torch's autograd records the forward (the
+    pullback is torch's own); where it does not, the forward may build its result in place
+    (:class:`_UnrecordedNamespace`)."""
     maker = _FAMILY_FACTS[call.entry.name].prepared
-    prepared = maker(_EAGER, call, tensors) if maker is not None else None
+    prepared = maker(_EAGER if recorded else _UNRECORDED, call, tensors) if maker is not None else None
     if prepared is not None:
         return prepared
     forward = FORWARDS[call.entry.name]
