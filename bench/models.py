@@ -9,8 +9,11 @@ timed and the largest difference is kept in the row):
   loss; ours swaps the dense blocks' ``torch.cat`` calls (``_DenseLayer.bn_function`` and
   ``_DenseBlock.forward``, patched per instance) for ``srt.concatenate(..., axis=Val(1))``.
 - ``unet``: a U-Net decoder, batch 4, 32 channels, from 8x8 to 32x32 with two nearest x2
-  upsamples and skip concatenations (``torch.cat`` on both sides); ours upsamples with two
-  ``srt.repeat`` calls (axes 2 and 3), stock with ``F.interpolate(scale_factor=2, mode="nearest")``.
+  upsamples and skip concatenations (``torch.cat`` on both sides); ours upsamples with
+  ``srt.repeat(h, inner=Val((1, 1, 2, 2)))`` (Julia's form, as Flux's upsample was written and
+  as the JAX U-Net's: one call, one autograd node each way; until round 12 two calls, axes 2
+  and 3, whose second node cost more in the step than it saved), stock with
+  ``F.interpolate(scale_factor=2, mode="nearest")``.
 - ``embedding``: a 50000x128 table, 4096 zipf-distributed ids, a linear layer and a
   cross-entropy loss; ``srt.take(table, ids, axis=Val(0))`` against ``F.embedding``.
 - ``kalman``: a TemporalGPs-style Kalman filter's negative log-likelihood over T=200 steps
@@ -204,7 +207,7 @@ def unet(ours: bool, batch: int, channels: int, side: int) -> tuple[Any, Callabl
 
     def up(h: Any) -> Any:
         if ours:
-            return srt.repeat(srt.repeat(h, Val(2), axis=Val(2)), Val(2), axis=Val(3))
+            return srt.repeat(h, inner=Val((1, 1, 2, 2)))
         return F.interpolate(h, scale_factor=2, mode="nearest")
 
     class Decoder(nn.Module):  # type: ignore[misc, name-defined]
@@ -381,7 +384,7 @@ def _torch_ops(name: str, extra: tuple[Any, ...], sz: Sizes) -> tuple[tuple[Step
 
         def up_ours() -> None:
             for x, dy in zip(inputs, cots):
-                srt.repeat(srt.repeat(x, Val(2), axis=Val(2)), Val(2), axis=Val(3)).backward(dy)
+                srt.repeat(x, inner=Val((1, 1, 2, 2))).backward(dy)
 
         def up_stock() -> None:
             for x, dy in zip(inputs, cots):
