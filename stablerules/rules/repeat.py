@@ -1505,7 +1505,11 @@ def _forward_repeat(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple
 
 def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple[int, ...]) -> _A:
     """Julia's ``repeat(x; inner, outer)``. Inner counts alone: a ``repeat`` per axis (as fast
-    as an ``expand`` for one or two axes, and faster for a nearest upsample). Inner and outer
+    as an ``expand`` for one or two axes, and faster for a nearest upsample), the last axis
+    first: its copy, whose runs are the shortest, then runs on the smallest array, and the
+    others copy longer runs (torch, one thread, ``inner=(1, 1, 2, 2)`` of a (4, 32, 16, 16)
+    float64 input: 197 -> 134 us with ``repeat_interleave``, 65 -> 51 us in float32 with the
+    eager doubling form; the repeats commute, the result is the same). Inner and outer
     counts together: one broadcast of each axis as ``(outer, n, inner)`` and one ``reshape``,
     a single copy of the result (a ``repeat`` per axis and then a ``tile`` copy it once per
     step), after the last axis's inner count of 2-16 is applied to the input where the result
@@ -1530,9 +1534,9 @@ def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple
         spread = xp.reshape(y, [k for m in shape for k in (1, m, 1)])
         wide = xp.broadcast_to(spread, [k for m, i, o in zip(shape, inner, outer) for k in (o, m, i)])
         return xp.reshape(wide, [m * i * o for m, i, o in zip(shape, inner, outer)])
-    for axis, count in enumerate(inner):
-        if count != 1:
-            y = xp.repeat(y, count, axis)
+    for axis in range(len(inner) - 1, -1, -1):  # the last axis first: see the docstring
+        if inner[axis] != 1:
+            y = xp.repeat(y, inner[axis], axis)
     if repeats_outer:
         y = xp.tile(y, (*outer, *(1,) * (n - len(outer))))
     return xp.fresh(y, x)
