@@ -360,8 +360,11 @@ class _UnrecordedNamespace(_EagerNamespace):
         """A doubling ``repeat`` of short runs (a nearest-neighbour upsample's) as
         :func:`_doubled`: ``repeat_interleave`` copies from a stride-0 broadcast of ``x``, one
         element at a time where the runs are short (1.5-3x slower on the U-Net's upsamples,
-        3x in bfloat16). Static per signature: a kernel op's signature fixes the shape, the
-        dtype and the device."""
+        3x in bfloat16). Static per signature: the test reads only what a kernel op's
+        signature fixes (the shape, the dtype, the device), so every call of a signature takes
+        the same form. It runs on each call (about 1 us against the copies' 15 us and more):
+        deciding it in the signature's setup would need a ``repeater`` in every engine's
+        ``Namespace``, left for the flatter call path (bench/README.md, round 12)."""
         if repeats == 2 and type(repeats) is int and x.is_cpu and x.numel() >= DOUBLED_FROM:
             axis %= x.ndim
             run = 1
@@ -428,7 +431,7 @@ FORWARDS: dict[str, Forward] = {op.name: _forward(op.name) for op in OPS}
 Prepared = Callable[["Tensors"], "Tensors"]
 
 
-def prepare(call: Call, tensors: Tensors, recorded: bool = True) -> Prepared:
+def prepare(call: Call, tensors: Tensors, recorded: bool) -> Prepared:
     """The op's eager forward for one signature: its family's ``prepared`` rule (statics read
     once, torch's op called directly) for the hot ops (a DenseNet block's 25-input
     concatenation, an upsample's ``repeat``, a Kalman filter's small ``kron``), else its
