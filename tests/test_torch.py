@@ -499,6 +499,51 @@ def test_no_grad_calls_build_no_graph_and_linear_calls_save_no_tensors() -> None
     assert torch.equal(g, torch.full((30, 40), 2.0, dtype=torch.float64))
 
 
+def test_a_known_signature_of_torchs_own_op_runs_it_straight_with_the_same_results_and_graph() -> None:
+    """The flat paths of ``TorchOp.__call__``: a known signature of two positional plain CPU
+    tensors (``op.pairs``) and a known direct signature of any form (a 25-input concatenation
+    with ``axis`` by keyword) go straight to torch's op. Their results and gradients are
+    torch's own op's (the reference here: ``torch.kron``, ``torch.cat``, same autograd graph),
+    a ``Parameter`` shares a plain tensor's entry, a new shape or a non-CPU-plain form takes
+    the full path, and ``no_grad`` views come back detached."""
+    _adapter._clear_tables()
+    generator = torch.Generator().manual_seed(13)
+    a = torch.randn(4, 4, dtype=torch.float64, generator=generator, requires_grad=True)
+    b = torch.nn.Parameter(torch.randn(3, 3, dtype=torch.float64, generator=generator))
+    dy = torch.randn(12, 12, dtype=torch.float64, generator=generator)
+    for call in range(3):  # the first call settles the signature, the later ones take the pair path
+        y = srt.kron(a, b)
+        assert type(y.grad_fn).__name__ == type(torch.kron(a, b).grad_fn).__name__  # torch's own node
+        got = torch.autograd.grad(y, (a, b), dy)
+        expected = torch.autograd.grad(torch.kron(a, b), (a, b), dy)
+        assert torch.equal(y, torch.kron(a, b)) and all(torch.equal(g, e) for g, e in zip(got, expected))
+        assert list(srt.kron.pairs) == [(torch.float64, a.shape, torch.float64, b.shape)]
+    assert list(srt.kron.pairs.values())[0].direct
+    with torch.no_grad():
+        assert srt.kron(a, b).grad_fn is None and not srt.kron(a, b).requires_grad
+    c = torch.randn(2, 5, dtype=torch.float32, generator=generator)  # a new signature: full path, then its own entry
+    assert torch.equal(srt.kron(c, c), torch.kron(c, c)) and len(srt.kron.pairs) == 2
+    with pytest.raises(TypeError, match="argument 'a' has dtype float8_e4m3fn"):  # the full path's check, not torch's
+        srt.kron(torch.zeros(2, 2, dtype=torch.float8_e4m3fn), torch.zeros(2, 2, dtype=torch.float8_e4m3fn))
+
+    xs = [torch.randn(2, 3, 4, 4, generator=generator, requires_grad=True) for _ in range(25)]
+    dz = torch.randn(2, 75, 4, 4, generator=generator)
+    for call in range(3):
+        z = srt.concatenate(xs, axis=Val(1))
+        assert torch.equal(z, torch.cat(xs, 1))
+        got = torch.autograd.grad(z, xs, dz)
+        expected = torch.autograd.grad(torch.cat(xs, 1), xs, dz)
+        assert all(torch.equal(g, e) for g, e in zip(got, expected))
+    assert [s.direct for s in srt.concatenate.signatures.values()] == [True]
+    with torch.no_grad():  # a view made under no_grad: torch keeps requires_grad, ours does not
+        v = srt.reshape(a, Val((16,)))
+        v = srt.reshape(a, Val((16,)))
+    assert not v.requires_grad and torch.equal(v, a.detach().reshape(16))
+    mixed = [xs[0], xs[1].detach().to(torch.int64)]  # NumPy's promotion, checked on every call of a view op
+    for _ in range(2):
+        assert srt.concatenate(mixed, axis=Val(1)).dtype == torch.float64
+
+
 def test_inputs_keep_their_storage_resizable() -> None:
     # FSDP2 frees a gathered parameter by resizing its storage to 0; ``Tensor.numpy()`` marks a
     # storage never resizable, so before this change FSDP2's backward failed with

@@ -1106,7 +1106,9 @@ DTENSOR = DTensorEngine(Kernels(run_op, run_pullback, output_meta, fresh, encode
 # ---------------------------------------------------------------------------------------------
 
 
-_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+_PLAIN_TENSOR = torch.Tensor
+_PARAMETER = torch.nn.Parameter
+_PLAIN_TENSORS = (_PLAIN_TENSOR, _PARAMETER)
 _TENSOR = "tensor"  # a plain tensor argument, as it enters a signature's key
 _MAX_SIGNATURES = 4096  # per op; then the cache starts again (a program cycling through shapes)
 
@@ -1141,7 +1143,7 @@ class TorchSignature:
 
     __slots__ = (
         "call", "entry", "order", "plain", "dtensor", "linear", "likes", "_placeholders", "_back",
-        "native", "run", "recount", "special", "implementation",
+        "native", "run", "recount", "special", "implementation", "direct",
     )
 
     def __init__(self, call: Call, tensors: Tensors, order: tuple[int, ...] | None) -> None:
@@ -1165,8 +1167,18 @@ class TorchSignature:
         self.likes = tuple((tuple(t.shape), t.dtype, t.device) for t in tensors)
         # meta tensors and 16-bit floats off the CPU: run_pullback's own paths (no shared closure)
         self.special = any(t.is_meta or (t.dtype in _HALF and not t.is_cpu) for t in tensors)
+        # torch's op and its autograd, called straight from TorchOp.__call__ (nothing to recount)
+        self.direct = self.native and self.recount is None and order is None
         self._placeholders: Tensors | None = None
         self._back: Callable[[object], tuple[object, ...]] | None = None
+
+    def refused(self, tensors: Tensors, error: Exception) -> None:
+        """Where torch's op refused this call's tensors (``error``): the core's message when
+        the core refuses them too (raised here); the caller re-raises torch's otherwise."""
+        check_tensors(self.call, tensors)
+        validate(self.call, tensors)
+        if isinstance(error, Revalidate):
+            raise AssertionError(f"stablerules.torch.{self.entry.name}: {error}") from None
 
     def forward(self, tensors: Tensors) -> Tensors:
         """The op's results: torch's own op (in a kernel op's Function: no aliasing)."""
@@ -1183,17 +1195,10 @@ class TorchSignature:
         if self.native:
             try:
                 outputs = self.run(tensors)
-            except Exception as error:  # the core's message where the core refuses these inputs
-                check_tensors(self.call, tensors)
-                validate(self.call, tensors)
-                if isinstance(error, Revalidate):
-                    raise AssertionError(f"stablerules.torch.{self.entry.name}: {error}") from None
+            except Exception as error:
+                self.refused(tensors, error)
                 raise
-            if not _GRAD_ENABLED():  # torch keeps requires_grad on views made under no_grad
-                for output in outputs:
-                    if output.requires_grad:
-                        return tuple(o.detach() if o.requires_grad else o for o in outputs)
-            return outputs
+            return outputs if _GRAD_ENABLED() else _detached(outputs)
         if _FUNCTORCH_ACTIVE() or forward_ad_active():
             return cast("Tensors", _Forward.apply(self.call, _Box(), *tensors))
         if not self.plain:  # DTensor: custom ops with sharding rules; others (fake): the vjp op
@@ -1219,6 +1224,15 @@ class TorchSignature:
         return self._back
 
 
+def _detached(outputs: Tensors) -> Tensors:
+    """Outputs made under ``no_grad``: torch keeps ``requires_grad`` on views made there, ours
+    are detached as a result made under ``no_grad`` is."""
+    for output in outputs:
+        if output.requires_grad:
+            return tuple(o.detach() if o.requires_grad else o for o in outputs)
+    return outputs
+
+
 def _walk(
     entry: Entry, args: tuple[object, ...], kwargs: dict[str, object], shaped: bool = True
 ) -> tuple[tuple[object, ...], list[torch.Tensor]] | None:
@@ -1230,7 +1244,7 @@ def _walk(
     tensors: list[torch.Tensor] = []
     for value in args:
         kind = type(value)
-        if kind is torch.Tensor:  # the commonest forms first, inline (every call walks)
+        if kind is _PLAIN_TENSOR or kind is _PARAMETER:  # the commonest forms first, inline (every call walks)
             tensors.append(value)  # type: ignore[arg-type]
             key.append(_TENSOR)
         elif kind is Val:
@@ -1244,13 +1258,12 @@ def _walk(
                 key.append(value)
             elif not _token(value, key, tensors):
                 return None
-    if not shaped:
-        return tuple(key), tensors
-    for tensor in tensors:
-        key.append(tensor.dtype)
-        key.append(tensor.shape)
-        if not tensor.is_cpu:
-            key.append(tensor.device)
+    if shaped:
+        for tensor in tensors:
+            if tensor.is_cpu:
+                key += (tensor.dtype, tensor.shape)
+            else:
+                key += (tensor.dtype, tensor.shape, tensor.device)
     return tuple(key), tensors
 
 
@@ -1332,6 +1345,9 @@ class TorchOp(Generic[_R]):
         # A view op's signatures are keyed without shapes: torch's op checks each call's, and
         # where it refuses one (or _native.Revalidate asks), the core's check names the error.
         self.shaped = FACTS[entry.name].pullback != "torch"
+        self.direct = not entry.data  # calls whose key needs no conversion of data first
+        # direct signatures of calls of two positional plain CPU tensors, by their dtypes and shapes
+        self.pairs: dict[tuple[object, ...], TorchSignature] = {}
         self.tuple_result = entry.tuple_result
         _TORCH_OPS.append(self)
         register_vjp(entry)
@@ -1346,6 +1362,48 @@ class TorchOp(Generic[_R]):
         if _IS_COMPILING():  # dynamo traces this branch: torch's op, our vjp as a custom op
             call, tensors = bind(self.entry, args, kwargs)
             outputs = compiled(_pinned(call), tensors)
+        elif self.pairs and not kwargs and len(args) == 2:
+            # The flattest path: a known signature of two plain CPU tensors (a Kalman filter's
+            # small kron) whose call is torch's own op, keyed without walking the arguments.
+            pair: tuple[torch.Tensor, torch.Tensor] = args  # type: ignore[assignment]  # checked here
+            a, b = pair
+            signature = None
+            if type(a) in _PLAIN_TENSORS and type(b) in _PLAIN_TENSORS and a.is_cpu and b.is_cpu and not RECORDINGS:
+                signature = self.pairs.get((a.dtype, a.shape, b.dtype, b.shape))
+            if signature is not None:
+                try:
+                    outputs = signature.run(pair)
+                except Exception as error:
+                    signature.refused(pair, error)
+                    raise
+                if not _GRAD_ENABLED():
+                    outputs = _detached(outputs)
+            else:
+                signature, found = self.signature(args, kwargs)
+                outputs = signature.apply(found)
+        elif self.direct:
+            # The hot path, flat: a known signature whose call is torch's own op (its forward
+            # and its autograd) goes straight to it. Each frame here costs several times its
+            # isolated time inside a model (bench/README.md, rounds 12 and 13).
+            walked = _walk(self.entry, args, kwargs, self.shaped)
+            signature = None
+            if walked is not None:
+                try:
+                    signature = self.signatures.get(walked[0])
+                except TypeError:  # an unhashable static: bound every call
+                    walked = None
+            if signature is not None and signature.direct and not RECORDINGS:
+                tensors = tuple(walked[1])  # type: ignore[index]  # found: walked is not None
+                try:
+                    outputs = signature.run(tensors)
+                except Exception as error:
+                    signature.refused(tensors, error)
+                    raise
+                if not _GRAD_ENABLED():
+                    outputs = _detached(outputs)
+            else:
+                signature, found = self._signature(args, kwargs, walked)
+                outputs = signature.apply(found)
         else:
             signature, found = self.signature(args, kwargs)
             outputs = signature.apply(found)
@@ -1355,7 +1413,11 @@ class TorchOp(Generic[_R]):
         """The call's :class:`TorchSignature` (cached) and its tensors in the order it binds them."""
         if self.entry.data:  # data given as NumPy arrays or lists: tensors before the key is made
             args, kwargs = _with_data(self.entry, args, kwargs)
-        walked = _walk(self.entry, args, kwargs, self.shaped)
+        return self._signature(args, kwargs, _walk(self.entry, args, kwargs, self.shaped))
+
+    def _signature(
+        self, args: tuple[object, ...], kwargs: dict[str, object], walked: tuple[tuple[object, ...], list[torch.Tensor]] | None
+    ) -> tuple[TorchSignature, Tensors]:
         if walked is not None:
             key, tensors = walked
             try:
@@ -1370,7 +1432,12 @@ class TorchOp(Generic[_R]):
         if walked is not None:
             if len(self.signatures) >= _MAX_SIGNATURES:
                 self.signatures.clear()
+                self.pairs.clear()
             self.signatures[walked[0]] = signature
+            if signature.direct and not kwargs and len(bound) == len(args) == 2:
+                a, b = bound
+                if type(a) in _PLAIN_TENSORS and type(b) in _PLAIN_TENSORS and a.is_cpu and b.is_cpu:
+                    self.pairs[(a.dtype, a.shape, b.dtype, b.shape)] = signature
         return signature, bound
 
     def explain(self, *args: object, **kwargs: object) -> str:
@@ -1445,11 +1512,12 @@ def _clear_tables() -> None:
         table.clear()
     for op in _TORCH_OPS:
         op.signatures.clear()
+        op.pairs.clear()
 
 
 def _tables_size() -> int:
     tables: list[Sized] = [_LINEAR_PULLBACKS, _CALLS, _META, _CALL_SIGNATURES]
-    return sum(len(table) for table in tables) + sum(len(op.signatures) for op in _TORCH_OPS)
+    return sum(len(table) for table in tables) + sum(len(op.signatures) + len(op.pairs) for op in _TORCH_OPS)
 
 
 register_cache("stablerules.torch._adapter.signatures", _clear_tables, _tables_size)
