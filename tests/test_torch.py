@@ -507,6 +507,7 @@ def test_a_known_signature_of_torchs_own_op_runs_it_straight_with_the_same_resul
     a ``Parameter`` shares a plain tensor's entry, a new shape or a non-CPU-plain form takes
     the full path, and ``no_grad`` views come back detached."""
     _adapter._clear_tables()
+    kron, concatenate = _ops.DEFINITIONS["kron"], _ops.DEFINITIONS["concatenate"]
     generator = torch.Generator().manual_seed(13)
     a = torch.randn(4, 4, dtype=torch.float64, generator=generator, requires_grad=True)
     b = torch.nn.Parameter(torch.randn(3, 3, dtype=torch.float64, generator=generator))
@@ -517,12 +518,12 @@ def test_a_known_signature_of_torchs_own_op_runs_it_straight_with_the_same_resul
         got = torch.autograd.grad(y, (a, b), dy)
         expected = torch.autograd.grad(torch.kron(a, b), (a, b), dy)
         assert torch.equal(y, torch.kron(a, b)) and all(torch.equal(g, e) for g, e in zip(got, expected))
-        assert list(srt.kron.pairs) == [(torch.float64, a.shape, torch.float64, b.shape)]
-    assert list(srt.kron.pairs.values())[0].direct
+        assert list(kron.pairs) == [(torch.float64, a.shape, torch.float64, b.shape)]
+    assert list(kron.pairs.values())[0].direct
     with torch.no_grad():
         assert srt.kron(a, b).grad_fn is None and not srt.kron(a, b).requires_grad
     c = torch.randn(2, 5, dtype=torch.float32, generator=generator)  # a new signature: full path, then its own entry
-    assert torch.equal(srt.kron(c, c), torch.kron(c, c)) and len(srt.kron.pairs) == 2
+    assert torch.equal(srt.kron(c, c), torch.kron(c, c)) and len(kron.pairs) == 2
     with pytest.raises(TypeError, match="argument 'a' has dtype float8_e4m3fn"):  # the full path's check, not torch's
         srt.kron(torch.zeros(2, 2, dtype=torch.float8_e4m3fn), torch.zeros(2, 2, dtype=torch.float8_e4m3fn))
 
@@ -534,7 +535,7 @@ def test_a_known_signature_of_torchs_own_op_runs_it_straight_with_the_same_resul
         got = torch.autograd.grad(z, xs, dz)
         expected = torch.autograd.grad(torch.cat(xs, 1), xs, dz)
         assert all(torch.equal(g, e) for g, e in zip(got, expected))
-    assert [s.direct for s in srt.concatenate.signatures.values()] == [True]
+    assert [s.direct for s in concatenate.signatures.values()] == [True]
     with torch.no_grad():  # a view made under no_grad: torch keeps requires_grad, ours does not
         v = srt.reshape(a, Val((16,)))
         v = srt.reshape(a, Val((16,)))
