@@ -218,7 +218,7 @@ def check_dtype(dtype: np.dtype[np.generic], name: str, *, half: bool = False) -
     # tangents are native).
     if dtype in _SUPPORTED_DTYPES or dtype.newbyteorder("=") in _SUPPORTED_DTYPES:
         return
-    if dtype.itemsize == 2 and (dtype.kind == "f" or dtype.name == "bfloat16"):  # ml_dtypes' is kind 'V'
+    if dtype.itemsize == 2 and (dtype.kind == "f" or dtype.type.__name__ == "bfloat16"):  # ml_dtypes' is kind 'V'
         if half:
             return
         raise TypeError(

@@ -389,7 +389,7 @@ class Fill(Generic[_FS, _FT]):
         self, value: _FillScalar, shape: Sequence[SupportsIndex] | SupportsIndex, dtype: npt.DTypeLike = np.float64
     ) -> None:
         resolved = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
-        kind = "f" if resolved.name == "bfloat16" else resolved.kind  # ml_dtypes' kind is 'V'
+        kind = "f" if resolved.type.__name__ == "bfloat16" else resolved.kind  # ml_dtypes' kind is 'V'
         if kind not in "biufc":
             raise TypeError(
                 f"Fill: dtype must be a bool, integer, floating or complex dtype, got {resolved}"

@@ -362,7 +362,7 @@ def _tensor(array: object, inputs: Sequence[object] = ()) -> torch.Tensor:
     copy, as autograd would not know of the view) or torch cannot hold it as it is (negative
     strides, read-only)."""
     if type(array) is np.ndarray:
-        if array.dtype.kind == "V" and array.dtype.name == "bfloat16":  # ml_dtypes': torch's from its bits
+        if array.dtype.kind == "V" and array.dtype.type.__name__ == "bfloat16":  # ml_dtypes': torch's from its bits
             return _tensor(array.view(np.int16), inputs).view(torch.bfloat16)
         if array.base is None:  # a fresh result of our kernels (inputs arrive as views)
             return torch.from_numpy(array)
