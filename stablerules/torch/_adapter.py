@@ -1345,7 +1345,7 @@ class TorchOp(Generic[_R]):
         # A view op's signatures are keyed without shapes: torch's op checks each call's, and
         # where it refuses one (or _native.Revalidate asks), the core's check names the error.
         self.shaped = FACTS[entry.name].pullback != "torch"
-        self.direct = not entry.data  # calls whose key needs no conversion of data first
+        self.flat = not entry.data  # calls keyed from their arguments as given (no data to convert first)
         # direct signatures of calls of two positional plain CPU tensors, by their dtypes and shapes
         self.pairs: dict[tuple[object, ...], TorchSignature] = {}
         self.tuple_result = entry.tuple_result
@@ -1381,7 +1381,7 @@ class TorchOp(Generic[_R]):
             else:
                 signature, found = self.signature(args, kwargs)
                 outputs = signature.apply(found)
-        elif self.direct:
+        elif self.flat:
             # The hot path, flat: a known signature whose call is torch's own op (its forward
             # and its autograd) goes straight to it. Each frame here costs several times its
             # isolated time inside a model (bench/README.md, rounds 12 and 13).
