@@ -55,8 +55,8 @@ op is the faster).
 First step: a fresh process (``--first-step``) builds the model and runs one step; the time is
 from the start of building the model to the end of the first step (imports excluded; the
 process's total from launch is kept too), with an empty ``STABLERULES_CACHE_DIR`` (cold) and
-again with the cache that run left (warm), stock in its own fresh processes
-(``TORCHINDUCTOR_CACHE_DIR`` fresh per side likewise).
+again with the cache that run left (warm: the median of ``WARM_RUNS`` fresh processes), stock in
+its own fresh processes (``TORCHINDUCTOR_CACHE_DIR`` fresh per side likewise).
 
 ``--quick`` runs torch with one thread only and leaves out the compiled DenseNet and Kalman
 filter and every compiled first step (minutes of inductor on 2 cores); ``--tiny`` shrinks every size, runs eager torch with one thread and no fresh processes (a
@@ -111,9 +111,13 @@ class FirstStep:
     engine: str
     side: str  # "ours" or "stock"
     cache: str  # "cold" or "warm"
-    first_step_s: float | None = None
+    first_step_s: float | None = None  # the median of ``samples``
     process_s: float | None = None
     error: str | None = None
+    samples: list[float] = field(default_factory=list)  # each fresh process's first step
+
+
+WARM_RUNS = 3  # fresh processes per warm first-step cell (one alone ranged 70-140 ms for the same Kalman step)
 
 
 @dataclass
@@ -699,13 +703,18 @@ def first_steps(sz: Sizes, mode: str) -> list[FirstStep]:
                                [str(BENCH_DIR.parent), str(BENCH_DIR), env.get("PYTHONPATH", "")]))
                 for cache in ("cold", "warm"):
                     command = [sys.executable, str(BENCH_DIR / "models.py"), "--first-step", model, engine, side, mode]
-                    launched = time.perf_counter()
+                    steps: list[float] = []
+                    processes: list[float] = []
                     try:
-                        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, check=False)
-                        if done.returncode != 0:
-                            raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}")
-                        figures = json.loads(done.stdout.strip().splitlines()[-1])
-                        out.append(FirstStep(model, engine, side, cache, figures["first_step_s"], figures["end"] - launched))
+                        for _ in range(1 if cache == "cold" else WARM_RUNS):
+                            launched = time.perf_counter()
+                            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, check=False)
+                            if done.returncode != 0:
+                                raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}")
+                            figures = json.loads(done.stdout.strip().splitlines()[-1])
+                            steps.append(figures["first_step_s"])
+                            processes.append(figures["end"] - launched)
+                        out.append(FirstStep(model, engine, side, cache, statistics.median(steps), statistics.median(processes), samples=steps))
                     except Exception as error:  # noqa: BLE001
                         out.append(FirstStep(model, engine, side, cache, error=f"{type(error).__name__}: {error}"[:300]))
     return out
