@@ -1249,6 +1249,14 @@ def _walk(
             key.append(_TENSOR)
         elif kind is Val:
             key.append(value)
+        elif kind is list or kind is tuple:  # a DenseNet block's 25 plain tensors: C loops
+            items = cast("Sequence[object]", value)
+            types = tuple(map(type, items))
+            if items and types.count(_PLAIN_TENSOR) == len(types):
+                tensors.extend(items)  # type: ignore[arg-type]
+                key.append((_TENSOR, len(types)))
+            elif not _token(value, key, tensors):
+                return None
         elif not _token(value, key, tensors):
             return None
     if kwargs:
