@@ -1370,42 +1370,35 @@ class TorchOp(Generic[_R]):
         if _IS_COMPILING():  # dynamo traces this branch: torch's op, our vjp as a custom op
             call, tensors = bind(self.entry, args, kwargs)
             outputs = compiled(_pinned(call), tensors)
-        elif self.pairs and not kwargs and len(args) == 2:
-            # The flattest path: a known signature of two plain CPU tensors (a Kalman filter's
-            # small kron) whose call is torch's own op, keyed without walking the arguments.
-            pair: tuple[torch.Tensor, torch.Tensor] = args  # type: ignore[assignment]  # checked here
-            a, b = pair
-            signature = None
-            if type(a) in _PLAIN_TENSORS and type(b) in _PLAIN_TENSORS and a.is_cpu and b.is_cpu and not RECORDINGS:
-                signature = self.pairs.get((a.dtype, a.shape, b.dtype, b.shape))
+        elif self.flat and not RECORDINGS:
+            # The hot path, flat: a known signature whose call is torch's own op (its forward
+            # and its autograd: TorchSignature.direct) goes straight to it. Each frame here
+            # costs several times its isolated time inside a model (bench/README.md, rounds 12
+            # and 13). Two positional plain CPU tensors (a Kalman filter's small kron) are
+            # keyed by their dtypes and shapes alone, without the walk.
+            signature: TorchSignature | None = None
+            walked: tuple[tuple[object, ...], list[torch.Tensor]] | None = None
+            if self.pairs and not kwargs and len(args) == 2:
+                found: Tensors = args  # type: ignore[assignment]  # checked before the lookup
+                a, b = found
+                if type(a) in _PLAIN_TENSORS and type(b) in _PLAIN_TENSORS and a.is_cpu and b.is_cpu:
+                    signature = self.pairs.get((a.dtype, a.shape, b.dtype, b.shape))
+            if signature is None:
+                walked = _walk(self.entry, args, kwargs, self.shaped)
+                if walked is not None:
+                    try:
+                        signature = self.signatures.get(walked[0])
+                    except TypeError:  # an unhashable static: bound every call
+                        walked = None
+                    if signature is not None and signature.direct:
+                        found = tuple(walked[1])  # type: ignore[index]  # walked is not None here
+                    else:
+                        signature = None
             if signature is not None:
                 try:
-                    outputs = signature.run(pair)
+                    outputs = signature.run(found)
                 except Exception as error:
-                    signature.refused(pair, error)
-                    raise
-                if not _GRAD_ENABLED():
-                    outputs = _detached(outputs)
-            else:
-                signature, found = self.signature(args, kwargs)
-                outputs = signature.apply(found)
-        elif self.flat:
-            # The hot path, flat: a known signature whose call is torch's own op (its forward
-            # and its autograd) goes straight to it. Each frame here costs several times its
-            # isolated time inside a model (bench/README.md, rounds 12 and 13).
-            walked = _walk(self.entry, args, kwargs, self.shaped)
-            signature = None
-            if walked is not None:
-                try:
-                    signature = self.signatures.get(walked[0])
-                except TypeError:  # an unhashable static: bound every call
-                    walked = None
-            if signature is not None and signature.direct and not RECORDINGS:
-                tensors = tuple(walked[1])  # type: ignore[index]  # found: walked is not None
-                try:
-                    outputs = signature.run(tensors)
-                except Exception as error:
-                    signature.refused(tensors, error)
+                    signature.refused(found, error)
                     raise
                 if not _GRAD_ENABLED():
                     outputs = _detached(outputs)
