@@ -371,7 +371,7 @@ def widen(array: Any, kernels: Kernels = True) -> Any:
         return _widen_cuda(array) if _cuda_ready(array) and is_half(array.dtype) else array.astype(_FLOAT32)
     if not kernels or not _cpu_ready(array) or not array.flags.c_contiguous:
         return array.astype(_FLOAT32)
-    format = array.dtype.name
+    format = array.dtype.type.__name__  # dtype.name, without its 0.57 us (is_half)
     out = _pool.empty(array.shape, _FLOAT32)
     size = array.size
     target = out.reshape(-1).view(np.uint32) if format == "bfloat16" else out.reshape(-1)
@@ -392,7 +392,7 @@ def narrow(array: Any, dtype: np.dtype[Any], kernels: Kernels = True) -> Any:
     out = _pool.empty(array.shape, dtype)
     size = array.size
     # one launch with this call's arrays (a launcher is built for a plan's repeated calls)
-    cpu_launch(_kernel("narrow", dtype.name), array.reshape(-1).view(np.uint32), out.reshape(-1).view(np.uint16), extent=size, work=size)
+    cpu_launch(_kernel("narrow", dtype.type.__name__), array.reshape(-1).view(np.uint32), out.reshape(-1).view(np.uint16), extent=size, work=size)
     return out
 
 

@@ -336,11 +336,12 @@ class TorchNamespace:
 
 
 class _EagerNamespace(TorchNamespace):
-    """:class:`TorchNamespace` for eager calls only (``prepare``): ``torch.kron`` itself."""
+    """:class:`TorchNamespace` for eager calls only (``prepare``): ``torch.kron`` and
+    ``torch.cat`` themselves, builtins called with no frame of ours (a Kalman filter's 400
+    small krons a step, a DenseNet's 62 concatenations)."""
 
-    # torch's builtins themselves: no frame of ours per call
     kron = staticmethod(torch.kron)  # type: ignore[assignment]  # the same call, a builtin's signature
-    concatenate = staticmethod(torch.cat)  # type: ignore[assignment]
+    concatenate = staticmethod(torch.cat)  # type: ignore[assignment]  # the same call, a builtin's signature
 
 
 # A doubling repeat on the CPU of at least this many input elements, whose copies along the
