@@ -503,9 +503,11 @@ def test_a_known_signature_of_torchs_own_op_runs_it_straight_with_the_same_resul
     """The flat paths of ``TorchOp.__call__``: a known signature of two positional plain CPU
     tensors (``op.pairs``) and a known direct signature of any form (a 25-input concatenation
     with ``axis`` by keyword) go straight to torch's op. Their results and gradients are
-    torch's own op's (the reference here: ``torch.kron``, ``torch.cat``, same autograd graph),
-    a ``Parameter`` shares a plain tensor's entry, a new shape or a non-CPU-plain form takes
-    the full path, and ``no_grad`` views come back detached."""
+    torch's own op's (the reference here: ``torch.kron``, ``torch.cat``, same autograd graph);
+    a ``Parameter`` shares a plain tensor's entry; a new signature takes the full path (its
+    dtype check included) and then has its own entry; ``no_grad`` views come back detached; a
+    view op's key leaves dtypes out, so NumPy's promotion (float32 with int64: float64, where
+    ``torch.cat`` gives float32) is still applied on every call."""
     _adapter._clear_tables()
     kron, concatenate = _ops.DEFINITIONS["kron"], _ops.DEFINITIONS["concatenate"]
     generator = torch.Generator().manual_seed(13)
