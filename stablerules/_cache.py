@@ -360,7 +360,7 @@ class DiskStore:
             return self._memory.load(name, source)
         stem = name.removeprefix("_stablerules_k_")
         if self._object_code is not None:
-            entry = self._object_code.load(stem)
+            entry = self._object_code.load(stem, name)
             if entry is not None:
                 return LoadedKernel(entry, None, True)
         for attempt in (1, 2):

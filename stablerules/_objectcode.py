@@ -28,6 +28,9 @@ Decisions:
   caller loads it through Numba instead. A kernel whose external symbols do not all resolve is
   not loaded either (MCJIT aborts the process on an unresolved symbol, so they are checked
   first).
+- A file's code must be its kernel's: the header names the module the code was built from,
+  checked against the kernel's own (a sound file renamed or swapped under another kernel's
+  name is damaged: deleted with one warning, never run for that kernel).
 - Trust as for the rest of the cache: a file must be a regular file owned by this user and
   writable by no one else; files are written atomically (mode 0600). A file that fails these
   checks, or whose digest, header or symbols do not match (truncated, damaged, foreign), is
@@ -597,9 +600,11 @@ class ObjectCodeStore:
     def path(self, stem: str, key: HostKey) -> Path:
         return self._kernels / f"{stem}.{_key_digest(key)}{_SUFFIX}"
 
-    def load(self, stem: str) -> KernelFunction | None:
-        """The kernel's entry point from its object code, or ``None`` (absent, built for another
-        host, damaged: the caller then loads it through Numba)."""
+    def load(self, stem: str, module: str) -> KernelFunction | None:
+        """The entry point of kernel module ``module`` (stored as ``stem``) from its object code,
+        or ``None`` (absent, built for another host, damaged: the caller then loads it through
+        Numba). A sound file whose code is another module's (a file renamed or swapped under
+        this kernel's name) is damaged: deleted, never run for this kernel."""
         try:
             key = host_key()
         except Exception:
@@ -614,6 +619,8 @@ class ObjectCodeStore:
             return None
         try:
             header, obj = _parse(data)
+            if header.get("module") != module:
+                raise DamagedObjectFile(f"it holds the code of {header.get('module')!r}, not of {module!r}")
             if header.get("key") != [list(part) for part in key]:
                 self._stale.add(path)  # another host's kernel under this name: replaced by save
                 return None

@@ -146,6 +146,27 @@ def test_a_file_whose_stored_key_differs_is_never_run(cache_dir: Path, monkeypat
     np.testing.assert_allclose(run_entry(loaded, np.arange(4.0)), expected(np.arange(4.0)))
 
 
+def test_another_kernels_sound_file_under_this_kernels_name_is_deleted_never_run(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first kernel's file (sound: its digest, owner and host key all check) swapped in
+    # under the second's name: its code is never linked for the second kernel.
+    name, _, native = filled(cache_dir)
+    other_name, other_source, other_native = filled(cache_dir)
+    data = native.read_bytes()
+    other_native.write_bytes(data)
+    with monkeypatch.context() as patched, warnings.catch_warnings(record=True) as caught:
+        patched.setattr(_objectcode._Runtime, "load", lambda *args: pytest.fail("another kernel's code was loaded"))
+        warnings.simplefilter("always")
+        loaded = DiskStore(cache_dir).load(other_name, other_source)
+    messages = [str(w.message) for w in caught if "could not be loaded" in str(w.message)]
+    assert len(messages) == 1 and name in messages[0] and other_native.name in messages[0], messages
+    assert loaded.function is not None  # through Numba: the second kernel's own code
+    np.testing.assert_allclose(run_entry(loaded, np.arange(6.0)), expected(np.arange(6.0)))
+    assert other_native.read_bytes() != data  # rebuilt with its own code
+    assert DiskStore(cache_dir).load(other_name, other_source).function is None  # and served directly again
+
+
 @pytest.mark.parametrize("damage", ["truncate", "flip", "header", "empty"])
 def test_a_damaged_object_file_is_deleted_rebuilt_and_warned_once(cache_dir: Path, damage: str) -> None:
     name, source, native = filled(cache_dir)
