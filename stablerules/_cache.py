@@ -266,6 +266,10 @@ class DiskStore:
         ``NUMBA_CACHE_DIR`` in a folder named after theirs
         (``_private_numba.cache_subpath``)."""
         numba_config = sys.modules.get("numba.core.config")
+        if numba_config is None and os.path.exists(".numba_config.yaml"):
+            # Numba reads a cache_dir from this file when it starts; the folder checked must
+            # be the one it will use. (With the file there, every kernel goes through Numba.)
+            numba_config = importlib.import_module("numba.core.config")
         configured = getattr(numba_config, "CACHE_DIR", None) or _config.numba_cache_dir()
         if not configured:
             return [self._kernels / "__pycache__"]
@@ -325,10 +329,12 @@ class DiskStore:
             self._write_atomically(self._kernels / f"{stem}.digests", json.dumps(digests, sort_keys=True))
 
     def _drop_numba_files(self, stem: str, path: Path) -> None:
+        """Delete Numba's files of ``stem``; ``OSError`` where one is left (a folder that no
+        longer lets us delete): Numba would load it, so the store gives up the disk."""
         folders = [self._kernels / "__pycache__", self.numba_folders()[-1]]
         for folder in folders:
             for leftover in folder.glob(f"{stem}.*"):
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(FileNotFoundError):
                     leftover.unlink()
 
     def _import(self, name: str, path: Path) -> pytypes.ModuleType:

@@ -117,6 +117,28 @@ def test_flipped_bytes_in_cached_files_are_a_miss_and_rewritten(tmp_path: Path, 
     assert isinstance(third["info"], dict) and third["info"]["compiles"] == 0, third
 
 
+def test_damaged_numba_files_that_cannot_be_deleted_are_not_loaded(tmp_path: Path) -> None:
+    """On main: where deleting a damaged Numba file failed (a folder that stopped letting this
+    user delete), the failure was ignored and Numba went on to load the damaged file."""
+    cache = tmp_path / "cache"
+    report(child(CHECK, cache, STABLERULES_DIRECT_LOAD="0"))
+    flipped = {p: _flip(p) for p in cache.rglob("*") if p.suffix in {".nbc", ".nbi"}}
+    assert any(p.suffix == ".nbc" for p in flipped)
+    undeletable = (
+        "import pathlib\n"
+        "_unlink = pathlib.Path.unlink\n"
+        "def unlink(self, missing_ok=False):\n"
+        "    if self.suffix in ('.nbc', '.nbi'):\n"
+        "        raise PermissionError(13, 'Permission denied', str(self))\n"
+        "    return _unlink(self, missing_ok)\n"
+        "pathlib.Path.unlink = unlink\n"
+    )
+    out = report(child(undeletable + textwrap.dedent(CHECK), cache, STABLERULES_DIRECT_LOAD="0"))
+    warnings = out["warnings"]
+    assert isinstance(warnings, list) and any("kept in memory only" in m for m in warnings), warnings
+    assert all(path.read_bytes() == data for path, data in flipped.items())  # still there, never loaded
+
+
 # --- 3. clear_caches(disk=True) against other processes -------------------------------------
 
 
@@ -201,19 +223,30 @@ payload = pickle.dumps(Planted())
 """
 
 
-@pytest.mark.parametrize("how", ["chown", "mode", "numba_cache_dir"])
+# A stand-in for PyYAML (not a dependency), enough for Numba to read a one-line config file.
+YAML_STUB = "def safe_load(stream):\n    return dict(line.split(': ', 1) for line in stream.read().splitlines() if line.strip())\n"
+
+
+@pytest.mark.parametrize("how", ["chown", "mode", "numba_cache_dir", "numba_config_yaml"])
 def test_a_pickle_planted_in_a_folder_others_can_write_is_never_loaded(tmp_path: Path, how: str) -> None:
-    """On main: with the top folder private but ``kernels/__pycache__`` (or ``NUMBA_CACHE_DIR``)
-    writable by another user, a Numba index planted there was unpickled and ran, no warning."""
+    """On main: with the top folder private but ``kernels/__pycache__`` (or ``NUMBA_CACHE_DIR``,
+    or the ``cache_dir`` of a ``.numba_config.yaml`` in the working directory) writable by
+    another user, a Numba index planted there was unpickled and ran, no warning."""
     cache = tmp_path / "cache"
     numba_dir = tmp_path / "numba"
     env = {"STABLERULES_DIRECT_LOAD": "0"}
     if how == "numba_cache_dir":
         env["NUMBA_CACHE_DIR"] = str(numba_dir)
+    elif how == "numba_config_yaml":
+        (tmp_path / ".numba_config.yaml").write_text(f"cache_dir: {numba_dir}\n")  # the child's cwd
+        (tmp_path / "stub").mkdir()
+        (tmp_path / "stub" / "yaml.py").write_text(YAML_STUB)
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(tmp_path / "stub")])
     report(child(CHECK, cache, TIMEOUT, **env))
-    indexes = list((numba_dir if how == "numba_cache_dir" else cache).rglob("*.nbi"))
+    numba_configured = how in ("numba_cache_dir", "numba_config_yaml")
+    indexes = list((numba_dir if numba_configured else cache).rglob("*.nbi"))
     assert indexes
-    folder = numba_dir if how == "numba_cache_dir" else indexes[0].parent
+    folder = numba_dir if numba_configured else indexes[0].parent
     marker = tmp_path / "planted-ran"
     namespace: dict[str, object] = {"__name__": "plant"}
     script = PLANT.replace("sys.argv[1]", repr(str(marker)))
