@@ -211,18 +211,21 @@ def _decode(entry: object, where: str) -> tuple[RecordedOp, tuple[object, ...], 
     op = _op(entry["op"])
     if op is None or op.name != entry["op"]:
         raise ValueError(f"{where}: this stablerules has no op {entry['op']!r}")
+    for field in ("arrays", "statics"):
+        if not isinstance(entry.get(field, []), list):
+            raise ValueError(f"{where}: {field!r} must be a list, got {entry[field]!r}")
     arrays: list[object] = []
     for value in entry.get("arrays", ()):
         if not isinstance(value, dict):
             raise ValueError(f"{where}: an array argument must be an object, got {value!r}")
         if "scalar" in value:
-            if value["scalar"] not in _SCALARS:
+            if not isinstance(value["scalar"], str) or value["scalar"] not in _SCALARS:
                 raise ValueError(f"{where}: unknown scalar type {value['scalar']!r}")
             arrays.append(_SCALARS[value["scalar"]](0))
             continue
         try:
             arrays.append(ArraySpec(tuple(value["shape"]), np.dtype(value["dtype"]), value.get("device", "cpu")))
-        except (KeyError, TypeError, ValueError) as error:
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise ValueError(f"{where}: cannot read the array argument {value!r} ({error})") from None
     statics: list[object] = []
     for value in entry.get("statics", ()):
@@ -230,7 +233,10 @@ def _decode(entry: object, where: str) -> tuple[RecordedOp, tuple[object, ...], 
             statics.append(None)
         elif isinstance(value, dict) and "val" in value:
             inner = value["val"]
-            statics.append(Val(tuple(inner) if isinstance(inner, list) else inner))
+            try:
+                statics.append(Val(tuple(inner) if isinstance(inner, list) else inner))
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"{where}: cannot read the static argument {value!r} ({error})") from None
         else:
             raise ValueError(f"{where}: cannot read the static argument {value!r}")
     return op, tuple(arrays), tuple(statics)
@@ -270,8 +276,10 @@ def precompile_file(path: str | os.PathLike[str]) -> tuple[ShapeSignature, ...]:
         op, arrays, statics = _decode(entry, where)
         try:
             requests = op.lookup(arrays, statics, specs=True).requests()
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{where} ({op.name}): {error}") from None
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError, RuntimeError) as error:
+            # a signature no call could have made (too few arguments, an index array of
+            # floats), or one this machine cannot compile (a CUDA one without a device)
+            raise ValueError(f"{where} ({op.name}): {type(error).__name__}: {error}") from None
         for request in requests:
             if request.signature not in done:
                 request.get()

@@ -203,6 +203,34 @@ def test_precompile_of_a_path_refuses_bad_files_and_arguments(tmp_path: Path) ->
     assert sr.precompile(path) == ()
 
 
+VALID_FLIP = {"op": "flip", "arrays": [{"shape": [2, 3], "dtype": "float64", "device": "cpu"}], "statics": [{"val": 0}]}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"arrays": 5},
+        {"statics": 5},
+        {"statics": [None, None, {"val": [2.0, 1]}, None]},
+        {"statics": [None, None, {"val": None}, None]},
+        {"arrays": [{"scalar": ["int"]}]},
+        {"arrays": [{"shape": [3, 4], "dtype": "float64", "device": 5}]},
+        {"arrays": []},
+        {"op": "index_add", "statics": [{"val": 0}], "arrays": [
+            {"shape": [5, 3], "dtype": "float64"}, {"shape": [2], "dtype": "float64"}, {"shape": [2, 3], "dtype": "float64"}]},
+    ],
+)
+def test_precompile_names_the_entry_of_a_file_no_program_could_have_written(tmp_path: Path, change: dict[str, object]) -> None:
+    """On main: these entries raised TypeError, AttributeError or IndexError, naming neither
+    the file nor the entry."""
+    entry = {"op": "repeat", "arrays": [{"shape": [3, 4], "dtype": "float64", "device": "cpu"}],
+             "statics": [None, None, {"val": [2, 1]}, None], **change}
+    path = tmp_path / "sig.json"
+    path.write_text(json.dumps({"format": "stablerules-signatures", "version": 1, "signatures": [VALID_FLIP, entry]}))
+    with pytest.raises(ValueError, match=r"sig.json'?, signature 1"):
+        sr.precompile(path)
+
+
 def test_record_sees_the_torch_adapters_calls(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     import stablerules.torch as srt
