@@ -262,7 +262,8 @@ class ForwardRule(Protocol):
 class PreparedRule(Protocol):
     """``(xp, call, arrays) -> forward or None``: an op's forward for one signature (``arrays``
     its first call's) with its statics read once, for the hot ops' eager calls (``None``: this
-    signature takes the plain :class:`ForwardRule`)."""
+    signature takes the plain :class:`ForwardRule`). A signature fixes its arrays' dtypes and
+    ranks (an engine keys them for every op), not a view op's extents."""
 
     def __call__(self, xp: Namespace[A], call: OpCall, arrays: tuple[A, ...]) -> Callable[[tuple[A, ...]], tuple[A, ...]] | None: ...
 

@@ -443,14 +443,16 @@ def test_a_signature_is_bound_once_and_reused() -> None:
     srt.tile(x.float(), Val(2))
     srt.tile(torch.randn(2, 4, dtype=torch.float64), Val(2))
     assert len(_signature_table(srt.tile)) == 4
-    # A view op's by statics alone (torch's op checks each call's shapes).
+    # A view op's by statics, dtypes and ranks (torch's op checks each call's extents).
     _signature_table(srt.flip).clear()
     srt.flip(x, Val(1))
-    srt.flip(x.float(), Val(1))
     srt.flip(torch.randn(2, 4, dtype=torch.float64), Val(1))
-    assert len(_signature_table(srt.flip)) == 1
+    assert len(_signature_table(srt.flip)) == 1, "other extents alone: one signature"
+    srt.flip(x.float(), Val(1))
+    srt.flip(torch.randn(2, 4, 5, dtype=torch.float64), Val(1))
+    assert len(_signature_table(srt.flip)) == 3
     srt.flip(x, Val(0))
-    assert len(_signature_table(srt.flip)) == 2
+    assert len(_signature_table(srt.flip)) == 4
     # Val(True) and Val(1), 1 and 1.0 and True: equal in Python, distinct signatures here.
     s = torch.randn(2, 3, dtype=torch.float32)
     assert srt.sum(s, Val(1), Val(True)).shape == (2, 1) and srt.sum(s, Val(1), Val(False)).shape == (2,)
@@ -545,6 +547,112 @@ def test_a_known_signature_of_torchs_own_op_runs_it_straight_with_the_same_resul
     mixed = [xs[0], xs[1].detach().to(torch.int64)]  # NumPy's promotion, checked on every call of a view op
     for _ in range(2):
         assert srt.concatenate(mixed, axis=Val(1)).dtype == torch.float64
+
+
+def _outcome(call: Callable[[], object]) -> object:
+    """A call's result (as NumPy arrays, dtypes kept) or its error's type and message."""
+    try:
+        result = call()
+    except (TypeError, ValueError, IndexError, RuntimeError) as error:
+        return type(error).__name__, str(error)
+    return [(t.dtype, t.detach().numpy().tobytes()) for t in cast("tuple[torch.Tensor, ...]", _parts(result))]
+
+
+# A first call, then a second one of the same op and statics whose tensors differ in dtype or
+# rank only (or a scalar only in its sign or NaN): the second must go as it would go fresh.
+_WARM_THEN: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
+    ("pad: a complex constant, a complex then a real x",
+     lambda: srt.pad(torch.zeros(2, dtype=torch.complex128), Val(1), constant_values=1 + 2j),
+     lambda: srt.pad(torch.zeros(2, dtype=torch.float64), Val(1), constant_values=1 + 2j)),
+    ("concatenate: torch's legacy (0,) tensor",
+     lambda: srt.concatenate((torch.ones(2, 3), torch.ones(2, 3)), axis=Val(0)),
+     lambda: srt.concatenate((torch.ones(2, 3), torch.empty(0)), axis=Val(0))),
+    ("hstack: torch's legacy (0,) tensor",
+     lambda: srt.hstack((torch.ones(2, 3), torch.ones(2, 3))),
+     lambda: srt.hstack((torch.ones(2, 3), torch.empty(0)))),
+    ("flip: a 0-d tensor", lambda: srt.flip(torch.ones(2, 3), axis=Val(0)), lambda: srt.flip(torch.tensor(5.0), axis=Val(0))),
+    ("sum: a 0-d tensor", lambda: srt.sum(torch.ones(2, 3), axis=Val(0)), lambda: srt.sum(torch.tensor(5.0), axis=Val(0))),
+    ("flip: a dtype we do not take", lambda: srt.flip(torch.ones(2, 3), axis=Val(0)),
+     lambda: srt.flip(torch.ones(2, 3, dtype=torch.uint16), axis=Val(0))),
+    ("reshape: a dtype we do not take", lambda: srt.reshape(torch.ones(2, 3), Val((3, 2))),
+     lambda: srt.reshape(torch.ones(2, 3, dtype=torch.uint32), Val((3, 2)))),
+    ("concatenate: one dtype, then mixed", lambda: srt.concatenate((torch.ones(2), torch.ones(2))),
+     lambda: srt.concatenate((torch.ones(2), torch.ones(2, dtype=torch.int64)))),
+    ("kron: 0.0, then -0.0", lambda: srt.kron(torch.ones(2, dtype=torch.float64), 0.0),
+     lambda: srt.kron(torch.ones(2, dtype=torch.float64), -0.0)),
+    ("pad: 0.0, then -0.0", lambda: srt.pad(torch.ones(2, dtype=torch.float64), Val(1), constant_values=0.0),
+     lambda: srt.pad(torch.ones(2, dtype=torch.float64), Val(1), constant_values=-0.0)),
+    ("kron: 0j, then -0-0j", lambda: srt.kron(torch.ones(2, dtype=torch.float64), 0j),
+     lambda: srt.kron(torch.ones(2, dtype=torch.float64), complex(-0.0, -0.0))),
+]
+
+
+@pytest.mark.parametrize(("first", "second"), [(f, s) for _, f, s in _WARM_THEN], ids=[name for name, _, _ in _WARM_THEN])
+def test_a_known_signature_is_never_reused_for_a_call_whose_dtypes_ranks_or_scalars_differ(
+    first: Callable[[], object], second: Callable[[], object]
+) -> None:
+    """On main: a view op's signature was keyed without dtypes and ranks, and a float scalar
+    by its value (0.0 == -0.0), so the second call reused the first's checks and forward:
+    a complex pad of a real tensor, torch.cat skipping a (0,) tensor, a flip of a 0-d tensor,
+    a uint16 tensor accepted, the zero's sign lost."""
+    sr.clear_caches()
+    fresh = _outcome(second)
+    sr.clear_caches()
+    first()
+    assert _outcome(second) == fresh
+
+
+def test_mixed_dtypes_with_bfloat16_give_numpys_result_dtype() -> None:
+    """On main: torch's promotion (bfloat16 with int64 is bfloat16; NumPy's is float64)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    numpy_of = {torch.bfloat16: np.dtype(ml_dtypes.bfloat16), **_native._NUMPY}
+    bf16 = torch.ones(2, 2, dtype=torch.bfloat16)
+    for other, numpy_dtype in numpy_of.items():
+        expected = np.result_type(numpy_of[torch.bfloat16], numpy_dtype)
+        assert _native._PAIRS[torch.bfloat16, other] == _native._PAIRS[other, torch.bfloat16]
+        assert np.dtype(_native._NUMPY.get(_native._PAIRS[torch.bfloat16, other], expected)) == expected, other
+        if other in (torch.uint16, torch.uint32, torch.uint64):
+            continue  # dtypes the adapter does not take: the table alone
+        y = srt.concatenate((bf16, torch.ones(2, 2, dtype=other)))
+        assert (np.dtype(ml_dtypes.bfloat16) if y.dtype == torch.bfloat16 else _native._NUMPY[y.dtype]) == expected, other
+    for scalar in (True, 2, 2.0, 2j):
+        expected = np.kron(np.ones(2, ml_dtypes.bfloat16), scalar).dtype
+        y = srt.kron(torch.ones(2, dtype=torch.bfloat16), scalar)
+        assert (np.dtype(ml_dtypes.bfloat16) if y.dtype == torch.bfloat16 else _native._NUMPY[y.dtype]) == expected, scalar
+
+
+def test_kron_of_transposed_operands_as_numpys() -> None:
+    """On main: torch 2.14's kron refuses a transposed operand ("view size is not compatible")."""
+    a = torch.randn(3, 2, dtype=torch.float64).T.requires_grad_()
+    b = torch.randn(2, 2, dtype=torch.float64)
+    big = torch.randn(50, 40, dtype=torch.float64).T.requires_grad_()
+    for x, y in ((a, b), (b, a), (big, b), (b, b.T)):
+        got = srt.kron(x, y)
+        np.testing.assert_array_equal(got.detach().numpy(), np.kron(x.detach().numpy(), y.detach().numpy()))
+    assert torch.autograd.gradcheck(lambda x: srt.kron(x, b), (a,))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "value"),
+    [(torch.uint8, -1), (torch.uint8, -1.5), (torch.int32, 2.7), (torch.float32, 1e40), (torch.float16, 1e6),
+     (torch.int64, 2**63 - 1), (torch.int8, 300), (torch.bool, 2), (torch.bfloat16, 1.00390625)],
+)
+def test_pad_sets_the_constant_as_numpy_casts_it(dtype: torch.dtype, value: float) -> None:
+    """On main: F.pad refused any constant out of the dtype's range (uint8 and -1: NumPy's 255)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    numpy_dtype = np.dtype(ml_dtypes.bfloat16) if dtype == torch.bfloat16 else _native._NUMPY[dtype]
+    x = torch.zeros(2, 3, dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's overflow warning, the same on both sides
+        try:
+            expected = np.pad(np.zeros((2, 3), numpy_dtype), 1, constant_values=value)
+        except OverflowError as error:
+            with pytest.raises(OverflowError, match=str(error)):
+                srt.pad(x, Val(1), constant_values=value)
+            return
+        got = srt.pad(x, Val(1), constant_values=value)
+    as_numpy = got.float().numpy().astype(numpy_dtype) if dtype == torch.bfloat16 else got.numpy()
+    assert as_numpy.dtype == expected.dtype and as_numpy.tobytes() == expected.tobytes()
 
 
 def test_inputs_keep_their_storage_resizable() -> None:

@@ -1238,8 +1238,11 @@ def _walk(
 ) -> tuple[tuple[object, ...], list[torch.Tensor]] | None:
     """A call's signature key and its tensors in argument order; ``None`` where the arguments
     are not of the forms a key covers (the binder then says what is wrong). Without
-    ``shaped`` (a view op: torch's op checks shapes on every call) the key leaves out the
-    tensors' dtypes, shapes and devices."""
+    ``shaped`` (a view op: torch's op checks extents on every call) the key holds each
+    tensor's dtype and number of axes, not its shape or device: what the core checks once per
+    signature and torch's op does not check as NumPy does (a dtype we do not take, a complex
+    ``pad`` constant for a real tensor, NumPy's result dtype of mixed inputs, the axes of a
+    0-d tensor, torch's legacy ``(0,)`` tensor that ``torch.cat`` skips)."""
     key: list[object] = []
     tensors: list[torch.Tensor] = []
     for value in args:
@@ -1272,6 +1275,9 @@ def _walk(
                 key += (tensor.dtype, tensor.shape)
             else:
                 key += (tensor.dtype, tensor.shape, tensor.device)
+    else:
+        for tensor in tensors:
+            key += (tensor.dtype, tensor.ndim)
     return tuple(key), tensors
 
 
@@ -1305,7 +1311,13 @@ def _token(value: object, key: list[object], tensors: list[torch.Tensor]) -> boo
         return True
     if value is None or kind in _PYTHON_SCALARS:
         key.append(kind)  # 1, 1.0 and True are equal keys; their types are not
-        key.append(value)
+        # 0.0 and -0.0 are equal keys too, and a NaN equals no key: a float keys by its bits
+        if isinstance(value, float):
+            key.append(value.hex())
+        elif isinstance(value, complex):
+            key.append((value.real.hex(), value.imag.hex()))
+        else:
+            key.append(value)
         return True
     return False
 
@@ -1350,8 +1362,9 @@ class TorchOp(Generic[_R]):
     def __init__(self, entry: Entry) -> None:
         self.entry = entry
         self.signatures: dict[tuple[object, ...], TorchSignature] = {}
-        # A view op's signatures are keyed without shapes: torch's op checks each call's, and
-        # where it refuses one (or _native.Revalidate asks), the core's check names the error.
+        # A view op's signatures are keyed by dtypes and ranks, not shapes: torch's op checks
+        # each call's extents, and where it refuses one (or _native.Revalidate asks), the
+        # core's check names the error.
         self.shaped = FACTS[entry.name].pullback != "torch"
         self.flat = not entry.data  # calls keyed from their arguments as given (no data to convert first)
         # direct signatures of calls of two positional plain CPU tensors, by their dtypes and shapes

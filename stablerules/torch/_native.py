@@ -174,11 +174,24 @@ for _a, _na in _NUMPY.items():
     for _kind, _example in ((bool, True), (int, 1), (float, 1.0), (complex, 1j)):
         # np.kron makes a Python scalar an array (``asanyarray``): an int is int64, not "weak"
         _SCALARS[_a, _kind] = _TORCH[np.result_type(_na, np.asarray(_example).dtype)]
+# bfloat16 as NumPy promotes ml_dtypes' bfloat16, tabulated here (ml_dtypes loads only when a
+# 16-bit array arrives): tests/test_torch.py checks this table against ml_dtypes itself.
+_BFLOAT16_WITH: dict[torch.dtype, torch.dtype] = {
+    torch.bfloat16: torch.bfloat16, torch.bool: torch.bfloat16, torch.uint8: torch.bfloat16, torch.int8: torch.bfloat16,
+    torch.uint16: torch.float32, torch.int16: torch.float32, torch.float16: torch.float32, torch.float32: torch.float32,
+    torch.uint32: torch.float64, torch.uint64: torch.float64, torch.int32: torch.float64, torch.int64: torch.float64,
+    torch.float64: torch.float64, torch.complex64: torch.complex64, torch.complex128: torch.complex128,
+}
+for _b, _result in _BFLOAT16_WITH.items():
+    _PAIRS[torch.bfloat16, _b] = _PAIRS[_b, torch.bfloat16] = _result
+for _kind, _as in ((bool, torch.bool), (int, torch.int64), (float, torch.float64), (complex, torch.complex128)):
+    _SCALARS[torch.bfloat16, _kind] = _BFLOAT16_WITH[_as]
 _SUMS: dict[torch.dtype, torch.dtype] = {_a: _TORCH.get(np.sum(np.zeros(1, _na)).dtype, _a) for _a, _na in _NUMPY.items()}
 
 
 def _result_dtype(dtypes: tuple[torch.dtype, ...]) -> torch.dtype:
-    """NumPy's result dtype of arrays of these dtypes (torch's promotion for bfloat16)."""
+    """NumPy's result dtype of arrays of these dtypes (``torch.promote_types`` for a pair
+    NumPy has no dtype for: none of the dtypes we take)."""
     result = dtypes[0]
     for dtype in dtypes[1:]:
         result = _PAIRS.get((result, dtype)) or torch.promote_types(result, dtype)
@@ -200,6 +213,36 @@ def _scalar_dtype(dtype: torch.dtype, scalar: type) -> torch.dtype:
     if found is not None:
         return found
     return torch.promote_types(dtype, {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}[scalar])
+
+
+def _pad_value(dtype: torch.dtype, value: object) -> float:
+    """A real ``pad`` constant as ``np.pad`` sets it in an array of ``dtype``: NumPy's cast
+    (-1 is 255 in ``uint8``, 1e40 is inf in ``float32``, with NumPy's warning; what NumPy
+    refuses, refused with its error), where ``F.pad`` refuses any constant out of the dtype's
+    range. Under ``torch.compile`` torch's own conversion (dynamo traces no NumPy here)."""
+    numpy_dtype = _NUMPY.get(dtype)
+    if dtype == torch.bfloat16:
+        import ml_dtypes  # noqa: PLC0415 - a bfloat16 tensor is here: the 16-bit formats' module
+
+        numpy_dtype = np.dtype(ml_dtypes.bfloat16)
+    if numpy_dtype is None or torch.compiler.is_compiling():
+        is_float = dtype.is_floating_point
+        return cast("float", value) if is_float else bool(value) if dtype == torch.bool else int(cast("float", value))
+    cell = np.empty(1, numpy_dtype)
+    cell[0:1] = np.array(value)[()]  # as the core's forward sets its border slabs
+    return cast("float", cell[0].item() if numpy_dtype.kind in "biu" else float(cell[0]))
+
+
+def _kron(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.kron``; where it refuses a transposed operand (torch 2.14's ``kron`` views a
+    non-contiguous input, "view size is not compatible"), the same op on contiguous copies:
+    NumPy takes any strides. A refusal of contiguous operands is torch's to raise."""
+    try:
+        return torch.kron(a, b)
+    except RuntimeError:
+        if a.is_contiguous() and b.is_contiguous():
+            raise
+        return torch.kron(a.contiguous(), b.contiguous())
 
 
 class TorchNamespace:
@@ -254,7 +297,7 @@ class TorchNamespace:
 
     def kron(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if not torch.compiler.is_compiling():
-            return torch.kron(a, b)
+            return _kron(a, b)
         # torch.kron's own composition, written out: it specializes symbolic sizes under
         # torch.compile(dynamic=True); this one does not (the same products, the same values).
         ndim = max(a.ndim, b.ndim)
@@ -280,9 +323,12 @@ class TorchNamespace:
             real = F.pad(x.real if x.is_complex() else x, pads, value=constant.real)
             imag = F.pad(x.imag if x.is_complex() else torch.zeros_like(x), pads, value=constant.imag)
             return torch.complex(real, imag)
-        if not x.is_floating_point():
-            value = bool(value) if x.dtype == torch.bool else int(cast("float", value))
-        return F.pad(x, pads, value=cast("float", value))
+        constant = _pad_value(x.dtype, value)
+        if type(constant) is int and int(float(constant)) != constant:  # F.pad's value is a double
+            y = x.new_full([n + before + after for n, (before, after) in zip(x.shape, widths)], constant)
+            y[tuple(slice(before, before + n) for n, (before, _) in zip(x.shape, widths))] = x
+            return y
+        return F.pad(x, pads, value=constant)
 
     def copy(self, x: torch.Tensor) -> torch.Tensor:
         return x.clone()
@@ -336,11 +382,11 @@ class TorchNamespace:
 
 
 class _EagerNamespace(TorchNamespace):
-    """:class:`TorchNamespace` for eager calls only (``prepare``): ``torch.kron`` and
-    ``torch.cat`` themselves, builtins called with no frame of ours (a Kalman filter's 400
-    small krons a step, a DenseNet's 62 concatenations)."""
+    """:class:`TorchNamespace` for eager calls only (``prepare``): ``torch.cat`` itself, a
+    builtin called with no frame of ours (a DenseNet's 62 concatenations), and ``torch.kron``
+    behind one frame (a Kalman filter's 400 small krons a step; :func:`_kron`)."""
 
-    kron = staticmethod(torch.kron)  # type: ignore[assignment]  # the same call, a builtin's signature
+    kron = staticmethod(_kron)  # torch.kron, one frame of ours
     concatenate = staticmethod(torch.cat)  # type: ignore[assignment]  # the same call, a builtin's signature
 
 
@@ -437,9 +483,9 @@ def prepare(call: Call, tensors: Tensors, recorded: bool) -> Prepared:
     """The op's eager forward for one signature: its family's ``prepared`` rule (statics read
     once, torch's op called directly) for the hot ops (a DenseNet block's 25-input
     concatenation, an upsample's ``repeat``, a Kalman filter's small ``kron``), else its
-    ``FORWARDS`` entry. A view op's signature does not fix its tensors' dtypes (its key
-    leaves them out): its forward checks them on every call, as ``FORWARDS`` does; a kernel
-    op's signature fixes them. Used in eager mode only: under ``torch.compile`` the calls go
+    ``FORWARDS`` entry. Every signature fixes its tensors' dtypes and ranks (a view op's key
+    holds them, not its extents; a kernel op's holds its shapes too), so a prepared forward
+    settles NumPy's promotion once. Used in eager mode only: under ``torch.compile`` the calls go
     through ``FORWARDS``. ``recorded``: whether torch's autograd records the forward (the
     pullback is torch's own); where it does not, the forward may build its result in place
     (:class:`_UnrecordedNamespace`)."""
