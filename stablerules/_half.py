@@ -11,7 +11,8 @@ the op's own (an adapter calling ``op.plan`` itself gets the op's own, which ref
   the casts it registers with NumPy (used where the kernels below are not).
 - **Results have NumPy's dtypes.** The ops that join their arguments (the concatenate family,
   ``kron``) give ``np.result_type`` of them (``float16`` with ``int8`` is ``float16``, with
-  ``int16`` ``float32``, with ``bfloat16`` ``float32``; a weak Python scalar keeps the format);
+  ``int16`` ``float32``, with ``bfloat16`` ``float32``; ``cat``'s weak Python scalar keeps the
+  format, ``kron``'s is an array to NumPy, so ``kron`` of ``float16`` and ``2`` is ``float64``);
   every other op gives its first argument's dtype (``np.sum`` and ``np.mean`` of ``float16``
   are ``float16``). Tangents have each primal's dtype.
 - **Data movement moves bits.** The forward of every op but ``sum``, ``mean``, ``kron`` and
@@ -188,8 +189,12 @@ def half_plan(op: Any, plan: Callable[..., Plan], arrays: tuple[object, ...], st
     out_dtype = inner.out_dtype
     if inner.out_dtype.kind in "fc" and inner.out_dtype.itemsize <= 8:
         if name in _JOINING:
+            # np.kron reads a Python scalar as an array (``asanyarray``: an int is int64, not
+            # weak), so kron of float16 and 2 is float64 there, as kron of float32 and 2 is
             joined = [
-                _dtype_of(value) if _dtype_of(value) is not None else value
+                _dtype_of(value) if _dtype_of(value) is not None
+                else np.asarray(value).dtype if name == "kron" and type(value) in (bool, int, float, complex)
+                else value
                 for value in arrays
                 if value is not None
             ]

@@ -44,7 +44,8 @@ Decisions
   or a sum over axes of extent 1) gives a dense, writable ``dx``. A ``Fill`` cotangent of any
   shape gives a ``Fill``.
 - ``broadcast_to`` to ``x``'s own shape (nothing reduced) has ``dx`` = ``dy`` itself (a view
-  of the cotangent, projected); so has ``sum`` over no axis of extent > 1.
+  of the cotangent, projected); so has ``sum`` over no axis of extent > 1. A read-only or
+  stride-0 ``dy`` gives a copy instead (``_arrays.writable``), as the view ops' pullbacks do.
 - ``broadcast_to``'s ``shape`` may be ``Val(int)`` (a 1-D shape), as NumPy's; ``sum``'s
   ``axis=Val(())`` reduces nothing. Duplicate or out-of-range axes are a ``ValueError``.
 - Integer and bool inputs: the forward as NumPy (``sum`` of int32 is int64, ``mean`` of ints
@@ -72,6 +73,7 @@ from .._arrays import (
     shape_text,
     static_bool,
     static_ints,
+    writable,
 )
 from .._key import KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, nest_limit, numba_scalar, readonly_array, writable_array
@@ -560,7 +562,7 @@ class BroadcastPlan(_IndexPlan):
                 return broadcast_to_pullback_empty
 
             def broadcast_to_pullback_view(dy: ArrayLike) -> tuple[object, ...]:
-                return (dy.reshape(x_shape),)  # nothing reduced: dy itself, a view
+                return (writable(dy).reshape(x_shape),)  # nothing reduced: dy itself, a view
 
             return broadcast_to_pullback_view
 
@@ -697,7 +699,7 @@ class SumPlan(_IndexPlan):
         if "r" not in index_map.pattern:
 
             def sum_pullback_view(dy: ArrayLike) -> tuple[object, ...]:
-                return (dy.reshape(x_shape),)  # nothing of extent > 1 summed: dy itself, a view
+                return (writable(dy).reshape(x_shape),)  # nothing of extent > 1 summed: dy itself, a view
 
             return sum_pullback_view
         if "k" not in index_map.pattern:

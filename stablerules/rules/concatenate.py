@@ -108,7 +108,7 @@ class ConcatenationPlan(Plan):
     ``forward_shapes[i]`` is the shape input ``i`` is viewed as before that concatenation;
     ``flatten`` (``axis=None``) hands the inputs to the namespace's own flattening concatenate.
     ``tangent_dtypes[i]`` is ``None`` for a non-differentiable input (an input's tangent has
-    its dtype as given, byte order included). ``views_only`` says
+    its dtype in native byte order, as every op's). ``views_only`` says
     that every tangent is a plain view of a cotangent of the output's dtype.
     """
 
@@ -124,7 +124,7 @@ class ConcatenationPlan(Plan):
         forward_shapes: tuple[Shape | None, ...],
         flatten: bool = False,
     ) -> None:
-        tangent_dtypes = tuple(item.dtype if item.differentiable else None for item in inputs)
+        tangent_dtypes = tuple(item.tangent_dtype for item in inputs)  # native, as every op's
         differentiable = is_differentiable(out_dtype)
         super().__init__(
             op,
@@ -133,7 +133,6 @@ class ConcatenationPlan(Plan):
             out_dtype=out_dtype,
             differentiable=differentiable,
             input_tangents=tuple(dtype is not None for dtype in tangent_dtypes),
-            input_dtypes=tuple(item.dtype for item in inputs),
             any_layout=True,  # the pullback slices dy: any memory layout will do
         )
         self.tangent_dtypes = tangent_dtypes
@@ -260,8 +259,10 @@ def _result_dtype(inputs: Sequence[InputFacts]) -> DType:
         dtype: DType = reduce(np.promote_types, strong)
         for scalar in weak:
             dtype = np.result_type(dtype, cast(Scalar, scalar))
-        return dtype
-    return reduce(np.promote_types, [item.dtype for item in inputs])
+    else:
+        dtype = reduce(np.promote_types, [item.dtype for item in inputs])
+    # native, as NumPy's result (promote_types of one dtype alone keeps its byte order)
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
 
 
 def _block_plan(
@@ -729,14 +730,14 @@ def _forward_cat(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A
 
 
 def _joined(
-    xp: _facts.Namespace[_A], join: Callable[[tuple[_A, ...], int], _A], axis: int
+    xp: _facts.Namespace[_A], join: Callable[[tuple[_A, ...], int], _A], axis: int, arrays: tuple[_A, ...]
 ) -> Callable[[tuple[_A, ...]], tuple[_A, ...]]:
+    """The join along ``axis`` for one signature, whose dtypes are part of it (an engine keys
+    each tensor's dtype): inputs of one dtype join as they are, mixed ones are promoted."""
+    if xp.promoted(arrays) is arrays:
+        return lambda arrays: (join(arrays, axis),)
     promoted = xp.promoted
-
-    def run(arrays: tuple[_A, ...]) -> tuple[_A, ...]:
-        return (join(promoted(arrays), axis),)
-
-    return run
+    return lambda arrays: (join(promoted(arrays), axis),)
 
 
 def _prepared_concatenate(
@@ -744,14 +745,14 @@ def _prepared_concatenate(
 ) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
     """A DenseNet block's concatenation with its axis read once."""
     axis = _facts.value(call.static("axis", Val(0)))
-    return _joined(xp, xp.concatenate, axis) if type(axis) is int else None
+    return _joined(xp, xp.concatenate, axis, arrays) if type(axis) is int else None
 
 
 def _prepared_stack(
     xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]
 ) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
     axis = _facts.value(call.static("axis", Val(0)))
-    return _joined(xp, xp.stack, axis) if type(axis) is int else None
+    return _joined(xp, xp.stack, axis, arrays) if type(axis) is int else None
 
 
 _FORWARDS: dict[str, tuple[str, _facts.ForwardRule, _facts.PreparedRule | None]] = {

@@ -2083,6 +2083,10 @@ class IndexAddPlan(Plan):
         values_diff = self.input_tangents[2]
         self.values_dtype = value_facts.native
         self.target = facts.target
+        # values of a wider float dtype than x's, on the CPU: np.add.at's own arithmetic (_accumulate)
+        self.wider_values = (
+            facts.target == "cpu" and facts.native.kind in "fc" and np.result_type(facts.native, value_facts.native) != facts.native
+        )
         self.size = checked_size(shape, facts.dtype.itemsize, "index_add")
         # Axes along which values was broadcast: summed in dvalues.
         lead = len(target_shape) - len(value_facts.shape)
@@ -2117,6 +2121,19 @@ class IndexAddPlan(Plan):
         namespace, dtype = self.namespace, self.y_dtype
         y: ArrayLike = namespace.empty(self.out_shape, dtype=dtype)
         if not self.size:
+            return y
+        if self.wider_values:
+            # float32 x, float64 values: np.add.at adds each term in float64 and rounds to
+            # float32 after each add, which adding values cast to float32 does not reproduce.
+            # Such a signature (its dtypes are part of it) runs NumPy's own np.add.at, on the
+            # same (outer, n, inner) view and in the same order of terms; on CUDA the values
+            # are cast first (a documented difference, README).
+            y[...] = base
+            np.add.at(
+                y.reshape(self.outer, self.n, self.inner),
+                (slice(None), w, slice(None)),  # type: ignore[arg-type]  # numpy's stub takes no tuple index
+                np.broadcast_to(values, self.target_shape).reshape(self.outer, self.m, self.inner),
+            )
             return y
         src = namespace.ascontiguousarray(namespace.broadcast_to(values.astype(dtype, copy=False), self.target_shape)).reshape(-1)
         if not src.size:

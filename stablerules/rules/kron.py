@@ -1048,7 +1048,7 @@ class Kron(RuleOp):
     def plan(self, arrays: tuple[object, ...], statics: tuple[object, ...]) -> Plan:
         """Validate ``kron(a, b)``: dtypes, devices (``TypeError`` naming the argument), axes."""
         a, b = input_facts(arrays[0], "a", "kron"), input_facts(arrays[1], "b", "kron")
-        return KronPlan(_layout(a.shape, a.dtype, b.shape, b.dtype), a, b)
+        return KronPlan(_layout(a.shape, a.native, b.shape, b.native), a, b)  # native: the tangents' dtypes
 
 
 kron = Kron()

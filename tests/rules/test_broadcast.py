@@ -579,3 +579,18 @@ def autograd_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
         ("mean", lambda x: sra.mean(x, Val(-1), keepdims=Val(False)), (rand(2, 3),), lambda x: anp.mean(x, axis=-1)),
         ("mean all keepdims", lambda x: sra.mean(x, keepdims=Val(True)), (rand(2, 3),), lambda x: anp.mean(x, keepdims=True)),
     ]
+
+
+@pytest.mark.parametrize(
+    ("op", "static"), [(sr.sum, Val(())), (sr.mean, Val(())), (sr.broadcast_to, Val((2, 3)))], ids=["sum", "mean", "broadcast_to"]
+)
+def test_a_pullback_that_reduces_nothing_gives_a_writable_tangent_for_a_read_only_cotangent(op: Any, static: Any) -> None:
+    """On main: dx was dy itself, read-only, where the README promises dense writable tangents."""
+    y, back = sr.rrule(op, np.ones((2, 3)), static)
+    dy = np.arange(6.0).reshape(2, 3)
+    dy.flags.writeable = False
+    dx = back(dy)[0]
+    assert dx.flags.writeable and not np.shares_memory(dx, dy)
+    np.testing.assert_array_equal(dx, dy)
+    writable = np.arange(6.0).reshape(2, 3)
+    assert np.shares_memory(back(writable)[0], writable)  # a writable dy is still a view: no copy

@@ -8,7 +8,7 @@ and exact, so a central difference with step 0.5 is exact up to rounding.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -975,3 +975,19 @@ def autograd_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
         ("cat block-diagonal", lambda a, b: sra.cat(a, b, dims=Val((0, 1))), (rand(2, 3), rand(1, 2)), None),
         ("cat new axis", lambda a, b: sra.cat(a, b, dims=Val(2)), (rand(2, 3), rand(2, 3)), None),
     ]
+
+
+@pytest.mark.parametrize("op", [sr.concatenate, sr.stack, sr.hstack, sr.vstack])
+def test_big_endian_inputs_give_numpys_native_result_and_native_tangents(op: Any) -> None:
+    """On main: one input kept its byte order in the result (np.concatenate's is native), and
+    the tangents kept the inputs' (every other op's are native)."""
+    a = np.arange(6.0).reshape(2, 3).astype(">f8")
+    references: dict[object, Callable[..., Any]] = {sr.concatenate: np.concatenate, sr.stack: np.stack, sr.hstack: np.hstack, sr.vstack: np.vstack}
+    reference = references[op]
+    for arrays in ((a,), (a, a)):
+        got, expected = op(arrays), reference(arrays)
+        assert got.dtype == expected.dtype and got.dtype.isnative
+        np.testing.assert_array_equal(got, expected)
+        y, back = rrule(op, arrays)
+        tangents = cast("Sequence[Any]", back(np.ones(y.shape))[0])
+        assert all(t.dtype == np.dtype("float64") and t.dtype.isnative for t in tangents)

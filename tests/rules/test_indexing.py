@@ -1144,3 +1144,25 @@ def test_getindex_step_two_pullback_is_numpys_assignment_bit_for_bit(
         assert got.tobytes() == expected.tobytes()
     with sr.no_compile(), sr.no_fallback():
         assert np.asarray(dense(back(dy)[0])).tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize(("x_dtype", "values_dtype"), [("f4", "f8"), (">f4", "<f8"), ("c8", "c16"), ("f4", "f4"), ("f8", "f4")])
+@pytest.mark.parametrize(("shape", "axis"), [((4, 3), 0), ((4, 3), 1), ((2, 5, 3), 1)])
+def test_index_add_of_wider_values_is_np_add_at_bit_for_bit(
+    x_dtype: str, values_dtype: str, shape: tuple[int, ...], axis: int
+) -> None:
+    """On main: values were cast to x's dtype before the adds, and np.add.at adds each in the
+    wider dtype and rounds after each: float32 1 + float64 (2**-24 + 2**-50) was 1.0, not
+    1.0000001."""
+    rng = np.random.default_rng(len(shape) + axis)
+    x = rng.standard_normal(shape).astype(x_dtype)
+    indices = rng.integers(-shape[axis], shape[axis], 9)
+    values_shape = shape[:axis] + (9,) + shape[axis + 1 :]
+    values = (rng.standard_normal(values_shape) * 2.0**-20 + 2.0**-24 + 2.0**-50).astype(values_dtype)
+    expected = x.copy()
+    np.add.at(expected, (slice(None),) * axis + (indices,), values)  # type: ignore[arg-type]  # numpy's stub takes no tuple index
+    got = sr.index_add(x, indices, values, axis=Val(axis))
+    assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
+    one = np.ones(1, np.float32)
+    np.add.at(one, [0], np.array([2.0**-24 + 2.0**-50]))
+    assert sr.index_add(np.ones(1, np.float32), np.array([0]), np.array([2.0**-24 + 2.0**-50]), axis=Val(0))[0] == one[0] > 1

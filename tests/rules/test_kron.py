@@ -139,7 +139,7 @@ def test_forward_layouts_and_scalars() -> None:
     swapped = np.arange(6.0).reshape(2, 3).astype(">f8")  # non-native byte order
     _assert_same_product(sr.kron(swapped, b), np.kron(swapped, b), swapped, b)
     _, back = _rrule(swapped, b)
-    assert back(np.ones((4, 9)))[0].dtype == swapped.dtype
+    assert back(np.ones((4, 9)))[0].dtype == swapped.dtype.newbyteorder("=")  # tangents are native (README)
     empty = sr.kron(np.ones((0, 3)), b)
     assert empty.shape == np.kron(np.ones((0, 3)), b).shape == (0, 9)
 
@@ -512,3 +512,33 @@ def autograd_cases(rand: Callable[..., Any]) -> list[ArrayCase]:
         ),
         ("kron real by complex", lambda a, b: sra.kron(a, b), (rand(2, 2), rand(2, 3, complex_=True)), None),
     ]
+
+
+@pytest.mark.parametrize("scalar", [True, 2, 2.0, 2j, -3])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_kron_of_an_array_and_a_python_scalar_has_np_krons_dtype_and_values(dtype: str, scalar: complex) -> None:
+    """On main: a 16-bit array and a Python scalar kept the 16-bit dtype (np.kron reads the
+    scalar as an array: float16 and 2 give float64, as float32 and 2 do)."""
+    if dtype == "bfloat16":
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        numpy_dtype = np.dtype(ml_dtypes.bfloat16)
+    else:
+        numpy_dtype = np.dtype(dtype)
+    x = np.array([1.5, -2.0, 0.25]).astype(numpy_dtype)
+    for got, expected in ((sr.kron(x, scalar), np.kron(x, scalar)), (sr.kron(scalar, x), np.kron(scalar, x))):
+        assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
+    y, back = sr.rrule(sr.kron, x, scalar)
+    tangent = back(np.ones(y.shape, y.dtype))[0]
+    assert isinstance(tangent, np.ndarray) and tangent.dtype == numpy_dtype  # a tangent has its primal's dtype
+
+
+def test_kron_of_big_endian_operands_gives_native_tangents() -> None:
+    """On main: the tangents kept the operands' byte order (every other op's are native)."""
+    a = np.arange(1.0, 4.0).astype(">f8")
+    b = (np.arange(2.0) + 1j).astype(">c16")
+    y, back = sr.rrule(sr.kron, a, b)
+    np.testing.assert_array_equal(y, np.kron(a, b))
+    da, db = back(np.ones(y.shape, y.dtype))
+    assert (da.dtype, db.dtype) == (np.dtype("float64"), np.dtype("complex128"))
+    assert da.dtype.isnative and db.dtype.isnative
+    np.testing.assert_allclose(da, [np.sum(np.conj(b)).real] * 3)
