@@ -1110,6 +1110,8 @@ _PLAIN_TENSOR = torch.Tensor
 _PARAMETER = torch.nn.Parameter
 _PLAIN_TENSORS = (_PLAIN_TENSOR, _PARAMETER)
 _TENSOR = "tensor"  # a plain tensor argument, as it enters a signature's key
+_DTYPE = operator.attrgetter("dtype")
+_NDIM = operator.attrgetter("ndim")
 _MAX_SIGNATURES = 4096  # per op; then the cache starts again (a program cycling through shapes)
 
 
@@ -1275,9 +1277,9 @@ def _walk(
                 key += (tensor.dtype, tensor.shape)
             else:
                 key += (tensor.dtype, tensor.shape, tensor.device)
-    else:
-        for tensor in tensors:
-            key += (tensor.dtype, tensor.ndim)
+    else:  # C loops: a DenseNet block concatenates 25 tensors
+        key += map(_DTYPE, tensors)
+        key += map(_NDIM, tensors)
     return tuple(key), tensors
 
 
