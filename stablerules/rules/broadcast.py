@@ -47,7 +47,10 @@ Decisions
   of the cotangent, projected); so has ``sum`` over no axis of extent > 1. A read-only or
   stride-0 ``dy`` gives a copy instead (``_arrays.writable``), as the view ops' pullbacks do.
 - ``broadcast_to``'s ``shape`` may be ``Val(int)`` (a 1-D shape), as NumPy's; ``sum``'s
-  ``axis=Val(())`` reduces nothing. Duplicate or out-of-range axes are a ``ValueError``.
+  ``axis=Val(())`` reduces nothing. Duplicate or out-of-range axes are a ``ValueError``, for a
+  0-d ``x`` too: NumPy's ``np.sum`` takes ``axis=0`` or ``-1`` there (a legacy rule of its
+  ``reduce``, which ``np.mean``, a tuple axis and ``jnp.sum`` do not follow); ours refuses it,
+  as they do, in every engine.
 - Integer and bool inputs: the forward as NumPy (``sum`` of int32 is int64, ``mean`` of ints
   float64); their tangent is ``NoTangent()``.
 """
