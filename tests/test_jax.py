@@ -435,7 +435,7 @@ def _handler_address(target: str, loaded_from: str) -> int:
         return address
     store = getattr(sr._cache.CACHE.store, "_object_code", None)
     assert store is not None, "the test session's cache keeps object code"
-    loaded = store.load(kernel.module_name.removeprefix("_stablerules_k_"))
+    loaded = store.load(kernel.module_name.removeprefix("_stablerules_k_"), kernel.module_name)
     assert isinstance(loaded, _objectcode.CFunction)
     _LOADED.append(loaded)  # its code lives as long as it does
     return loaded.address

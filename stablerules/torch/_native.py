@@ -220,12 +220,12 @@ def _pad_value(dtype: torch.dtype, value: object) -> float:
     (-1 is 255 in ``uint8``, 1e40 is inf in ``float32``, with NumPy's warning; what NumPy
     refuses, refused with its error), where ``F.pad`` refuses any constant out of the dtype's
     range. Under ``torch.compile`` torch's own conversion (dynamo traces no NumPy here)."""
-    numpy_dtype = _NUMPY.get(dtype)
-    if dtype == torch.bfloat16:
+    numpy_dtype = None if torch.compiler.is_compiling() else _NUMPY.get(dtype)
+    if dtype == torch.bfloat16 and not torch.compiler.is_compiling():
         import ml_dtypes  # noqa: PLC0415 - a bfloat16 tensor is here: the 16-bit formats' module
 
         numpy_dtype = np.dtype(ml_dtypes.bfloat16)
-    if numpy_dtype is None or torch.compiler.is_compiling():
+    if numpy_dtype is None:
         is_float = dtype.is_floating_point
         return cast("float", value) if is_float else bool(value) if dtype == torch.bool else int(cast("float", value))
     cell = np.empty(1, numpy_dtype)
