@@ -936,6 +936,24 @@ def _forward_mean(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_
     return (xp.mean(x, _reduction_axes(xp, x, call), bool(_facts.value(call.static("keepdims", False)))),)
 
 
+def _prepared_sum(
+    xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]
+) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
+    """``sum`` with its axes (the signature fixes the rank) and ``keepdims`` read once."""
+    axes, keepdims = _reduction_axes(xp, arrays[0], call), bool(_facts.value(call.static("keepdims", False)))
+    reduce = xp.sum
+    return lambda arrays: (reduce(arrays[0], axes, keepdims),)
+
+
+def _prepared_mean(
+    xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]
+) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
+    """``mean`` with its axes and ``keepdims`` read once."""
+    axes, keepdims = _reduction_axes(xp, arrays[0], call), bool(_facts.value(call.static("keepdims", False)))
+    reduce = xp.mean
+    return lambda arrays: (reduce(arrays[0], axes, keepdims),)
+
+
 # Under torch.compile inductor's fused backward of ``expand`` beat a call of our custom op at
 # every size measured (results of 4K-4M elements, 1 and 2 threads: inductor/ours 0.05-0.55;
 # the benchmark notes): torch's autograd there up to twice the largest size measured.
@@ -952,9 +970,11 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
         forward=_forward_broadcast_to,
     ),
     "sum": _facts.EngineFacts(
-        _facts.TorchFacts("torch.sum", "torch", _EXPAND), _reduction_shards, _facts.shift_axes("axis"), forward=_forward_sum
+        _facts.TorchFacts("torch.sum", "torch", _EXPAND), _reduction_shards, _facts.shift_axes("axis"),
+        forward=_forward_sum, prepared=_prepared_sum,
     ),
     "mean": _facts.EngineFacts(
-        _facts.TorchFacts("torch.mean", "torch", _EXPAND), _reduction_shards, _facts.shift_axes("axis"), forward=_forward_mean
+        _facts.TorchFacts("torch.mean", "torch", _EXPAND), _reduction_shards, _facts.shift_axes("axis"),
+        forward=_forward_mean, prepared=_prepared_mean,
     ),
 }

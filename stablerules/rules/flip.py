@@ -568,6 +568,16 @@ def _forward_flip(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_
     return (xp.flip(x, tuple(range(len(xp.shape(x)))) if axis is None else _facts.counts(axis)),)
 
 
+def _prepared_flip(
+    xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]
+) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
+    """``flip`` with its axes read once (the signature fixes the rank)."""
+    axis = _facts.value(call.static("axis"))
+    axes = tuple(range(len(xp.shape(arrays[0])))) if axis is None else _facts.counts(axis)
+    flip = xp.flip
+    return lambda arrays: (flip(arrays[0], axes),)
+
+
 def _forward_roll(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
     (x,) = arrays
     shift = _facts.counts(call.static("shift"))
@@ -584,7 +594,8 @@ def _forward_roll(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_
 
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     "flip": _facts.EngineFacts(
-        _facts.TorchFacts("torch.flip", "torch", _facts.VIEW), _flip_shards, _facts.shift_axes("axis"), forward=_forward_flip
+        _facts.TorchFacts("torch.flip", "torch", _facts.VIEW), _flip_shards, _facts.shift_axes("axis"),
+        forward=_forward_flip, prepared=_prepared_flip,
     ),
     "roll": _facts.EngineFacts(
         _facts.TorchFacts("torch.roll", "torch", _facts.VIEW),

@@ -25,6 +25,7 @@ Decisions
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TypeAlias, TypeVar, cast
 
 import numpy as np
@@ -313,6 +314,14 @@ def _forward_reshape(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tupl
     return (xp.reshape(x, _facts.counts(call.static("shape"))),)
 
 
+def _prepared_reshape(
+    xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]
+) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
+    """``reshape`` with its shape read once."""
+    shape, reshape = _facts.counts(call.static("shape")), xp.reshape
+    return lambda arrays: (reshape(arrays[0], shape),)
+
+
 ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     "permute_dims": _facts.EngineFacts(
         _facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _permute_shards, _batch_permute, forward=_forward_permute
@@ -324,6 +333,7 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
         _facts.TorchFacts("Tensor.permute", "torch", _facts.VIEW), _swapaxes_shards, _batch_swapaxes, forward=_forward_swapaxes
     ),
     "reshape": _facts.EngineFacts(
-        _facts.TorchFacts("Tensor.reshape", "torch", _facts.VIEW), batch=_batch_reshape, forward=_forward_reshape
+        _facts.TorchFacts("Tensor.reshape", "torch", _facts.VIEW), batch=_batch_reshape, forward=_forward_reshape,
+        prepared=_prepared_reshape,
     ),
 }
