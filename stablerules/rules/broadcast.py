@@ -936,22 +936,24 @@ def _forward_mean(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_
     return (xp.mean(x, _reduction_axes(xp, x, call), bool(_facts.value(call.static("keepdims", False)))),)
 
 
+def _prepared_reduction(
+    xp: _facts.Namespace[_A], reduce: Callable[[_A, tuple[int, ...], bool], _A], call: _facts.OpCall, arrays: tuple[_A, ...]
+) -> Callable[[tuple[_A, ...]], tuple[_A, ...]]:
+    """``sum`` or ``mean`` with its axes (the signature fixes the rank) and ``keepdims`` read once."""
+    axes, keepdims = _reduction_axes(xp, arrays[0], call), bool(_facts.value(call.static("keepdims", False)))
+    return lambda arrays: (reduce(arrays[0], axes, keepdims),)
+
+
 def _prepared_sum(
     xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]
 ) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
-    """``sum`` with its axes (the signature fixes the rank) and ``keepdims`` read once."""
-    axes, keepdims = _reduction_axes(xp, arrays[0], call), bool(_facts.value(call.static("keepdims", False)))
-    reduce = xp.sum
-    return lambda arrays: (reduce(arrays[0], axes, keepdims),)
+    return _prepared_reduction(xp, xp.sum, call, arrays)
 
 
 def _prepared_mean(
     xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]
 ) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
-    """``mean`` with its axes and ``keepdims`` read once."""
-    axes, keepdims = _reduction_axes(xp, arrays[0], call), bool(_facts.value(call.static("keepdims", False)))
-    reduce = xp.mean
-    return lambda arrays: (reduce(arrays[0], axes, keepdims),)
+    return _prepared_reduction(xp, xp.mean, call, arrays)
 
 
 # Under torch.compile inductor's fused backward of ``expand`` beat a call of our custom op at
