@@ -15,7 +15,7 @@ Variable                           Accepted values (default)     Effect, and whe
 ``STABLERULES_NUM_THREADS``        an integer; below 1 reads as  threads a large kernel launch splits
                                    1 (one per available CPU)     across; read when the thread pool starts
                                                                  and at each split
-``STABLERULES_PARALLEL_THRESHOLD`` an integer (262144)           elements of work below which a launch
+``STABLERULES_PARALLEL_THRESHOLD`` an integer (786432)           elements of work below which a launch
                                                                  runs in one call; read at import
 ``STABLERULES_DEVICE``             ``cpu`` or ``cuda`` (cpu)     ``cuda`` sends NumPy arrays to the CUDA
                                                                  kernels (with ``NUMBA_ENABLE_CUDASIM=1``,
@@ -53,7 +53,7 @@ NUM_THREADS = "STABLERULES_NUM_THREADS"
 PARALLEL_THRESHOLD = "STABLERULES_PARALLEL_THRESHOLD"
 DEVICE = "STABLERULES_DEVICE"
 
-_DEFAULT_PARALLEL_THRESHOLD = 1 << 18
+_DEFAULT_PARALLEL_THRESHOLD = 3 << 18
 _ON = frozenset({"", "1", "true", "yes", "on"})
 _OFF = frozenset({"0", "false", "no", "off"})
 

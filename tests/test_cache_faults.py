@@ -318,12 +318,13 @@ def test_an_op_called_from_del_during_the_first_compile_of_its_signature(tmp_pat
 
 
 def test_roll_from_del_at_a_gc_point_inside_a_parallel_roll_with_a_pooled_output(tmp_path: Path) -> None:
-    """On main: a hang in ``ThreadPoolExecutor.submit``'s own lock (and the pool's)."""
+    """On main: a hang in ``ThreadPoolExecutor.submit``'s own lock (and the pool's). The
+    thread pool is ours now: GC points while a launch hands out its chunks and while the
+    pool's lock is held (a pool thread being made)."""
     script = """
     import gc
-    import concurrent.futures.thread as thread
     import numpy as np, stablerules as sr
-    from stablerules import Val, _pool
+    from stablerules import Val, _parallel, _pool
     x = np.arange(1 << 20, dtype=np.float64).reshape(1024, 1024)
     expected = np.roll(x, 3, axis=1)
     np.testing.assert_array_equal(sr.roll(x, Val(3), axis=Val(1)), expected)  # compiled
@@ -333,23 +334,27 @@ def test_roll_from_del_at_a_gc_point_inside_a_parallel_roll_with_a_pooled_output
             self.me = self
         def __del__(self):
             seen.append(np.array(sr.roll(x, Val(3), axis=Val(1))))
-    real_init = thread._WorkItem.__init__
-    def init(self, *args, **kwargs):
-        gc.collect()  # a GC point while submit holds its lock
-        real_init(self, *args, **kwargs)
-    thread._WorkItem.__init__ = init
-    real_room = _pool._make_room
-    def room(nbytes):
-        gc.collect()  # a GC point while the pool holds its lock
-        return real_room(nbytes)
-    _pool._make_room = room
+    point = []  # the GC point this round collects at
+    def at(name, real):
+        def hooked(*args, **kwargs):
+            if name in point:
+                gc.collect()
+            return real(*args, **kwargs)
+        return hooked
+    # while the output pool holds its lock; while a launch hands out its chunks (some pool
+    # threads claimed); while the thread pool's lock is held (a pool thread being made)
+    _pool._make_room = at("room", _pool._make_room)
+    _parallel._Job.__init__ = at("job", _parallel._Job.__init__)
+    _parallel._Worker.__init__ = at("worker", _parallel._Worker.__init__)
     gc.disable()
-    for _ in range(2):
+    for name in ("room", "job", "worker"):
+        point[:] = [name]
+        _parallel._forget_workers()  # pool threads made again, under the hook
         Cycle()
         _pool.clear()
         out = sr.roll(x, Val(3), axis=Val(1))
         np.testing.assert_array_equal(out, expected)
-    assert len(seen) == 2, seen
+        assert len(seen) == len(("room", "job", "worker")[: ("room", "job", "worker").index(name) + 1]), (name, seen)
     for result in seen:
         np.testing.assert_array_equal(result, expected)
     print("ok")

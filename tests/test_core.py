@@ -335,7 +335,7 @@ def test_environment_switches_read_as_documented(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("STABLERULES_PARALLEL_THRESHOLD", "1000")
     assert _config.parallel_threshold() == 1000
     monkeypatch.delenv("STABLERULES_PARALLEL_THRESHOLD")
-    assert _config.parallel_threshold() == 1 << 18
+    assert _config.parallel_threshold() == 3 << 18
     assert [_config.device_target(raw) for raw in ("cuda", b" CUDA", "cpu", "")] == ["cuda", "cuda", "cpu", "cpu"]
     monkeypatch.setenv("STABLERULES_CACHE_DIR", "~/somewhere")
     assert str(_config.cache_dir()).endswith("somewhere") and "~" not in str(_config.cache_dir())

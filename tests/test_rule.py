@@ -12,6 +12,7 @@ guards that hold per thread.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from functools import cached_property
@@ -498,31 +499,106 @@ def test_several_outputs_take_a_tuple_of_cotangents() -> None:
             registry.unregister(halves)
 
 
+def _occupy_the_pool(release: threading.Event) -> threading.Thread:
+    """A launch on another thread whose two chunks (2 threads: its caller's and the pool's one
+    thread's) block until ``release`` is set; returned once both are running."""
+    from stablerules import _parallel
+
+    started = threading.Barrier(3)
+    # A pool thread whose job its caller ran itself (a chunk that holds the GIL) is busy until
+    # it has had the GIL once since: wait for that first.
+    deadline = time.monotonic() + 30
+    while any(worker.busy.locked() for worker in _parallel._workers) and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+    def occupy(lo: int, hi: int) -> None:
+        started.wait(30)
+        release.wait(30)
+
+    background = threading.Thread(target=_parallel.run_chunks, args=(occupy, [(0, 1), (1, 2)]))
+    background.start()
+    started.wait(30)  # the background caller and the pool thread are both inside occupy()
+    return background
+
+
+def test_a_split_runs_its_chunks_on_a_pool_thread_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The calling thread's chunk waits for the other chunk: it can only end because a pool
+    thread ran that chunk meanwhile (else the wait times out and the caller runs it itself)."""
+    from stablerules import _parallel
+
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", "2")
+    other_ran = threading.Event()
+    ran: dict[int, int] = {}
+
+    def chunk(lo: int, hi: int) -> None:
+        ran[lo] = threading.get_ident()
+        if lo == 0:
+            assert other_ran.wait(30), "no pool thread ran the second chunk"
+        else:
+            other_ran.set()
+
+    _parallel.run_chunks(chunk, [(0, 1), (1, 2)])
+    assert ran[0] == threading.get_ident() and ran[1] != threading.get_ident()
+
+
+def test_a_pool_threads_error_is_raised_by_the_caller_after_every_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stablerules import _parallel
+
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", "3")
+    ran: list[int] = []
+
+    def chunk(lo: int, hi: int) -> None:
+        if lo == 1:
+            raise ValueError("chunk 1 failed")
+        ran.append(lo)
+
+    with pytest.raises(ValueError, match="chunk 1 failed"):
+        _parallel.run_chunks(chunk, [(0, 1), (1, 2), (2, 3)])
+    assert sorted(ran) == [0, 2]
+    _parallel.run_chunks(chunk, [(0, 1), (2, 3)])  # the pool still serves
+    assert sorted(ran) == [0, 0, 2, 2]
+
+
 def test_a_chunk_no_pool_thread_started_runs_in_the_calling_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """With every pool thread busy, run_chunks runs the other chunks itself instead of waiting."""
     from stablerules import _parallel
 
     monkeypatch.setenv("STABLERULES_NUM_THREADS", "2")
-    pool = _parallel._executor()
     release = threading.Event()
-    started = threading.Barrier(pool._max_workers + 1)
-
-    def occupy() -> None:
-        started.wait()
-        release.wait(30)
-
-    blockers = [pool.submit(occupy) for _ in range(pool._max_workers)]
-    started.wait(30)  # every pool thread is now inside occupy()
+    background = _occupy_the_pool(release)
     ran: list[tuple[int, int]] = []
     try:
         _parallel.run_chunks(lambda lo, hi: ran.append((lo, threading.get_ident())), [(0, 1), (1, 2), (2, 3)])
         assert not release.is_set()
     finally:
         release.set()
-        for blocker in blockers:
-            blocker.result()
+        background.join(30)
     assert sorted(lo for lo, _ in ran) == [0, 1, 2]
     assert {ident for _, ident in ran} == {threading.get_ident()}
+
+
+def test_split_ranges_give_the_calling_thread_the_hand_offs_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caller's range is larger by ``HANDOFF_WORK`` elements per other range; ranges
+    cover the extent in order, none empty; small work is one range."""
+    from stablerules import _parallel
+
+    threshold = _parallel.PARALLEL_THRESHOLD
+    for threads in (2, 3, 8):
+        monkeypatch.setenv("STABLERULES_NUM_THREADS", str(threads))
+        assert _parallel.chunk_bounds(200, threshold - 1) == [(0, 200)]
+        for extent, work in ((200, 1_344_000), (2, threshold), (5, 10**9), (3, threshold), (1000, 50 * threshold)):
+            bounds = _parallel.chunk_bounds(extent, work)
+            assert len(bounds) == min(threads, extent)
+            assert [lo for lo, _ in bounds] == [0] + [hi for _, hi in bounds[:-1]] and bounds[-1][1] == extent
+            assert all(hi > lo for lo, hi in bounds)
+            if extent >= 1000:
+                per_index = work / extent
+                others = len(bounds) - 1
+                first = bounds[0][1] * per_index
+                assert abs(first - (work + others * _parallel.HANDOFF_WORK) / len(bounds)) <= per_index
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", "2")
+    (_, first), (_, _) = _parallel.chunk_bounds(200, 1_344_000)  # W3's pullback
+    assert first == 115  # 100 + 196608 / 6720 / 2 indices (6720 elements each), rounded
 
 
 # --------------------------------------------------------------------------------------------
@@ -627,24 +703,15 @@ def test_shared_chunks_run_once_each_and_never_wait_for_a_busy_pool(monkeypatch:
     from stablerules import _parallel
 
     monkeypatch.setenv("STABLERULES_NUM_THREADS", "2")
-    pool = _parallel._executor()
     release = threading.Event()
-    started = threading.Barrier(pool._max_workers + 1)
-
-    def occupy() -> None:
-        started.wait()
-        release.wait(30)
-
-    blockers = [pool.submit(occupy) for _ in range(pool._max_workers)]
-    started.wait(30)
+    background = _occupy_the_pool(release)
     ran: list[tuple[int, int]] = []
     try:
         _parallel.run_shared(lambda lo, hi: ran.append((lo, threading.get_ident())), [(i, i + 1) for i in range(6)])
         assert not release.is_set()  # returned while every pool thread was still busy
     finally:
         release.set()
-        for blocker in blockers:
-            blocker.result()
+        background.join(30)
     assert sorted(lo for lo, _ in ran) == list(range(6))
     assert {ident for _, ident in ran} == {threading.get_ident()}
     ran.clear()
