@@ -134,8 +134,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def _claim(limit: int) -> _Worker | None:
-    """A free pool thread among the first ``limit``, claimed; ``None`` when all are busy.
-    Never blocks: a garbage collection here may run a ``__del__`` that calls an op, which
+    """A free pool thread among the first ``limit``, claimed; ``None`` when all are busy (or
+    a new one cannot be started: the caller then runs the job itself). Never blocks: a garbage collection here may run a ``__del__`` that calls an op, which
     claims as this call does (a blocking wait could be on this very thread)."""
     for worker in _workers[:limit]:
         if worker.busy.acquire(blocking=False):
@@ -143,7 +143,10 @@ def _claim(limit: int) -> _Worker | None:
     if len(_workers) < limit and _workers_lock.acquire(blocking=False):
         try:
             if len(_workers) < limit:
-                worker = _Worker(len(_workers))
+                try:
+                    worker = _Worker(len(_workers))
+                except RuntimeError:  # no new thread now (interpreter shutdown, a thread limit)
+                    return None
                 _workers.append(worker)
                 return worker
         finally:

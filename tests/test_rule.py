@@ -559,6 +559,23 @@ def test_a_pool_threads_error_is_raised_by_the_caller_after_every_chunk(monkeypa
     assert sorted(ran) == [0, 0, 2, 2]
 
 
+def test_a_pool_thread_that_cannot_start_leaves_its_chunks_to_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As at interpreter shutdown (``can't create new thread``): the launch runs every chunk in
+    the calling thread instead of failing."""
+    from stablerules import _parallel
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setenv("STABLERULES_NUM_THREADS", "4")
+    monkeypatch.setattr(_parallel, "_workers", [])  # none started yet
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    ran: list[tuple[int, int]] = []
+    _parallel.run_chunks(lambda lo, hi: ran.append((lo, threading.get_ident())), [(0, 1), (1, 2), (2, 3)])
+    assert sorted(lo for lo, _ in ran) == [0, 1, 2] and {ident for _, ident in ran} == {threading.get_ident()}
+    assert _parallel._workers == []
+
+
 def test_a_chunk_no_pool_thread_started_runs_in_the_calling_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """With every pool thread busy, run_chunks runs the other chunks itself instead of waiting."""
     from stablerules import _parallel
