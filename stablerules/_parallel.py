@@ -135,8 +135,9 @@ if hasattr(os, "register_at_fork"):
 
 def _claim(limit: int) -> _Worker | None:
     """A free pool thread among the first ``limit``, claimed; ``None`` when all are busy (or
-    a new one cannot be started: the caller then runs the job itself). Never blocks: a garbage collection here may run a ``__del__`` that calls an op, which
-    claims as this call does (a blocking wait could be on this very thread)."""
+    a new one cannot be started: the caller then runs the job itself). Never blocks: a
+    garbage collection here may run a ``__del__`` that calls an op, which claims as this call
+    does (a blocking wait could be on this very thread)."""
     for worker in _workers[:limit]:
         if worker.busy.acquire(blocking=False):
             return worker
