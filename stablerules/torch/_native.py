@@ -220,8 +220,9 @@ def _pad_value(dtype: torch.dtype, value: object) -> float:
     (-1 is 255 in ``uint8``, 1e40 is inf in ``float32``, with NumPy's warning; what NumPy
     refuses, refused with its error), where ``F.pad`` refuses any constant out of the dtype's
     range. Under ``torch.compile`` torch's own conversion (dynamo traces no NumPy here)."""
-    numpy_dtype = None if torch.compiler.is_compiling() else _NUMPY.get(dtype)
-    if dtype == torch.bfloat16 and not torch.compiler.is_compiling():
+    compiling = torch.compiler.is_compiling()
+    numpy_dtype = None if compiling else _NUMPY.get(dtype)
+    if dtype == torch.bfloat16 and not compiling:
         import ml_dtypes  # noqa: PLC0415 - a bfloat16 tensor is here: the 16-bit formats' module
 
         numpy_dtype = np.dtype(ml_dtypes.bfloat16)
