@@ -49,11 +49,14 @@ class EngineForm(NamedTuple):
     elements). In torch (``TorchFacts.torch_forms``) an eager-mode choice: under
     ``torch.compile`` the op's ``TorchFacts.compiled_below`` decides instead (inductor's fused
     backward against our ``<name>_vjp`` custom op). In JAX (``EngineFacts.jax_forms``) shapes
-    are static at trace time, so the choice holds under ``jit`` too."""
+    are static at trace time, so the choice holds under ``jit`` too. ``forward``: the engine's
+    op that runs the form's forward in eager mode, where it is another than the op's (repeat's
+    nearest upsample: ``F.interpolate``; ``Namespace.upsample``)."""
 
     words: str
     test: Callable[[Statics, Shapes], bool]
     below: int | None = None
+    forward: str | None = None  # torch's op for the form's forward, where not the op's own
 
     def covers(self, statics: Statics, shapes: Shapes, size: int | None) -> bool:
         """Whether a signature (result of ``size`` elements, ``None``: unknown) is of this form."""
@@ -192,6 +195,14 @@ class Namespace(Protocol[A]):
 
     def tile(self, x: A, reps: tuple[int, ...]) -> A:
         """``np.tile``, or Julia's ``outer`` counts when ``reps`` has ``x``'s rank."""
+        ...
+
+    def upsampler(self, x: A, counts: tuple[int, ...]) -> Callable[[A], A] | None:
+        """Julia's ``repeat(·; inner=counts)`` (a count per axis of ``x``) as one op of the
+        engine's, for arrays of ``x``'s signature (rank, dtype, shape), where the engine has
+        one and it is the faster form (torch's eager nearest-neighbour upsample of a small
+        signature whose pullback is torch's own); ``None`` where not: the forward then
+        repeats axis by axis."""
         ...
 
     def fresh(self, y: A, x: A) -> A:

@@ -1286,6 +1286,78 @@ def test_a_small_repeat_or_tile_runs_torchs_pullback_and_a_large_one_ours(
             assert not any(f"stablerules.{name}_vjp" in code for code in graphs), graphs
 
 
+_UPSAMPLES = [
+    # (shape, inner): Julia's inner counts on the trailing axes of an (N, C, ...) input
+    ((2, 3, 8), (1, 1, 2)),
+    ((2, 3, 5, 7), (1, 1, 2, 4)),
+    ((2, 3, 5, 7), (1, 1, 2)),  # counts shorter than the rank: the rest are 1
+    ((1, 2, 3, 4, 5), (1, 1, 8, 1, 2)),
+]
+_BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
+
+
+def _repeated_bits(x: torch.Tensor, inner: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """NumPy's ``repeat`` per axis of ``x``'s bits (an independent reference of the values)."""
+    expected = x.detach().view(_BITS[x.dtype]).numpy()
+    for axis, count in enumerate(inner):
+        expected = np.repeat(expected, count, axis)
+    return expected
+
+
+@pytest.mark.parametrize("dtype", list(_BITS), ids=lambda dtype: str(dtype).removeprefix("torch."))
+@pytest.mark.parametrize(("shape", "inner"), _UPSAMPLES, ids=[f"{len(s)}d-{'x'.join(map(str, i))}" for s, i in _UPSAMPLES])
+def test_a_small_nearest_upsample_runs_torchs_interpolate(shape: tuple[int, ...], inner: tuple[int, ...], dtype: torch.dtype) -> None:
+    """Issue 35: a nearest-neighbour upsample (repeat's form in ``_facts``) below
+    ``UPSAMPLE_TORCH_BELOW`` runs ``F.interpolate``, forward and backward, in eager mode: the
+    Implementation says so, the autograd node is torch's, the values are NumPy's repeat of the
+    bits, and the gradient is the adjoint of that gather (torch's ``index_add``)."""
+    from stablerules.rules.repeat import UPSAMPLE_TORCH_BELOW
+
+    generator = torch.Generator().manual_seed(35)
+    x = torch.randn(shape, generator=generator).to(dtype).requires_grad_()
+    _adapter._clear_tables()
+    y = srt.repeat(x, inner=Val(inner))
+    (signature,) = _signature_table(srt.repeat).values()
+    assert y.numel() < UPSAMPLE_TORCH_BELOW
+    assert signature.implementation.pullback == "torch"
+    assert signature.implementation.forward.startswith("F.interpolate"), signature.implementation
+    assert f"below repeat's bound of {UPSAMPLE_TORCH_BELOW}" in signature.implementation.why
+    assert "UpsampleNearest" in _node(y), _node(y)
+    assert y.dtype == dtype and np.array_equal(y.detach().view(_BITS[dtype]).numpy(), _repeated_bits(x, inner))
+    dy = torch.randn(y.shape, generator=generator, dtype=torch.float64)
+    (got,) = torch.autograd.grad(y, x, dy.to(dtype))
+    index = torch.arange(x.numel(), dtype=torch.float64).reshape(shape)
+    gathered = torch.from_numpy(_repeated_bits(index, inner)).view(torch.float64).long().reshape(-1)
+    expected = torch.zeros(x.numel(), dtype=torch.float64).index_add_(0, gathered, dy.to(dtype).double().reshape(-1))
+    # each entry sums at most 8 * 2 terms: within a few units of the format's last place
+    tolerance = {torch.float64: 1e-12, torch.float32: 1e-5, torch.bfloat16: 2.0**-5, torch.float16: 2.0**-8}[dtype]
+    assert torch.allclose(got.double(), expected.reshape(shape), rtol=tolerance, atol=tolerance * float(expected.abs().max()))
+
+
+def test_a_nearest_upsample_outside_interpolates_reach_repeats_per_axis() -> None:
+    """What ``F.interpolate`` cannot do exactly or at all keeps the per-axis repeat: a
+    signature at or above the bound (our kernel's pullback, our autograd Function), integer
+    and complex inputs of the form (torch's ``repeat_interleave``), a count of 3 (not the
+    form: our kernel)."""
+    from stablerules.rules.repeat import UPSAMPLE_TORCH_BELOW
+
+    generator = torch.Generator().manual_seed(36)
+    _adapter._clear_tables()
+    big = torch.randn(4, 32, 16, 16, generator=generator, requires_grad=True)
+    y = srt.repeat(big, inner=Val((1, 1, 2, 2)))
+    assert y.numel() == UPSAMPLE_TORCH_BELOW and "Forward" in _node(y), _node(y)
+    assert np.array_equal(y.detach().numpy(), _repeated_bits(big, (1, 1, 2, 2)).view(np.float32))
+    whole = torch.randint(-9, 9, (2, 3, 4, 4), generator=generator)
+    assert np.array_equal(srt.repeat(whole, inner=Val((1, 1, 2, 2))).numpy(), np.repeat(np.repeat(whole.numpy(), 2, 2), 2, 3))
+    pair = torch.randn(2, 3, 4, 4, dtype=torch.complex64, generator=generator, requires_grad=True)
+    z = srt.repeat(pair, inner=Val((1, 1, 2, 2)))
+    assert "Upsample" not in _node(z)
+    assert np.array_equal(z.detach().numpy(), np.repeat(np.repeat(pair.detach().numpy(), 2, 2), 2, 3))
+    thrice = torch.randn(2, 3, 4, 4, generator=generator, requires_grad=True)
+    w = srt.repeat(thrice, inner=Val((1, 1, 3, 3)))
+    assert "Forward" in _node(w), _node(w)
+
+
 _DOUBLING_CASES = [
     # (shape, axis, dtype, layout): the runs along the axis of at most _native.DOUBLED_RUN elements
     ((4, 32, 16, 16), 3, torch.float32, "contiguous"),

@@ -116,6 +116,9 @@ class JaxNamespace:
     def tile(self, x: Array, reps: tuple[int, ...]) -> Array:
         return jnp.tile(x, reps)
 
+    def upsampler(self, x: Array, counts: tuple[int, ...]) -> Callable[[Array], Array] | None:
+        return None  # jnp.repeat per axis: XLA fuses the repeats into one copy
+
     def fresh(self, y: Array, x: Array) -> Array:
         return y  # JAX arrays are immutable: sharing memory is never seen
 

@@ -1421,6 +1421,16 @@ def export_nest_kernel(inner: tuple[int, ...], outer: tuple[int, ...], dtype: np
 # wins), tile's (one reduction of a view); a 1-axis tile by one count at every size.
 REPEAT_TORCH_BELOW = 1024
 TILE_TORCH_BELOW = 1024
+# Below this many result elements a nearest-neighbour upsample (Julia's inner counts on the
+# trailing axes of an (N, C, ...) input) runs torch's ``F.interpolate``, forward and backward
+# (``Namespace.upsampler``), against our doubling copies and kernel. Fwd + bwd of
+# inner=(1, 1, 2, 2), batch 4, 32 channels, one thread, alone: 8x8 interpolate 114-118 us
+# against ours 140-151 (float32), 104-122 against 157-180 (bfloat16); 16x16 (131,072 result
+# elements) ours 303-327 against 435-443 (float32), even in bfloat16 (282-334 against 310-331).
+# Inside the U-Net's step each of our calls costs more than alone (its 8x8 upsample: forward
+# 124-162 us against interpolate's 64-86), so the bound sits at the 16x16 signature
+# (bench/README.md, round 16).
+UPSAMPLE_TORCH_BELOW = 1 << 17
 
 
 def _one_repeat_interleave(statics: _facts.Statics, shapes: _facts.Shapes) -> bool:
@@ -1429,6 +1439,21 @@ def _one_repeat_interleave(statics: _facts.Statics, shapes: _facts.Shapes) -> bo
         return type(repeats) is int
     inner, outer = _facts.counts(statics("inner", None)), _facts.counts(statics("outer", None))
     return sum(count != 1 for count in inner) == 1 and all(count == 1 for count in outer)
+
+
+def _nearest_upsample(statics: _facts.Statics, shapes: _facts.Shapes) -> bool:
+    """Julia's inner counts alone on an ``(N, C, ...)`` input of 3 to 5 axes, N and C counts 1,
+    the others 1, 2, 4 or 8 (torch's ``F.interpolate`` in ``"nearest"`` mode does it exactly;
+    ``TorchNamespace``'s eager ``upsample`` checks the dtype too and repeats per axis else)."""
+    if _facts.value(statics("repeats", None)) is not None or any(count != 1 for count in _facts.counts(statics("outer", None))):
+        return False
+    inner = _facts.counts(statics("inner", None))
+    ndim = len(shapes[0])
+    if not 3 <= ndim <= 5 or len(inner) > ndim:
+        return False
+    inner = inner + (1,) * (ndim - len(inner))
+    spatial = inner[2:]
+    return inner[0] == 1 and inner[1] == 1 and any(count != 1 for count in spatial) and all(count in (1, 2, 4, 8) for count in spatial)
 
 
 def _one_axis_tile(statics: _facts.Statics, shapes: _facts.Shapes) -> bool:
@@ -1515,7 +1540,9 @@ def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple
     step), after the last axis's inner count of 2-16 is applied to the input where the result
     is large (a copy whose innermost run is one element repeated a few times is 2-2.5x slower
     than one of whole rows); exact either way, and plain engine ops that a compiler traces
-    with symbolic sizes (the size check guards only on its side of the bound)."""
+    with symbolic sizes (the size check guards only on its side of the bound). Inner counts
+    alone that the engine does in one op of its own (``Namespace.upsampler``: torch's eager
+    ``F.interpolate`` for a small nearest upsample whose pullback is torch's) take that op."""
     x_shape = xp.shape(x)
     n = max(len(x_shape), len(inner), len(outer))
     y = xp.reshape(x, (*x_shape, *(1,) * (n - len(x_shape)))) if n > len(x_shape) else x
@@ -1534,6 +1561,10 @@ def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple
         spread = xp.reshape(y, [k for m in shape for k in (1, m, 1)])
         wide = xp.broadcast_to(spread, [k for m, i, o in zip(shape, inner, outer) for k in (o, m, i)])
         return xp.reshape(wide, [m * i * o for m, i, o in zip(shape, inner, outer)])
+    if repeats_inner and not repeats_outer:
+        upsample = xp.upsampler(y, inner + (1,) * (n - len(inner)))
+        if upsample is not None:  # the engine's one op (torch's eager nearest upsample)
+            return upsample(y)
     for axis in range(len(inner) - 1, -1, -1):  # the last axis first: see the docstring
         if inner[axis] != 1:
             y = xp.repeat(y, inner[axis], axis)
@@ -1562,10 +1593,18 @@ def _worth_a_pass(shape: tuple[int, ...], inner: tuple[int, ...], outer: tuple[i
 def _prepared_repeat(
     xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]
 ) -> Callable[[tuple[_A, ...]], tuple[_A, ...]] | None:
-    """An upsample's ``repeat`` with its statics read once (an integer count, or Julia's form)."""
+    """An upsample's ``repeat`` with its statics read once (an integer count, or Julia's form);
+    inner counts the engine upsamples in one op (``Namespace.upsampler``) take that op, chosen
+    once for the signature (its rank, dtype and shape are the choice's inputs)."""
     times, axis = _facts.value(call.static("repeats")), _facts.value(call.static("axis"))
     if times is None:  # Julia's inner/outer form
         inner, outer = _facts.counts(call.static("inner")), _facts.counts(call.static("outer"))
+        x = arrays[0]
+        ndim = len(xp.shape(x))
+        if len(inner) <= ndim and any(count != 1 for count in inner) and all(count == 1 for count in outer):
+            upsample = xp.upsampler(x, inner + (1,) * (ndim - len(inner)))
+            if upsample is not None:  # the signature fixes what the choice reads
+                return lambda arrays: (upsample(arrays[0]),)
         return lambda arrays: (_julia(xp, arrays[0], inner, outer),)
     if type(times) is not int:
         return None
@@ -1585,7 +1624,14 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
     "repeat": _facts.EngineFacts(
         _facts.TorchFacts(
             "Tensor.repeat_interleave / Tensor.repeat (eager: a doubling of short runs as two Tensor.copy_)", "kernel", _facts.KERNEL,
-            (_facts.EngineForm("a single repeat_interleave (an integer count, or one inner count)", _one_repeat_interleave, REPEAT_TORCH_BELOW),),
+            (
+                _facts.EngineForm(
+                    "a nearest-neighbour upsample (inner counts of 2, 4 or 8 on the trailing axes of an (N, C, ...) input:"
+                    " F.interpolate's nearest mode, forward and backward)", _nearest_upsample, UPSAMPLE_TORCH_BELOW,
+                    forward="F.interpolate(mode='nearest') in eager mode (a real floating input), else Tensor.repeat_interleave",
+                ),
+                _facts.EngineForm("a single repeat_interleave (an integer count, or one inner count)", _one_repeat_interleave, REPEAT_TORCH_BELOW),
+            ),
             compiled_below=_facts.COMPILED_BELOW,
         ),
         _repeat_shards,

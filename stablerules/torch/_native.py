@@ -121,7 +121,7 @@ def implementation(name: str, size: int | None, shapes: Shapes, call: Call) -> I
                 f"a signature of {name}'s form '{form.words}': its result has {size} elements, {where}, "
                 f"where torch's own backward is faster than a call of our kernel{under_compile}"
             )
-            return Implementation(name, fact.forward, "torch", compiled, why)
+            return Implementation(name, form.forward or fact.forward, "torch", compiled, why)
     why = fact.why
     if fact.torch_forms:
         shown = "unknown" if size is None else str(size)
@@ -293,6 +293,9 @@ class TorchNamespace:
     def tile(self, x: torch.Tensor, reps: tuple[int, ...]) -> torch.Tensor:
         return x.tile(reps)
 
+    def upsampler(self, x: torch.Tensor, counts: tuple[int, ...]) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        return None  # a repeat per axis: what inductor and our pullback's forward want
+
     def fresh(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         return y.clone() if y is x or y._base is x else y
 
@@ -392,6 +395,17 @@ class _EagerNamespace(TorchNamespace):
     kron = staticmethod(_kron)  # torch.kron, one frame of ours
     concatenate = staticmethod(torch.cat)  # type: ignore[assignment]  # the same call, a builtin's signature
 
+    def upsampler(self, x: torch.Tensor, counts: tuple[int, ...]) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """``F.interpolate(·, scale_factor=counts[2:], mode="nearest")``: a nearest-neighbour
+        upsample in one op, forward and backward (``upsample_nearest*d``), where autograd
+        records it (a small signature of repeat's upsample form). ``None`` (a repeat per
+        axis) unless ``x`` is a plain real floating tensor (no subclass: a ``DTensor`` keeps
+        the per-axis ops its sharding rules know) of 3 to 5 axes, the first two counts are 1
+        and the others 1, 2, 4 or 8 with each scaled extent below 2**24: there torch's source
+        index, ``floor(i * (1 / count))`` in float32, is exact, so the result is the repeat's
+        bit for bit. The test reads what the signature fixes (rank, dtype, shape)."""
+        return _nearest(x, counts)
+
 
 # A doubling repeat on the CPU of at least this many input elements, whose copies along the
 # axis are runs of at most DOUBLED_RUN elements, is built as two strided copies into a new
@@ -424,6 +438,27 @@ class _UnrecordedNamespace(_EagerNamespace):
             if run <= DOUBLED_RUN:
                 return _doubled(x, axis)
         return super().repeat(x, repeats, axis)
+
+    def upsampler(self, x: torch.Tensor, counts: tuple[int, ...]) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        return None  # our pullback's forward: the doubling copies are the faster (the form's bound)
+
+
+_EXACT_COUNTS = (1, 2, 4, 8)
+
+
+def _nearest(x: torch.Tensor, counts: tuple[int, ...]) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """:meth:`_EagerNamespace.upsampler`'s ``F.interpolate``, or ``None`` where it does not
+    apply (its docstring says when)."""
+    if not 3 <= x.ndim <= 5 or len(counts) != x.ndim or counts[0] != 1 or counts[1] != 1:
+        return None
+    spatial = counts[2:]
+    if type(x) is not torch.Tensor or not x.is_floating_point() or all(count == 1 for count in spatial):
+        return None
+    for count, extent in zip(spatial, x.shape[2:]):
+        if count not in _EXACT_COUNTS or extent * count >= 1 << 24:
+            return None
+    scales = tuple(float(count) for count in spatial)
+    return lambda t: F.interpolate(t, scale_factor=scales, mode="nearest")
 
 
 def _doubled(x: torch.Tensor, axis: int) -> torch.Tensor:
