@@ -13,7 +13,9 @@ timed and the largest difference is kept in the row):
   ``srt.repeat(h, inner=Val((1, 1, 2, 2)))`` (Julia's form, as Flux's upsample was written and
   as the JAX U-Net's: one call, one autograd node each way; until round 12 two calls, axes 2
   and 3, whose second node cost more in the step than it saved), stock with
-  ``F.interpolate(scale_factor=2, mode="nearest")``.
+  ``F.interpolate(scale_factor=2, mode="nearest")``. Since round 16 the adapter runs the 8x8
+  upsample (32,768 result elements, below ``UPSAMPLE_TORCH_BELOW``) as ``F.interpolate`` itself,
+  forward and backward; the 16x16 one (131,072) is our doubling copies and our kernel.
 - ``embedding``: a 50000x128 table, 4096 zipf-distributed ids, a linear layer and a
   cross-entropy loss; ``srt.take(table, ids, axis=Val(0))`` against ``F.embedding``.
 - ``kalman``: a TemporalGPs-style Kalman filter's negative log-likelihood over T=200 steps
@@ -26,8 +28,9 @@ timed and the largest difference is kept in the row):
   ``torch.autocast("cpu", dtype=torch.bfloat16)`` (the loss computed inside the context, the
   backward outside it, as torch's AMP recipe does), ours against stock under the same autocast.
   The convolutions run in bfloat16; DenseNet's concatenations are ``torch.cat`` with torch's
-  own pullback on both sides (the adapter's choice for the concatenate family), the U-Net's
-  upsamples run our repeat pullback on bfloat16 cotangents (widened to float32, one rounding).
+  own pullback on both sides (the adapter's choice for the concatenate family); of the U-Net's
+  upsamples the 16x16 one runs our repeat pullback on bfloat16 cotangents (summed in float32,
+  one rounding), the 8x8 one (below repeat's upsample bound) torch's ``F.interpolate``.
   Gradients (float32, the parameters') are compared per tensor within ``BF16_TOL`` of the
   largest stock gradient of that tensor: bfloat16 keeps 8 significant bits (eps 2**-7), so
   one differently rounded cotangent (ours: a float32 sum rounded once; torch's
