@@ -51,7 +51,7 @@ class EngineForm(NamedTuple):
     backward against our ``<name>_vjp`` custom op). In JAX (``EngineFacts.jax_forms``) shapes
     are static at trace time, so the choice holds under ``jit`` too. ``forward``: the engine's
     op that runs the form's forward in eager mode, where it is another than the op's (repeat's
-    nearest upsample: ``F.interpolate``; ``Namespace.upsample``)."""
+    nearest upsample: ``F.interpolate``; ``Namespace.upsampler``)."""
 
     words: str
     test: Callable[[Statics, Shapes], bool]

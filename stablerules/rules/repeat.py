@@ -1444,7 +1444,8 @@ def _one_repeat_interleave(statics: _facts.Statics, shapes: _facts.Shapes) -> bo
 def _nearest_upsample(statics: _facts.Statics, shapes: _facts.Shapes) -> bool:
     """Julia's inner counts alone on an ``(N, C, ...)`` input of 3 to 5 axes, N and C counts 1,
     the others 1, 2, 4 or 8 (torch's ``F.interpolate`` in ``"nearest"`` mode does it exactly;
-    ``TorchNamespace``'s eager ``upsample`` checks the dtype too and repeats per axis else)."""
+    torch's eager ``Namespace.upsampler`` checks that again with the dtype and the extents,
+    and the forward repeats per axis where it does not hold)."""
     if _facts.value(statics("repeats", None)) is not None or any(count != 1 for count in _facts.counts(statics("outer", None))):
         return False
     inner = _facts.counts(statics("inner", None))
@@ -1528,7 +1529,7 @@ def _forward_repeat(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple
     return (xp.repeat(x, times, cast("int", along)),)
 
 
-def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple[int, ...]) -> _A:
+def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple[int, ...], one_op: bool = True) -> _A:
     """Julia's ``repeat(x; inner, outer)``. Inner counts alone: a ``repeat`` per axis (as fast
     as an ``expand`` for one or two axes, and faster for a nearest upsample), the last axis
     first: its copy, whose runs are the shortest, then runs on the smallest array, and the
@@ -1542,7 +1543,8 @@ def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple
     than one of whole rows); exact either way, and plain engine ops that a compiler traces
     with symbolic sizes (the size check guards only on its side of the bound). Inner counts
     alone that the engine does in one op of its own (``Namespace.upsampler``: torch's eager
-    ``F.interpolate`` for a small nearest upsample whose pullback is torch's) take that op."""
+    ``F.interpolate`` for a small nearest upsample whose pullback is torch's) take that op
+    (``one_op=False``: a caller that has asked once for the signature, and was told none)."""
     x_shape = xp.shape(x)
     n = max(len(x_shape), len(inner), len(outer))
     y = xp.reshape(x, (*x_shape, *(1,) * (n - len(x_shape)))) if n > len(x_shape) else x
@@ -1561,10 +1563,9 @@ def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple
         spread = xp.reshape(y, [k for m in shape for k in (1, m, 1)])
         wide = xp.broadcast_to(spread, [k for m, i, o in zip(shape, inner, outer) for k in (o, m, i)])
         return xp.reshape(wide, [m * i * o for m, i, o in zip(shape, inner, outer)])
-    if repeats_inner and not repeats_outer:
-        upsample = xp.upsampler(y, inner + (1,) * (n - len(inner)))
-        if upsample is not None:  # the engine's one op (torch's eager nearest upsample)
-            return upsample(y)
+    upsample = _upsampler(xp, y, inner, outer) if one_op else None
+    if upsample is not None:  # the engine's one op (torch's eager nearest upsample)
+        return upsample(y)
     for axis in range(len(inner) - 1, -1, -1):  # the last axis first: see the docstring
         if inner[axis] != 1:
             y = xp.repeat(y, inner[axis], axis)
@@ -1578,6 +1579,15 @@ def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple
 # has at least _PASS_ELEMENTS elements (below, the extra op costs more than it saves).
 _SHORT_RUN = 16
 _PASS_ELEMENTS = 4096
+
+
+def _upsampler(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple[int, ...]) -> Callable[[_A], _A] | None:
+    """The engine's one op for Julia's inner counts alone on ``x`` (``Namespace.upsampler``),
+    or ``None``: outer counts, no count, more counts than axes, or none the engine has."""
+    ndim = len(xp.shape(x))
+    if len(inner) > ndim or all(count == 1 for count in inner) or any(count != 1 for count in outer):
+        return None
+    return xp.upsampler(x, inner + (1,) * (ndim - len(inner)))
 
 
 def _worth_a_pass(shape: tuple[int, ...], inner: tuple[int, ...], outer: tuple[int, ...]) -> bool:
@@ -1599,13 +1609,10 @@ def _prepared_repeat(
     times, axis = _facts.value(call.static("repeats")), _facts.value(call.static("axis"))
     if times is None:  # Julia's inner/outer form
         inner, outer = _facts.counts(call.static("inner")), _facts.counts(call.static("outer"))
-        x = arrays[0]
-        ndim = len(xp.shape(x))
-        if len(inner) <= ndim and any(count != 1 for count in inner) and all(count == 1 for count in outer):
-            upsample = xp.upsampler(x, inner + (1,) * (ndim - len(inner)))
-            if upsample is not None:  # the signature fixes what the choice reads
-                return lambda arrays: (upsample(arrays[0]),)
-        return lambda arrays: (_julia(xp, arrays[0], inner, outer),)
+        upsample = _upsampler(xp, arrays[0], inner, outer)
+        if upsample is not None:  # the signature fixes what the choice reads
+            return lambda arrays: (upsample(arrays[0]),)
+        return lambda arrays: (_julia(xp, arrays[0], inner, outer, one_op=False),)
     if type(times) is not int:
         return None
     count: int = times
