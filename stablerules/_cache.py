@@ -204,9 +204,14 @@ class MemoryStore:
 
     def load(self, name: str, source: KernelSource) -> LoadedKernel:
         _import_numba()
-        module = pytypes.ModuleType(name)
         code = compile(source.render(cache=False), f"<stablerules kernel {name}>", "exec")
-        exec(code, module.__dict__)
+
+        def build() -> pytypes.ModuleType:
+            module = pytypes.ModuleType(name)
+            exec(code, module.__dict__)
+            return module
+
+        module = _private_numba.lean_compile(build)
         function: KernelFunction = getattr(module, source.entry)
         return LoadedKernel(Kernel.entry_of(function), function, False)
 
@@ -343,7 +348,8 @@ class DiskStore:
             raise ImportError(f"cannot import kernel module from {path}")
         from . import _objectcode  # noqa: PLC0415 - loaded with the first kernel
 
-        return _objectcode.import_from_spec(name, spec)
+        module: pytypes.ModuleType = _private_numba.lean_compile(lambda: _objectcode.import_from_spec(name, spec))
+        return module
 
     def _give_up_disk(self, error: OSError) -> MemoryStore:
         """After a failed write: warn once per process, and keep every kernel in memory."""

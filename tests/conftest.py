@@ -51,6 +51,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"tests/conftest.py SLOW names tests that do not exist: {stale}")
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a kernel of ours needed Numba's full target refresh: every template
+    must compile on the lean one (``_private_numba.lean_compile``), or the cold start it
+    saves is lost without a word."""
+    from stablerules import _private_numba
+
+    if _private_numba.lean_retries:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print(f"\nstablerules: {_private_numba.lean_retries} kernel build(s) failed on the lean Numba refresh "
+              "and compiled only after the full one (see _private_numba.LEAN_MODULES)")
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _CREATED is not None:
         shutil.rmtree(_CREATED, ignore_errors=True)

@@ -735,3 +735,81 @@ def test_the_kernel_pipelines_source_is_part_of_every_kernels_key(monkeypatch: p
     assert f"pipeline: stablerules._kernel_pipeline {digest}\n" in before.text
     monkeypatch.setattr(_codegen, "_pipeline_hash", lambda: "0" * 16)
     assert source_hash(render()) != source_hash(before)
+
+
+LEAN_SCRIPT = """
+import json, sys
+import numpy as np
+import stablerules as sr
+from stablerules import Val, _private_numba
+
+def grads():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    out = []
+    y, back = sr.rrule(sr.repeat, x, inner=Val((2, 3)))
+    out.append(back(np.ones_like(y))[0])
+    y, back = sr.rrule(sr.take, x, np.array([0, 2, 2, 1]), axis=Val(0))
+    out.append(back(np.ones_like(y))[0])
+    y, back = sr.rrule(sr.kron, x, x[:2])
+    out.append(back(np.ones_like(y))[0])
+    y, back = sr.rrule(sr.sum, x.astype(np.float16), axis=Val(1))
+    out.append(back(np.ones_like(y))[0])
+    return [g.tolist() if hasattr(g, "tolist") else np.asarray(g).tolist() for g in out]
+
+lean = grads()
+loaded = sorted(m for m in ("numba.np.arraymath", "scipy.linalg", "numba.np.linalg") if m in sys.modules)
+retries = _private_numba.lean_retries
+
+import numba
+
+@numba.njit
+def users(a):
+    return np.sum(a) + np.dot(a, a)
+
+user = users(np.arange(3.0))
+sr.clear_caches(disk=True)
+compiled = sr.cache_info().compiles
+full = grads()
+
+print(json.dumps([loaded, retries, user, lean == full, "numba.np.arraymath" in sys.modules, compiled, sr.cache_info().compiles]))
+"""
+
+
+def test_kernels_compile_on_numbas_lean_refresh(cache_dir: Path) -> None:
+    """A cold process's kernels of ours load none of Numba's CPU registries they do not use
+    (``numba.np.arraymath`` and, through its BLAS probe, SciPy's linear algebra); the user's
+    own ``njit`` code compiled after them still finds all of Numba (``np.sum``, ``np.dot``),
+    and our kernels compiled after that full refresh give the same results."""
+    done = subprocess.run([sys.executable, "-c", LEAN_SCRIPT], capture_output=True, text=True, env=os.environ.copy(),
+                          cwd=REPO, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    loaded, retries, user, same, arraymath_after, lean_compiles, compiles = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded == [] and retries == 0
+    assert lean_compiles >= 5 and compiles == 2 * lean_compiles, "the second round compiles every kernel again" 
+    assert user == 8.0 and arraymath_after
+    assert same
+
+
+def test_a_build_outside_the_lean_registries_compiles_after_the_full_refresh() -> None:
+    """What a template outside ``LEAN_MODULES`` would meet: the lean compile fails, the
+    context is refreshed in full and the build runs again (counted)."""
+    script = textwrap.dedent(
+        """
+        import json, sys
+        import numpy as np
+        import numba
+        from stablerules import _private_numba
+
+        def build():
+            @numba.njit
+            def f(a):
+                return np.cumsum(a)[-1] + np.dot(a, a)
+            return f(np.arange(4.0))
+
+        print(json.dumps([_private_numba.lean_compile(build), _private_numba.lean_retries]))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, check=False, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [6.0 + 14.0, 1]

@@ -144,6 +144,22 @@ def test_numba_private_names() -> None:
         assert isinstance(data, tuple) and len(data) == 9, _moved(api, "numba", version)
         assert numba.__version__ == version
 
+    # The lean refresh: each module it imports is one Numba's own CPU refresh imports, the
+    # registries it installs exist, and the hooks it swaps and takes are where it expects them.
+    import inspect
+
+    cpu = importlib.import_module("numba.core.cpu")
+    full = inspect.getsource(cpu.CPUContext.load_additional_registries)
+    for name in _private_numba.LEAN_MODULES:
+        module = importlib.import_module(name)
+        assert name.rsplit(".", 1)[-1] in full, _moved(f"CPUContext.load_additional_registries ({name})", "numba", version)
+    for name in _private_numba.LEAN_REGISTRIES:
+        assert hasattr(importlib.import_module(name), "registry"), _moved(f"{name}.registry", "numba", version)
+    assert "load_additional_registries" in inspect.getsource(cpu.CPUContext.refresh), _moved("CPUContext.refresh", "numba", version)
+    assert hasattr(importlib.import_module("numba.core.imputils"), "builtin_registry"), _moved("imputils.builtin_registry", "numba", version)
+    assert hasattr(importlib.import_module("numba.core.compiler_lock"), "global_compiler_lock"), _moved("global_compiler_lock", "numba", version)
+    assert callable(importlib.import_module("numba.core.runtime.nrt").rtsys.initialize), _moved("numba.core.runtime.nrt.rtsys.initialize", "numba", version)
+
     # Whether the compiler has started: the probe compiled, so the top-level target context is
     # set, as the cached property's name in cpu_target's __dict__ (a fresh process: not yet).
     registry = importlib.import_module(_private_numba.REGISTRY)
