@@ -258,6 +258,37 @@ def kernel_function(name: str) -> object:
 # ---------------------------------------------------------------------------------------------
 
 
+_PROLOGUE = """\
+    words = frame_words(frame)
+    extension = word(words, 1)
+    while extension != 0:
+        if (word(extension, 1) & 0xFFFFFFFF) == METADATA_EXTENSION:
+            metadata = word(extension, 3)
+            set_word32(metadata, 6, API_MAJOR)
+            set_word32(metadata, 7, API_MINOR)
+            set_word32(metadata, 8, 0)
+            return address_as_pointer(0)
+        extension = word(extension, 2)
+    api = word(words, 2)
+    if word(words, 0) != FRAME_BYTES or word32(api, 8) != API_MAJOR or word32(api, 9) != API_MINOR:
+        return address_as_pointer(create_error(word(api, 6), MESSAGE, ERROR_FAILED_PRECONDITION))
+    if (word(words, 4) & 0xFFFFFFFF) != STAGE_EXECUTE:
+        return address_as_pointer(0)
+"""
+"""Every handler's first lines: answer XLA's metadata query (version 0.3, no traits, when the
+frame carries the metadata extension), refuse another API version or frame size with an
+``XLA_FFI_Error``, and return at once at a stage other than execution. Written into each
+handler's source with the words read by ``stablerules.jax._ffi``'s intrinsics: nothing a handler calls is a
+jitted function of its own, so Numba compiles one function per handler (no inlining pass, no
+``carray`` or ``np.zeros`` overloads compiled along with it)."""
+
+_FFI_NAMES = (
+    "API_MAJOR, API_MINOR, ERROR_FAILED_PRECONDITION, FRAME_BYTES, HANDLER_SIGNATURE, METADATA_EXTENSION, "
+    "STAGE_EXECUTE, address_as_pointer, argument, create_error, dims, frame_words, result, set_word32, view, word, word32"
+)
+"""What a handler module imports from ``stablerules.jax._ffi``."""
+
+
 def handler_source(
     signature: ShapeSignature, description: str, kernel: str | None, body: SourceWriter
 ) -> KernelSource:
@@ -275,24 +306,17 @@ def handler_source(
         f"frame reader: stablerules.jax._ffi {_FFI_SOURCE_HASH}\n"
         f'"""\n'
         f"import numpy as np\n"
-        f"from numba import carray, cfunc\n\n"
+        f"from numba import cfunc\n\n"
+        f"from stablerules._kernel_pipeline import KernelCompiler\n"
         f"from stablerules.jax._ffi import (\n"
-        f"    HANDLER_SIGNATURE, STAGE_EXECUTE, address_as_pointer, answer_metadata, argument,\n"
-        f"    data, dims, frame_words, result, size, version_error,\n"
+        f"    {_FFI_NAMES},\n"
         f")\n"
         f"from stablerules.jax._adapter import kernel_function\n\n"
         f"{'' if kernel is None else f'KERNEL = kernel_function({kernel!r})'}\n"
         f"MESSAGE = np.frombuffer({(message + chr(0)).encode()!r}, np.uint8)\n\n\n"
-        f"@cfunc(HANDLER_SIGNATURE, cache={{CACHE}})\n"
+        f"@cfunc(HANDLER_SIGNATURE, cache={{CACHE}}, pipeline_class=KernelCompiler)\n"
         f"def handler(frame):\n"
-        f"    words = frame_words(frame)\n"
-        f"    if answer_metadata(words):\n"
-        f"        return address_as_pointer(0)\n"
-        f"    error = version_error(words, MESSAGE)\n"
-        f"    if error != 0:\n"
-        f"        return address_as_pointer(error)\n"
-        f"    if (words[4] & 0xFFFFFFFF) != STAGE_EXECUTE:\n"
-        f"        return address_as_pointer(0)\n"
+        f"{_PROLOGUE}"
         f"{body_text}"
         f"    return address_as_pointer(0)\n"
     )
@@ -307,7 +331,7 @@ _FFI_SOURCE_HASH = hashlib.sha256(Path(__file__).with_name("_ffi.py").read_bytes
 
 
 def buffer_view(name: str, buffer: str, dtype: np.dtype[np.generic]) -> str:
-    return f"{name} = carray(address_as_pointer(data({buffer})), size({buffer}), np.{dtype.name})"
+    return f"{name} = view({buffer}, np.{dtype.name})"
 
 
 def explain_handler(target: str) -> str:

@@ -24,14 +24,22 @@ reads the version of the API that called it (``api->api_version``) and the call 
 API's own ``XLA_FFI_Error_Create``) without reading a buffer. ``stablerules.jax`` also checks
 the version of the installed headers before it registers any handler.
 
+Every reader here is an ``@intrinsic`` (a few LLVM loads and stores), and the handler's own
+lines (``_adapter._PROLOGUE``) do the rest: Numba compiles a handler as one function with our
+kernels' pipeline (``_kernel_pipeline.KernelCompiler``). Until round 17 these were
+``@njit(inline="always")`` functions over ``carray`` views with an ``np.zeros`` for the error's
+arguments: the inlining pass, three ``carray`` overloads and ``np.zeros``' made a handler's
+compile 555 ms of the JAX U-Net's cold first step; it is 108 ms now (``bench/README.md``).
+
 Only the generated handler modules import this module (and they only when Numba compiles or
 loads them: a handler loaded from its object code needs neither this module nor Numba).
 """
 
 from __future__ import annotations
 
-import numpy as np
-from numba import carray, njit, types
+from typing import Any
+
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 from llvmlite import ir
@@ -63,79 +71,137 @@ def address_as_pointer(typingctx, address):  # type: ignore[no-untyped-def]
     return types.voidptr(types.int64), codegen
 
 
-@intrinsic
-def call_error_create(typingctx, function, arguments):  # type: ignore[no-untyped-def]
-    """``((XLA_FFI_Error* (*)(void*)) function)(arguments)``: the API's error constructor."""
+_I64 = ir.IntType(64)
+_I32 = ir.IntType(32)
 
-    def codegen(context, builder, signature, values):  # type: ignore[no-untyped-def]
-        function_type = ir.FunctionType(cgutils.voidptr_t, [cgutils.voidptr_t])
-        pointer = builder.inttoptr(values[0], function_type.as_pointer())
-        error = builder.call(pointer, [builder.inttoptr(values[1], cgutils.voidptr_t)])
-        return builder.ptrtoint(error, ir.IntType(64))
+
+def _at(builder: Any, address: Any, index: Any, element: Any) -> Any:
+    """A pointer to ``element`` number ``index`` of an array of them at integer ``address``."""
+    return builder.gep(builder.inttoptr(address, element.as_pointer()), [index])
+
+
+@intrinsic
+def frame_words(typingctx, frame):  # type: ignore[no-untyped-def]
+    """The call frame's address (``word(words, k)`` reads its word ``k``)."""
+
+    def codegen(context, builder, signature, arguments):  # type: ignore[no-untyped-def]
+        return builder.ptrtoint(arguments[0], _I64)
+
+    return types.int64(types.voidptr), codegen
+
+
+@intrinsic
+def word(typingctx, address, index):  # type: ignore[no-untyped-def]
+    """The 64-bit word ``index`` of the struct or array at ``address``."""
+
+    def codegen(context, builder, signature, arguments):  # type: ignore[no-untyped-def]
+        return builder.load(_at(builder, arguments[0], arguments[1], _I64))
 
     return types.int64(types.int64, types.int64), codegen
 
 
-@njit(inline="always")
-def frame_words(frame):  # type: ignore[no-untyped-def]
-    return carray(frame, FRAME_WORDS, np.int64)
+@intrinsic
+def word32(typingctx, address, index):  # type: ignore[no-untyped-def]
+    """The 32-bit word ``index`` at ``address``, sign-extended."""
+
+    def codegen(context, builder, signature, arguments):  # type: ignore[no-untyped-def]
+        return builder.sext(builder.load(_at(builder, arguments[0], arguments[1], _I32)), _I64)
+
+    return types.int64(types.int64, types.int64), codegen
 
 
-@njit(inline="always")
-def answer_metadata(words):  # type: ignore[no-untyped-def]
-    """True (after writing version 0.3 and no traits) when XLA asks for the handler's metadata."""
-    extension = words[1]
-    while extension != 0:
-        base = carray(address_as_pointer(extension), 4, np.int64)
-        if (base[1] & 0xFFFFFFFF) == METADATA_EXTENSION:
-            metadata = carray(address_as_pointer(base[3]), 10, np.int32)
-            metadata[6] = API_MAJOR
-            metadata[7] = API_MINOR
-            metadata[8] = 0
-            return True
-        extension = base[2]
-    return False
+@intrinsic
+def set_word32(typingctx, address, index, value):  # type: ignore[no-untyped-def]
+    """Write the low 32 bits of ``value`` as 32-bit word ``index`` at ``address``."""
+
+    def codegen(context, builder, signature, arguments):  # type: ignore[no-untyped-def]
+        builder.store(builder.trunc(arguments[2], _I32), _at(builder, arguments[0], arguments[1], _I32))
+        return context.get_dummy_value()
+
+    return types.none(types.int64, types.int64, types.int64), codegen
 
 
-@njit(inline="always")
-def version_error(words, message):  # type: ignore[no-untyped-def]
-    """0 when the calling API is version 0.3 with a 0.3 call frame, else an ``XLA_FFI_Error*``
-    (its address) made by the API from ``message`` (NUL-terminated bytes as a uint8 array)."""
-    api = carray(address_as_pointer(words[2]), 8, np.int64)
-    version = carray(address_as_pointer(words[2] + 32), 2, np.int32)
-    if words[0] == FRAME_BYTES and version[0] == API_MAJOR and version[1] == API_MINOR:
-        return 0
-    create_args = np.zeros(4, np.int64)
-    create_args[0] = 32
-    create_args[2] = message.ctypes.data
-    create_args[3] = ERROR_FAILED_PRECONDITION
-    return call_error_create(api[6], create_args.ctypes.data)
+@intrinsic
+def create_error(typingctx, function, message, code):  # type: ignore[no-untyped-def]
+    """``XLA_FFI_Error_Create(&args)`` through the API's ``function`` (an address), with
+    ``args = {struct_size 32, extension 0, message (a NUL-terminated uint8 array), code}`` on
+    the stack; the error's address."""
+
+    def codegen(context, builder, signature, values):  # type: ignore[no-untyped-def]
+        text = context.make_array(signature.args[1])(context, builder, values[1])
+        arguments = cgutils.alloca_once(builder, _I64, size=4)
+        fields = (ir.Constant(_I64, 32), ir.Constant(_I64, 0), builder.ptrtoint(text.data, _I64), values[2])
+        for index, field in enumerate(fields):
+            builder.store(field, builder.gep(arguments, [ir.Constant(_I64, index)]))
+        function_type = ir.FunctionType(cgutils.voidptr_t, [cgutils.voidptr_t])
+        pointer = builder.inttoptr(values[0], function_type.as_pointer())
+        error = builder.call(pointer, [builder.bitcast(arguments, cgutils.voidptr_t)])
+        return builder.ptrtoint(error, _I64)
+
+    return types.int64(types.int64, message, types.int64), codegen
 
 
-@njit(inline="always")
-def argument(words, index):  # type: ignore[no-untyped-def]
-    return carray(address_as_pointer(words[9]), words[7], np.int64)[index]
+@intrinsic
+def argument(typingctx, words, index):  # type: ignore[no-untyped-def]
+    """The address of the call's ``XLA_FFI_Buffer`` argument ``index``."""
+
+    def codegen(context, builder, signature, arguments):  # type: ignore[no-untyped-def]
+        table = builder.load(_at(builder, arguments[0], ir.Constant(_I64, 9), _I64))
+        return builder.load(_at(builder, table, arguments[1], _I64))
+
+    return types.int64(types.int64, types.int64), codegen
 
 
-@njit(inline="always")
-def result(words, index):  # type: ignore[no-untyped-def]
-    return carray(address_as_pointer(words[14]), words[12], np.int64)[index]
+@intrinsic
+def result(typingctx, words, index):  # type: ignore[no-untyped-def]
+    """The address of the call's ``XLA_FFI_Buffer`` result ``index``."""
+
+    def codegen(context, builder, signature, arguments):  # type: ignore[no-untyped-def]
+        table = builder.load(_at(builder, arguments[0], ir.Constant(_I64, 14), _I64))
+        return builder.load(_at(builder, table, arguments[1], _I64))
+
+    return types.int64(types.int64, types.int64), codegen
 
 
-@njit(inline="always")
-def dims(buffer):  # type: ignore[no-untyped-def]
-    fields = carray(address_as_pointer(buffer), 6, np.int64)
-    return carray(address_as_pointer(fields[5]), fields[4], np.int64)
+@intrinsic
+def dims(typingctx, buffer):  # type: ignore[no-untyped-def]
+    """The address of a buffer's extents (``word(dims(b), k)`` is extent ``k``)."""
+
+    def codegen(context, builder, signature, arguments):  # type: ignore[no-untyped-def]
+        return builder.load(_at(builder, arguments[0], ir.Constant(_I64, 5), _I64))
+
+    return types.int64(types.int64), codegen
 
 
-@njit(inline="always")
-def data(buffer):  # type: ignore[no-untyped-def]
-    return carray(address_as_pointer(buffer), 6, np.int64)[3]
+@intrinsic
+def view(typingctx, buffer, dtype):  # type: ignore[no-untyped-def]
+    """A buffer's elements as a 1-D C array of ``dtype`` (a NumPy scalar type): its data, and
+    the product of its extents as the length."""
+    element = dtype.instance_type
+    array = types.Array(element, 1, "C")
 
+    def codegen(context, builder, signature, arguments):  # type: ignore[no-untyped-def]
+        from numba.np.arrayobj import populate_array  # noqa: PLC0415 - Numba's own array maker
 
-@njit(inline="always")
-def size(buffer):  # type: ignore[no-untyped-def]
-    count = 1
-    for extent in dims(buffer):
-        count *= extent
-    return count
+        buffer_address = arguments[0]
+        rank = builder.load(_at(builder, buffer_address, ir.Constant(_I64, 4), _I64))
+        extents = builder.load(_at(builder, buffer_address, ir.Constant(_I64, 5), _I64))
+        count = cgutils.alloca_once_value(builder, ir.Constant(_I64, 1))
+        with cgutils.for_range(builder, rank) as loop:
+            extent = builder.load(_at(builder, extents, loop.index, _I64))
+            builder.store(builder.mul(builder.load(count), extent), count)
+        data_type = context.get_data_type(element)
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(data_type))
+        data = builder.inttoptr(builder.load(_at(builder, buffer_address, ir.Constant(_I64, 3), _I64)), data_type.as_pointer())
+        made = context.make_array(array)(context, builder)
+        populate_array(
+            made,
+            data=data,
+            shape=cgutils.pack_array(builder, [builder.load(count)]),
+            strides=cgutils.pack_array(builder, [itemsize]),
+            itemsize=itemsize,
+            meminfo=None,
+        )
+        return made._getvalue()
+
+    return array(types.int64, dtype), codegen

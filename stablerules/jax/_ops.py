@@ -166,7 +166,7 @@ def _render_repeat_handler(signature: ShapeSignature) -> KernelSource:
         writer.line(f"shape = dims({'dx' if pullback else 'x'}_buffer)")
         extents = []
         for k, group in enumerate(nest.groups):
-            writer.line(f"e{k} = {' * '.join(f'shape[{axis}]' for axis in group) or '1'}")
+            writer.line(f"e{k} = {' * '.join(f'word(shape, {axis})' for axis in group) or '1'}")
             extents.append(f"e{k}")
         writer.line(f"KERNEL({source}, {target}, {', '.join(extents)}, 0, e0)")
     what = "dx = repeat pullback(dy)" if pullback else "y = repeat(x)"
@@ -190,7 +190,7 @@ def _kron_extents(writer: SourceWriter, ndim: int, ranks: tuple[int, int]) -> st
         writer.line(f"{operand.lower()}_shape = dims({operand.lower()}_buffer)")
         for axis in range(ndim):
             source = axis - (ndim - rank)
-            writer.line(f"{operand}{axis} = {f'{operand.lower()}_shape[{source}]' if source >= 0 else '1'}")
+            writer.line(f"{operand}{axis} = {f'word({operand.lower()}_shape, {source})' if source >= 0 else '1'}")
             names.append(f"{operand}{axis}")
     writer.line(f"blocks = {'A0 * B0' if ndim > 1 else 'A0'}")
     names.sort(key=lambda name: (name[0], int(name[1:])))
