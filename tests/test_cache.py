@@ -755,6 +755,16 @@ def grads():
     out.append(back(np.ones_like(y))[0])
     y, back = sr.rrule(sr.sum, x.astype(np.float16), axis=Val(1))
     out.append(back(np.ones_like(y))[0])
+    for y, back in (
+        sr.rrule(sr.roll, x, Val(1), axis=Val(0)),
+        sr.rrule(sr.tile, x, Val((2, 1))),
+        sr.rrule(sr.broadcast_to, x[:1], Val((5, 4))),
+        sr.rrule(sr.mean, x, axis=Val(0)),
+        sr.rrule(sr.take_along_axis, x, np.array([[0, 1, 1, 0]]), axis=Val(0)),
+        sr.rrule(sr.index_add, x, np.array([0, 0, 2]), np.ones((3, 4), np.float32), axis=Val(0)),
+        sr.rrule(sr.repeat, x.astype(np.float16), inner=Val((1, 2))),
+    ):
+        out.append(back(np.ones_like(y))[0])
     return [g.tolist() if hasattr(g, "tolist") else np.asarray(g).tolist() for g in out]
 
 lean = grads()
