@@ -642,10 +642,24 @@ def jax_rows(sz: Sizes, mode: str) -> list[ModelRow]:
 
 
 def numpy_rows(sz: Sizes, mode: str) -> tuple[list[ModelRow], dict[str, Any]]:
-    """The ``bench/tape.py`` covariance recursion at each T: rows and the tape figures."""
-    import tape
+    """The ``bench/tape.py`` covariance recursion at each T: rows and the tape figures.
 
-    result = tape.measure(sz.tape_T, KALMAN_N, sz.tape_rounds)  # asserts the gradients agree
+    Measured in a fresh process (``bench/tape.py --json``), as a NumPy program runs it: inside
+    the main job's process, which has imported torch, torchvision and JAX and run every other
+    section (about 412,000 objects the collector tracks), the ``gc.collect()`` that starts each
+    timed run walks that heap and evicts the caches, and the first ten steps after it cost 3-4x
+    the others: a fixed 200-300 us per run, a fifth of a 200-step tape's time and nothing of an
+    8000-step one, on both sides (round 17 of ``bench/README.md``)."""
+    with tempfile.TemporaryDirectory(prefix="sr-tape-") as scratch:
+        output = os.path.join(scratch, "tape.json")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(BENCH_DIR.parent), str(BENCH_DIR), os.environ.get("PYTHONPATH", "")]))
+        command = [sys.executable, str(BENCH_DIR / "tape.py"), "--steps", ",".join(str(T) for T in sz.tape_T),
+                   "--n", str(KALMAN_N), "--rounds", str(sz.tape_rounds), "--json", output]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800, check=False)
+        if done.returncode != 0:  # the child asserts that both sides' gradients agree
+            raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}")
+        with open(output) as handle:
+            result: dict[str, Any] = json.load(handle)
     rows = [
         ModelRow("kalman tape", "numpy", None, ours_s=r["sr_us_per_step"] * 1e-6 * r["T"], stock_s=r["np_us_per_step"] * 1e-6 * r["T"],
                  ratio=r["ratio"], tiny=mode == "tiny", note=f"T={r['T']}, per step {r['sr_us_per_step']:.2f} us vs {r['np_us_per_step']:.2f} us")
