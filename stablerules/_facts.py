@@ -165,6 +165,12 @@ class Namespace(Protocol[A]):
         dtypes agree)."""
         ...
 
+    def joins_promoting(self, arrays: tuple[A, ...]) -> bool:
+        """Whether the engine's own ``concatenate`` and ``stack`` of arrays of these dtypes
+        promote them to NumPy's result dtype by themselves, in the join (no conversion of each
+        input first): asked once per signature, whose dtypes it fixes."""
+        ...
+
     def reshape(self, x: A, shape: Sequence[int]) -> A: ...
 
     def broadcast_to(self, x: A, shape: Sequence[int]) -> A:

@@ -621,6 +621,44 @@ def test_mixed_dtypes_with_bfloat16_give_numpys_result_dtype() -> None:
         assert (np.dtype(ml_dtypes.bfloat16) if y.dtype == torch.bfloat16 else _native._NUMPY[y.dtype]) == expected, scalar
 
 
+@pytest.mark.parametrize("op", ["concatenate", "stack"])
+@pytest.mark.parametrize(
+    ("first", "second", "direct"),
+    [(torch.bfloat16, torch.float32, True), (torch.float16, torch.float64, True), (torch.float32, torch.float64, True),
+     (torch.bfloat16, torch.float16, True), (torch.int64, torch.float32, False)],
+)
+def test_a_mixed_join_is_one_torch_op_where_torch_promotes_as_numpy(op: str, first: torch.dtype, second: torch.dtype, direct: bool) -> None:
+    """An autocast model's skip connection joins bfloat16 and float32 tensors: where torch's
+    promotion of the two is NumPy's, ``torch.cat``/``torch.stack`` take them as they are (its
+    node's inputs are the leaves: no conversion of each input first); where it is not
+    (int64 with float32: float64 in NumPy), the inputs are converted first. Values and
+    gradients are the same either way: NumPy's concatenation of the promoted values, and
+    each input's slice of ``dy`` rounded once to its dtype."""
+    ml_dtypes = importlib.import_module("ml_dtypes")
+    numpy_of = {torch.bfloat16: np.dtype(ml_dtypes.bfloat16), **_native._NUMPY}
+    generator = torch.Generator().manual_seed(0)
+    a = (torch.randn(2, 3, 4, generator=generator) * 10).to(first).requires_grad_(first.is_floating_point)
+    b = (torch.randn(2, 3, 4, generator=generator) * 10).to(second).requires_grad_()
+    parts = (a, b, a, b)
+    y = srt.concatenate(parts, axis=Val(1)) if op == "concatenate" else srt.stack(parts, axis=Val(1))
+    as_numpy = [p.detach().float().numpy().astype(np.float64).astype(numpy_of[p.dtype]) if p.dtype == torch.bfloat16
+                else p.detach().numpy() for p in parts]
+    expected = np.concatenate(as_numpy, axis=1) if op == "concatenate" else np.stack(as_numpy, axis=1)
+    assert numpy_of[y.dtype] == expected.dtype
+    got = y.detach().float().numpy() if y.dtype == torch.bfloat16 else y.detach().numpy()
+    np.testing.assert_array_equal(got, expected.astype(got.dtype))
+    inputs = [type(f[0]).__name__ for f in cast(Any, y.grad_fn).next_functions if f[0] is not None]
+    assert ("ToCopyBackward0" not in inputs) is direct, inputs
+    dy = torch.randn(y.shape, generator=generator, dtype=torch.float64).to(y.dtype)
+    torch.autograd.backward(y, dy)
+    pieces = torch.split(dy, 3, dim=1) if op == "concatenate" else dy.unbind(1)
+    for tensor, index in ((a, 0), (b, 1)):
+        if tensor.requires_grad:
+            assert tensor.grad is not None
+            expected_grad = pieces[index].to(tensor.dtype) + pieces[index + 2].to(tensor.dtype)
+            assert torch.equal(tensor.grad, expected_grad), (op, first, second)
+
+
 def test_kron_of_transposed_operands_as_numpys() -> None:
     """On main: torch 2.14's kron refuses a transposed operand ("view size is not compatible")."""
     a = torch.randn(3, 2, dtype=torch.float64).T.requires_grad_()

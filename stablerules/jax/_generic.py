@@ -77,6 +77,9 @@ class JaxNamespace:
             return arrays
         return tuple(a.astype(dtype) for a in arrays)
 
+    def joins_promoting(self, arrays: tuple[Array, ...]) -> bool:
+        return False  # jnp's promotion has its own rules (weak types, x64): promoted first
+
     def reshape(self, x: Array, shape: Sequence[int]) -> Array:
         """``jnp.reshape``; host data (NumPy indices) reshaped on the host."""
         held: object = x  # the namespace's arrays are JAX's, host indices among them

@@ -733,8 +733,10 @@ def _joined(
     xp: _facts.Namespace[_A], join: Callable[[tuple[_A, ...], int], _A], axis: int, arrays: tuple[_A, ...]
 ) -> Callable[[tuple[_A, ...]], tuple[_A, ...]]:
     """The join along ``axis`` for one signature, whose dtypes are part of it (an engine keys
-    each tensor's dtype): inputs of one dtype join as they are, mixed ones are promoted."""
-    if xp.promoted(arrays) is arrays:
+    each tensor's dtype): inputs of one dtype join as they are, and so do mixed ones where
+    the engine's join promotes them to NumPy's result dtype itself
+    (``Namespace.joins_promoting``); other mixed ones are promoted first."""
+    if xp.promoted(arrays) is arrays or xp.joins_promoting(arrays):
         return lambda arrays: (join(arrays, axis),)
     promoted = xp.promoted
     return lambda arrays: (join(promoted(arrays), axis),)
