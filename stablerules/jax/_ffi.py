@@ -141,26 +141,24 @@ def create_error(typingctx, function, message, code):  # type: ignore[no-untyped
     return types.int64(types.int64, message, types.int64), codegen
 
 
-@intrinsic
-def argument(typingctx, words, index):  # type: ignore[no-untyped-def]
-    """The address of the call's ``XLA_FFI_Buffer`` argument ``index``."""
+def _buffer_reader(table_word: int, what: str) -> Any:
+    """An intrinsic ``(words, index) ->`` the address of the call frame's ``XLA_FFI_Buffer``
+    ``index`` in the table at frame word ``table_word`` (``args`` or ``rets``)."""
 
-    def codegen(context, builder, signature, arguments):  # type: ignore[no-untyped-def]
-        table = builder.load(_at(builder, arguments[0], ir.Constant(_I64, 9), _I64))
-        return builder.load(_at(builder, table, arguments[1], _I64))
+    def reader(typingctx, words, index):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, arguments):  # type: ignore[no-untyped-def]
+            table = builder.load(_at(builder, arguments[0], ir.Constant(_I64, table_word), _I64))
+            return builder.load(_at(builder, table, arguments[1], _I64))
 
-    return types.int64(types.int64, types.int64), codegen
+        return types.int64(types.int64, types.int64), codegen
+
+    reader.__name__ = reader.__qualname__ = what
+    reader.__doc__ = f"The address of the call's ``XLA_FFI_Buffer`` {what} ``index``."
+    return intrinsic(reader)
 
 
-@intrinsic
-def result(typingctx, words, index):  # type: ignore[no-untyped-def]
-    """The address of the call's ``XLA_FFI_Buffer`` result ``index``."""
-
-    def codegen(context, builder, signature, arguments):  # type: ignore[no-untyped-def]
-        table = builder.load(_at(builder, arguments[0], ir.Constant(_I64, 14), _I64))
-        return builder.load(_at(builder, table, arguments[1], _I64))
-
-    return types.int64(types.int64, types.int64), codegen
+argument = _buffer_reader(9, "argument")
+result = _buffer_reader(14, "result")
 
 
 @intrinsic
