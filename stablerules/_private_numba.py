@@ -132,11 +132,12 @@ def lean_compile(build: Any) -> Any:
     The context's ``refresh`` is swapped on the instance for the length of ``build``, under
     Numba's (re-entrant) global compiler lock, so no other thread compiles meanwhile. Were a
     template ever to lower something outside the list, Numba's lookup misses and the compile
-    fails: then the context is refreshed in full and ``build`` runs once more, the same
+    fails with a ``NumbaError`` (a typing or lowering error): then the context is refreshed in full and ``build`` runs once more, the same
     kernel from the same source (the tests compile every family, so that is a slow path of a
     future template, never a different result). Once Numba's own refresh has run in this
     process, its ``numba.np.arraymath`` is loaded and ``build`` simply runs."""
     from numba.core.compiler_lock import global_compiler_lock  # noqa: PLC0415
+    from numba.core.errors import NumbaError  # noqa: PLC0415
     from numba.core.registry import cpu_target  # noqa: PLC0415
 
     with global_compiler_lock:
@@ -148,7 +149,7 @@ def lean_compile(build: Any) -> Any:
         context.refresh = types.MethodType(_lean_refresh, context)
         try:
             return build()
-        except Exception:
+        except NumbaError:  # typing or lowering found no implementation (other errors are the build's own)
             del context.refresh
             context.refresh()
         finally:
