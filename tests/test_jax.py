@@ -573,6 +573,42 @@ def test_a_fresh_process_loads_handlers_from_disk(tmp_path: Path) -> None:
     assert first[3:] == second[3:] == memory_only[3:] == through_numba[3:]
 
 
+_HANDLER_COMPILES = """
+import json, os
+os.environ["JAX_PLATFORMS"] = "cpu"
+import jax, jax.numpy as jnp
+from numba.core import compiler
+import stablerules.jax as srj
+from stablerules import Val
+compiled = []
+original = compiler.compile_extra
+def counted(typingctx, targetctx, func, *args, **kwargs):
+    compiled.append(func.__qualname__)
+    return original(typingctx, targetctx, func, *args, **kwargs)
+compiler.compile_extra = counted
+x = jnp.arange(24.0).reshape(2, 3, 4)
+g = jax.jit(jax.grad(lambda x: jnp.sum(srj.repeat(x, inner=Val((1, 2, 2))) ** 2)))(x)
+print(json.dumps([compiled, float(g.sum())]))
+"""
+
+
+def test_a_handler_compiles_as_one_function(tmp_path: Path) -> None:
+    """A cold handler is one Numba compile beside its kernel's: its frame readers are
+    intrinsics, so no jitted helper, ``carray`` or ``np.zeros`` overload is compiled with it
+    (they made a handler's compile 555 ms; bench/README.md, round 17)."""
+    import json
+    import subprocess
+    import sys
+
+    environment = {**os.environ, "STABLERULES_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", _HANDLER_COMPILES], capture_output=True, text=True, env=environment,
+                          check=False, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    compiled, total = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted(compiled) == ["handler", "kernel"], compiled
+    assert total == float(np.sum(2 * 4 * np.arange(24.0)))  # each x[i] repeated 4 times: d/dx sum(y**2) = 8 x
+
+
 # --- the indexing family: XLA's gather and scatter-add, validated by our plans ---------------
 
 
