@@ -16,6 +16,9 @@ Numba: ``tests/test_private.py``). Importing this module imports no Numba.
   ``global_compiler_lock``, installing the registries of :data:`LEAN_MODULES` with
   ``install_registry`` after ``rtsys.initialize``, as ``CPUContext.load_additional_registries``
   does for all of them);
+- Numba's allocation of a new array in lowered code (``numba.np.arrayobj._empty_nd_impl``,
+  what ``np.empty`` lowers to), which a JAX handler's intrinsic calls for its float64
+  accumulators (``empty_array``);
 - where Numba keeps a cache under ``NUMBA_CACHE_DIR``
   (``numba.core.caching._CacheLocator.get_suitable_cache_subpath``), which ``_cache`` repeats
   to find Numba's files for a kernel folder.
@@ -162,3 +165,13 @@ def lean_compile(build: Any) -> Any:
 lean_retries = 0
 """How many ``lean_compile`` builds failed on the lean refresh and ran again after the full
 one (the test session fails if one of ours ever does)."""
+
+
+def empty_array(context: Any, builder: Any, array_type: Any, shape: list[Any]) -> Any:
+    """A new array of ``array_type`` and ``shape`` (lowered sizes) allocated by Numba's runtime
+    in lowered code, as ``np.empty`` lowers (``numba.np.arrayobj._empty_nd_impl``): the array's
+    struct proxy, its reference new."""
+    from numba.np import arrayobj  # noqa: PLC0415 - only a handler's compile gets here
+
+    allocate: Any = arrayobj._empty_nd_impl  # Numba is untyped
+    return allocate(context, builder, array_type, shape)

@@ -158,6 +158,9 @@ def test_numba_private_names() -> None:
     assert "load_additional_registries" in inspect.getsource(cpu.CPUContext.refresh), _moved("CPUContext.refresh", "numba", version)
     assert hasattr(importlib.import_module("numba.core.imputils"), "builtin_registry"), _moved("imputils.builtin_registry", "numba", version)
     assert hasattr(importlib.import_module("numba.core.compiler_lock"), "global_compiler_lock"), _moved("global_compiler_lock", "numba", version)
+    assert callable(getattr(importlib.import_module("numba.np.arrayobj"), "_empty_nd_impl", None)), (
+        _moved("numba.np.arrayobj._empty_nd_impl", "numba", version)
+    )
     errors = importlib.import_module("numba.core.errors")
     assert issubclass(errors.TypingError, errors.NumbaError) and issubclass(errors.LoweringError, errors.NumbaError), (
         _moved("numba.core.errors.NumbaError", "numba", version)

@@ -284,7 +284,8 @@ jitted function of its own, so Numba compiles one function per handler (no inlin
 
 _FFI_NAMES = (
     "API_MAJOR, API_MINOR, ERROR_FAILED_PRECONDITION, FRAME_BYTES, HANDLER_SIGNATURE, METADATA_EXTENSION, "
-    "STAGE_EXECUTE, address_as_pointer, argument, create_error, dims, frame_words, result, set_word32, view, word, word32"
+    "STAGE_EXECUTE, address_as_pointer, argument, create_error, dims, float64_zeros, frame_words, result, set_word32, view, "
+    "word, word32"
 )
 """What a handler module imports from ``stablerules.jax._ffi``."""
 

@@ -172,6 +172,23 @@ def dims(typingctx, buffer):  # type: ignore[no-untyped-def]
 
 
 @intrinsic
+def float64_zeros(typingctx, count):  # type: ignore[no-untyped-def]
+    """A new float64 C array of ``count`` zeros, owned by Numba's runtime (freed with the
+    handler's last reference to it): ``np.zeros``' allocation and fill lowered in place, so no
+    ``np.zeros`` overload is compiled with the handler (about 100 ms)."""
+    from stablerules import _private_numba  # noqa: PLC0415 - Numba's array allocation, pinned there
+
+    array = types.Array(types.float64, 1, "C")
+
+    def codegen(context, builder, signature, arguments):  # type: ignore[no-untyped-def]
+        made = _private_numba.empty_array(context, builder, array, [arguments[0]])
+        cgutils.memset(builder, made.data, builder.mul(made.nitems, made.itemsize), 0)
+        return made._getvalue()
+
+    return array(types.int64), codegen
+
+
+@intrinsic
 def view(typingctx, buffer, dtype):  # type: ignore[no-untyped-def]
     """A buffer's elements as a 1-D C array of ``dtype`` (a NumPy scalar type): its data, and
     the product of its extents as the length."""

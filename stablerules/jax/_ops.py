@@ -229,8 +229,8 @@ def _render_kron_handler(signature: ShapeSignature) -> KernelSource:
             writer.line(f"KERNEL(dy, a, b, da, db, {extents}, 0, blocks)")
         else:
             writer.line("# the kernel accumulates in float64 (see stablerules.rules.kron)")
-            writer.line("da_total = np.zeros(da.size, np.float64)")
-            writer.line("db_total = np.zeros(db.size, np.float64)")
+            writer.line("da_total = float64_zeros(da.size)")
+            writer.line("db_total = float64_zeros(db.size)")
             writer.line(f"KERNEL(dy, a, b, da_total, db_total, {extents}, 0, blocks)")
             writer.line("for i in range(da.size):")
             writer.line(f"    da[i] = da_total[i]")
