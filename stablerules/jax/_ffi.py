@@ -49,7 +49,6 @@ from ._adapter import FFI_API_MAJOR, FFI_API_MINOR
 API_MAJOR = FFI_API_MAJOR
 API_MINOR = FFI_API_MINOR
 
-FRAME_WORDS = 22
 # XLA_FFI_CallFrame_STRUCT_SIZE: the header defines a struct's size through a named last field
 # (XLA_FFI_DEFINE_STRUCT_TRAITS(XLA_FFI_CallFrame, attrs)), so ``future`` is not counted.
 FRAME_BYTES = 21 * 8
