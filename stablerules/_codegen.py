@@ -152,6 +152,7 @@ def cpu_kernel(
     reassociate: bool = False,
     numpy: bool = False,
     noalias: bool = False,
+    prefetch: bool = False,
 ) -> KernelSource:
     """A module defining ``kernel(*parameters)`` compiled by Numba for that one signature.
 
@@ -163,7 +164,8 @@ def cpu_kernel(
     ``numpy=True`` imports NumPy as ``np`` for the body (``np.empty`` of a scratch buffer).
     ``noalias=True`` compiles the array arguments ``noalias`` (``NoaliasKernelCompiler``): only
     for a kernel whose launches never pass a written buffer overlapping another argument, and
-    where it measured faster (``_kernel_pipeline``).
+    where it measured faster (``_kernel_pipeline``). ``prefetch=True`` imports
+    ``_kernel_pipeline.prefetch`` (a cache-line hint) for the body.
 
     The kernel compiles with ``stablerules._kernel_pipeline.KernelCompiler`` (Numba's nopython
     passes minus those that find nothing to rewrite in our templates; the optimized code is
@@ -185,7 +187,7 @@ def cpu_kernel(
         f'"""\n'
         f"{imports}"
         f"from numba import njit, types\n\n"
-        f"from stablerules._kernel_pipeline import {compiler}\n\n"
+        f"from stablerules._kernel_pipeline import {compiler}{', prefetch' if prefetch else ''}\n\n"
         f"SIGNATURE = types.void(\n    {types_text},\n)\n\n\n"
         f"@njit(\n"
         f"    SIGNATURE, cache={{CACHE}}, nogil=True, boundscheck=False, error_model='numpy'{fastmath},\n"

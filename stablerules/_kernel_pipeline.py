@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from llvmlite import ir
+from numba import types
 from numba.core import codegen, compiler_machinery, config
 from numba.core.compiler import CompilerBase
 from numba.core.typed_passes import (
@@ -46,10 +48,12 @@ from numba.core.typed_passes import (
     PreLowerStripPhis,
 )
 from numba.core.untyped_passes import FixupArgs, IRProcessing, ReconstructSSA, TranslateByteCode
+from numba.extending import intrinsic
 
 
 _machinery: Any = compiler_machinery  # Numba is untyped
 _config: Any = config
+_types: Any = types
 _JITCodeLibrary: Any = codegen.JITCodeLibrary
 _LoweringPass: Any = compiler_machinery.LoweringPass
 
@@ -139,3 +143,30 @@ class NoaliasKernelCompiler(KernelCompiler):
     """:class:`KernelCompiler` with ``noalias`` pointer arguments (see the module)."""
 
     noalias = True
+
+
+# --- what kernels call besides NumPy -------------------------------------------------------------
+
+
+@intrinsic
+def prefetch(typingctx: Any, array: Any, index: Any) -> Any:
+    """``prefetch(a, i)``: ask the CPU to bring the cache line of ``a[i]`` (``a`` a 1-D C
+    array) into every cache level, for a read soon (``llvm.prefetch``: a hint, never a fault,
+    whatever the address; nothing on a target without one). The deterministic scatter-adds
+    read ``dy``'s rows in bucket order, a random walk the hardware prefetchers do not follow;
+    their kernels ask for the rows a few terms ahead."""
+    del typingctx
+
+    def codegen(context: Any, builder: Any, signature: Any, arguments: Any) -> Any:
+        made = context.make_array(signature.args[0])(context, builder, arguments[0])
+        byte = ir.IntType(8).as_pointer()
+        int32 = ir.IntType(32)
+        module = builder.module
+        hint = module.globals.get("llvm.prefetch.p0") or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), [byte, int32, int32, int32]), "llvm.prefetch.p0"
+        )
+        at = builder.bitcast(builder.gep(made.data, [arguments[1]]), byte)
+        builder.call(hint, [at, int32(0), int32(3), int32(1)])  # read, keep in all levels, data
+        return context.get_dummy_value()
+
+    return _types.none(array, index), codegen
