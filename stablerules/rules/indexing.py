@@ -1301,17 +1301,19 @@ def _render_buckets(signature: ShapeSignature) -> KernelSource:
     ``outer * n`` rows (a row written costs one, a term added two, as ``balance`` counts).
     Serial, O(n + m)."""
     writer = SourceWriter()
+    writer.line("# Bucket i's count at offsets[i + 2], summed from the left: offsets[i + 1] is then where")
+    writer.line("# bucket i starts, and placing its positions moves it to where bucket i + 1 starts.")
     with writer.block("for i in range(n + 1):"):
         writer.line("offsets[i] = 0")
     with writer.block("for t in range(m):"):
-        writer.line("offsets[w[t] + 1] += 1")
-    with writer.block("for i in range(n):"):
+        with writer.block("if w[t] + 2 <= n:"):
+            writer.line("offsets[w[t] + 2] += 1")
+    with writer.block("for i in range(1, n):"):
         writer.line("offsets[i + 1] += offsets[i]")
-    writer.line("fill = offsets[:n].copy()")
     with writer.block("for t in range(m):"):
-        writer.line("i = w[t]")
-        writer.line("order[fill[i]] = t")
-        writer.line("fill[i] += 1")
+        writer.line("i = w[t] + 1")
+        writer.line("order[offsets[i]] = t")
+        writer.line("offsets[i] += 1")
     writer.line("# cost(r) of the rows before r = o * n + i: o * (n + 2 m) + i + 2 offsets[i], increasing")
     writer.line("total = outer * (n + 2 * m)")
     writer.line("rows = outer * n")
