@@ -364,6 +364,87 @@ def test_the_kernel_that_starts_numba_pays_the_gc_debt_of_its_start_up(before: s
     assert (first, later) == ((1, 0) if before == "fresh" else (0, 0))
 
 
+_START_UP_COLLECTION = """
+import gc, sys, weakref
+mode, salt = sys.argv[1], sys.argv[2]
+calls = []
+freeze, unfreeze = gc.freeze, gc.unfreeze
+gc.freeze = lambda: calls.append("freeze") or freeze()
+gc.unfreeze = lambda: calls.append("unfreeze") or unfreeze()
+collections = []
+gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info["generation"]))
+class Node:
+    pass
+if mode == "program-froze":
+    gc.freeze()
+    calls.clear()
+if mode == "gc-off":
+    gc.disable()
+frozen_before = gc.get_freeze_count()
+from stablerules._cache import DiskStore, KernelCache
+from tests.test_cache import run_kernel
+def bracket(cls, name, opening, closing):
+    method = getattr(cls, name)
+    def bracketed(self, *args):
+        collections.append(opening)
+        try:
+            return method(self, *args)
+        finally:
+            collections.append(closing)
+    setattr(cls, name, bracketed)
+bracket(KernelCache, "_build", "[", "]")
+bracket(DiskStore, "load", "<", ">")
+cache = KernelCache()
+old = Node(); old.me = old  # a cycle the program dropped before the first kernel, once old:
+gone = weakref.ref(old)
+gc.collect()  # it survives into the oldest generation, where only a full collection finds it
+del old
+collections.clear()
+run_kernel(cache, salt)
+built = collections[collections.index("[") + 1 : collections.index("]")]
+loading = built[built.index("<") + 1 : built.index(">")]
+print("RESULT", cache.compiles, gc.isenabled(), (gc.get_freeze_count() > 0) == (frozen_before > 0), "|".join(calls) or "-",
+      "|".join(map(str, loading)) or "-", built.count(2), gone() is None, end=" ")
+gc.collect()
+print(gone() is None)
+"""
+
+
+@pytest.mark.parametrize("mode", ["plain", "program-froze", "gc-off", "warm"])
+def test_the_start_up_collection_traverses_the_start_ups_own_objects(mode: str, tmp_path: Path) -> None:
+    """The build that starts Numba holds the automatic collections off while the start-up
+    allocates, and freezes the program's objects for the one full collection after it (which so
+    traverses the start-up's objects alone), then unfreezes them: the GC is as the program
+    left it (enabled or not, nothing frozen that was not), no collection ran inside the
+    start-up, and a cycle the program dropped before it is collected by the program's next
+    full collection (not by ours, which did not traverse it). A program that froze objects
+    itself keeps its freeze (none of ours); a kernel loaded from object code (``warm``)
+    starts nothing: no freeze, no collection."""
+    env = dict(os.environ, STABLERULES_CACHE_DIR=str(tmp_path), STABLERULES_DISK_CACHE="1", PYTHONPATH=str(REPO))
+    salt = uuid.uuid4().hex
+
+    def run(mode: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", _START_UP_COLLECTION, mode, salt], env=env, cwd=REPO, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout.split("RESULT")[1].split()
+
+    if mode == "warm":
+        assert run("plain")[0] == "1"  # compiled, and stored as object code
+        compiles, enabled, same_freeze, calls, loading, full, collected, later = run("plain")
+        assert (compiles, enabled, same_freeze, calls, loading, full, later) == ("0", "True", "True", "-", "-", "0", "True")
+        return
+    compiles, enabled, same_freeze, calls, loading, full, collected, later = run(mode)
+    assert compiles == "1" and same_freeze == "True"
+    assert enabled == ("False" if mode == "gc-off" else "True")
+    assert (loading, full) == ("-", "1")  # none while the start-up allocated; the full one after it
+    if mode == "program-froze":
+        assert (calls, collected, later) == ("-", "True", "True")  # a plain full collection
+    else:
+        assert (calls, collected, later) == ("freeze|unfreeze", "False", "True")
+
+
 def test_cache_info_tells_the_truth_before_the_first_kernel(cache_dir: Path) -> None:
     info = KernelCache().info()
     assert (info.disk_enabled, info.directory, info.entries) == (True, str(cache_dir), 0)
