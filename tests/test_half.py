@@ -542,20 +542,29 @@ def test_repeat_pullback_reads_the_16_bit_cotangent_in_its_kernel(dtype: np.dtyp
     pass: no ``half`` widen launch) and sum in float32: within one ulp of the float64 sum
     rounded once (exact on these small cases except where a float32 sum rounds differently),
     NaN and infinities kept; where each ``dx`` element is visited once no conversion launch
-    runs at all."""
+    runs at all, nor where it is visited more than once but summed in float32 slabs that the
+    kernel rounds (``repeat._half_slabs``: W3's nest here, every count inside the partition
+    loop and 6720 elements of ``dy`` per slab); elsewhere one rounding launch follows."""
     from stablerules._guards import count_launches
     from stablerules._launch import kernel_launches
 
+    slabbed_seeds = []
     for seed, (rule, reference, accumulates) in enumerate(_REPEATS):
         x = _data((6, 3, 4), dtype, seed)
         y, back = rule(x)
         dy = _special(_data(y.shape, dtype, seed + 20), dtype)
         with count_launches():
-            before = [kernel_launches(op="half", kind="widen"), kernel_launches(op="half"), kernel_launches(op="repeat", kind="pullback-half")]
+            kinds = ("pullback-half", "pullback-half-slabs")
+            before = [kernel_launches(op="half", kind="widen"), kernel_launches(op="half"), *(kernel_launches(op="repeat", kind=k) for k in kinds)]
             dx = back(dy)[0]
+            slabbed = kernel_launches(op="repeat", kind="pullback-half-slabs") > before[3]
             assert kernel_launches(op="half", kind="widen") == before[0]
-            assert kernel_launches(op="half") == before[1] + (1 if accumulates else 0), (seed, kernel_launches(op="half", kind="narrow"))
-            assert kernel_launches(op="repeat", kind="pullback-half") >= before[2] + 1
+            rounding = 1 if accumulates and not slabbed else 0
+            assert kernel_launches(op="half") == before[1] + rounding, (seed, kernel_launches(op="half", kind="narrow"))
+            assert kernel_launches(op="repeat", kind="pullback-half") + kernel_launches(op="repeat", kind="pullback-half-slabs") >= sum(before[2:]) + 1
+            assert not slabbed or accumulates
+            if slabbed:
+                slabbed_seeds.append(seed)
         assert dx.dtype == dtype and dx.shape == x.shape
         with np.errstate(all="ignore"):
             expected = reference(dy.astype(np.float64))
@@ -568,6 +577,7 @@ def test_repeat_pullback_reads_the_16_bit_cotangent_in_its_kernel(dtype: np.dtyp
             overflow = np.isfinite(expected) & (np.abs(expected) >= float(np.finfo(dtype).max) * 1.01)
             np.testing.assert_array_equal(dx[overflow].astype(np.float64), np.sign(expected[overflow]) * np.inf)
         assert nan.any() and (infinite | overflow).any(), seed
+    assert slabbed_seeds == [0]  # W3's nest; the other accumulating cases have too little dy per slab
     # Where the dy under one partition-loop iteration is too large to widen at once (the
     # kernel's run-time choice), its blocks are widened a chunk at a time: the same sums.
     for shape, inner, outer in (((2, 1000, 8), (2, 1, 3), (1, 1, 1)), ((3, 900, 8), (1, 1, 2), (2, 1, 1))):
