@@ -543,8 +543,9 @@ def test_repeat_pullback_reads_the_16_bit_cotangent_in_its_kernel(dtype: np.dtyp
     rounded once (exact on these small cases except where a float32 sum rounds differently),
     NaN and infinities kept; where each ``dx`` element is visited once no conversion launch
     runs at all, nor where it is visited more than once but summed in float32 slabs that the
-    kernel rounds (``repeat._half_slabs``: W3's nest here, every count inside the partition
-    loop and 6720 elements of ``dy`` per slab); elsewhere one rounding launch follows."""
+    kernel rounds (``repeat._half_slabs``: every count that revisits ``dx`` inside the
+    partition loop); where a leading count revisits all of ``dx`` (tile's 2, repeat's outer 3
+    with summed copies) one rounding launch follows."""
     from stablerules._guards import count_launches
     from stablerules._launch import kernel_launches
 
@@ -577,7 +578,7 @@ def test_repeat_pullback_reads_the_16_bit_cotangent_in_its_kernel(dtype: np.dtyp
             overflow = np.isfinite(expected) & (np.abs(expected) >= float(np.finfo(dtype).max) * 1.01)
             np.testing.assert_array_equal(dx[overflow].astype(np.float64), np.sign(expected[overflow]) * np.inf)
         assert nan.any() and (infinite | overflow).any(), seed
-    assert slabbed_seeds == [0]  # W3's nest; the other accumulating cases have too little dy per slab
+    assert slabbed_seeds == [0, 4, 5]  # W3, (1, 20, 1), (2, 1, 1) by (1, 1, 3); not 3 and 6
     # Where the dy under one partition-loop iteration is too large to widen at once (the
     # kernel's run-time choice), its blocks are widened a chunk at a time: the same sums.
     for shape, inner, outer in (((2, 1000, 8), (2, 1, 3), (1, 1, 1)), ((3, 900, 8), (1, 1, 2), (2, 1, 1))):

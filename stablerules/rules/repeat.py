@@ -348,10 +348,12 @@ def _half_slabs(nest: _Nest) -> bool:
     outer count before it) and that loop is not the block's. Each ``j0`` then owns a slab of
     ``dx`` that no other iteration touches: the kernel sums it in a float32 slab (zeroed,
     then the float32 kernel's additions in their order) and writes it rounded once, instead
-    of a float32 ``dx`` of zeros rounded by a pass of its own after the kernel. The plan
-    takes it where a slab has ``SLAB_WORK`` elements of ``dy`` or more under it
-    (:func:`_half_slab_request`): below that, zeroing and rounding each small slab costs more
-    than the pass it saves."""
+    of a float32 ``dx`` of zeros rounded by a pass of its own after the kernel. The slabs of
+    consecutive ``j0`` are contiguous: a buffer holds those of about ``SLAB_ELEMENTS``
+    elements at a time, zeroed and rounded by one loop each (bfloat16, one thread: W3
+    139-142 -> 130-133 us; a U-Net's x2 upsample of (4, 32, 16, 16) 27-29 -> 23-24 us, of
+    (2, 64, 32, 32) 97-100 -> 77-80 us; one slab per ``j0`` instead made the first 26 -> 59
+    us)."""
     if not nest.accumulates:
         return False
     items = nest.items
@@ -360,18 +362,16 @@ def _half_slabs(nest: _Nest) -> bool:
     return first < block and (first == 0 or (first == 1 and nest.outer_level == 0))
 
 
-# dy elements under one slab from which a 16-bit pullback sums in slabs (``_half_slabs``).
-# bfloat16, one thread: W3 (6720 per slab) 139 -> 131 us, (64, 64) by (3, 3) (576) 9.1 -> 7.9
-# us; a U-Net's nearest x2 upsample of (4, 32, 16, 16) (64 per slab) 26 -> 59 us.
-SLAB_WORK = 512
+# About this many float32 elements of dx per slab buffer of a 16-bit pullback summed in slabs
+# (``_half_slabs``; a few j0 at a time where one j0's slab is smaller): one zeroing and one
+# rounding loop per buffer, not per j0.
+SLAB_ELEMENTS = 1024
 
 
-def _half_slab_request(nest: _Nest, format: str, extents: tuple[int, ...], out_size: int) -> KernelRequest:
-    """The CPU pullback kernel of a 16-bit ``format`` for a signature of these ``extents``:
-    summed in slabs where :func:`_half_slabs` allows it and each slab has ``SLAB_WORK``
-    elements of ``dy`` or more, else into a float32 ``dx`` the caller rounds."""
-    slabs = _half_slabs(nest) and out_size >= SLAB_WORK * max(extents[0], 1)
-    return _half_nest_request(nest, format, "cpu", slabs)
+def _half_slab_request(nest: _Nest, format: str) -> KernelRequest:
+    """The CPU pullback kernel of a 16-bit ``format``: summed in slabs where
+    :func:`_half_slabs` allows it, else into a float32 ``dx`` the caller rounds."""
+    return _half_nest_request(nest, format, "cpu", _half_slabs(nest))
 
 
 class _NestWriter:
@@ -477,8 +477,11 @@ class _NestWriter:
                 f"buffer = np.empty({least(str(count), str(self.chunk))} * {self.run}, np.{self.sum_type})  # summed copies of a chunk"
             )
         if self.slabs:
-            writer.line("# out holds dx's bits: each j0's slab of dx is summed in float32, then written rounded.")
-            writer.line(f"dx = np.empty({self.short_names[0]}, np.float32)  # the slab of j0, summed in float32")
+            slab = self.short_names[0]
+            writer.line(f"# out holds dx's bits: the slabs of dx of a few j0 at a time (about {SLAB_ELEMENTS}")
+            writer.line("# elements) are summed in float32, then written rounded.")
+            writer.line(f"rows = 1 if {slab} >= {SLAB_ELEMENTS} or {slab} == 0 else {SLAB_ELEMENTS} // {slab}")
+            writer.line(f"dx = np.empty(rows * {slab}, np.float32)  # the slabs of rows j0, summed in float32")
         self.level(0, "0", "0")
         first, second = (long_name, short_name) if self.pullback else (short_name, long_name)
         first_type, second_type = (self.dy_type, self.dx_type) if self.pullback else (self.dtype, self.dtype)
@@ -541,17 +544,24 @@ class _NestWriter:
             return
         axis = self.axis_at[level]
         index = f"j{axis}"
+        if axis == 0 and self.slabs:
+            slab = self.short_names[0]
+            with writer.block("for c0 in range(lo, hi, rows):"):
+                writer.line(f"c1 = {least('c0 + rows', 'hi')}")
+                writer.line(f"n0 = np.uintp((c1 - c0) * {slab})")
+                with writer.block("for i in range(n0):"):
+                    writer.line("dx[i] = np.float32(0)")
+                with writer.block("for j0 in range(c0, c1):"):
+                    writer.line(f"p{level} = {_plus(long_base, _times(index, self.long_names[level]))}")
+                    writer.line(f"q0 = {_times('(j0 - c0)', slab)}")
+                    self.level(level + 1, f"p{level}", "q0")
+                writer.line(f"at = np.uintp({_times('c0', slab)})")
+                with writer.block("for i in range(n0):"):
+                    writer.line("out[at + i] = narrow(dx[i])")
+            return
         with writer.block(f"for {index} in range({'lo, hi' if axis == 0 else self.extents[axis]}):"):
             writer.line(f"p{level} = {_plus(long_base, _times(index, self.long_names[level]))}")
             writer.line(f"q{axis} = {_plus(short_base, _times(index, self.short_names[axis]))}")
-            if axis == 0 and self.slabs:
-                slab = self.short_names[0]
-                with writer.block(f"for i in range(np.uintp({slab})):"):
-                    writer.line("dx[i] = np.float32(0)")
-                self.level(level + 1, f"p{level}", "0")
-                with writer.block(f"for i in range(np.uintp({slab})):"):
-                    writer.line("out[q0 + i] = narrow(dx[i])")
-                return
             self.level(level + 1, f"p{level}", f"q{axis}")
 
     def block(self, long_base: str, short_base: str) -> None:
@@ -1083,7 +1093,7 @@ class NestPlan(_RepeatPlan):
             return []
         if self.target == "cuda":
             return [_half_nest_request(self.nest, dtype.name, self.target)]
-        return [_half_slab_request(self.nest, dtype.name, self.extents, self.out_size)]
+        return [_half_slab_request(self.nest, dtype.name)]
 
     def half_pullback(self, saved: object, dtype: np.dtype[np.generic]) -> DensePullback | None:
         """For a 16-bit ``x`` of ``dtype`` (this plan being its float32 stand-in's, see
@@ -1099,7 +1109,7 @@ class NestPlan(_RepeatPlan):
             return self._half_pullback_cuda(dtype)
         from .._half import narrow  # noqa: PLC0415 - _half is loaded with the first 16-bit array
 
-        request = _half_slab_request(self.nest, dtype.name, self.extents, self.out_size)
+        request = _half_slab_request(self.nest, dtype.name)
         kernel = request.get()
         launch = cpu_launcher(kernel, 2, self.extents, extent=self.extents[0], work=self.out_size)
         size, shape = self.size, self.shape
