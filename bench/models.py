@@ -57,9 +57,10 @@ op is the faster).
 
 First step: a fresh process (``--first-step``) builds the model and runs one step; the time is
 from the start of building the model to the end of the first step (imports excluded; the
-process's total from launch is kept too), with an empty ``STABLERULES_CACHE_DIR`` (cold) and
-again with the cache that run left (warm: the median of ``WARM_RUNS`` fresh processes), stock in
-its own fresh processes (``TORCHINDUCTOR_CACHE_DIR`` fresh per side likewise).
+process's total from launch is kept too), with an empty ``STABLERULES_CACHE_DIR`` (cold: the
+median of ``COLD_RUNS`` fresh processes, each with its own empty cache) and again with the
+cache the first of them left (warm: the median of ``WARM_RUNS`` fresh processes), stock in its
+own fresh processes (``TORCHINDUCTOR_CACHE_DIR`` fresh per side and cold process likewise).
 
 ``--quick`` runs torch with one thread only and leaves out the compiled DenseNet and Kalman
 filter and every compiled first step (minutes of inductor on 2 cores); ``--tiny`` shrinks every size, runs eager torch with one thread and no fresh processes (a
@@ -121,6 +122,9 @@ class FirstStep:
 
 
 WARM_RUNS = 3  # fresh processes per warm first-step cell (one alone ranged 70-140 ms for the same Kalman step)
+# Fresh processes per cold first-step cell, each with empty caches: one alone ranged 376-634 ms
+# for the embedding head's (round 18; 508-911 ms before it).
+COLD_RUNS = 3
 
 
 @dataclass
@@ -738,15 +742,16 @@ def first_steps(sz: Sizes, mode: str) -> list[FirstStep]:
             with tempfile.TemporaryDirectory(prefix="sr-models-first-") as scratch:
                 env = dict(os.environ)
                 env.pop("PYTHONDONTWRITEBYTECODE", None)
-                env.update(STABLERULES_CACHE_DIR=f"{scratch}/sr", TORCHINDUCTOR_CACHE_DIR=f"{scratch}/inductor",
-                           JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
-                               [str(BENCH_DIR.parent), str(BENCH_DIR), env.get("PYTHONPATH", "")]))
+                env.update(JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
+                    [str(BENCH_DIR.parent), str(BENCH_DIR), env.get("PYTHONPATH", "")]))
                 for cache in ("cold", "warm"):
                     command = [sys.executable, str(BENCH_DIR / "models.py"), "--first-step", model, engine, side, mode]
                     steps: list[float] = []
                     processes: list[float] = []
                     try:
-                        for _ in range(1 if cache == "cold" else WARM_RUNS):
+                        for run in range(COLD_RUNS if cache == "cold" else WARM_RUNS):
+                            caches = run if cache == "cold" else 0  # the warm runs read what the first cold run left
+                            env.update(STABLERULES_CACHE_DIR=f"{scratch}/sr{caches}", TORCHINDUCTOR_CACHE_DIR=f"{scratch}/inductor{caches}")
                             launched = time.perf_counter()
                             done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, check=False)
                             if done.returncode != 0:

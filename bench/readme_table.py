@@ -219,9 +219,11 @@ def _models_lines(section: object) -> list[str]:
         )
     firsts = [_mapping(row) for row in cast(list[object], section.get("first_step", []))]
     if firsts:
-        runs = max((len(cast(list[object], row.get("samples") or [])) for row in firsts if row.get("cache") == "warm"), default=1)
-        warm = f"; warm: the median of {runs} processes" if runs > 1 else ""
-        lines += ["", f"First step in a fresh process (model build and one step{warm}):", "",
+        def processes(cache: str) -> int:
+            return max((len(cast(list[object], row.get("samples") or [])) for row in firsts if row.get("cache") == cache), default=1)
+
+        medians = [f"{cache}: the median of {processes(cache)} processes" for cache in ("cold", "warm") if processes(cache) > 1]
+        lines += ["", f"First step in a fresh process (model build and one step{'; ' if medians else ''}{', '.join(medians)}):", "",
                   "| model | engine | side | cache | first step |", "|---|---|---|---|---|"]
         for row in firsts:
             figure = f"error: {row['error']}" if row.get("error") else _seconds(row.get("first_step_s"))
