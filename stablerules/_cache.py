@@ -654,9 +654,11 @@ class KernelCache:
         #   takes Numba's path: ``_import_numba``) for the collection after it, which so
         #   traverses the start-up's objects alone (20-23 ms against 80 beside torch's), and
         #   put back in the oldest generation after (``gc.unfreeze``). Garbage among them
-        #   waits for the next full collection, as it would have without us. Not done where
-        #   the program froze objects itself (``gc.get_freeze_count()``): unfreezing would
-        #   undo its freeze.
+        #   waits for the next full collection (the young among them would have gone with
+        #   the next young one), and until that collection the collector counts the
+        #   start-up's survivors as all its long-lived objects, so it comes somewhat sooner
+        #   than it would have. Not done where the program froze objects itself
+        #   (``gc.get_freeze_count()``): unfreezing would undo its freeze.
         deferred = ours_to_start and gc.isenabled()
         window: list[bool] = []
         token = _START_UP.set(window) if ours_to_start else None
