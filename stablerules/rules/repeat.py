@@ -368,12 +368,6 @@ def _half_slabs(nest: _Nest) -> bool:
 SLAB_ELEMENTS = 1024
 
 
-def _half_slab_request(nest: _Nest, format: str) -> KernelRequest:
-    """The CPU pullback kernel of a 16-bit ``format``: summed in slabs where
-    :func:`_half_slabs` allows it, else into a float32 ``dx`` the caller rounds."""
-    return _half_nest_request(nest, format, "cpu", _half_slabs(nest))
-
-
 class _NestWriter:
     """The source of a nest's forward (``y`` from ``x``) or pullback (``dx`` from ``dy``)
     kernel, one method per part of the nest: the loops outside the block (:meth:`level`), the
@@ -385,7 +379,7 @@ class _NestWriter:
     vectorizes the loop (the run sums with gathers), which flat indexing does not.
     """
 
-    def __init__(self, nest: _Nest, dtype: str, pullback: bool, half: str | None = None, slabs: bool = False) -> None:
+    def __init__(self, nest: _Nest, dtype: str, pullback: bool, half: str | None = None) -> None:
         """``half`` (a pullback only): the 16-bit format of ``dy``, read as ``uint16`` bits and
         widened in the kernel; the sums are float32's, and ``dx`` is written rounded once to
         that format (``uint16`` bits) where each element is visited once, else accumulated in
@@ -414,7 +408,7 @@ class _NestWriter:
             self.dx_type = "float32" if nest.accumulates else "uint16"
         # A 16-bit pullback summed in float32 slabs of dx (``_half_slabs``): the kernel's dx is
         # the slab, and ``out`` (its parameter) dx's bits.
-        self.slabs = slabs and half is not None and pullback and _half_slabs(nest)
+        self.slabs = half is not None and pullback and _half_slabs(nest)
         # A 16-bit pullback's runs (``run > 1``) are summed from float32 copies of a chunk of
         # the block (widened by a contiguous loop, which vectorizes), in ``wide{copy}``.
         self.widened = half is not None and pullback and self.run > 1
@@ -679,9 +673,7 @@ class _NestWriter:
                 writer.line(self.store(f"dx_block[{index}]", "total"))
 
 
-def _render_nest(
-    signature: ShapeSignature, nest: _Nest, dtype: str, pullback: bool, half: str | None = None, slabs: bool = False
-) -> KernelSource:
+def _render_nest(signature: ShapeSignature, nest: _Nest, dtype: str, pullback: bool, half: str | None = None) -> KernelSource:
     """The forward (``y`` from ``x``) or pullback (``dx`` from ``dy``) kernel of a nest;
     ``half``: the pullback of a 16-bit format on its bits (:class:`_NestWriter`, its own nest).
 
@@ -689,7 +681,7 @@ def _render_nest(
     serves ``(s, c)``, a runtime inner extent of 1: it branches on that extent once, to the
     run sums ``(s, c)``'s own kernel would do, else to the summed copies of the block."""
     if half is not None or not (pullback and _is_one_count(nest.items, 3)):
-        return _NestWriter(nest, dtype, pullback, half, slabs).render(signature)
+        return _NestWriter(nest, dtype, pullback, half).render(signature)
     runs = _NestWriter(_Nest(nest.layout, nest.items[:2], nest.groups[:1], nest.total, nest.empty), dtype, True)
     _, runs_buffered = runs.body()
     blocks = _NestWriter(nest, dtype, True)
@@ -730,14 +722,14 @@ def _pullback_nest(nest: _Nest) -> _Nest:
 
 
 @memoized(maxsize=256)
-def _half_nest_request(nest: _Nest, format: str, target: str = "cpu", slabs: bool = False) -> KernelRequest:
-    """The pullback kernel of a nest for a 16-bit ``format`` (read and written as bits);
-    ``slabs``: summed in float32 slabs of ``dx`` (:func:`_half_slabs`, CPU)."""
-    kind = "pullback-half-slabs" if slabs else "pullback-half"
+def _half_nest_request(nest: _Nest, format: str, target: str = "cpu") -> KernelRequest:
+    """The pullback kernel of a nest for a 16-bit ``format`` (read and written as bits); on
+    the CPU, of its own kind where it sums in slabs of ``dx`` (:func:`_half_slabs`)."""
+    kind = "pullback-half-slabs" if target == "cpu" and _half_slabs(nest) else "pullback-half"
     signature = ShapeSignature("repeat", kind, nest.items, (format,), (len(nest.groups),), target)
     if target == "cuda":
         return KernelRequest(signature, lambda: _render_nest_cuda(signature, nest, "uint16", pullback=True, half=format))
-    return KernelRequest(signature, lambda: _render_nest(signature, nest, format, pullback=True, half=format, slabs=slabs))
+    return KernelRequest(signature, lambda: _render_nest(signature, nest, format, pullback=True, half=format))
 
 
 def _nest_request(nest: _Nest, dtype: np.dtype[np.generic], kind: str, target: str) -> KernelRequest:
@@ -1091,9 +1083,7 @@ class NestPlan(_RepeatPlan):
         """The kernels :meth:`half_pullback` runs for a 16-bit ``dtype`` (for ``precompile``)."""
         if self.nest.empty or "pullback" not in self.kernel_entries:
             return []
-        if self.target == "cuda":
-            return [_half_nest_request(self.nest, dtype.name, self.target)]
-        return [_half_slab_request(self.nest, dtype.name)]
+        return [_half_nest_request(self.nest, dtype.name, self.target)]
 
     def half_pullback(self, saved: object, dtype: np.dtype[np.generic]) -> DensePullback | None:
         """For a 16-bit ``x`` of ``dtype`` (this plan being its float32 stand-in's, see
@@ -1109,11 +1099,10 @@ class NestPlan(_RepeatPlan):
             return self._half_pullback_cuda(dtype)
         from .._half import narrow  # noqa: PLC0415 - _half is loaded with the first 16-bit array
 
-        request = _half_slab_request(self.nest, dtype.name)
-        kernel = request.get()
+        kernel = _half_nest_request(self.nest, dtype.name).get()
         launch = cpu_launcher(kernel, 2, self.extents, extent=self.extents[0], work=self.out_size)
         size, shape = self.size, self.shape
-        accumulates = self.nest.accumulates and request.signature.kind != "pullback-half-slabs"  # else rounded in slabs
+        accumulates = self.nest.accumulates and not _half_slabs(self.nest)  # else rounded in the kernel's slabs
         uint16 = np.dtype(np.uint16)
         allocate = np.zeros if accumulates else _pool.allocator(size * 2)
         wide = np.dtype(np.float32) if accumulates else uint16
