@@ -1349,7 +1349,8 @@ def _render_buckets(signature: ShapeSignature) -> KernelSource:
 
 # The 16-bit scatter-add adds this many terms per pass over its float32 row (in order: the
 # same sums), and asks for the rows of dy it reads this many terms ahead (bucket order is a
-# random walk over dy's rows). W10 in bfloat16: 886 -> 749 us for the kernel (bench/README.md).
+# random walk over dy's rows). W10 in bfloat16: 866-877 -> 709-798 us for the kernel (bench/README.md,
+# round 18).
 _TERMS = 4
 _AHEAD = 4
 
