@@ -79,13 +79,19 @@ class TorchFacts(NamedTuple):
     takes torch's autograd too (inductor fuses that backward into its generated kernels, where
     a call of our custom op costs more than it saves; measured, in the benchmark notes). With
     symbolic shapes (``dynamic=True``) the graph guards on which side of the bound its sizes
-    lie: one graph for every size below it, one for every size above."""
+    lie: one graph for every size below it, one for every size above. ``half_once``: whether
+    torch's own backward of those signatures rounds a 16-bit gradient once, as SPEC section 15
+    asks of a pullback that adds (float32 sums); where it does not (kron: autograd's
+    ``MulBackward`` rounds each product to the format before summing them, off the float64
+    gradient rounded once by up to 28-780 units in the last place where the sum cancels), a
+    signature with a 16-bit float input takes our kernel eager and compiled alike."""
 
     forward: str
     pullback: Literal["torch", "kernel"]
     why: str
     torch_forms: tuple[EngineForm, ...] = ()
     compiled_below: int | None = None
+    half_once: bool = True
 
 
 def replicated(statics: Statics, shapes: Shapes) -> AxisMap:

@@ -809,6 +809,50 @@ def test_half_precision_pullbacks_are_the_float64_gradient_rounded_once(dtype: t
             assert ((got.double() - rounded).abs() <= ulp * scale).all(), (ours, (got.double() - rounded).abs().max())
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_half_precision_small_signatures_round_once(dtype: torch.dtype) -> None:
+    """Small signatures take torch's own backward (``TorchFacts.torch_forms``); for a 16-bit
+    gradient it must still be the float64 gradient rounded once, within one unit in the last
+    place. Before: ``srt.tile`` of a (3, 3) input by ``(2, 2, 2)`` summed its new leading axis
+    apart and rounded after each sum (848 units of bfloat16 off where the sum cancels), and a
+    small ``srt.kron`` rounded each product to the format before summing them (28-780 units);
+    now the tile adds no axis in torch's op, and a 16-bit kron takes our kernel, eager and
+    compiled. The reference is torch's own ops in float64 on the same 16-bit values; each
+    case runs over several draws, so a sum that cancels is among them."""
+    generator = torch.Generator().manual_seed(5)
+    Op = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    kron_small = torch.compile(lambda t, u: srt.kron(t, u), backend="aot_eager", fullgraph=True)
+    cases: list[tuple[str, Op, Op, tuple[int, ...], tuple[int, ...], int]] = [
+        ("tile, new leading axes", lambda t, _: srt.tile(t, Val((2, 2, 2))), lambda t, _: t.tile((2, 2, 2)), (3, 3), (1,), 1),
+        ("tile, same axes", lambda t, _: srt.tile(t, Val((3, 2))), lambda t, _: t.tile((3, 2)), (3, 3), (1,), 1),
+        ("repeat of one axis", lambda t, _: srt.repeat(t, Val(3), axis=Val(0)), lambda t, _: t.repeat_interleave(3, 0), (3, 3), (1,), 1),
+        ("kron", lambda t, u: srt.kron(t, u), lambda t, u: torch.kron(t, u), (3, 2), (2, 4), 2),
+        ("kron, 1-D by 2-D", lambda t, u: srt.kron(t, u), lambda t, u: torch.kron(t, u), (3,), (2, 4), 2),
+        ("kron, compiled", kron_small, lambda t, u: torch.kron(t, u), (3, 2), (2, 4), 2),
+    ]
+    for words, ours, stock, a_shape, b_shape, count in cases:
+        worst = 0.0
+        for _ in range(40):
+            a = torch.randn(a_shape, generator=generator).to(dtype).requires_grad_()
+            b = torch.randn(b_shape, generator=generator).to(dtype).requires_grad_()
+            y = ours(a, b)
+            dy = torch.randn(y.shape, generator=generator).to(dtype)
+            grads = torch.autograd.grad(y, (a, b)[:count], dy)
+            wide = (a.detach().double().requires_grad_(), b.detach().double().requires_grad_())
+            references = torch.autograd.grad(stock(*wide), wide[:count], dy.double())
+            for got, reference in zip(grads, references, strict=True):
+                assert got.dtype == dtype
+                rounded = reference.to(dtype)
+                # one unit in the last place of the rounded reference (its spacing to the next
+                # value away from zero; the smallest subnormal at zero)
+                spacing = (torch.nextafter(rounded.abs(), torch.tensor(float("inf"), dtype=dtype)) - rounded.abs()).double()
+                worst = max(worst, float(((got.double() - rounded.double()).abs() / spacing).max()))
+        assert worst <= 1, (words, worst)
+    text = sr.explain(srt.kron, torch.ones(3, 2, dtype=dtype), torch.ones(2, 4, dtype=dtype))
+    assert "pullback: our compiled kernel\n" in text and "a 16-bit float input takes it at every size" in text
+    assert "pullback: torch's autograd\n" in sr.explain(srt.kron, torch.ones(3, 2), torch.ones(2, 4))  # float32
+
+
 def test_kron_takes_python_scalars_as_numpy_does() -> None:
     """Before: ``stablerules.torch.kron: argument 'b' must be a torch.Tensor (or a sequence of
     them), got float``, although ``sr.kron`` and ``np.kron`` take scalars."""

@@ -1314,6 +1314,7 @@ ENGINE_FACTS: dict[str, _facts.EngineFacts] = {
             "torch.kron", "kernel", _facts.KERNEL,
             (_facts.EngineForm("inputs of at most 2 axes", _two_axes_at_most, KRON_TORCH_BELOW),),
             compiled_below=_facts.COMPILED_BELOW,
+            half_once=False,
         ),
         batch=_batch_kron,
         scalars=True,

@@ -932,7 +932,7 @@ def compiled(call: Call, tensors: Tensors) -> Tensors:
         outputs = FORWARDS[name](call, tensors)
         # A symbolic size (dynamic=True) guards only on its side of the bound: one graph below
         # it, one above, never one per size.
-        if compiled_by_torch(name, sum(output.numel() for output in outputs)):
+        if compiled_by_torch(name, sum(output.numel() for output in outputs), any(t.dtype in _HALF for t in tensors)):
             return outputs  # torch's autograd through torch's op: inductor fuses the backward
         # (else these traced outputs are unused, and dropped from the graph)
     if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
@@ -1152,7 +1152,8 @@ class TorchSignature:
         check_tensors(call, tensors)
         self.recount, size = validate(call, tensors)
         # torch's autograd (plain torch code): a view op, or a kernel op below its size bound
-        self.implementation = implementation(call.entry.name, size, tuple(tuple(t.shape) for t in tensors), call)
+        half = any(t.dtype in _HALF for t in tensors)
+        self.implementation = implementation(call.entry.name, size, tuple(tuple(t.shape) for t in tensors), call, half)
         self.native = self.implementation.pullback == "torch"
         self.run = prepare(call, tensors, self.native)  # torch's op, the statics read once
         self.call = call

@@ -102,14 +102,22 @@ class Implementation:
 _PULLBACK_WORDS = {"torch": "torch's autograd", "kernel": "our compiled kernel"}
 
 
-def implementation(name: str, size: int | None, shapes: Shapes, call: Call) -> Implementation:
+def implementation(name: str, size: int | None, shapes: Shapes, call: Call, half: bool = False) -> Implementation:
     """The implementation of a signature of op ``name`` whose result has ``size`` elements
     (``None``: unknown) from inputs of ``shapes``: the op's declared facts, and for a kernel
-    op, torch's own pullback in eager mode for a signature of one of its ``torch_forms``."""
+    op, torch's own pullback in eager mode for a signature of one of its ``torch_forms``.
+    ``half``: an input is a 16-bit float (``TorchFacts.half_once`` then decides whether
+    torch's own pullback may run it)."""
     fact = FACTS[name]
     if fact.pullback == "torch":
         return Implementation(name, fact.forward, "torch", "torch", fact.why)
-    compiled: Literal["torch", "kernel"] = "torch" if compiled_by_torch(name, size) else "kernel"
+    compiled: Literal["torch", "kernel"] = "torch" if compiled_by_torch(name, size, half) else "kernel"
+    if half and not fact.half_once:
+        why = (
+            f"{fact.why}; a 16-bit float input takes it at every size: torch's own backward of {name} "
+            f"rounds the gradient to the format more than once"
+        )
+        return Implementation(name, fact.forward, "kernel", compiled, why)
     under_compile = (
         f"; under torch.compile, torch's autograd below {fact.compiled_below} result elements"
         f" (inductor fuses it)" if fact.compiled_below is not None else ""
@@ -130,12 +138,16 @@ def implementation(name: str, size: int | None, shapes: Shapes, call: Call) -> I
     return Implementation(name, fact.forward, "kernel", compiled, why + under_compile)
 
 
-def compiled_by_torch(name: str, size: int | None) -> bool:
+def compiled_by_torch(name: str, size: int | None, half: bool = False) -> bool:
     """Whether, under ``torch.compile``, a signature of op ``name`` whose result has ``size``
-    elements (``None``: unknown) takes torch's autograd (``TorchFacts.compiled_below``). A
-    symbolic size (``dynamic=True``) is compared as dynamo compares it: a guard on which side
-    of the bound the graph's sizes lie, not on the sizes."""
-    bound = FACTS[name].compiled_below
+    elements (``None``: unknown) takes torch's autograd (``TorchFacts.compiled_below``); never
+    for a 16-bit float input (``half``) of an op whose torch backward rounds it more than once
+    (``TorchFacts.half_once``). A symbolic size (``dynamic=True``) is compared as dynamo
+    compares it: a guard on which side of the bound the graph's sizes lie, not on the sizes."""
+    fact = FACTS[name]
+    bound = fact.compiled_below
+    if half and not fact.half_once:
+        return False
     return bound is not None and size is not None and bool(size < bound)
 
 
