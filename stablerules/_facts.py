@@ -221,6 +221,15 @@ class Namespace(Protocol[A]):
         """``y``, copied if it is ``x`` or a view of it (a kernel op's result owns its memory)."""
         ...
 
+    def single_sum(self, x: A) -> bool:
+        """Whether a forward on ``x`` whose pullback adds must be one op of the engine's (one
+        broadcast and one reshape), not a chain of them: where the engine's autodiff records
+        the forward and rounds a 16-bit gradient after each op's sum (torch's autograd, whose
+        backward of two ``repeat_interleave`` rounds twice), so that the pullback rounds
+        once (SPEC section 15). ``False`` where our kernel runs the pullback, and for other
+        dtypes."""
+        ...
+
     def kron(self, a: A, b: A) -> A:
         """``np.kron`` of arrays of one dtype."""
         ...

@@ -815,13 +815,21 @@ def test_half_precision_small_signatures_round_once(dtype: torch.dtype) -> None:
     gradient it must still be the float64 gradient rounded once, within one unit in the last
     place. Before: ``srt.tile`` of a (3, 3) input by ``(2, 2, 2)`` summed its new leading axis
     apart and rounded after each sum (848 units of bfloat16 off where the sum cancels), and a
-    small ``srt.kron`` rounded each product to the format before summing them (28-780 units);
-    now the tile adds no axis in torch's op, and a 16-bit kron takes our kernel, eager and
-    compiled. The reference is torch's own ops in float64 on the same 16-bit values; each
+    small ``srt.kron`` rounded each product to the format before summing them (28-780 units),
+    and under ``torch.compile`` repeat's forward of inner counts on two axes (two
+    ``repeat_interleave``, or a pass before the broadcast) rounded after each one's sum (40
+    and 1848 units with the aot_eager backend); now the tile adds no axis in torch's op, a
+    16-bit kron takes our kernel, eager and compiled, and a recorded 16-bit repeat is one
+    broadcast (``Namespace.single_sum``). The reference is torch's own ops in float64 on the same 16-bit values; each
     case runs over several draws, so a sum that cancels is among them."""
     generator = torch.Generator().manual_seed(5)
     Op = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     kron_small = torch.compile(lambda t, u: srt.kron(t, u), backend="aot_eager", fullgraph=True)
+
+    def compiled(op: Callable[[torch.Tensor], torch.Tensor]) -> Op:
+        traced = torch.compile(op, backend="aot_eager", fullgraph=True)
+        return lambda t, _: traced(t)
+
     cases: list[tuple[str, Op, Op, tuple[int, ...], tuple[int, ...], int]] = [
         ("tile, new leading axes", lambda t, _: srt.tile(t, Val((2, 2, 2))), lambda t, _: t.tile((2, 2, 2)), (3, 3), (1,), 1),
         ("tile, same axes", lambda t, _: srt.tile(t, Val((3, 2))), lambda t, _: t.tile((3, 2)), (3, 3), (1,), 1),
@@ -829,6 +837,12 @@ def test_half_precision_small_signatures_round_once(dtype: torch.dtype) -> None:
         ("kron", lambda t, u: srt.kron(t, u), lambda t, u: torch.kron(t, u), (3, 2), (2, 4), 2),
         ("kron, 1-D by 2-D", lambda t, u: srt.kron(t, u), lambda t, u: torch.kron(t, u), (3,), (2, 4), 2),
         ("kron, compiled", kron_small, lambda t, u: torch.kron(t, u), (3, 2), (2, 4), 2),
+        # compiled below the compiled bound: torch's autograd of our forward (aot_eager, which
+        # computes in the format as eager does; inductor computes in float32)
+        ("upsample, compiled", compiled(lambda t: srt.repeat(t, inner=Val((1, 1, 2, 2)))),
+         lambda t, _: t.repeat_interleave(2, 2).repeat_interleave(2, 3), (1, 2, 3, 3), (1,), 1),
+        ("inner and outer, compiled", compiled(lambda t: srt.repeat(t, inner=Val((1, 4)), outer=Val((2, 2)))),
+         lambda t, _: t.repeat_interleave(4, 1).tile((2, 2)), (40, 40), (1,), 1),
     ]
     for words, ours, stock, a_shape, b_shape, count in cases:
         worst = 0.0

@@ -125,6 +125,9 @@ class JaxNamespace:
     def fresh(self, y: Array, x: Array) -> Array:
         return y  # JAX arrays are immutable: sharing memory is never seen
 
+    def single_sum(self, x: Array) -> bool:
+        return False  # the adding ops' pullbacks are our primitives' (repeat, tile, kron)
+
     def kron(self, a: Array, b: Array) -> Array:
         return jnp.kron(a, b)
 

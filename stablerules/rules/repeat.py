@@ -1597,8 +1597,10 @@ def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple
     step), after the last axis's inner count of 2-16 is applied to the input where the result
     is large (a copy whose innermost run is one element repeated a few times is 2-2.5x slower
     than one of whole rows); exact either way, and plain engine ops that a compiler traces
-    with symbolic sizes (the size check guards only on its side of the bound). Inner counts
-    alone that the engine does in one op of its own (``Namespace.upsampler``: torch's eager
+    with symbolic sizes (the size check guards only on its side of the bound). Where the
+    engine's autodiff records the forward of a 16-bit input (``Namespace.single_sum``), inner
+    counts on several axes take the one broadcast too, and no pass comes first: one sum in
+    its backward, rounded once. Inner counts alone that the engine does in one op of its own (``Namespace.upsampler``: torch's eager
     ``F.interpolate`` for a small nearest upsample whose pullback is torch's) take that op
     (``one_op=False``: a caller that has asked once for the signature, and was told none)."""
     x_shape = xp.shape(x)
@@ -1606,10 +1608,17 @@ def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple
     y = xp.reshape(x, (*x_shape, *(1,) * (n - len(x_shape)))) if n > len(x_shape) else x
     repeats_inner = any(count != 1 for count in inner)
     repeats_outer = any(count != 1 for count in outer)
-    if repeats_inner and repeats_outer:
+    upsample = _upsampler(xp, y, inner, outer) if one_op else None
+    if upsample is not None:  # the engine's one op (torch's eager nearest upsample)
+        return upsample(y)
+    # Where the engine's autodiff records this forward and rounds a 16-bit gradient after
+    # each op's sum (``Namespace.single_sum``), inner counts on several axes are one
+    # broadcast too, without the input's pass: a single sum, rounded once.
+    single = repeats_inner and sum(count != 1 for count in inner) + repeats_outer > 1 and xp.single_sum(y)
+    if repeats_inner and (repeats_outer or single):
         inner = inner + (1,) * (n - len(inner))
         outer = outer + (1,) * (n - len(outer))
-        if 2 <= inner[-1] <= _SHORT_RUN and _worth_a_pass(x_shape, inner, outer):
+        if not single and 2 <= inner[-1] <= _SHORT_RUN and _worth_a_pass(x_shape, inner, outer):
             # The last axis's inner count first, on the (small) input: the one broadcast copy
             # then moves whole rows instead of each element a few times (W3's forward in
             # torch, float64, one thread: 1.09 ms -> 0.61 ms; see the benchmark notes).
@@ -1619,9 +1628,6 @@ def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple
         spread = xp.reshape(y, [k for m in shape for k in (1, m, 1)])
         wide = xp.broadcast_to(spread, [k for m, i, o in zip(shape, inner, outer) for k in (o, m, i)])
         return xp.reshape(wide, [m * i * o for m, i, o in zip(shape, inner, outer)])
-    upsample = _upsampler(xp, y, inner, outer) if one_op else None
-    if upsample is not None:  # the engine's one op (torch's eager nearest upsample)
-        return upsample(y)
     for axis in range(len(inner) - 1, -1, -1):  # the last axis first: see the docstring
         if inner[axis] != 1:
             y = xp.repeat(y, inner[axis], axis)
