@@ -1600,9 +1600,10 @@ def _julia(xp: _facts.Namespace[_A], x: _A, inner: tuple[int, ...], outer: tuple
     with symbolic sizes (the size check guards only on its side of the bound). Where the
     engine's autodiff records the forward of a 16-bit input (``Namespace.single_sum``), inner
     counts on several axes take the one broadcast too, and no pass comes first: one sum in
-    its backward, rounded once. Inner counts alone that the engine does in one op of its own (``Namespace.upsampler``: torch's eager
-    ``F.interpolate`` for a small nearest upsample whose pullback is torch's) take that op
-    (``one_op=False``: a caller that has asked once for the signature, and was told none)."""
+    its backward, rounded once. Inner counts alone that the engine does in one op of its own
+    (``Namespace.upsampler``: torch's eager ``F.interpolate`` for a small nearest upsample
+    whose pullback is torch's) take that op, before any other form (``one_op=False``: a
+    caller that has asked once for the signature, and was told none)."""
     x_shape = xp.shape(x)
     n = max(len(x_shape), len(inner), len(outer))
     y = xp.reshape(x, (*x_shape, *(1,) * (n - len(x_shape)))) if n > len(x_shape) else x

@@ -112,7 +112,7 @@ from .._memo import register as register_cache
 from .. import _parallel
 from ._call import BatchRule, Call, Engine, Entry, OptionalTensors, SecondOrderRule, TangentRule, Tensors
 from .._facts import Revalidate
-from ._native import FACTS, FORWARDS, Implementation, compiled_by_torch, implementation, prepare
+from ._native import FACTS, FORWARDS, HALF_DTYPES as _HALF, Implementation, compiled_by_torch, implementation, prepare
 from ._sharding import DTensorEngine, Kernels, is_dtensor, shard_rule
 from ._private import FUNCTORCH_ACTIVE, forward_ad_active
 
@@ -511,8 +511,6 @@ def run_pullback(
     finally:
         threads.count = outer
 
-
-_HALF = (torch.float16, torch.bfloat16)
 
 
 def _widened(tensor: torch.Tensor) -> torch.Tensor:

@@ -173,7 +173,7 @@ _NUMPY: dict[torch.dtype, np.dtype[np.generic]] = {
     torch.complex128: np.dtype(np.complex128),
 }
 _TORCH = {value: key for key, value in _NUMPY.items()}
-_HALF_DTYPES = (torch.float16, torch.bfloat16)
+HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 # Result dtypes as NumPy gives them, tabulated once at import: forwards run under dynamo's
@@ -320,7 +320,7 @@ class TorchNamespace:
         compiled bound) rounds each op's sum to the format; inductor computes in float32
         either way, aot_eager and the eager backend did not (repeat's two-axis upsample
         in bfloat16: 40 units in the last place off the float64 gradient rounded once)."""
-        return x.dtype in _HALF_DTYPES
+        return x.dtype in HALF_DTYPES
 
     def kron(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if not torch.compiler.is_compiling():
