@@ -776,6 +776,25 @@ def test_half_precision_forwards_and_float32_pullbacks(dtype: torch.dtype) -> No
     torch.testing.assert_close(got_grad.double(), stock_grad.double(), rtol=tolerance, atol=tolerance)
 
 
+def _with_float64_references(
+    ours: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    stock: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    leaves: tuple[torch.Tensor, ...],
+    b: torch.Tensor,
+    generator: torch.Generator,
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``ours(a, b)`` (``a = leaves[0]``) differentiated at a random cotangent of its dtype, for
+    each of ``leaves``: pairs of our gradient and the float64 one of torch's own ``stock`` on
+    the same values, with the same cotangent."""
+    a = leaves[0]
+    y = ours(a, b)
+    dy = torch.randn(y.shape, generator=generator).to(y.dtype)
+    grads = torch.autograd.grad(y, leaves, dy)
+    wide = (a.detach().double().requires_grad_(), b.detach().double().requires_grad_())
+    references = torch.autograd.grad(stock(*wide), wide[: len(leaves)], dy.double())
+    return list(zip(grads, references, strict=True))
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_half_precision_pullbacks_are_the_float64_gradient_rounded_once(dtype: torch.dtype) -> None:
     """On the CPU a 16-bit tensor reaches the core's 16-bit kernels as it is (bfloat16 as
@@ -797,12 +816,7 @@ def test_half_precision_pullbacks_are_the_float64_gradient_rounded_once(dtype: t
     ]
     ulp = 2.0 ** -7 if dtype == torch.bfloat16 else 2.0 ** -10
     for ours, stock, count in cases:
-        y = ours(x, b)
-        dy = torch.randn(y.shape, generator=generator).to(dtype)
-        grads = torch.autograd.grad(y, (x, b)[:count], dy)
-        wide = (x.detach().double().requires_grad_(), b.detach().double().requires_grad_())
-        references = torch.autograd.grad(stock(*wide), wide[:count], dy.double())
-        for got, reference in zip(grads, references, strict=True):
+        for got, reference in _with_float64_references(ours, stock, (x, b)[:count], b, generator):
             assert got.dtype == dtype
             rounded = reference.to(dtype).double()
             scale = torch.clamp(rounded.abs(), min=torch.finfo(dtype).tiny)
@@ -849,12 +863,7 @@ def test_half_precision_small_signatures_round_once(dtype: torch.dtype) -> None:
         for _ in range(40):
             a = torch.randn(a_shape, generator=generator).to(dtype).requires_grad_()
             b = torch.randn(b_shape, generator=generator).to(dtype).requires_grad_()
-            y = ours(a, b)
-            dy = torch.randn(y.shape, generator=generator).to(dtype)
-            grads = torch.autograd.grad(y, (a, b)[:count], dy)
-            wide = (a.detach().double().requires_grad_(), b.detach().double().requires_grad_())
-            references = torch.autograd.grad(stock(*wide), wide[:count], dy.double())
-            for got, reference in zip(grads, references, strict=True):
+            for got, reference in _with_float64_references(ours, stock, (a, b)[:count], b, generator):
                 assert got.dtype == dtype
                 rounded = reference.to(dtype)
                 # one unit in the last place of the rounded reference (its spacing to the next
