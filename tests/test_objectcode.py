@@ -455,6 +455,24 @@ def test_numba_version_is_read_without_importing_numba() -> None:
     assert (version, imported) == (numba.__version__, "False")
 
 
+def test_the_host_key_reads_llvmlites_version_without_importing_it(cache_dir: Path) -> None:
+    """``host_key`` needs llvmlite's version only, read from its ``_version.py`` (importing the
+    package cost 0.2-0.8 ms of a fresh process's first kernel from disk): a process that finds
+    the host's record (the first one wrote it, asking LLVM) imports no llvmlite at all."""
+    script = (
+        "import sys; from stablerules import _objectcode as o; key = dict(o.host_key()); "
+        "print(key['llvmlite'], o.llvmlite_version(), 'llvmlite' in sys.modules)"
+    )
+    env = {**os.environ, "STABLERULES_CACHE_DIR": str(cache_dir)}
+    import llvmlite
+
+    version = llvmlite.__version__
+    (cache_dir / "kernels").mkdir(mode=0o700, parents=True)  # the record is written where kernels are
+    for imported in ("True", "False"):  # the first process asks LLVM and writes the record
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO, env=env)
+        assert result.stdout.split() == [version, version, imported]
+
+
 FRESH_PROCESS = textwrap.dedent(
     """
     import json, sys
