@@ -1251,8 +1251,8 @@ def _walk(
         if kind is _PLAIN_TENSOR or kind is _PARAMETER:  # the commonest forms first, inline (every call walks)
             tensors.append(value)  # type: ignore[arg-type]
             key.append(_TENSOR)
-        elif kind is Val:
-            key.append(value)
+        elif kind is Val:  # its value and the value's type: C hashing and comparing, no Val methods
+            key += (Val, type(value._value), value._value)  # type: ignore[attr-defined]
         elif kind is list or kind is tuple:  # a DenseNet block's 25 plain tensors: C loops
             items = cast("Sequence[object]", value)
             types = tuple(map(type, items))
@@ -1267,7 +1267,7 @@ def _walk(
         for name, value in kwargs.items():
             key.append(name)
             if type(value) is Val:
-                key.append(value)
+                key += (Val, type(value._value), value._value)
             elif not _token(value, key, tensors):
                 return None
     if shaped:
