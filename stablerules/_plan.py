@@ -35,7 +35,7 @@ every rrule of the signature (:meth:`Plan.saved_dense`)."""
 # A NamedTuple, not a frozen dataclass: its definition cost (see ``_schema.Param``).
 class KernelPullback(NamedTuple):
     """A dense pullback that is one CPU kernel launch, which a plan may return from
-    ``pullback`` instead of a function: ``dx = allocate(size, dtype)`` (``np.zeros`` when
+    ``pullback`` instead of a function: ``dx = allocate(size, dtype)`` (``_pool.zeros`` when
     ``zeros``, else ``_pool.empty``: ``np.empty``, from 1 MiB up a block of the output pool),
     then ``kernel(dy_flat, dx, *trailing, lo, hi)`` over ``[0, extent)`` (split as
     :func:`cpu_launcher` splits), and the tangents are ``dx`` viewed as
@@ -56,7 +56,7 @@ class KernelPullback(NamedTuple):
     def dense(self) -> DensePullback:
         """The same pullback as a plain dense function (the scaffold's general path)."""
         launch = cpu_launcher(self.kernel, 2, self.trailing, extent=self.extent, work=self.work)
-        allocate = np.zeros if self.zeros else _pool.allocator(self.size * self.dtype.itemsize)
+        allocate = _pool.allocator(self.size * self.dtype.itemsize, self.zeros)
         size, dtype, shape, rest = self.size, self.dtype, self.shape, self.rest
 
         def dense(dy: ArrayLike) -> tuple[object, ...]:

@@ -18,6 +18,11 @@ memory out again.
   is a plain ``np.empty`` (never pooled). So a loop that keeps several results alive, or
   outputs larger than the cap, behave as without the pool.
 - ``STABLERULES_POOL=0`` (read at import) turns it off: every output is a plain ``np.empty``.
+- Whose memory: NumPy's, unless the engine whose pullback this thread runs set
+  ``ENGINE_MEMORY.make`` for the call (the torch adapter: torch's CPU allocator). From
+  ``MIN_BYTES`` up, a new block and an output the pool does not hold (``empty``, ``zeros``)
+  are then the engine's memory, so a result handed to the engine is allocated as the engine
+  allocates its own (see :class:`_EngineMemory`).
   ``clear()`` (and ``stablerules.clear_caches()``) drops every block the pool holds;
   results still alive keep theirs.
 - Thread-safe: one (reentrant) lock around finding or making a block. Only the pool can hand out a
@@ -70,6 +75,35 @@ def _reference_count_when_free() -> int:
 _FREE = _reference_count_when_free()
 
 
+class _EngineMemory(threading.local):
+    """The allocator of the engine whose pullback this thread is running, set by its adapter
+    for the duration of the call (``None``: NumPy's). ``make(nbytes, zeroed)`` returns a 1-D
+    ``uint8`` array of ``nbytes`` (all zero bytes when ``zeroed``) whose memory the engine
+    allocated; its ``base`` keeps that memory alive.
+
+    Why the engine's: NumPy asks the kernel for transparent huge pages on every array of 4 MB
+    or more (``madvise``), and where the kernel's ``defrag`` setting is ``madvise`` (the
+    default of many distributions, this machine's) a first touch of such memory that finds no
+    free 2 MB page waits for memory to be compacted: 100-350 ms of system time in some fresh
+    processes for the embedding head's 25.6 MB gradient (``bench/README.md``, rounds 19 and
+    20). torch's allocator asks for no huge pages, so torch's own ops never wait so; nor,
+    with this, do our results in torch. The memory is also aligned as torch aligns its own
+    (64 bytes; NumPy's large blocks sit 16 bytes past a page). Per thread, as
+    ``_parallel.ENGINE_THREADS``: another thread's NumPy call keeps NumPy's memory."""
+
+    make: Callable[[int, bool], npt.NDArray[np.uint8]] | None = None
+
+
+ENGINE_MEMORY = _EngineMemory()
+
+
+def _new(nbytes: int, zeroed: bool = False) -> npt.NDArray[np.uint8]:
+    make = ENGINE_MEMORY.make
+    if make is not None:
+        return make(nbytes, zeroed)
+    return np.zeros(nbytes, _UINT8) if zeroed else np.empty(nbytes, _UINT8)
+
+
 def _free_block(blocks: list[npt.NDArray[np.uint8]]) -> npt.NDArray[np.uint8] | None:
     for index in range(len(blocks)):
         if sys.getrefcount(blocks[index]) == _FREE:
@@ -108,7 +142,7 @@ def _block(nbytes: int) -> npt.NDArray[np.uint8] | None:
                 return None
         if nbytes > CAP_BYTES or not _make_room(nbytes):
             return None
-        block = np.empty(nbytes, _UINT8)
+        block = _new(nbytes)
         _blocks.setdefault(nbytes, []).append(block)
         _blocks.move_to_end(nbytes)
         _held[0] += nbytes
@@ -117,24 +151,40 @@ def _block(nbytes: int) -> npt.NDArray[np.uint8] | None:
 
 def empty(shape: int | tuple[int, ...], dtype: np.dtype[np.generic]) -> npt.NDArray[np.generic]:
     """``np.empty(shape, dtype)``: a view of a free pooled block from ``MIN_BYTES`` up (see
-    the module docstring), else NumPy's own."""
-    if ENABLED:
-        nbytes = (shape if isinstance(shape, int) else math.prod(shape)) * dtype.itemsize
-        if nbytes >= MIN_BYTES:
-            block = _block(nbytes)
-            if block is not None:
-                array: npt.NDArray[np.generic] = block.view(dtype).reshape(shape)
-                return array
+    the module docstring), else new memory (the engine's, where one is set)."""
+    nbytes = (shape if isinstance(shape, int) else math.prod(shape)) * dtype.itemsize
+    if nbytes >= MIN_BYTES:
+        block = _block(nbytes) if ENABLED else None
+        if block is None and ENGINE_MEMORY.make is not None:
+            block = _new(nbytes)
+        if block is not None:
+            array: npt.NDArray[np.generic] = block.view(dtype).reshape(shape)
+            return array
     return np.empty(shape, dtype)
 
 
-def allocator(nbytes: int) -> Callable[[int | tuple[int, ...], np.dtype[np.generic]], npt.NDArray[np.generic]]:
-    """What allocates an output of ``nbytes``, chosen once (a plan's): ``np.empty`` itself
-    below ``MIN_BYTES`` (the pool's checks would only add call overhead there), else
-    ``empty``."""
-    allocate: Callable[[int | tuple[int, ...], np.dtype[np.generic]], npt.NDArray[np.generic]] = (
-        empty if nbytes >= MIN_BYTES else np.empty
-    )
+def zeros(shape: int | tuple[int, ...], dtype: np.dtype[np.generic]) -> npt.NDArray[np.generic]:
+    """``np.zeros(shape, dtype)``, from ``MIN_BYTES`` up in the engine's memory where one is
+    set (never pooled: a pooled block holds what its last user left)."""
+    if ENGINE_MEMORY.make is not None:
+        nbytes = (shape if isinstance(shape, int) else math.prod(shape)) * dtype.itemsize
+        if nbytes >= MIN_BYTES:
+            array: npt.NDArray[np.generic] = _new(nbytes, True).view(dtype).reshape(shape)
+            return array
+    return np.zeros(shape, dtype)
+
+
+def allocator(
+    nbytes: int, zeroed: bool = False
+) -> Callable[[int | tuple[int, ...], np.dtype[np.generic]], npt.NDArray[np.generic]]:
+    """What allocates an output of ``nbytes`` (all zeros where ``zeroed``), chosen once (a
+    plan's): NumPy's ``np.empty`` or ``np.zeros`` itself below ``MIN_BYTES`` (the pool's
+    checks would only add call overhead there), else ``empty`` or ``zeros``."""
+    allocate: Callable[[int | tuple[int, ...], np.dtype[np.generic]], npt.NDArray[np.generic]]
+    if nbytes < MIN_BYTES:
+        allocate = np.zeros if zeroed else np.empty
+    else:
+        allocate = zeros if zeroed else empty
     return allocate
 
 
@@ -152,4 +202,6 @@ def clear() -> None:
 
 register(f"{__name__}.blocks", clear, lambda: sum(len(blocks) for blocks in _blocks.values()))
 
-__all__ = ["CAP_BYTES", "ENABLED", "MIN_BYTES", "PER_SIZE", "allocator", "clear", "empty", "held_bytes"]
+__all__ = [
+    "CAP_BYTES", "ENABLED", "ENGINE_MEMORY", "MIN_BYTES", "PER_SIZE", "allocator", "clear", "empty", "held_bytes", "zeros",
+]

@@ -81,7 +81,7 @@ def kernel_pullback(
         length=out_shape[0] if one_axis else -1,
         open_guards=OPEN_GUARDS,
         general=general,
-        allocate=np.zeros if spec.zeros else _pool.allocator(spec.size * spec.dtype.itemsize),
+        allocate=_pool.allocator(spec.size * spec.dtype.itemsize, spec.zeros),
         dtype=spec.dtype,
         parallel=_parallel,
         entry=spec.kernel.entry,

@@ -209,3 +209,45 @@ def test_a_block_exported_to_torch_is_never_reused() -> None:
     c = _pool.empty(BIG, F64)
     d = _pool.empty(BIG, F64)
     assert c.base is not None and d.base is not None  # both blocks free again once the tensor is gone
+
+
+def test_an_engines_memory_backs_large_outputs_in_its_thread_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ENGINE_MEMORY.make`` (what the torch adapter sets around a pullback): from
+    ``MIN_BYTES`` up a new block, an unpooled output and a zeroed one are its memory (all zero
+    where asked), below it NumPy's; another thread, and this one once it is unset, get
+    NumPy's; a block it made is pooled and handed out again like any other."""
+    made: list[tuple[int, bool]] = []
+
+    def make(nbytes: int, zeroed: bool) -> npt.NDArray[np.uint8]:
+        made.append((nbytes, zeroed))
+        block = np.full(nbytes + 64, 0 if zeroed else 0xAB, np.uint8)
+        return block[64:]  # a view: its own allocation, told apart by its base
+
+    def ours(array: Array) -> bool:
+        root = array
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        return root.nbytes == array.nbytes + 64
+
+    monkeypatch.setattr(_pool.ENGINE_MEMORY, "make", make)
+    a = _pool.empty(BIG, F64)
+    z = _pool.zeros((BIG,), F64)
+    small, small_zeros = _pool.empty(100, F64), _pool.zeros(100, F64)
+    assert made == [(BIG * 8, False), (BIG * 8, True)]
+    assert ours(a) and ours(z) and not (z != 0).any() and a.shape == z.shape == (BIG,)
+    assert small.base is None and small_zeros.base is None and not small_zeros.any()
+    first = address(a)
+    del a
+    assert address(_pool.empty(BIG, F64)) == first and len(made) == 2  # pooled and reused
+    seen: list[bool] = []
+    thread = threading.Thread(target=lambda: seen.append(ours(_pool.empty(BIG + 1, F64))))
+    thread.start()
+    thread.join()
+    assert seen == [False] and len(made) == 2
+    monkeypatch.setattr(_pool, "ENABLED", False)
+    assert ours(_pool.empty(BIG, F64)) and made[-1] == (BIG * 8, False)  # unpooled: still the engine's
+    allocate, allocate_zeros = _pool.allocator(BIG * 8), _pool.allocator(BIG * 8, True)
+    assert allocate is _pool.empty and allocate_zeros is _pool.zeros
+    assert _pool.allocator(800) is np.empty and _pool.allocator(800, True) is np.zeros
+    monkeypatch.setattr(_pool.ENGINE_MEMORY, "make", None)
+    assert not ours(_pool.zeros((BIG,), F64)) and not ours(_pool.empty(BIG, F64))

@@ -1267,6 +1267,36 @@ def test_our_kernels_follow_torchs_thread_count(monkeypatch: pytest.MonkeyPatch)
     assert elsewhere == [0, 0]
 
 
+def test_our_large_gradients_are_torchs_memory() -> None:
+    """A gradient of 1 MiB or more that our kernel writes (take's scatter-add, repeat's sum)
+    is allocated by torch's CPU allocator, as torch's own gradients are: torch's memory
+    profiler counts it, it is aligned as torch aligns, and it holds the right values (against
+    ``index_add_`` and a reshape-sum); NumPy's memory (until round 20) was invisible to the
+    profiler and asked for transparent huge pages (a first touch could wait 100-350 ms for the
+    kernel to compact memory). The hook is set for the pullback only."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from stablerules import _pool
+
+    generator = torch.Generator().manual_seed(3)
+    table = torch.randn(3000, 128, generator=generator, requires_grad=True)  # 1.5 MB of float32
+    ids = torch.randint(0, 3000, (64,), generator=generator)
+    dy = torch.randn(64, 128, generator=generator)
+    x = torch.randn(4, 16, 64, 64, generator=generator, requires_grad=True)  # its gradient: 1 MiB
+    dz = torch.randn(4, 16, 128, 128, generator=generator)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiled:
+        torch.autograd.backward(srt.take(table, ids, axis=Val(0)), dy)
+        torch.autograd.backward(srt.repeat(x, inner=Val((1, 1, 2, 2))), dz)
+    allocated = [event.cpu_memory_usage for event in profiled.events()]
+    for grad in (table.grad, x.grad):
+        assert grad is not None and grad.data_ptr() % 64 == 0
+        assert grad.numel() * grad.element_size() in allocated
+    assert table.grad is not None and x.grad is not None
+    torch.testing.assert_close(table.grad, torch.zeros(3000, 128).index_add_(0, ids, dy), rtol=0, atol=1e-5)
+    torch.testing.assert_close(x.grad, dz.reshape(4, 16, 64, 2, 64, 2).sum((3, 5)), rtol=0, atol=1e-5)
+    assert _pool.ENGINE_MEMORY.make is None
+
+
 # --------------------------------------------------------------------------------------------
 # which implementation a signature runs (SPEC section 14): sr.explain and the counters
 

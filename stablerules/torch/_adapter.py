@@ -109,7 +109,7 @@ from .._record import RECORDINGS
 from .._rule import RuleOp
 from .._memo import register as register_cache
 
-from .. import _parallel
+from .. import _parallel, _pool
 from ._call import BatchRule, Call, Engine, Entry, OptionalTensors, SecondOrderRule, TangentRule, Tensors
 from .._facts import Revalidate
 from ._native import FACTS, FORWARDS, HALF_DTYPES as _HALF, Implementation, compiled_by_torch, implementation, prepare
@@ -506,10 +506,26 @@ def run_pullback(
     threads = _parallel.ENGINE_THREADS
     outer = threads.count
     threads.count = torch.get_num_threads()
+    memory = _pool.ENGINE_MEMORY
+    outer_make = memory.make
+    if tensors[0].is_cpu:
+        memory.make = _torch_bytes
     try:
         return _run_pullback(call, cotangents, tensors, back, dense)
     finally:
         threads.count = outer
+        memory.make = outer_make
+
+
+def _torch_bytes(nbytes: int, zeroed: bool) -> np.ndarray[tuple[int], np.dtype[np.uint8]]:
+    """``nbytes`` of torch's CPU memory as a NumPy ``uint8`` array (``_pool.ENGINE_MEMORY``):
+    our large results in torch are allocated as torch allocates its own (no transparent huge
+    pages asked for, torch's alignment). Where a mode of torch's makes its factories return
+    something else (a fake or functional tensor), NumPy's memory."""
+    block = torch.zeros(nbytes, dtype=torch.uint8) if zeroed else torch.empty(nbytes, dtype=torch.uint8)
+    if type(block) is not torch.Tensor or not block.is_cpu:
+        return np.zeros(nbytes, np.uint8) if zeroed else np.empty(nbytes, np.uint8)
+    return cast("np.ndarray[tuple[int], np.dtype[np.uint8]]", block.numpy())
 
 
 
