@@ -53,7 +53,9 @@ goal 2% wide to chance. Torch rows run eager and under
 row, the op alone (the model's upsamples, its take, one kron; forward and backward) ours and
 stock in the same rounds, so ``kept = saving_step / saving_op`` with ``saving_step = stock_step -
 ours_step`` and ``saving_op = (stock_op - ours_op) * ops_per_step`` (goal: at least 0.8 where our
-op is the faster).
+op is the faster). After the eager one-thread rows of ``NOISE_MODELS`` (DenseNet-121 and the
+U-Net), a noise row: the same rounds with a second copy of the stock model in ours' place
+(``A/A`` in its note), what the ratio of two equal models reads in the same run.
 
 First step: a fresh process (``--first-step``) builds the model and runs one step; the time is
 from the start of building the model to the end of the first step (imports excluded; the
@@ -516,8 +518,34 @@ def torch_rows(sz: Sizes, mode: str) -> list[ModelRow]:
                     row.ops_per_step = op[1]
                     row.kept = _kept(row)
                 rows.append(row)
+                if name in NOISE_MODELS and engine == "torch eager" and threads == sz.thread_counts[0]:
+                    rows.append(_noise_row(name, engine, threads, m_stock, stock, budget, sz, tiny))
             torch.set_num_threads(saved_threads)
     return rows
+
+
+# Models whose eager row, at the first thread count, is followed by its noise row.
+NOISE_MODELS = ("densenet121", "unet")
+NOISE_NOTE = "A/A: stock against a second copy of stock, the rounds' noise"
+
+
+def _noise_row(name: str, engine: str, threads: int, m_stock: Any, stock: Step, budget: Budget, sz: Sizes,
+               tiny: bool) -> ModelRow:
+    """The same rounds with a second copy of the stock model in ours' place: what a ratio of
+    two equal models reads on this machine in this run. The goal of at most 1.02 is 2% wide;
+    round 20 measured two stock copies of the U-Net at 0.964, 1.011 and 0.974 in three runs
+    (bench/README.md), so a row's ratio is read against its noise row, not alone."""
+    try:
+        m_copy, l_copy, _ = _build(name, False, sz)
+        m_copy.load_state_dict(m_stock.state_dict())
+        copy = _train_step(m_copy, l_copy)
+        copy()
+        stock()
+        diff = _check_grads(_grads(m_copy), _grads(m_stock), f"{name} {engine} A/A", 1e-4, 1e-5)
+        got = _interleaved(copy, stock, budget, sz.rounds, None)
+    except Exception as error:  # noqa: BLE001 - the row shows the error, the run goes on
+        return ModelRow(name, engine, threads, error=f"{type(error).__name__}: {error}"[:300], tiny=tiny, note=NOISE_NOTE)
+    return ModelRow(name, engine, threads, grad_max_abs_diff=diff, tiny=tiny, note=NOISE_NOTE, **got)  # type: ignore[arg-type]
 
 
 def _kept(row: ModelRow) -> float | None:
