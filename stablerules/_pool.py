@@ -17,14 +17,14 @@ memory out again.
   bounds, after dropping free blocks of other sizes, least recently used first; otherwise it
   is a plain ``np.empty`` (never pooled). So a loop that keeps several results alive, or
   outputs larger than the cap, behave as without the pool.
-- ``STABLERULES_POOL=0`` (read at import) turns it off: every output is a plain ``np.empty``.
+- ``STABLERULES_POOL=0`` (read at import) turns it off: every output is new memory (``np.empty``, or the engine's below).
+  ``clear()`` (and ``stablerules.clear_caches()``) drops every block the pool holds;
+  results still alive keep theirs.
 - Whose memory: NumPy's, unless the engine whose pullback this thread runs set
   ``ENGINE_MEMORY.make`` for the call (the torch adapter: torch's CPU allocator). From
   ``MIN_BYTES`` up, a new block and an output the pool does not hold (``empty``, ``zeros``)
   are then the engine's memory, so a result handed to the engine is allocated as the engine
   allocates its own (see :class:`_EngineMemory`).
-  ``clear()`` (and ``stablerules.clear_caches()``) drops every block the pool holds;
-  results still alive keep theirs.
 - Thread-safe: one (reentrant) lock around finding or making a block. Only the pool can hand out a
   reference to a block it holds, so a block seen free under the lock stays free.
 
