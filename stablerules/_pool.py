@@ -79,7 +79,8 @@ class _EngineMemory(threading.local):
     """The allocator of the engine whose pullback this thread is running, set by its adapter
     for the duration of the call (``None``: NumPy's). ``make(nbytes, zeroed)`` returns a 1-D
     ``uint8`` array of ``nbytes`` (all zero bytes when ``zeroed``) whose memory the engine
-    allocated; its ``base`` keeps that memory alive.
+    allocated (its ``base`` keeps that memory alive), or ``None`` where the engine cannot
+    give plain memory now: NumPy's then.
 
     Why the engine's: NumPy asks the kernel for transparent huge pages on every array of 4 MB
     or more (``madvise``), and where the kernel's ``defrag`` setting is ``madvise`` (the
@@ -91,7 +92,7 @@ class _EngineMemory(threading.local):
     (64 bytes; NumPy's large blocks sit 16 bytes past a page). Per thread, as
     ``_parallel.ENGINE_THREADS``: another thread's NumPy call keeps NumPy's memory."""
 
-    make: Callable[[int, bool], npt.NDArray[np.uint8]] | None = None
+    make: Callable[[int, bool], npt.NDArray[np.uint8] | None] | None = None
 
 
 ENGINE_MEMORY = _EngineMemory()
@@ -99,8 +100,9 @@ ENGINE_MEMORY = _EngineMemory()
 
 def _new(nbytes: int, zeroed: bool = False) -> npt.NDArray[np.uint8]:
     make = ENGINE_MEMORY.make
-    if make is not None:
-        return make(nbytes, zeroed)
+    block = None if make is None else make(nbytes, zeroed)
+    if block is not None:
+        return block
     return np.zeros(nbytes, _UINT8) if zeroed else np.empty(nbytes, _UINT8)
 
 

@@ -249,5 +249,8 @@ def test_an_engines_memory_backs_large_outputs_in_its_thread_only(monkeypatch: p
     allocate, allocate_zeros = _pool.allocator(BIG * 8), _pool.allocator(BIG * 8, True)
     assert allocate is _pool.empty and allocate_zeros is _pool.zeros
     assert _pool.allocator(800) is np.empty and _pool.allocator(800, True) is np.zeros
+    monkeypatch.setattr(_pool.ENGINE_MEMORY, "make", lambda nbytes, zeroed: None)  # the engine cannot now
+    declined = _pool.zeros((BIG,), F64)
+    assert not ours(declined) and not declined.any() and not ours(_pool.empty(BIG, F64))
     monkeypatch.setattr(_pool.ENGINE_MEMORY, "make", None)
     assert not ours(_pool.zeros((BIG,), F64)) and not ours(_pool.empty(BIG, F64))

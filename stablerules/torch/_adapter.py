@@ -517,16 +517,16 @@ def run_pullback(
         memory.make = outer_make
 
 
-def _torch_bytes(nbytes: int, zeroed: bool) -> np.ndarray[tuple[int], np.dtype[np.uint8]]:
+def _torch_bytes(nbytes: int, zeroed: bool) -> np.ndarray[tuple[int], np.dtype[np.uint8]] | None:
     """``nbytes`` of torch's CPU memory as a NumPy ``uint8`` array (``_pool.ENGINE_MEMORY``):
     our large results in torch are allocated as torch allocates its own (no transparent huge
-    pages asked for, torch's alignment). Where a mode of torch's makes its factories return
-    something else (a fake or functional tensor), NumPy's memory."""
+    pages asked for, torch's alignment). ``None`` (the pool then takes NumPy's) where a mode
+    of torch's makes its factories return something else (a fake or functional tensor, a
+    default device other than the CPU)."""
     block = torch.zeros(nbytes, dtype=torch.uint8) if zeroed else torch.empty(nbytes, dtype=torch.uint8)
     if type(block) is not torch.Tensor or not block.is_cpu:
-        return np.zeros(nbytes, np.uint8) if zeroed else np.empty(nbytes, np.uint8)
+        return None
     return cast("np.ndarray[tuple[int], np.dtype[np.uint8]]", block.numpy())
-
 
 
 def _widened(tensor: torch.Tensor) -> torch.Tensor:
