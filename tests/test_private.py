@@ -78,8 +78,8 @@ def test_python_environ_data() -> None:
 
 
 def test_python_builtin_sha256() -> None:
-    """One of CPython's built-in SHA-256 modules exists (we use it to stay off OpenSSL) and
-    gives ``hashlib``'s digests, whole and fed in parts."""
+    """CPython's built-in SHA-256 module of this version exists, named first (we use it to stay
+    off OpenSSL), and gives ``hashlib``'s digests, whole and fed in parts."""
     import hashlib
 
     from stablerules import _private_python
@@ -91,6 +91,8 @@ def test_python_builtin_sha256() -> None:
         except ImportError:
             continue
     assert found, _moved("the built-in SHA-256 module", "CPython", sys.version)
+    # the running interpreter's module is named first (a missing one costs a sys.path search)
+    assert found[0].__name__ == _private_python.SHA256_MODULES[0], _moved("the built-in SHA-256 module", "CPython", sys.version)
     for data in (b"", b"stablerules", bytes(range(256)) * 300):
         assert _private_python.sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
         assert found[0].sha256(data).digest() == hashlib.sha256(data).digest()
