@@ -318,6 +318,28 @@ def test_opcheck(entry: _call.Entry) -> None:
     _check_vjp_op(entry, args[entry.name])
 
 
+def test_the_compiled_pullbacks_placeholders_are_made_once_and_real() -> None:
+    """The vjp op's kernel stands stride-0 zeros for the tensors its pullback does not read
+    (``take``'s table); they are made once per shape and shared, as an eager signature's are,
+    and only real tensors are kept (tracing runs the fake implementation, never the table)."""
+    torch._dynamo.reset()
+    _adapter._PLACEHOLDERS.clear()
+    generator = torch.Generator().manual_seed(6)
+    table = torch.randn(64, 8, dtype=torch.float64, generator=generator, requires_grad=True)
+    ids = torch.tensor([3, 1, 3, 60, 0, 3])
+    compiled = torch.compile(lambda t, i: srt.take(t, i, axis=Val(0)).sin().sum(), backend="aot_eager", fullgraph=True)
+    expected = torch.zeros(64, 8, dtype=torch.float64).index_add_(0, ids, table.detach()[ids].cos())
+    kept: list[torch.Tensor] = []
+    for _ in range(3):
+        (grad,) = torch.autograd.grad(compiled(table, ids), table)
+        torch.testing.assert_close(grad, expected)
+        assert len(_adapter._PLACEHOLDERS) == 1, _adapter._PLACEHOLDERS.keys()
+        (placeholder,) = _adapter._PLACEHOLDERS.values()
+        kept.append(placeholder)
+    assert type(kept[0]) is torch.Tensor and kept[0].shape == (64, 8) and not any(kept[0].stride())
+    assert kept[1] is kept[0] and kept[2] is kept[0]
+
+
 def test_compile_fullgraph_forward_and_backward_equal_eager() -> None:
     torch._dynamo.reset()
 

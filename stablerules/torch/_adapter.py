@@ -1032,18 +1032,58 @@ _VJPS: dict[str, Callable[..., list[torch.Tensor]]] = {}
 
 
 def _rebuild(
-    call: Call, saved: Sequence[torch.Tensor], shapes: Sequence[int], ndims: Sequence[int], dtypes: str, device: torch.device
+    call: Call,
+    saved: Sequence[torch.Tensor],
+    shapes: Sequence[int],
+    ndims: Sequence[int],
+    dtypes: str,
+    device: torch.device,
+    shared: bool = False,
 ) -> Tensors:
-    """A call's tensors from those its pullback reads and the others' shapes (stride-0 zeros)."""
-    kinds = [getattr(torch, name) for name in dtypes.split(",")]
+    """A call's tensors from those its pullback reads and the others' shapes (stride-0 zeros).
+
+    With ``shared`` (the vjp op's kernel: real tensors, concrete sizes) the stride-0 zeros are
+    made once per shape, dtype and device and shared by every call, as an eager signature's
+    placeholders are (:meth:`TorchSignature.placeholders`): a pullback reads only their shapes
+    and dtypes. Making them on each call was 35-40 us of the embedding head's compiled
+    backward (in its memory state, after our kernel's 25.6 MB pass). The vjp op's own backward
+    may run inside a trace (fake tensors), so it makes its own."""
+    kinds = _DTYPES_OF.get(dtypes)
+    if kinds is None:
+        kinds = _DTYPES_OF[dtypes] = tuple(getattr(torch, name) for name in dtypes.split(","))
     it = iter(saved)
     tensors: list[torch.Tensor] = []
     offset = 0
     for keep, ndim, dtype in zip(_needed(call), ndims, kinds):
         shape = tuple(shapes[offset : offset + ndim])
         offset += ndim
-        tensors.append(next(it) if keep else torch.zeros((), dtype=dtype, device=device).expand(shape))
+        if keep:
+            tensors.append(next(it))
+        elif shared:
+            tensors.append(_placeholder(shape, dtype, device))
+        else:
+            tensors.append(torch.zeros((), dtype=dtype, device=device).expand(shape))
     return tuple(tensors)
+
+
+_DTYPES_OF: dict[str, tuple[torch.dtype, ...]] = {}  # a vjp op's dtypes text, read
+_PLACEHOLDERS: dict[tuple[object, ...], torch.Tensor] = {}
+
+
+def _placeholder(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Stride-0 zeros of ``shape``, kept for the next call of that shape, dtype and device
+    (only a plain tensor of plain int extents is kept: nothing a mode of torch's made)."""
+    if not all(type(n) is int for n in shape):  # a symbolic extent (not hashable)
+        return torch.zeros((), dtype=dtype, device=device).expand(shape)
+    key = (shape, dtype, device)
+    made = _PLACEHOLDERS.get(key)
+    if made is None:
+        made = torch.zeros((), dtype=dtype, device=device).expand(shape)
+        if type(made) is torch.Tensor:
+            if len(_PLACEHOLDERS) >= _MAX_SIGNATURES:
+                _PLACEHOLDERS.clear()
+            _PLACEHOLDERS[key] = made
+    return made
 
 
 def register_vjp(entry: Entry) -> None:
@@ -1060,7 +1100,7 @@ def register_vjp(entry: Entry) -> None:
     ) -> list[torch.Tensor]:
         bound = decode(entry, call)
         device = next(c.device for c in cotangents if c is not None)
-        tensors = _rebuild(bound, saved, shapes, ndims, dtypes, device)
+        tensors = _rebuild(bound, saved, shapes, ndims, dtypes, device, shared=True)
         grads = run_pullback(bound, tuple(cotangents), tensors, None, dense=True)
         inputs = [*saved, *(c for c in cotangents if c is not None)]
         return [fresh(cast("torch.Tensor", g), inputs) for g in grads]
@@ -1539,7 +1579,7 @@ _TORCH_OPS: list[TorchOp[Any]] = []  # every op object, whose signature tables c
 
 
 def _clear_tables() -> None:
-    for table in (_LINEAR_PULLBACKS, _CALLS, _META, _CALL_SIGNATURES):
+    for table in (_LINEAR_PULLBACKS, _CALLS, _META, _CALL_SIGNATURES, _PLACEHOLDERS):
         table.clear()
     for op in _TORCH_OPS:
         op.signatures.clear()
@@ -1547,7 +1587,7 @@ def _clear_tables() -> None:
 
 
 def _tables_size() -> int:
-    tables: list[Sized] = [_LINEAR_PULLBACKS, _CALLS, _META, _CALL_SIGNATURES]
+    tables: list[Sized] = [_LINEAR_PULLBACKS, _CALLS, _META, _CALL_SIGNATURES, _PLACEHOLDERS]
     return sum(len(table) for table in tables) + sum(len(op.signatures) + len(op.pairs) for op in _TORCH_OPS)
 
 
