@@ -489,6 +489,11 @@ def checked_size(shape: Sequence[int], itemsize: int, what: str, *, allocates: b
     return size
 
 
+# Each dtype met (byte order and all, as dtypes compare) and its named, native-order dtype.
+_NATIVE: dict[np.dtype[np.generic], np.dtype[np.generic]] = {}
+_NATIVE_MAX = 256
+
+
 class InputFacts:
     """One array argument as a plan sees it, read once by :func:`input_facts`:
 
@@ -522,8 +527,15 @@ class InputFacts:
         self.array = array
         self.shape = shape
         self.dtype = dtype
-        # The named dtype (a singleton), so ``dtype is native`` holds on the hot paths.
-        self.native: np.dtype[np.generic] = np.dtype(dtype.name)
+        # The named dtype (a singleton), so ``dtype is native`` holds on the hot paths. Read
+        # through a table: ``dtype.name`` is Python code in NumPy (1.9 us of the 3.5 us an
+        # index array's facts took per ``take`` call).
+        native = _NATIVE.get(dtype)
+        if native is None:
+            native = np.dtype(dtype.name)
+            if len(_NATIVE) < _NATIVE_MAX:
+                _NATIVE[dtype] = native
+        self.native: np.dtype[np.generic] = native
         self.namespace = namespace
         self.device = device
         self.target = kernel_target(device or "cpu")
