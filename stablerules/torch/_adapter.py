@@ -1043,9 +1043,9 @@ def _rebuild(
     """A call's tensors from those its pullback reads and the others' shapes (stride-0 zeros).
 
     With ``shared`` (the vjp op's kernel: real tensors, concrete sizes) the stride-0 zeros are
-    made once per shape, dtype and device and shared by every call, as an eager signature's
-    placeholders are (:meth:`TorchSignature.placeholders`): a pullback reads only their shapes
-    and dtypes. Making them on each call was 35-40 us of the embedding head's compiled
+    made once per shape, dtype and device and shared by every call and with the eager
+    signatures of those shapes (:meth:`TorchSignature.placeholders`): a pullback reads only
+    their shapes and dtypes. Making them on each call was 35-40 us of the embedding head's compiled
     backward (in its memory state, after our kernel's 25.6 MB pass). The vjp op's own backward
     may run inside a trace (fake tensors), so it makes its own."""
     kinds = _DTYPES_OF.get(dtypes)
@@ -1267,11 +1267,10 @@ class TorchSignature:
         return self.forward(tensors)
 
     def placeholders(self) -> Tensors:
-        """Stride-0 zeros standing for the inputs where only their shapes and dtypes count."""
+        """Stride-0 zeros standing for the inputs where only their shapes and dtypes count
+        (shared with the compiled pullbacks' of the same shapes: :func:`_placeholder`)."""
         if self._placeholders is None:
-            self._placeholders = tuple(
-                torch.zeros((), dtype=dtype, device=device).expand(shape) for shape, dtype, device in self.likes
-            )
+            self._placeholders = tuple(_placeholder(shape, dtype, device) for shape, dtype, device in self.likes)
         return self._placeholders
 
     def linear_pullback(self) -> Callable[[object], tuple[object, ...]]:
