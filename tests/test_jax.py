@@ -33,6 +33,7 @@ from stablerules.jax import _generic as _jax_generic
 from stablerules.jax import _ops as _jax_ops
 from stablerules import _objectcode
 from stablerules._rule import RuleOp
+from stablerules._key import ShapeSignature
 
 from .rules import assert_every_op_has_a_row, collect, op_of
 
@@ -491,6 +492,52 @@ def test_the_handler_refuses_a_caller_of_another_version(major: int, minor: int,
     result, messages, _ = _call_handler(major, minor, size, loaded_from=loaded_from)
     assert result == 0xE0E0
     assert len(messages) == 1 and "reads XLA FFI API 0.3 call frames" in messages[0]
+
+
+def _compiled_handler(text: str) -> Any:
+    """The ``handler`` C callback of the handler module ``text`` (rendered), compiled now by Numba
+    under a fresh module name (no disk cache)."""
+    import types as pytypes
+    import uuid
+
+    module = pytypes.ModuleType(f"_stablerules_k_test_{uuid.uuid4().hex}")
+    exec(compile(text.replace("{CACHE}", "False"), f"<{module.__name__}>", "exec"), module.__dict__)
+    return module.handler
+
+
+def test_a_handler_links_its_kernel_as_the_kernels_own_library_optimized_it() -> None:
+    """A handler's library optimizes the handler's own code and links the kernel it calls as
+    that kernel's library left it: the kernel's function in the handler's module is the
+    kernel's own optimized IR, instruction for instruction (LLVM's linker renumbers values and
+    materializes one constant as a ``bitcast``), and the handler calls it. With the kernels'
+    pipeline (the handler's until round 23) the finished module is optimized once more, and
+    the kernel's code with it: the same loops, rewritten (fewer instructions)."""
+    from collections import Counter
+
+    def instructions(function: object) -> Counter[str]:
+        """How many instructions of each opcode ``function`` has (``bitcast`` left out)."""
+        found = re.findall(r"^\s+(?:%[\w.]+ = )?(?:tail )?(\w+)", str(function), re.MULTILINE)
+        return Counter(opcode for opcode in found if opcode != "bitcast")
+
+    signature = ShapeSignature("jax-ffi-repeat", "pullback", ((1, 2, 3), (2, 1, 1)), ("float64",), (3,))
+    text = _jax_ops._render_repeat_handler(signature).text
+    assert "pipeline_class=HandlerCompiler" in text
+    (kernel_name,) = re.findall(r"KERNEL = kernel_function\('(kernel_\w+)'\)", text)
+    dispatcher: Any = _jax.kernel_function(kernel_name)
+    (compiled,) = dispatcher.overloads.values()
+    symbol = compiled.fndesc.mangled_name
+    own = instructions(compiled.library._get_module_for_linking().get_function(symbol))
+    assert own["getelementptr"] > 10 and sum(own.values()) > 100
+
+    library = _compiled_handler(text)._library
+    assert type(library).__name__ == "_HandlerLibrary"
+    module = library._final_module
+    assert instructions(module.get_function(symbol)) == own
+    assert any(f"@{symbol}(" in str(f) for f in module.functions if not f.is_declaration and f.name != symbol)
+
+    # the kernels' pipeline, for contrast: the finished module, the kernel's code in it, optimized again
+    again = _compiled_handler(text.replace("HandlerCompiler", "KernelCompiler"))._library._final_module
+    assert instructions(again.get_function(symbol)) != own
 
 
 def test_public_names_are_pinned_and_live_in_the_implementation() -> None:

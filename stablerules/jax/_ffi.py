@@ -26,7 +26,7 @@ the version of the installed headers before it registers any handler.
 
 Every reader here is an ``@intrinsic`` (a few LLVM loads and stores), and the handler's own
 lines (``_adapter._PROLOGUE``) do the rest: Numba compiles a handler as one function with our
-kernels' pipeline (``_kernel_pipeline.KernelCompiler``). Until round 17 these were
+kernels' pipeline (``_kernel_pipeline.HandlerCompiler``). Until round 17 these were
 ``@njit(inline="always")`` functions over ``carray`` views with an ``np.zeros`` for the error's
 arguments: the inlining pass, three ``carray`` overloads and ``np.zeros``' made a handler's
 compile 555 ms of the JAX U-Net's cold first step; it is 108 ms now (``bench/README.md``).
