@@ -31,6 +31,11 @@ Faults (the disk is an optimization only, SPEC section 16):
 - A cache folder that other users can write or do not own (the top one, ``kernels``, Numba's
   ``__pycache__``, ``NUMBA_CACHE_DIR`` and its folder for us) is not used: a Numba cache file
   is a pickle, so loading one runs code. Kernels then live in memory only, with one warning.
+- A cache this process cannot write to (a read-only file system, a folder without write
+  permission: a cache that ``sr.precompile`` filled in a build step and a deployment mounts
+  read-only), whose folders are otherwise safe, is read: the kernels it holds as object code
+  load from it, and any other compiles in this process's memory, with one warning. Until
+  round 23 such a cache was not used at all (every kernel compiled again).
 - ``clear(disk=True)`` renames each folder aside before removing it, so other processes
   reading or writing it at that moment see a miss or a failed write, never a half-removed
   folder.
@@ -42,6 +47,7 @@ Faults (the disk is an optimization only, SPEC section 16):
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import importlib.util
 import os
@@ -248,13 +254,31 @@ class DiskStore:
     them; any other file is a miss (deleted, the kernel recompiled), never a load.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, read_only: bool = False) -> None:
         self.directory: Path | None = directory
         self._kernels = directory / "kernels"
         from . import _objectcode  # noqa: PLC0415 - loaded with the first kernel, not with stablerules
 
         self._object_code = _objectcode.ObjectCodeStore(self._kernels) if _objectcode.enabled() else None
         self._memory: MemoryStore | None = None
+        # A cache this process cannot write (``_open_store``): it serves the object code it
+        # holds; every other kernel compiles in memory (``_in_memory``), nothing is written.
+        self.read_only = read_only
+        self._compiled_here: MemoryStore | None = None
+
+    def _in_memory(self) -> MemoryStore:
+        """Where a read-only store's missing kernels compile: this process's memory (one
+        warning, when the first one does)."""
+        if self._compiled_here is None:
+            _warn_once(
+                "read-only",
+                f"stablerules: the kernel cache under {self.directory} cannot be written "
+                f"(read-only); the kernels stored there are loaded from it, and this process "
+                f"compiles the others in memory (fill the cache where it can be written: "
+                f"sr.precompile)",
+            )
+            self._compiled_here = MemoryStore()
+        return self._compiled_here
 
     def _write_atomically(self, path: Path, data: str | bytes) -> None:
         import tempfile  # only a compile writes; a process that loads never pays its import
@@ -388,6 +412,8 @@ class DiskStore:
             entry = self._object_code.load(stem, name)
             if entry is not None:
                 return LoadedKernel(entry, None, True)
+        if self.read_only:
+            return self._in_memory().load(name, source)
         for attempt in (1, 2):
             try:
                 self._make_folders()
@@ -412,6 +438,8 @@ class DiskStore:
         if module is not None:
             function: KernelFunction = getattr(module, source.entry)
             return function, False
+        if self.read_only:
+            return self._in_memory().dispatcher(name, source)
         if self._memory is None:
             try:
                 self._make_folders()
@@ -467,6 +495,9 @@ class DiskStore:
         import shutil
 
         assert self.directory is not None
+        if self.read_only:
+            _warn_once("clear", f"stablerules: the kernel cache under {self.directory} is read-only; it is not cleared")
+            return
         folders = [self._kernels]
         configured = self.numba_folders()
         if len(configured) > 1:
@@ -516,6 +547,9 @@ def _open_store() -> KernelStore:
         os.close(os.open(probe, flags, 0o600))
         probe.unlink()
     except OSError as error:
+        read_only = _read_only_store(directory, error)
+        if read_only is not None:
+            return read_only
         warnings.warn(
             f"stablerules: cache directory {directory} is not usable ({error}); "
             f"kernels are kept in memory only",
@@ -524,6 +558,27 @@ def _open_store() -> KernelStore:
         )
         return MemoryStore()
     return store
+
+
+_READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def _read_only_store(directory: Path, error: OSError) -> DiskStore | None:
+    """A store that reads a cache this process cannot write (``error``: a read-only file system
+    or no write permission), or ``None`` where the cache is not one to read: another error
+    (``None``: the caller keeps kernels in memory), or its top folder or ``kernels`` missing,
+    a symbolic link, another user's or writable by others (the checks a writable cache has).
+
+    Only its object code is read (``_objectcode``: private files of this user, each with its
+    digest and host key); Numba's own cache files are not (Numba checks them by writing beside
+    them). So a cache filled by ``sr.precompile`` on the same kind of machine serves every
+    kernel it holds, and one built for another CPU or Numba serves none: those compile."""
+    if error.errno not in _READ_ONLY:
+        return None
+    for folder in (directory, directory / "kernels"):
+        if not os.path.isdir(folder) or _unsafe_folder(folder) is not None:
+            return None
+    return DiskStore(directory, read_only=True)
 
 
 def _forget_in_numba(function: object) -> None:

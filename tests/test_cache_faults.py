@@ -87,6 +87,76 @@ def test_no_space_left_warns_once_and_computes_from_memory(tmp_path: Path) -> No
     assert sum("No space left" in m for m in warnings) == 1, warnings
 
 
+# A read-only file system under the cache, for this child: every write there (a file opened to
+# write, a folder made, a file renamed, replaced or deleted) fails with EROFS, as on a
+# read-only mount, whoever the user is (permission bits do not stop root).
+READ_ONLY = """
+import builtins, errno, io, os
+_cache = os.path.abspath(os.environ["STABLERULES_CACHE_DIR"])
+def _under(path):
+    try:
+        return os.path.abspath(os.fsdecode(path)).startswith(_cache)
+    except TypeError:
+        return False
+def _refuse(path):
+    raise OSError(errno.EROFS, "Read-only file system", os.fsdecode(path))
+_os_open = os.open
+def _open(path, flags, mode=0o777, *, dir_fd=None):
+    if _under(path) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND):
+        _refuse(path)
+    return _os_open(path, flags, mode, dir_fd=dir_fd)
+os.open = _open
+def _refusing(real):
+    def call(path, *args, **kwargs):
+        if _under(path):
+            if real is _mkdir and os.path.isdir(path):
+                raise FileExistsError(errno.EEXIST, "File exists", os.fsdecode(path))
+            _refuse(path)
+        return real(path, *args, **kwargs)
+    return call
+_mkdir = os.mkdir
+for _name in ("mkdir", "unlink", "remove", "rmdir", "rename", "replace", "chmod"):
+    setattr(os, _name, _refusing(getattr(os, _name)))
+_builtin_open = builtins.open
+def _open_file(file, mode="r", *args, **kwargs):
+    if isinstance(file, (str, bytes, os.PathLike)) and _under(file) and any(c in mode for c in "wax+"):
+        _refuse(file)
+    return _builtin_open(file, mode, *args, **kwargs)
+builtins.open = io.open = _open_file
+"""
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))}
+
+
+def test_a_read_only_cache_serves_what_it_holds_and_compiles_the_rest_in_memory(tmp_path: Path) -> None:
+    """A cache filled where it can be written (a build step's ``sr.precompile``) and read
+    where it cannot (a read-only mount). Until round 23 the write probe failed and the whole
+    cache was set aside: every kernel it held compiled again, in every process."""
+    cache = tmp_path / "cache"
+    filled = report(child(CHECK, cache))["info"]
+    assert isinstance(filled, dict) and filled["compiles"] >= 2 and filled["disk_hits"] == 0
+    before = _files(cache)
+    assert any(name.endswith(".native") for name in before)
+
+    out = report(child(READ_ONLY + CHECK, cache))
+    info = out["info"]
+    assert isinstance(info, dict)
+    assert out["warnings"] == []
+    assert (info["compiles"], info["disk_hits"], info["disk_enabled"]) == (0, filled["compiles"], True)
+    assert _files(cache) == before
+
+    # a signature it does not hold compiles in memory (one warning); a clear leaves it as it is
+    extra = CHECK.replace("for count in (2, 3):", "for count in (2, 3, 5):") + "sr.clear_caches(disk=True)\n"
+    more = report(child(READ_ONLY + extra, cache))
+    info = more["info"]
+    assert isinstance(info, dict) and (info["compiles"], info["disk_hits"]) == (1, filled["compiles"])
+    warnings = more["warnings"]
+    assert isinstance(warnings, list) and len(warnings) == 1 and "cannot be written (read-only)" in warnings[0], warnings
+    assert _files(cache) == before
+
+
 # --- 2. integrity ---------------------------------------------------------------------------
 
 
