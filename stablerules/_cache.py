@@ -3,7 +3,8 @@
 A rule hands the cache a :class:`ShapeSignature` and a function that renders the kernel's
 source; it gets back a :class:`Kernel`. The cache knows no op.
 
-Disk layout (``$STABLERULES_CACHE_DIR``, default ``~/.cache/stablerules``, mode 0700)::
+Disk layout (``$STABLERULES_CACHE_DIR``, default ``$XDG_CACHE_HOME/stablerules`` or
+``~/.cache/stablerules``, mode 0700)::
 
     kernels/<hash>.py            generated source, written atomically, imported as
                                  module ``_stablerules_k_<hash>``
@@ -513,7 +514,17 @@ class DiskStore:
 def _open_store() -> KernelStore:
     if not _config.disk_cache():
         return MemoryStore()
-    directory = default_cache_dir()
+    try:
+        directory = default_cache_dir()
+    except RuntimeError:  # the default (or a "~" path) needs a home directory none knows
+        warnings.warn(
+            "stablerules: no kernel cache directory: the home directory is unknown (no HOME, and "
+            "this user is not in the password database); set STABLERULES_CACHE_DIR to keep "
+            "kernels on disk. Kernels are kept in memory only",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return MemoryStore()
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = directory.stat()

@@ -248,7 +248,10 @@ def _host_target(llvmlite_version: str) -> tuple[str, str, str]:
         return _llvm_target()
     import json
 
-    kernels = _config.cache_dir() / "kernels"
+    try:
+        kernels = _config.cache_dir() / "kernels"
+    except RuntimeError:  # no home directory to find the cache in: no record either
+        return _llvm_target()
     path = kernels / f"host-{sha256(identity.encode()).hexdigest()[:16]}{_TARGET_SUFFIX}"
     try:
         record = json.loads(_read_private(path))

@@ -157,6 +157,50 @@ def test_a_read_only_cache_serves_what_it_holds_and_compiles_the_rest_in_memory(
     assert _files(cache) == before
 
 
+def _without_cache_dir(**env: str) -> dict[str, str]:
+    """The environment of a child whose cache directory is the default one."""
+    environment = {k: v for k, v in os.environ.items() if k not in {"STABLERULES_CACHE_DIR", "XDG_CACHE_HOME", "HOME"}}
+    return {**environment, "PYTHONPATH": str(ROOT), **env}
+
+
+def test_no_home_directory_computes_from_memory_with_one_warning(tmp_path: Path) -> None:
+    """On main: ``RuntimeError: Could not determine home directory`` from every op that runs a
+    kernel, in a process with no ``HOME`` whose user the password database does not list (a
+    container run under an arbitrary uid)."""
+    unknown_user = (
+        "import os, pwd\n"
+        "def unknown(uid):\n"
+        "    raise KeyError(f'getpwuid(): uid not found: {uid}')\n"
+        "pwd.getpwuid = unknown\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(unknown_user + CHECK)],
+        capture_output=True, text=True, timeout=TIMEOUT, env=_without_cache_dir(), cwd=str(tmp_path),
+    )
+    out = report(result)
+    info, warnings = out["info"], out["warnings"]
+    assert isinstance(info, dict) and isinstance(warnings, list)
+    assert (info["disk_enabled"], info["directory"]) == (False, None)
+    assert len(warnings) == 1 and "home directory is unknown" in warnings[0] and "STABLERULES_CACHE_DIR" in warnings[0]
+
+
+@pytest.mark.parametrize("xdg", ["absolute", "relative"])
+def test_the_default_cache_directory_follows_xdg_cache_home(tmp_path: Path, xdg: str) -> None:
+    """``$XDG_CACHE_HOME/stablerules`` when it is absolute; a relative one is ignored, as the
+    XDG base directory specification says (``~/.cache/stablerules``)."""
+    home = tmp_path / "home"
+    value = str(tmp_path / "xdg") if xdg == "absolute" else "relative/cache"
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(CHECK)],
+        capture_output=True, text=True, timeout=TIMEOUT, env=_without_cache_dir(HOME=str(home), XDG_CACHE_HOME=value),
+        cwd=str(tmp_path),
+    )
+    info = report(result)["info"]
+    expected = tmp_path / "xdg" / "stablerules" if xdg == "absolute" else home / ".cache" / "stablerules"
+    assert isinstance(info, dict) and info["directory"] == str(expected) and info["disk_enabled"] is True
+    assert any(path.suffix == ".native" for path in (expected / "kernels").iterdir())
+
+
 # --- 2. integrity ---------------------------------------------------------------------------
 
 
