@@ -27,16 +27,18 @@ Faults (the disk is an optimization only, SPEC section 16):
   recorded in ``kernels/<hash>.digests`` when they were written, is deleted and recompiled
   with one warning; it is never loaded. (The ``.native`` files carry their own digest.)
 - A write that fails (a full disk, a file-size limit, permissions, a folder another process's
-  ``clear_caches(disk=True)`` moved away) warns once per process; the process then keeps its
-  kernels in memory.
+  ``clear_caches(disk=True)`` moved away) warns once per process; the process then writes
+  nothing more and keeps new kernels in memory.
 - A cache folder that other users can write or do not own (the top one, ``kernels``, Numba's
   ``__pycache__``, ``NUMBA_CACHE_DIR`` and its folder for us) is not used: a Numba cache file
   is a pickle, so loading one runs code. Kernels then live in memory only, with one warning.
 - A cache this process cannot write to (a read-only file system, a folder without write
-  permission: a cache that ``sr.precompile`` filled in a build step and a deployment mounts
-  read-only), whose folders are otherwise safe, is read: the kernels it holds as object code
-  load from it, and any other compiles in this process's memory, with one warning. Until
-  round 23 such a cache was not used at all (every kernel compiled again).
+  permission, a full disk: a cache that ``sr.precompile`` filled in a build step and a
+  deployment mounts read-only), whose folders are otherwise safe, is read: the kernels it holds
+  as object code load from it, and any other compiles in this process's memory, with one
+  warning. A write that fails later does the same from then on. Until round 23 such a cache
+  was set aside (every kernel it held compiled again), and so was the cache after a failed
+  write.
 - ``clear(disk=True)`` renames each folder aside before removing it, so other processes
   reading or writing it at that moment see a miss or a failed write, never a half-removed
   folder.
@@ -255,28 +257,30 @@ class DiskStore:
     them; any other file is a miss (deleted, the kernel recompiled), never a load.
     """
 
-    def __init__(self, directory: Path, read_only: bool = False) -> None:
+    def __init__(self, directory: Path, unwritable: OSError | None = None) -> None:
         self.directory: Path | None = directory
         self._kernels = directory / "kernels"
         from . import _objectcode  # noqa: PLC0415 - loaded with the first kernel, not with stablerules
 
         self._object_code = _objectcode.ObjectCodeStore(self._kernels) if _objectcode.enabled() else None
-        self._memory: MemoryStore | None = None
-        # A cache this process cannot write (``_open_store``): it serves the object code it
-        # holds; every other kernel compiles in memory (``_in_memory``), nothing is written.
-        self.read_only = read_only
+        # Once a write has failed (``unwritable``: at the store's opening, a read-only file
+        # system say; or later, ``_give_up_disk``), the store writes nothing more: it loads the
+        # object code it holds, and every other kernel compiles in memory (``_in_memory``).
+        self.read_only = unwritable is not None
+        self._unwritable = unwritable
         self._compiled_here: MemoryStore | None = None
 
     def _in_memory(self) -> MemoryStore:
-        """Where a read-only store's missing kernels compile: this process's memory (one
-        warning, when the first one does)."""
+        """Where an unwritable store's missing kernels compile: this process's memory (one
+        warning a process, when the first one does)."""
         if self._compiled_here is None:
+            error = self._unwritable
+            reason = "" if error is None else f" ({type(error).__name__}: {error})"
             _warn_once(
-                "read-only",
-                f"stablerules: the kernel cache under {self.directory} cannot be written "
-                f"(read-only); the kernels stored there are loaded from it, and this process "
-                f"compiles the others in memory (fill the cache where it can be written: "
-                f"sr.precompile)",
+                "write",
+                f"stablerules: the kernel cache under {self.directory} cannot be written{reason}; "
+                f"the kernels stored there are loaded from it, and this process keeps the others "
+                f"in memory (fill a read-only cache where it can be written: sr.precompile)",
             )
             self._compiled_here = MemoryStore()
         return self._compiled_here
@@ -390,14 +394,12 @@ class DiskStore:
         return module
 
     def _give_up_disk(self, error: OSError) -> MemoryStore:
-        """After a failed write: warn once per process, and keep every kernel in memory."""
-        _warn_once(
-            "write",
-            f"stablerules: the kernel cache under {self.directory} cannot be written "
-            f"({type(error).__name__}: {error}); kernels are kept in memory only",
-        )
-        memory = self._memory = MemoryStore()
-        return memory
+        """After a failed write (a full disk, a file-size limit, permissions, a folder another
+        process's ``clear_caches(disk=True)`` moved away): warn once per process and write
+        nothing more; what the cache holds still loads, the rest is kept in memory."""
+        if not self.read_only:
+            self.read_only, self._unwritable = True, error
+        return self._in_memory()
 
     def _make_folders(self) -> None:
         # Made again when another process's clear_caches(disk=True) has moved them away.
@@ -406,8 +408,6 @@ class DiskStore:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def load(self, name: str, source: KernelSource) -> LoadedKernel:
-        if self._memory is not None:
-            return self._memory.load(name, source)
         stem = name.removeprefix("_stablerules_k_")
         if self._object_code is not None:
             entry = self._object_code.load(stem, name)
@@ -441,20 +441,16 @@ class DiskStore:
             return function, False
         if self.read_only:
             return self._in_memory().dispatcher(name, source)
-        if self._memory is None:
-            try:
-                self._make_folders()
-                function = self._load_through_numba(name, source)
-            except OSError as error:
-                self._give_up_disk(error)
-            else:
-                try:
-                    self._record_numba_files(name.removeprefix("_stablerules_k_"))
-                except OSError as error:
-                    self._give_up_disk(error)
-                return function, _dispatcher_disk_hits(function) == 0
-        assert self._memory is not None
-        return self._memory.dispatcher(name, source)
+        try:
+            self._make_folders()
+            function = self._load_through_numba(name, source)
+        except OSError as error:
+            return self._give_up_disk(error).dispatcher(name, source)
+        try:
+            self._record_numba_files(name.removeprefix("_stablerules_k_"))
+        except OSError as error:
+            self._give_up_disk(error)
+        return function, _dispatcher_disk_hits(function) == 0
 
     def _load_through_numba(self, name: str, source: KernelSource) -> KernelFunction:
         _import_numba()
@@ -496,9 +492,6 @@ class DiskStore:
         import shutil
 
         assert self.directory is not None
-        if self.read_only:
-            _warn_once("clear", f"stablerules: the kernel cache under {self.directory} is read-only; it is not cleared")
-            return
         folders = [self._kernels]
         configured = self.numba_folders()
         if len(configured) > 1:
@@ -558,9 +551,9 @@ def _open_store() -> KernelStore:
         os.close(os.open(probe, flags, 0o600))
         probe.unlink()
     except OSError as error:
-        read_only = _read_only_store(directory, error)
-        if read_only is not None:
-            return read_only
+        unwritable = _unwritable_store(directory, error)
+        if unwritable is not None:
+            return unwritable
         warnings.warn(
             f"stablerules: cache directory {directory} is not usable ({error}); "
             f"kernels are kept in memory only",
@@ -571,25 +564,26 @@ def _open_store() -> KernelStore:
     return store
 
 
-_READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+_UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT})
 
 
-def _read_only_store(directory: Path, error: OSError) -> DiskStore | None:
-    """A store that reads a cache this process cannot write (``error``: a read-only file system
-    or no write permission), or ``None`` where the cache is not one to read: another error
-    (``None``: the caller keeps kernels in memory), or its top folder or ``kernels`` missing,
-    a symbolic link, another user's or writable by others (the checks a writable cache has).
+def _unwritable_store(directory: Path, error: OSError) -> DiskStore | None:
+    """A store that reads a cache this process cannot write (``error``: a read-only file
+    system, no write permission, a full disk or quota), or ``None`` where the cache is not one
+    to read: another error, or its top folder or ``kernels`` missing, a symbolic link, another
+    user's or writable by others (the checks a writable cache has). The caller then keeps
+    kernels in memory.
 
     Only its object code is read (``_objectcode``: private files of this user, each with its
     digest and host key); Numba's own cache files are not (Numba checks them by writing beside
     them). So a cache filled by ``sr.precompile`` on the same kind of machine serves every
     kernel it holds, and one built for another CPU or Numba serves none: those compile."""
-    if error.errno not in _READ_ONLY:
+    if error.errno not in _UNWRITABLE:
         return None
     for folder in (directory, directory / "kernels"):
         if not os.path.isdir(folder) or _unsafe_folder(folder) is not None:
             return None
-    return DiskStore(directory, read_only=True)
+    return DiskStore(directory, unwritable=error)
 
 
 def _forget_in_numba(function: object) -> None:
