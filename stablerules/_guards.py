@@ -157,6 +157,21 @@ def no_fallback() -> contextlib.AbstractContextManager[None]:
 # Counters of what leaves the specialized path
 # ---------------------------------------------------------------------------------------------
 
+_UNCOUNTED: contextvars.ContextVar[int] = contextvars.ContextVar("stablerules_uncounted", default=0)
+
+
+@contextlib.contextmanager
+def uncounted() -> Iterator[None]:
+    """The block's plain statics are neither counted as dynamic arguments nor refused inside
+    ``no_fallback()``: an adapter's validation of a call that it counts when the call runs
+    (the torch adapter's new signature, validated with the core's plan and then applied)."""
+    token = _UNCOUNTED.set(1)
+    try:
+        yield
+    finally:
+        _UNCOUNTED.reset(token)
+
+
 
 class Counters:
     """Dynamic static arguments (a plain ``int`` or tuple where a ``Val`` goes) and fallbacks
@@ -170,6 +185,8 @@ class Counters:
         self.fallbacks = 0
 
     def note_dynamic_argument(self, name: str, value: object) -> None:
+        if _UNCOUNTED.get():
+            return
         self.dynamic_arguments += 1
         if NO_FALLBACK.get():
             raise DynamicFallbackError(

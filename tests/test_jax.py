@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, assert_type
@@ -657,6 +658,21 @@ def test_a_handler_compiles_as_one_function(tmp_path: Path) -> None:
 
 
 # --- the indexing family: XLA's gather and scatter-add, validated by our plans ---------------
+
+
+@pytest.mark.parametrize("index", [(slice(None), 0), (slice(1, None), slice(None, None, -2)), slice(1, 3), 2, (Ellipsis, 0), (None, slice(None), -1)], ids=repr)
+def test_getindex_takes_a_plain_index_as_numpy_does(index: Any) -> None:
+    """Until round 23: ``AttributeError: 'tuple' object has no attribute 'entries'`` for any
+    index not written ``sr.ix[...]``."""
+    x = rand(4, 5, 6)
+    expected = np.zeros((4, 5, 6))
+    expected[index] = 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        assert np.array_equal(np.asarray(srj.getindex(x, index)), np.asarray(x)[index])
+        assert np.array_equal(np.asarray(jax.jit(lambda a: srj.getindex(a, index))(x)), np.asarray(x)[index])
+        grad = jax.grad(lambda a: jnp.sum(srj.getindex(a, index)))(x)
+    assert np.array_equal(np.asarray(grad), expected)
 
 
 def test_indexing_ops_equal_numpy_and_check_grads_to_second_order() -> None:

@@ -994,6 +994,48 @@ def test_indices_are_data_not_statics() -> None:
     assert torch.allclose(gx, ex) and torch.allclose(gv, ev)
 
 
+# Plain indices, as NumPy takes them (and sr.getindex does): each is a dynamic argument.
+_PLAIN_INDICES: list[Any] = [(slice(None), 0), (slice(1, None), slice(None, None, -2)), slice(1, 3), 2, (Ellipsis, 0), (None, slice(None), -1)]
+
+
+@pytest.mark.parametrize("index", _PLAIN_INDICES, ids=repr)
+def test_getindex_takes_a_plain_index_as_numpy_does(index: Any) -> None:
+    """Until round 23: ``AttributeError: 'tuple' object has no attribute 'entries'`` for any
+    index not written ``sr.ix[...]``, though the op's signature and NumPy's op take them."""
+    x = _x(4, 5, 6)
+    reference = x.detach().numpy()[index]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        y = srt.getindex(x, index)
+        assert np.array_equal(y.detach().numpy(), reference)
+        (g,) = torch.autograd.grad(y.sum(), x)
+        expected = np.zeros((4, 5, 6))
+        expected[index] = 1
+        assert np.array_equal(g.numpy(), expected)
+        assert torch.autograd.gradcheck(lambda t: srt.getindex(t, index), (x,))
+        compiled = torch.compile(lambda t: srt.getindex(t, index), fullgraph=True, backend="eager")
+        assert np.array_equal(compiled(x.detach()).numpy(), reference)
+
+
+def test_a_new_signatures_first_call_counts_its_plain_statics_once() -> None:
+    """Until round 23 the call that made a signature counted its plain statics twice: once
+    validating it, once running it."""
+    x = torch.rand(3, 7, 5, dtype=torch.float64)  # a shape no other test rolls
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        counts = []
+        for _ in range(3):
+            before = sr.cache_info().dynamic_arguments
+            srt.roll(x, 2, axis=1)  # two plain ints
+            counts.append(sr.cache_info().dynamic_arguments - before)
+        assert counts == [2, 2, 2]
+        with pytest.raises(sr.DynamicFallbackError, match="'shift' was given as a plain int"), sr.no_fallback():
+            srt.roll(x, 3, axis=1)  # a new signature refused before torch's op runs
+        before = sr.cache_info().dynamic_arguments
+        srt.getindex(x, (slice(None), 0))
+        assert sr.cache_info().dynamic_arguments == before + 1
+
+
 def test_bad_indices_are_clear_errors() -> None:
     x = _x(4, 5)
     with pytest.raises(TypeError, match=r"take: argument 'indices' is integer data"):

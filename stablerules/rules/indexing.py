@@ -2440,10 +2440,13 @@ def _batch_index_add(
 
 def _forward_getindex(xp: _facts.Namespace[_A], call: _facts.OpCall, arrays: tuple[_A, ...]) -> tuple[_A, ...]:
     """Basic indexing; a negative-step slice (which torch's indexing does not take) as a
-    ``flip`` followed by a positive-step slice: the same elements."""
+    ``flip`` followed by a positive-step slice: the same elements. ``index`` is an ``sr.ix[...]``
+    or, as the NumPy op takes it, a plain tuple of ints, slices, ``None`` and ``...`` (or one
+    of them), checked as ``sr.ix`` checks its entries."""
     (x,) = arrays
     shape = xp.shape(x)
-    entries: tuple[object, ...] = getattr(call.static("index"), "entries")
+    index = call.static("index")
+    entries: tuple[object, ...] = (index if type(index) is StaticIndex else StaticIndex(index)).entries
     consuming = sum(1 for entry in entries if entry is not None and entry is not Ellipsis)
     axis = 0
     out: list[object] = []

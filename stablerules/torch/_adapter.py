@@ -106,6 +106,7 @@ from stablerules import Val
 from .._binding import Argument
 from ._library import define
 from .._record import RECORDINGS
+from .._guards import uncounted
 from .._rule import RuleOp
 from .._memo import register as register_cache
 
@@ -920,13 +921,16 @@ def _spec_dtype(dtype: torch.dtype) -> np.dtype[np.generic]:
 def validate(call: Call, tensors: Tensors) -> tuple[Callable[[], object] | None, int | None]:
     """Validate a new signature with the core's own plan (``ArraySpec``s: shapes and dtypes,
     no data, nothing computed): every error is the core's, before torch's op runs. Returns
-    what later calls must repeat: the plan lookup that counts plain (dynamic) statics, or
+    what every call must repeat: the plan lookup that counts plain (dynamic) statics, or
     ``None`` when every static is static; and the result's element count (``None`` when the
-    plan does not say)."""
+    plan does not say). The validation counts nothing (``uncounted``): the call that made the
+    signature counts its plain statics as every later one does, when it runs (until round 23
+    its first call counted them twice)."""
     specs = [sr.ArraySpec(tuple(int(n) for n in t.shape), _spec_dtype(t.dtype)) for t in tensors]
     op = cast("RuleOp", call.entry.op)
     args, kwargs = _arguments(call, specs)
-    plan = op.prepare(args, kwargs)
+    with uncounted():
+        plan = op.prepare(args, kwargs)
     shape = getattr(plan, "out_shape", None)
     size = math.prod(shape) if type(shape) is tuple else None
     if all(value is None or type(value) is Val or type(value) is _STATIC_INDEX for _, value in call.statics):
