@@ -580,9 +580,15 @@ def _unwritable_store(directory: Path, error: OSError) -> DiskStore | None:
     kernel it holds, and one built for another CPU or Numba serves none: those compile."""
     if error.errno not in _UNWRITABLE:
         return None
-    for folder in (directory, directory / "kernels"):
-        if not os.path.isdir(folder) or _unsafe_folder(folder) is not None:
-            return None
+    try:
+        top = os.stat(directory)  # as _open_store checks it: through a symbolic link
+    except OSError:
+        return None
+    if not stat.S_ISDIR(top.st_mode) or top.st_uid != os.getuid() or top.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return None
+    kernels = directory / "kernels"
+    if not os.path.isdir(kernels) or _unsafe_folder(kernels) is not None:
+        return None
     return DiskStore(directory, unwritable=error)
 
 
