@@ -3,8 +3,7 @@
 A rule hands the cache a :class:`ShapeSignature` and a function that renders the kernel's
 source; it gets back a :class:`Kernel`. The cache knows no op.
 
-Disk layout (``$STABLERULES_CACHE_DIR``, default ``$XDG_CACHE_HOME/stablerules`` or
-``~/.cache/stablerules``, mode 0700)::
+Disk layout (``$STABLERULES_CACHE_DIR``, default ``~/.cache/stablerules``, mode 0700)::
 
     kernels/<hash>.py            generated source, written atomically, imported as
                                  module ``_stablerules_k_<hash>``

@@ -3,9 +3,8 @@
 =================================  ============================  ==========================================
 Variable                           Accepted values (default)     Effect, and when it is read
 =================================  ============================  ==========================================
-``STABLERULES_CACHE_DIR``          a path (``$XDG_CACHE_HOME/    where compiled kernels are kept on disk;
-                                   stablerules``, else           read when the kernel cache opens its store
-                                   ``~/.cache/stablerules``)
+``STABLERULES_CACHE_DIR``          a path (``~/.cache/           where compiled kernels are kept on disk;
+                                   stablerules``)                read when the kernel cache opens its store
 ``STABLERULES_DISK_CACHE``         a switch (on)                 off: kernels live in memory only; read
                                                                  when the kernel cache opens its store
 ``STABLERULES_DIRECT_LOAD``        a switch (on)                 off: kernels load through Numba's own
@@ -87,9 +86,8 @@ def _numba_flag(name: str) -> bool:
 
 
 def cache_dir() -> Path:
-    """``STABLERULES_CACHE_DIR`` (``~`` expanded), else ``$XDG_CACHE_HOME/stablerules`` where
-    ``XDG_CACHE_HOME`` is an absolute path (the XDG base directory specification ignores a
-    relative one; pip and Hugging Face read it so too), else ``~/.cache/stablerules``.
+    """``STABLERULES_CACHE_DIR`` (``~`` expanded), else ``~/.cache/stablerules`` (SPEC section
+    5: ``XDG_CACHE_HOME`` is not read).
 
     ``RuntimeError`` when the path needs a home directory and none is known (no ``HOME``, and
     a user the password database does not list: a container run under an arbitrary uid). The
@@ -99,9 +97,6 @@ def cache_dir() -> Path:
     configured = os.environ.get(CACHE_DIR)
     if configured:
         return Path(configured).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "stablerules"
     return Path.home() / ".cache" / "stablerules"
 
 

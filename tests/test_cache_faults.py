@@ -204,21 +204,19 @@ def test_no_home_directory_computes_from_memory_with_one_warning(tmp_path: Path)
     assert len(warnings) == 1 and "home directory is unknown" in warnings[0] and "STABLERULES_CACHE_DIR" in warnings[0]
 
 
-@pytest.mark.parametrize("xdg", ["absolute", "relative"])
-def test_the_default_cache_directory_follows_xdg_cache_home(tmp_path: Path, xdg: str) -> None:
-    """``$XDG_CACHE_HOME/stablerules`` when it is absolute; a relative one is ignored, as the
-    XDG base directory specification says (``~/.cache/stablerules``)."""
+def test_the_default_cache_directory_is_home_dot_cache_even_with_xdg_cache_home(tmp_path: Path) -> None:
+    """SPEC section 5: the default is ``~/.cache/stablerules``; ``XDG_CACHE_HOME`` is not read."""
     home = tmp_path / "home"
-    value = str(tmp_path / "xdg") if xdg == "absolute" else "relative/cache"
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(CHECK)],
-        capture_output=True, text=True, timeout=TIMEOUT, env=_without_cache_dir(HOME=str(home), XDG_CACHE_HOME=value),
-        cwd=str(tmp_path),
+        capture_output=True, text=True, timeout=TIMEOUT,
+        env=_without_cache_dir(HOME=str(home), XDG_CACHE_HOME=str(tmp_path / "xdg")), cwd=str(tmp_path),
     )
     info = report(result)["info"]
-    expected = tmp_path / "xdg" / "stablerules" if xdg == "absolute" else home / ".cache" / "stablerules"
+    expected = home / ".cache" / "stablerules"
     assert isinstance(info, dict) and info["directory"] == str(expected) and info["disk_enabled"] is True
     assert any(path.suffix == ".native" for path in (expected / "kernels").iterdir())
+    assert not (tmp_path / "xdg").exists()
 
 
 # --- 2. integrity ---------------------------------------------------------------------------
