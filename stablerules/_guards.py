@@ -172,7 +172,6 @@ def uncounted() -> Iterator[None]:
         _UNCOUNTED.reset(token)
 
 
-
 class Counters:
     """Dynamic static arguments (a plain ``int`` or tuple where a ``Val`` goes) and fallbacks
     (an entry that ran no compiled kernel of its signature), counted in every context; inside
