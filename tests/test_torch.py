@@ -1036,6 +1036,38 @@ def test_a_new_signatures_first_call_counts_its_plain_statics_once() -> None:
         assert sr.cache_info().dynamic_arguments == before + 1
 
 
+@pytest.mark.parametrize("name", ["take", "take_along_axis", "index_add"])
+def test_an_indexing_pullback_keeps_only_the_indices(name: str) -> None:
+    """The pullbacks of take, take_along_axis and index_add read only the indices, so only the
+    indices are saved, as torch's own indexing saves its indices: ``x`` updated in place after
+    the call does not fail the backward (until round 23: torch's "modified by an inplace
+    operation"), and the gradients are those of the unmodified call, torch's own ops'."""
+    generator = torch.Generator().manual_seed(3)
+    base = torch.rand(50, 64, dtype=torch.float64, generator=generator)
+    source = torch.rand(40, 64, dtype=torch.float64, generator=generator)
+    take_i = torch.randint(-50, 50, (4000,), generator=generator)
+    along_i = torch.randint(0, 50, (30, 64), generator=generator)
+    add_i = torch.randint(0, 50, (40,), generator=generator)
+    ours, theirs = {
+        "take": (lambda x, v: srt.take(x, take_i, axis=Val(0)), lambda x, v: x[take_i % 50]),
+        "take_along_axis": (lambda x, v: srt.take_along_axis(x, along_i, axis=Val(0)), lambda x, v: torch.take_along_dim(x, along_i, 0)),
+        "index_add": (lambda x, v: srt.index_add(x, add_i, v, axis=Val(0)), lambda x, v: x.index_add(0, add_i, v)),
+    }[name]
+    grads = []
+    for f, update in ((ours, True), (theirs, False)):
+        x, v = base.clone().requires_grad_(True), source.clone().requires_grad_(True)
+        x2, v2 = x * 1, v * 1
+        y = f(x2, v2)
+        if update:
+            x2.mul_(2)
+            v2.add_(1)
+        weight = torch.rand(y.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+        grads.append(torch.autograd.grad((y * weight).sum(), (x, v), allow_unused=True))
+    for got, expected in zip(*grads):
+        assert (got is None) == (expected is None)
+        assert got is None or expected is None or torch.allclose(got, expected)
+
+
 def test_bad_indices_are_clear_errors() -> None:
     x = _x(4, 5)
     with pytest.raises(TypeError, match=r"take: argument 'indices' is integer data"):

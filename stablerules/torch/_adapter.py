@@ -707,16 +707,21 @@ class _PlainForward(torch.autograd.Function):
     """The op in plain eager mode (no torch.func transform, no forward-mode AD): ``ctx`` in
     ``forward``, cheaper per call than ``setup_context`` (a tiny op's budget). Its
     first input is the call's :class:`TorchSignature`. A linear call saves no tensors (its pullback
-    reads shapes only, as torch's own linear ops); a non-linear one saves its inputs, and its
-    pullback is built in ``backward`` from the saved tensors: a closure made in ``forward``
-    would hold views of memory that FSDP2 frees and regathers in between."""
+    reads shapes only, as torch's own linear ops); one linear in its arrays whose pullback reads
+    only its integer data (take, take_along_axis, index_add: the indices) saves that data alone,
+    as torch's own indexing ops save their indices and not the indexed tensor (so an in-place
+    update of ``x`` after the call does not fail the backward, and ``x`` is not kept alive by
+    the graph); any other saves its inputs. A pullback is built in ``backward`` from the saved
+    tensors: a closure made in ``forward`` would hold views of memory that FSDP2 frees and
+    regathers in between."""
 
     @staticmethod
     def forward(ctx: FunctionCtx, signature: TorchSignature, *tensors: torch.Tensor) -> Tensors:
         c = cast("_Context", ctx)
         c.signature = signature
         if not signature.linear:
-            c.save_for_backward(*tensors)
+            mask = signature.data_only
+            c.save_for_backward(*(tensors if mask is None else [t for t, data in zip(tensors, mask) if data]))
         c.set_materialize_grads(False)
         return signature.forward(tensors)
 
@@ -727,6 +732,10 @@ class _PlainForward(torch.autograd.Function):
         if signature.linear:
             tensors = signature.placeholders()
             back = None if signature.special else signature.linear_pullback()
+        elif signature.data_only is not None:
+            saved = iter(c.saved_tensors)  # the data, the rest standing in as placeholders
+            tensors = tuple(next(saved) if data else p for p, data in zip(signature.placeholders(), signature.data_only))
+            back = None
         else:
             tensors, back = c.saved_tensors, None
         if all(g is None for g in cotangents):
@@ -1203,7 +1212,7 @@ class TorchSignature:
 
     __slots__ = (
         "call", "entry", "order", "plain", "dtensor", "linear", "likes", "_placeholders", "_back",
-        "native", "run", "recount", "special", "implementation", "direct",
+        "native", "run", "recount", "special", "implementation", "direct", "data_only",
     )
 
     def __init__(self, call: Call, tensors: Tensors, order: tuple[int, ...] | None) -> None:
@@ -1225,6 +1234,8 @@ class TorchSignature:
                 f"call it on local tensors (DTensor.to_local, or full_tensor for the gathered array)"
             )
         self.linear = call.linear and call.primal_free  # saves no tensors, shares one pullback
+        # linear in its arrays, its pullback reading only its data (indices): saves the data alone
+        self.data_only = call.data_mask() if call.linear and not call.primal_free else None
         self.likes = tuple((tuple(t.shape), t.dtype, t.device) for t in tensors)
         # meta tensors and 16-bit floats off the CPU: run_pullback's own paths (no shared closure)
         self.special = any(t.is_meta or (t.dtype in _HALF and not t.is_cpu) for t in tensors)
