@@ -138,6 +138,11 @@ def _warn_once(topic: str, message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=5)
 
 
+def _not_ours(info: os.stat_result) -> bool:
+    """Whether a cache folder's ``stat`` says another user owns it or others may write it."""
+    return info.st_uid != os.getuid() or bool(info.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
 def _unsafe_folder(folder: Path) -> str | None:
     """Why ``folder`` is not one to load code from (a symbolic link, not a folder, another
     user's, writable by others), or ``None`` when it is safe: the check the top folder has
@@ -150,7 +155,7 @@ def _unsafe_folder(folder: Path) -> str | None:
         return f"{folder} cannot be inspected ({error.strerror})"
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
         return f"{folder} is not a folder (a symbolic link or a file)"
-    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+    if _not_ours(info):
         return (
             f"{folder} is writable by other users or not owned by this user "
             f"(mode {stat.filemode(info.st_mode)})"
@@ -520,7 +525,7 @@ def _open_store() -> KernelStore:
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = directory.stat()
-        if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        if _not_ours(info):
             warnings.warn(
                 f"stablerules: cache directory {directory} is writable by other users or not "
                 f"owned by this user (mode {stat.filemode(info.st_mode)}); a cache file is a "
@@ -583,7 +588,7 @@ def _unwritable_store(directory: Path, error: OSError) -> DiskStore | None:
         top = os.stat(directory)  # as _open_store checks it: through a symbolic link
     except OSError:
         return None
-    if not stat.S_ISDIR(top.st_mode) or top.st_uid != os.getuid() or top.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+    if not stat.S_ISDIR(top.st_mode) or _not_ours(top):
         return None
     kernels = directory / "kernels"
     if not os.path.isdir(kernels) or _unsafe_folder(kernels) is not None:
