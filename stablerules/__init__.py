@@ -38,7 +38,7 @@ from ._typing import Tangent as Tangent
 from ._val import Val as Val
 from ._version import __version__ as __version__
 
-from . import _public
+from . import _fork, _public
 
 # The ops and the rules: the type checkers read them from the generated stubs through
 # ``_public`` (generated from the op schema); at run time the rules come from ``_dispatch`` and
@@ -91,7 +91,8 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'stablerules' has no attribute {name!r}")
     import importlib  # noqa: PLC0415 - only on an op's first use
 
-    op = getattr(importlib.import_module(f"stablerules.rules.{family}"), name)
+    with _fork.busy():  # a fork waits for the import (its child inherits no module half imported)
+        op = getattr(importlib.import_module(f"stablerules.rules.{family}"), name)
     globals()[name] = op  # later look-ups are plain module attributes
     return op
 

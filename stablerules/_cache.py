@@ -63,7 +63,7 @@ from collections.abc import Callable, Hashable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
 
-from . import _config, _memo, _private_numba
+from . import _config, _fork, _memo, _private_numba
 from ._errors import RecompileError
 from ._guards import COUNTERS, NO_COMPILE
 from ._key import Kernel, KernelFunction, KernelSource, ShapeSignature
@@ -184,6 +184,7 @@ def _import_numba() -> None:
     if numba is not None and getattr(numba, "njit", None) is not None and "numba.core.caching" in sys.modules:
         return
     before = set(sys.modules)
+    _fork.before_numba()
     try:
         importlib.import_module("numba")
         importlib.import_module("numba.core.caching")
@@ -636,6 +637,9 @@ class KernelCache:
         self.load_seconds = 0.0
         self.plan_hits = 0
         self._paid_numba_start_up = False
+        # (thread, its start-up window: [True] once frozen) while a build holds the
+        # collector off for Numba's start-up
+        self._start_up: tuple[int, list[bool]] | None = None
 
     @property
     def store(self) -> KernelStore:
@@ -670,11 +674,29 @@ class KernelCache:
                 return kernel
             self._building[signature] = _thread.get_ident()
             try:
-                kernel = self._build(signature, render())
+                with _fork.busy():  # a fork waits for it (its child inherits no half-done build)
+                    kernel = self._build(signature, render())
             finally:
                 self._building.pop(signature, None)
             self._entries[signature] = kernel
             return kernel
+
+    def renew_after_fork(self) -> None:
+        """In a forked child (``_fork``): new locks (one held by another thread of the parent
+        would stay held for ever); the builds other threads had under way are forgotten (a
+        signature among them is built again when called), and if one of them held off the
+        garbage collector for Numba's start-up (``_build``), it is given back."""
+        me = _thread.get_ident()
+        self._guard = _thread.allocate_lock()
+        self._locks = {}
+        self._building = {signature: thread for signature, thread in self._building.items() if thread == me}
+        start_up = self._start_up
+        if start_up is not None and start_up[0] != me:
+            self._start_up = None
+            if start_up[1]:
+                gc.unfreeze()
+            gc.enable()
+        _private_numba.renew_compiler_lock()
 
     def _build_apart(self, signature: ShapeSignature, source: KernelSource) -> Kernel:
         if NO_COMPILE.get():
@@ -734,6 +756,7 @@ class KernelCache:
         token = _START_UP.set(window) if ours_to_start else None
         if deferred:
             gc.disable()
+            self._start_up = (_thread.get_ident(), window)
         try:
             loaded = store.load(name, source)
             if loaded.function is not None and ours_to_start:
@@ -745,6 +768,7 @@ class KernelCache:
             if token is not None:
                 _START_UP.reset(token)
             if deferred:
+                self._start_up = None
                 gc.enable()
         elapsed = time.perf_counter() - started
         if loaded.from_disk:
@@ -809,6 +833,9 @@ class KernelCache:
 
 
 CACHE = KernelCache()
+
+
+_fork.renewed(CACHE.renew_after_fork)
 
 _Plan = TypeVar("_Plan")
 

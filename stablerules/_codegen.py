@@ -16,6 +16,7 @@ from types import CodeType, FunctionType
 
 import numpy as np
 
+from . import _fork
 from ._guards import allow_template_compile
 from ._key import KernelSource, ShapeSignature
 from ._memo import memoized
@@ -206,6 +207,14 @@ def cpu_kernel(
 
 _TEMPLATE_CODE: dict[tuple[str, str], CodeType] = {}
 _TEMPLATE_LOCK = threading.Lock()
+
+
+def _new_template_lock() -> None:
+    global _TEMPLATE_LOCK
+    _TEMPLATE_LOCK = threading.Lock()
+
+
+_fork.renewed(_new_template_lock)
 template_compiles = [0]
 """How many call-path templates this process has compiled (each text once): what the tests
 assert on to show that a steady state compiles none."""

@@ -75,7 +75,6 @@ the op's own (an adapter calling ``op.plan`` itself gets the op's own, which ref
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -86,7 +85,7 @@ from ._arrays import ArraySpec, array_like, array_namespace, device_of, is_array
 from ._key import Kernel, KernelSource, ShapeSignature
 from ._codegen import INDEX, SourceWriter, cpu_kernel, readonly_array, writable_array
 from ._launch import cpu_launch, cuda_launch
-from ._memo import memoized
+from ._memo import cached_property, memoized
 from ._op import KernelRequest
 from ._plan import KernelPullback, Plan
 from ._tangents import Cotangent, DenseCotangent, Fill

@@ -15,8 +15,9 @@ own imports (the object-code loader) and the core's array helpers included.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 _T = TypeVar("_T")
 
@@ -51,6 +52,40 @@ def memoized(maxsize: int | None) -> Callable[[Callable[..., _T]], functools._lr
     return memoize
 
 
+if TYPE_CHECKING or sys.version_info >= (3, 12):
+    from functools import cached_property
+else:
+
+    class cached_property(functools.cached_property):  # noqa: N801 - functools' name
+        """``functools.cached_property`` as Python 3.12 has it: without a lock (type checkers
+        see functools' own, whose interface this keeps).
+
+        Python 3.11's holds one reentrant lock per property, shared by every instance of the
+        class, while it computes a value. Ours compute kernels (a plan's launcher: a compile
+        or a load from disk), so there that lock would:
+
+        - serialize the first calls of different signatures in different threads (one
+          thread's 300 ms compile holding back another's load of a kernel already on disk);
+        - hang a process forked while another thread computed one (its child inherits the
+          lock held by a thread it does not have, and waits for it at the first call of
+          that op; ``tests/test_cache_faults.py``).
+
+        Without it, two threads that compute the same instance's value at once both compute
+        it (the kernel cache under it builds the kernel once) and the last one stored is
+        kept: the values are equal, so either serves. Once stored, the instance's own
+        attribute is found first and this is not called again."""
+
+        def __get__(self, instance, owner=None):
+            if instance is None:
+                return self
+            cache = instance.__dict__
+            name = self.attrname
+            if name in cache:
+                return cache[name]
+            value = cache[name] = self.func(instance)
+            return value
+
+
 def registered() -> tuple[RegisteredCache, ...]:
     """Every table registered so far (modules register theirs as they are imported)."""
     return tuple(_REGISTERED)
@@ -61,4 +96,4 @@ def clear_registered() -> None:
         entry.clear()
 
 
-__all__ = ["RegisteredCache", "clear_registered", "memoized", "register", "registered"]
+__all__ = ["RegisteredCache", "cached_property", "clear_registered", "memoized", "register", "registered"]

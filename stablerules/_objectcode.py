@@ -57,7 +57,7 @@ import _thread
 import types as pytypes
 import warnings
 
-from . import _config, _elf
+from . import _config, _elf, _fork
 from ._memo import memoized
 from ._private_numba import DYNFUNC, HELPERLIB, NRT_PYTHON, cached_data, make_function
 from ._private_python import sha256
@@ -539,6 +539,14 @@ class CFunction:
 
 _runtime: _Runtime | None = None
 _runtime_lock = _thread.RLock()  # reentrant: a load may run a GC, a `__del__`, an op that loads
+
+
+def _new_runtime_lock() -> None:
+    global _runtime_lock
+    _runtime_lock = _thread.RLock()
+
+
+_fork.renewed(_new_runtime_lock)
 
 
 def _get_runtime() -> _Runtime:

@@ -6,7 +6,6 @@ module's contract is in ``_rule``'s docstring.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import cached_property
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -15,6 +14,7 @@ import numpy as np
 from . import _pool
 from ._arrays import ArrayLike, InputFacts, joint_namespace
 from ._launch import cpu_launcher
+from ._memo import cached_property
 from ._op import KernelRequest
 from ._results import NO_TANGENT, ZERO_TANGENT, ResultForm
 from ._tangents import Cotangent, Fill

@@ -47,7 +47,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from . import _config
+from . import _config, _fork
 from ._memo import register
 
 MIN_BYTES = 1 << 20
@@ -63,6 +63,14 @@ _held = [0]  # bytes held in all blocks
 # ``__del__`` that calls an op whose output comes from this pool, in the same thread. A block
 # the outer call has found is referenced by it, so the inner call never takes it.
 _lock = threading.RLock()
+
+
+def _new_lock() -> None:
+    global _lock
+    _lock = threading.RLock()
+
+
+_fork.renewed(_new_lock)
 
 
 def _reference_count_when_free() -> int:

@@ -19,6 +19,9 @@ Numba: ``tests/test_private.py``). Importing this module imports no Numba.
 - Numba's allocation of a new array in lowered code (``numba.np.arrayobj._empty_nd_impl``,
   what ``np.empty`` lowers to), which a JAX handler's intrinsic calls for its float64
   accumulators (``empty_array``);
+- the lock under Numba's compiler lock (``numba.core.compiler_lock.global_compiler_lock._lock``,
+  a ``threading.RLock``), which a forked child renews when another thread of the parent held
+  it (``renew_compiler_lock``, called by ``_cache``);
 - where Numba keeps a cache under ``NUMBA_CACHE_DIR``
   (``numba.core.caching._CacheLocator.get_suitable_cache_subpath``), which ``_cache`` repeats
   to find Numba's files for a kernel folder.
@@ -160,6 +163,23 @@ def lean_compile(build: Any) -> Any:
         global lean_retries
         lean_retries += 1
         return build()
+
+
+def renew_compiler_lock() -> bool:
+    """In a forked child: a new lock under Numba's compiler lock when another thread of the
+    parent held it (that thread is gone, and every compile would wait for it); ``True`` when
+    renewed. Nothing when Numba's compiler is not imported."""
+    module = sys.modules.get("numba.core.compiler_lock")
+    held = getattr(getattr(module, "global_compiler_lock", None), "_lock", None)
+    if held is None or not held.acquire(blocking=False):
+        if held is None:
+            return False
+        import threading  # noqa: PLC0415 - only a forked child gets here
+
+        module.global_compiler_lock._lock = threading.RLock()  # type: ignore[union-attr]  # found above
+        return True
+    held.release()
+    return False
 
 
 lean_retries = 0

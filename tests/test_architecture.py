@@ -39,7 +39,7 @@ ENGINES = tuple(sorted(path.parent.name for path in (ROOT / "stablerules").glob(
 
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
-        ("_errors", "_config", "_guards", "_val", "_memo", "_version", "_schema", "_kernel_pipeline", "_renamed", "_private_python", "_private_numba", "_facts"), 0
+        ("_errors", "_config", "_guards", "_val", "_memo", "_fork", "_version", "_schema", "_kernel_pipeline", "_renamed", "_private_python", "_private_numba", "_facts"), 0
     ),
     "_key": 1,
     **dict.fromkeys(

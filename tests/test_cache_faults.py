@@ -566,3 +566,90 @@ def test_clear_caches_lets_numbas_dispatchers_and_libraries_go(tmp_path: Path) -
     """
     result = child(script, tmp_path / "cache", timeout=180, STABLERULES_DISK_CACHE="0")
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
+# --- os.fork while another thread builds ------------------------------------------------------
+
+# The child forks while the thread ``builder`` is at ``WHERE`` of its build (a first kernel: the
+# signature's lock held, ``import numba`` and the compile ahead or under way); its child then
+# calls the op with the same signature and a new one, bounded by ``faulthandler``'s exit.
+FORK = """
+import faulthandler, gc, os, sys, threading, time
+import numpy as np
+import stablerules as sr
+from stablerules import Val, _cache, _private_numba
+WHERE = {where!r}
+x = np.arange(35.0).reshape(7, 5)
+reached = threading.Event()
+if WHERE == "build":
+    real = _cache.KernelCache._build
+    def build(self, *args):
+        reached.set()
+        time.sleep(0.01)  # the fork comes while this thread holds the signature's lock
+        return real(self, *args)
+    _cache.KernelCache._build = build
+else:
+    real = _private_numba.lean_compile
+    def lean_compile(build):
+        reached.set()
+        time.sleep(0.01)  # inside Numba's compiler lock
+        return real(build)
+    _private_numba.lean_compile = lean_compile
+def work():
+    y, back = sr.rrule(sr.repeat, x, Val(3), Val(0))
+    back(np.ones_like(y))
+builder = threading.Thread(target=work)
+builder.start()
+assert reached.wait(60)
+pid = os.fork()
+if pid == 0:
+    faulthandler.dump_traceback_later(60, exit=True)  # a hang: exit 1 with the stacks
+    y, back = sr.rrule(sr.repeat, x, Val(3), Val(0))
+    np.testing.assert_array_equal(y, np.repeat(x, 3, axis=0))
+    np.testing.assert_array_equal(back(np.ones_like(y))[0], np.full((7, 5), 3.0))
+    np.testing.assert_array_equal(sr.tile(x, Val((2, 1))), np.tile(x, (2, 1)))
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    os._exit(0)
+builder.join()
+_, status = os.waitpid(pid, 0)
+print("ok" if status == 0 else f"child status {{status}}")
+"""
+
+
+@pytest.mark.parametrize("where", ["build", "compile"])
+def test_a_child_forked_while_another_thread_builds_a_kernel_computes(tmp_path: Path, where: str) -> None:
+    """On main: the child hung at its first call of the op, on the lock the building thread
+    held at the fork (Python 3.11's ``functools.cached_property`` lock, the signature's, a
+    module's import lock in ``import numba``, llvmlite's, Numba's compiler lock)."""
+    result = child(FORK.format(where=where), tmp_path / "cache", timeout=200)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), (result.stdout, result.stderr[-3000:])
+
+
+def test_cached_properties_of_different_plans_compute_at_once_in_two_threads() -> None:
+    """Python 3.11's ``functools.cached_property`` holds one lock per property across every
+    instance: a thread computing one plan's launcher (a compile) held back every other
+    thread's first call of that op. Ours holds none: here each computation waits for the
+    other to have started, which under one shared lock never happens."""
+    import threading
+
+    from stablerules._memo import cached_property
+
+    started = [threading.Event(), threading.Event()]
+
+    class Plan:
+        def __init__(self, index: int) -> None:
+            self.index = index
+
+        @cached_property
+        def launcher(self) -> int:
+            started[self.index].set()
+            assert started[1 - self.index].wait(10), "the other thread's computation never started"
+            return self.index
+
+    results: list[int] = []
+    threads = [threading.Thread(target=lambda p=Plan(i): results.append(p.launcher)) for i in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(results) == [0, 1]

@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -159,7 +160,20 @@ def test_numba_private_names() -> None:
         assert hasattr(importlib.import_module(name), "registry"), _moved(f"{name}.registry", "numba", version)
     assert "load_additional_registries" in inspect.getsource(cpu.CPUContext.refresh), _moved("CPUContext.refresh", "numba", version)
     assert hasattr(importlib.import_module("numba.core.imputils"), "builtin_registry"), _moved("imputils.builtin_registry", "numba", version)
-    assert hasattr(importlib.import_module("numba.core.compiler_lock"), "global_compiler_lock"), _moved("global_compiler_lock", "numba", version)
+    compiler_lock = importlib.import_module("numba.core.compiler_lock")
+    assert hasattr(compiler_lock, "global_compiler_lock"), _moved("global_compiler_lock", "numba", version)
+    # what a forked child renews (``renew_compiler_lock``): the RLock every compile takes
+    held = getattr(compiler_lock.global_compiler_lock, "_lock", None)
+    api = "numba.core.compiler_lock.global_compiler_lock._lock"
+    assert held is not None and type(held) is type(threading.RLock()), _moved(api, "numba", version)
+    with compiler_lock.global_compiler_lock:  # the lock it takes is this one: another thread cannot
+        other: list[bool] = []
+        thread = threading.Thread(target=lambda: other.append(held.acquire(blocking=False)))
+        thread.start()
+        thread.join()
+        assert other == [False], _moved(api, "numba", version)
+    assert not _private_numba.renew_compiler_lock()  # free here: left as it is
+    assert compiler_lock.global_compiler_lock._lock is held
     assert callable(getattr(importlib.import_module("numba.np.arrayobj"), "_empty_nd_impl", None)), (
         _moved("numba.np.arrayobj._empty_nd_impl", "numba", version)
     )

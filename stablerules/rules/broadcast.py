@@ -62,7 +62,6 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TypeVar, cast
 
 import numpy as np
@@ -82,7 +81,7 @@ from .._key import KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, cpu_kernel, nest_limit, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_kernel
 from .. import _pool
-from .._memo import memoized
+from .._memo import cached_property, memoized
 from .._op import KernelRequest
 from .._launch import cpu_launcher, cuda_launch
 from .._plan import DensePullback, KernelPullback, Plan

@@ -47,7 +47,6 @@ Decisions
 
 from __future__ import annotations
 
-import functools
 import math
 import types as pytypes
 from collections.abc import Callable, Sequence
@@ -59,6 +58,7 @@ import numpy.typing as npt
 from .. import _pool
 from .._arrays import ArrayLike, InputFacts, checked_size, input_facts, normalize_axis, shape_text, static_ints
 from .._key import Kernel, KernelSource, ShapeSignature
+from .._memo import cached_property
 from .._codegen import INDEX, SourceWriter, cpu_kernel, greatest, least, nest_limit, readonly_array, writable_array
 from .._codegen import emit_copy as _emit_copy, plus as _plus, tuple_text as _tuple_text
 from .._cuda import cuda_array_type, cuda_kernel
@@ -461,15 +461,15 @@ class RollPlan(Plan):
     def requests(self) -> list[KernelRequest]:
         return [self.request] if self.size else []
 
-    @functools.cached_property
+    @cached_property
     def kernel(self) -> Kernel:
         return self.request.get()  # compiled (or loaded) at the first call that runs it
 
-    @functools.cached_property
+    @cached_property
     def forward_launch(self) -> Callable[[ArrayLike, ArrayLike], None]:
         return self._launcher(self.forward_shifts)
 
-    @functools.cached_property
+    @cached_property
     def backward_launch(self) -> Callable[[ArrayLike, ArrayLike], None]:
         return self._launcher(self.backward_shifts)
 

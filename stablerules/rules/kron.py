@@ -48,7 +48,6 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import cached_property
 from typing import NamedTuple, TypeAlias, TypeVar, Union, cast
 
 import numpy as np
@@ -71,7 +70,7 @@ from .._arrays import (
 from .._key import Kernel, KernelSource, ShapeSignature
 from .._codegen import INDEX, SourceWriter, conj, cpu_kernel, greatest, least, nest_limit, numba_scalar, readonly_array, writable_array
 from .._cuda import cuda_array_type, cuda_block_kernel, cuda_kernel
-from .._memo import memoized
+from .._memo import cached_property, memoized
 from .._op import KernelRequest
 from .._launch import cpu_launcher, cuda_launch, cuda_launch_blocks
 from .._plan import DensePullback, Plan, SavedDense

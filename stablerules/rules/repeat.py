@@ -46,7 +46,6 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
@@ -74,7 +73,7 @@ from .._codegen import INDEX, SourceWriter, cpu_kernel, least, nest_limit, numba
 from .._codegen import plus as _plus, tuple_text as _tuple_text
 from .._cuda import cuda_array_type, cuda_kernel
 from .. import _pool
-from .._memo import memoized
+from .._memo import cached_property, memoized
 from .._op import KernelRequest
 from .._launch import cpu_launch, cpu_launcher, cuda_launch, empty_launch
 from .._plan import DensePullback, KernelPullback, Plan
