@@ -289,6 +289,23 @@ def array_like(value: object, name: str, *, weak_scalars: bool = False) -> objec
     return value
 
 
+def index_data(value: object) -> object:
+    """A list or tuple given where integer data goes (``take``'s indices, ``repeat``'s counts),
+    read as NumPy reads it there: an empty one (``np.take(x, [])``, ``np.take(x, [[]])``),
+    which has no element to take a dtype from (``np.asarray`` says float64), is an empty
+    ``intp`` array of its shape. Anything else is returned as it is, for the op's own reading
+    (a non-empty list of ints is int64 either way; one of floats keeps our ``TypeError``)."""
+    if isinstance(value, (list, tuple)) and _without_elements(value):
+        empty: npt.NDArray[np.intp] = np.zeros(np.shape(value), dtype=np.intp)
+        return empty
+    return value
+
+
+def _without_elements(value: list[object] | tuple[object, ...]) -> bool:
+    """Whether a (nested) list or tuple holds no scalar at all (``[]``, ``[[], []]``)."""
+    return all(isinstance(item, (list, tuple)) and _without_elements(item) for item in value)
+
+
 def as_array(value: object, name: str) -> ArrayLike:
     """An array argument read by :func:`array_like`'s rule, with a supported dtype;
     ``TypeError`` naming it for anything that is not an array-like."""

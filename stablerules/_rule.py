@@ -125,7 +125,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import _half
-from ._arrays import ArrayLike, ArraySpec, is_dynamic_static, shape_text
+from ._arrays import ArrayLike, ArraySpec, index_data, is_dynamic_static, shape_text
 from ._binding import split_function
 # The plan store lives with the kernel cache (it counts plan hits there); nothing else of the
 # cache is used here: kernels come through KernelRequest, counting through _launch.
@@ -162,6 +162,9 @@ class RuleOp(Op):
     raises it when the parameter is given as ``absent_default``, or left out where that is not
     ``None``; see :func:`split_function`)."""
     absent_default: ClassVar[object] = None
+    data_slots: ClassVar[tuple[int, ...]] = ()
+    """Where the integer data (indices, counts) sits among the bound arrays: an empty list or
+    tuple there is read as NumPy reads it (``_arrays.index_data``)."""
     array_positions: ClassVar[tuple[int, ...] | None] = None
     """Where the array arguments sit among the op's parameters (``_results.array_positions``,
     from its schema row); ``None``: first, in order."""
@@ -182,6 +185,9 @@ class RuleOp(Op):
             cls.plan = _planned(cls.__dict__["plan"])  # type: ignore[method-assign]
         cls.array_positions = array_positions(cls.name)
         schema = SCHEMA_BY_NAME.get(cls.name)
+        if schema is not None and not any(param.role == "varargs" for param in schema.params):
+            bound = [param for param in schema.params if param.role != "static"]
+            cls.data_slots = tuple(index for index, param in enumerate(bound) if param.role == "data")
         if schema is not None and cls.bind is RuleOp.bind:
             top = cls.__mro__[cls.__mro__.index(RuleOp) - 1]
             cls.bind = split_function(  # type: ignore[method-assign]
@@ -216,7 +222,11 @@ class RuleOp(Op):
 
     def _bind(self, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[tuple[object, ...], tuple[object, ...]]:
         try:
-            return self.bind(*args, **kwargs)
+            arrays, statics = self.bind(*args, **kwargs)
+            for slot in self.data_slots:
+                if slot < len(arrays) and type(arrays[slot]) in (list, tuple):
+                    arrays = (*arrays[:slot], index_data(arrays[slot]), *arrays[slot + 1 :])
+            return arrays, statics
         except TypeError as error:
             message = str(error)
             if message.startswith(f"{self.name}:"):

@@ -1893,3 +1893,18 @@ def test_block_diagonal_cat_keeps_negative_zeros() -> None:
     np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
     assert np.signbit(got).sum() == 2
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("indices", [[], [[]]], ids=["[]", "[[]]"])
+def test_take_and_index_add_of_an_empty_index_list(indices: list[object]) -> None:
+    """An empty list of indices is an empty take, as ``np.take`` reads it (it was refused as
+    float indices: ``np.asarray([])`` is float64), eager and compiled, with its gradient."""
+    x = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    y = srt.take(x, indices, axis=Val(0))
+    assert y.shape == np.take(x.detach().numpy(), indices, axis=0).shape
+    y.sum().backward()
+    assert x.grad is not None and torch.equal(x.grad, torch.zeros_like(x))
+    compiled = torch.compile(lambda t: srt.take(t, indices, axis=Val(0)), fullgraph=True)
+    assert compiled(x).shape == y.shape
+    added = srt.index_add(x, [], torch.ones(0, 5, dtype=torch.float64))
+    assert torch.equal(added, x)

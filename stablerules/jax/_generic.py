@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _facts
+from .._arrays import index_data
 from .._plan import Plan
 from .._rule import RuleOp
 from .._schema import OPS, OpSchema
@@ -243,6 +244,8 @@ class _Generic:
                 arrays.extend(jnp.asarray(item) for item in cast("Sequence[object]", value))
             elif param.role == "data" and isinstance(value, np.ndarray):
                 arrays.append(cast("Array", value))  # host indices stay on the host until the gather
+            elif param.role == "data" and isinstance(value, (list, tuple)):
+                arrays.append(jnp.asarray(index_data(value)))  # an empty list: intp, as NumPy reads it
             elif param.role == "value" and not isinstance(value, (jax.Array, np.ndarray)):
                 statics[param.name] = value  # an affine op's constant given as a Python scalar
             else:

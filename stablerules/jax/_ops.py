@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad, batching, mlir
 
-from .._arrays import ArraySpec, check_dtype
+from .._arrays import ArraySpec, check_dtype, index_data
 from .._half import is_half
 from .._key import KernelSource, ShapeSignature
 from .._codegen import SourceWriter
@@ -654,7 +654,7 @@ def array_spec(value: object, name: str) -> ArraySpec:
 
 def indexing_spec(value: object) -> ArraySpec:
     """An array of an op with integer data, read as NumPy reads it (``np.asarray``)."""
-    array = value if isinstance(value, (jax.Array, np.ndarray)) else np.asarray(value)
+    array = value if isinstance(value, (jax.Array, np.ndarray)) else np.asarray(index_data(value))
     return ArraySpec(tuple(array.shape), _stand_in_dtype(np.dtype(array.dtype)))
 
 

@@ -103,6 +103,7 @@ import torch.utils.dlpack
 import stablerules as sr
 from stablerules import Val
 
+from .._arrays import index_data
 from .._binding import Argument
 from ._library import define
 from .._record import RECORDINGS
@@ -220,7 +221,7 @@ def as_data(entry: Entry, name: str, value: object) -> torch.Tensor:
             )
         return value
     if isinstance(value, (np.ndarray, list, tuple)) or type(value) is int:
-        return torch.as_tensor(np.asarray(value))
+        return torch.as_tensor(np.asarray(index_data(value)))
     raise TypeError(
         f"stablerules.torch.{entry.name}: argument {name!r} must be an integer torch.Tensor, NumPy array "
         f"or list, got {type(value).__name__}"
