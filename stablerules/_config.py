@@ -86,8 +86,9 @@ def _numba_flag(name: str) -> bool:
 
 
 def cache_dir() -> Path:
-    """``STABLERULES_CACHE_DIR`` (``~`` expanded), else ``~/.cache/stablerules`` (SPEC section
-    5: ``XDG_CACHE_HOME`` is not read).
+    """``STABLERULES_CACHE_DIR`` (``~`` expanded; a relative path is anchored at the working
+    directory of its first reading, :data:`_ANCHORED`), else ``~/.cache/stablerules`` (SPEC
+    section 5: ``XDG_CACHE_HOME`` is not read).
 
     ``RuntimeError`` when the path needs a home directory and none is known (no ``HOME``, and
     a user the password database does not list: a container run under an arbitrary uid). The
@@ -96,8 +97,25 @@ def cache_dir() -> Path:
 
     configured = os.environ.get(CACHE_DIR)
     if configured:
-        return Path(configured).expanduser()
+        anchored = _ANCHORED.get(configured)
+        if anchored is None:
+            path = Path(configured).expanduser()
+            try:
+                anchored = _ANCHORED[configured] = path.absolute()
+            except OSError:  # no working directory (deleted): as given, anchored at a later call
+                return path
+        return anchored
     return Path.home() / ".cache" / "stablerules"
+
+
+_ANCHORED: dict[str, Path] = {}
+"""A relative ``STABLERULES_CACHE_DIR``, made absolute against the working directory of the
+first call that reads it, and kept so for the process: a program that then changes directory
+(Hydra's runs, a test's ``chdir``) keeps one cache. Left relative, the store opened under the
+first directory wrote and imported under the next one, found its folders missing there and
+warned that the cache could not be written; Numba's cache, found from each kernel module's
+path, was lost the same way. Not a cache to clear (``clear_caches`` leaves it): it says which
+folder the configured name meant."""
 
 
 def disk_cache() -> bool:

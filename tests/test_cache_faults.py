@@ -653,3 +653,29 @@ def test_cached_properties_of_different_plans_compute_at_once_in_two_threads() -
     for thread in threads:
         thread.join(30)
     assert sorted(results) == [0, 1]
+
+
+def test_a_relative_cache_directory_stays_where_it_was_after_a_chdir(tmp_path: Path) -> None:
+    """On main: after the program changed directory (as Hydra's runs do), the store wrote
+    under the new one, found no folders there and warned that the cache could not be
+    written; the kernels compiled after it were lost to the next process."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = f"""
+    import json, os, warnings
+    import numpy as np, stablerules as sr
+    from stablerules import Val
+    warnings.simplefilter("error")  # no warning at all
+    x = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(sr.repeat(x, Val(2), axis=Val(0)), np.repeat(x, 2, axis=0))
+    os.chdir({str(elsewhere)!r})
+    np.testing.assert_array_equal(sr.tile(x, Val((2, 1))), np.tile(x, (2, 1)))
+    print(json.dumps({{"info": sr.cache_info()._asdict()}}))
+    """
+    first = report(child(script, tmp_path / "cache", timeout=120, STABLERULES_CACHE_DIR="relative"))
+    info = first["info"]
+    assert isinstance(info, dict) and info["directory"] == str(tmp_path / "relative") and info["compiles"] == 2
+    assert not any(elsewhere.iterdir())
+    second = report(child(script, tmp_path / "cache", timeout=120, STABLERULES_CACHE_DIR="relative"))
+    info = second["info"]
+    assert isinstance(info, dict) and info["compiles"] == 0 and info["disk_hits"] == 2, info
