@@ -827,7 +827,7 @@ def test_generic_ops_are_built_from_the_family_forward_rules() -> None:
 
 
 @pytest.mark.parametrize("indices", [[], [[]]], ids=["[]", "[[]]"])
-def test_take_and_index_add_of_an_empty_index_list(indices: list[object]) -> None:
+def test_take_and_index_add_of_an_empty_index_list(indices: Any) -> None:  # a list, nested
     """An empty list of indices is an empty take, as ``np.take`` reads it (it was refused as
     float indices: ``np.asarray([])`` is float64), eager, jitted and differentiated."""
     x = jnp.arange(20.0).reshape(4, 5)
@@ -836,4 +836,5 @@ def test_take_and_index_add_of_an_empty_index_list(indices: list[object]) -> Non
     gradient = jax.grad(lambda a: srj.take(a, indices, axis=Val(0)).sum())(x)
     np.testing.assert_array_equal(np.asarray(gradient), np.zeros((4, 5)))
     assert jax.jit(lambda a: srj.take(a, indices, axis=Val(0)))(x).shape == y.shape
-    np.testing.assert_array_equal(np.asarray(srj.index_add(x, [], jnp.ones((0, 5)))), np.asarray(x))
+    empty: Any = []  # (the typed signature takes arrays; a list works as NumPy reads it)
+    np.testing.assert_array_equal(np.asarray(srj.index_add(x, empty, jnp.ones((0, 5)))), np.asarray(x))

@@ -413,7 +413,7 @@ def test_take_pullback_builder_and_integer_x() -> None:
 
 
 @pytest.mark.parametrize("indices", [[], (), [[]], [[], []]], ids=["[]", "()", "[[]]", "[[], []]"])
-def test_empty_index_lists_are_read_as_numpy_reads_them(indices: list[object] | tuple[object, ...]) -> None:
+def test_empty_index_lists_are_read_as_numpy_reads_them(indices: Any) -> None:  # lists, nested
     """``np.take(x, [])`` is an empty take (NumPy reads a list of indices as ``intp``, and an
     empty one has no element to say otherwise); ``np.asarray([])`` is float64, which we
     refused as float indices (a ``TypeError``) in every op with integer data, in every engine."""
@@ -423,12 +423,14 @@ def test_empty_index_lists_are_read_as_numpy_reads_them(indices: list[object] | 
     assert y.shape == expected.shape and y.dtype == expected.dtype
     np.testing.assert_array_equal(dense(back(np.ones_like(y))[0]), np.zeros_like(x))
     assert sr.take(x, indices).shape == np.take(x, indices).shape
-    added = sr.index_add(x, [], np.ones((0, 3)))
+    empty: Any = []
+    added = sr.index_add(x, empty, np.ones((0, 3)))
     np.testing.assert_array_equal(added, x)
     counts = sr.repeat(np.zeros(0), [])
     assert counts.shape == np.repeat(np.zeros(0), []).shape == (0,)
     with pytest.raises(ValueError, match="indices"):  # a ragged list is still NumPy's ValueError, named
-        sr.take(x, [[], [1]], Val(0))
+        ragged: Any = [[], [1]]
+        sr.take(x, ragged, Val(0))
 
 
 @pytest.mark.parametrize(
