@@ -753,6 +753,7 @@ _PLAIN_APPLY = _PlainForward.apply
 class _Context(Protocol):
     signature: TorchSignature
     call: Call
+    results: tuple[tuple[torch.Size, torch.dtype, torch.device] | None, ...]
     back: Callable[[object], tuple[object, ...]] | None
     counts: int
     saved_tensors: Tensors
@@ -781,6 +782,11 @@ class _PullbackFunction(_Function):
         values = cast("OptionalTensors", inputs[3:])
         # None cotangents stay None: save_for_backward takes them.
         c.save_for_backward(*values)  # type: ignore[arg-type]
+        if _forward_mode():  # jvp reads them (forward over reverse: a Hessian)
+            c.save_for_forward(*values)  # type: ignore[arg-type]
+            c.results = tuple(
+                None if r is None else (r.shape, r.dtype, r.device) for r in cast("OptionalTensors", output)
+            )
         c.set_materialize_grads(False)
 
     @staticmethod
@@ -790,6 +796,38 @@ class _PullbackFunction(_Function):
         cotangents, tensors = values[: c.counts], cast("Tensors", values[c.counts :])
         d_cotangents, d_tensors = pullback_of_pullback(EAGER, c.call, cotangents, tensors, grads)
         return (None, None, None, *d_cotangents, *d_tensors)
+
+    @staticmethod
+    def jvp(ctx: FunctionCtx, *tangents: torch.Tensor | None) -> OptionalTensors:
+        """Forward mode through a pullback (``torch.func.hessian``, ``jacfwd(jacrev(f))``, a
+        Hessian-vector product ``jvp(grad(f), ...)``). A pullback is linear in its cotangents:
+        their tangents go through the same pullback. A linear op's pullback reads no value of
+        its tensors (only shapes and integer data), so theirs add nothing; a bilinear op's
+        (kron) is linear in each factor too, so theirs add the pullback of the cotangents at
+        the factors' tangents: ``d(dy . b) = t_dy . b + dy . t_b``. Until round 24 this was
+        missing, and each of these transforms over an op whose pullback is our kernel raised
+        torch's "You must implement the jvp function"."""
+        c = cast("_Context", ctx)
+        values = cast("OptionalTensors", c.saved_tensors)
+        cotangents, tensors = values[: c.counts], cast("Tensors", values[c.counts :])
+        d_cotangents = tangents[3 : 3 + c.counts]
+        d_tensors = tangents[3 + c.counts :]
+        terms: list[OptionalTensors] = []
+        if any(t is not None for t in d_cotangents):
+            terms.append(EAGER.pullback(c.call, d_cotangents, tensors))
+        if not c.call.linear and any(t is not None for t in d_tensors) and any(dy is not None for dy in cotangents):
+            terms.append(EAGER.pullback(c.call, cotangents, filled(d_tensors, tensors)))
+        results: list[torch.Tensor | None] = []
+        for position, meta in enumerate(c.results):
+            if meta is None:
+                results.append(None)
+                continue
+            parts = [part for term in terms if (part := term[position]) is not None]
+            total = parts[0] if parts else torch.zeros(meta[0], dtype=meta[1], device=meta[2])
+            for part in parts[1:]:
+                total = total + part
+            results.append(total)
+        return tuple(results)
 
     @staticmethod
     def vmap(
