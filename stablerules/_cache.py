@@ -833,9 +833,8 @@ class KernelCache:
 
 
 CACHE = KernelCache()
-
-
 _fork.renewed(CACHE.renew_after_fork)
+
 
 _Plan = TypeVar("_Plan")
 

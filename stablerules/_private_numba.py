@@ -171,15 +171,15 @@ def renew_compiler_lock() -> bool:
     renewed. Nothing when Numba's compiler is not imported."""
     module = sys.modules.get("numba.core.compiler_lock")
     held = getattr(getattr(module, "global_compiler_lock", None), "_lock", None)
-    if held is None or not held.acquire(blocking=False):
-        if held is None:
-            return False
-        import threading  # noqa: PLC0415 - only a forked child gets here
+    if held is None:
+        return False
+    if held.acquire(blocking=False):  # free, or this thread's own (the fork came inside a compile)
+        held.release()
+        return False
+    import threading  # noqa: PLC0415 - only a forked child gets here
 
-        module.global_compiler_lock._lock = threading.RLock()  # type: ignore[union-attr]  # found above
-        return True
-    held.release()
-    return False
+    module.global_compiler_lock._lock = threading.RLock()  # type: ignore[union-attr]  # found above
+    return True
 
 
 lean_retries = 0
