@@ -430,6 +430,19 @@ class Fill(Generic[_FS, _FT]):
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Fill is immutable")
 
+    # Pickled as its constructor's arguments (the default would set the slots one by one,
+    # which ``__setattr__`` refuses: pickling, ``copy.copy`` and ``copy.deepcopy`` of a
+    # gradient that held a Fill raised "Fill is immutable"); the value, a Python scalar of the
+    # dtype, converts back exactly. A copy is the Fill itself, as ``copy()`` is.
+    def __reduce__(self) -> tuple[type[Fill[Any, Any]], tuple[object, tuple[int, ...], np.dtype[Any]]]:
+        return (type(self), (self.value, self.shape, self.dtype))
+
+    def __copy__(self) -> Self:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Self:
+        return self
+
     def _probe(self) -> npt.NDArray[np.generic]:
         """The value as a 0-d array of ``dtype``: every computation runs NumPy on it."""
         return np.full((), self.value, dtype=self.dtype)
